@@ -1,0 +1,233 @@
+"""The decoding loop: AR baseline and speculative decoding, one code path for CPU and CUDA.
+
+A speculative round is six named steps (batch size 1, T = 0):
+  draft       drafter([root, mask x D] at positions start.., new context features) -> logits [D, V]
+  build tree  budget = controller.budget(cand, start); tree = builder.build(root, cand, budget)
+  verify      target body over [root, nodes] (N+1 tokens, positions start + depth, 4D mask)
+  accept      greedy walk: longest root path whose tokens equal the target's argmax tokens
+  commit      compact the target KV cache to the accepted nodes; emit their tokens + the bonus
+  update      the accepted nodes' target features feed the next draft; feedback hooks
+
+Exactness: every emitted token is the target's argmax given the committed prefix, so the output
+equals greedy AR decoding (up to floating-point near-ties between multi-token and one-token
+forwards; tests check that any difference is such a tie).
+
+`Decoder` holds the models and the method's parts; `decode(prompt_ids)` returns a
+`DecodeResult` with the tokens and one `RoundRecord` per round (accepted length including the
+bonus token, budget, nodes, prefix length, stage times; optionally the tree and verdicts).
+"""
+
+import time
+from dataclasses import asdict, dataclass, field
+
+import torch
+
+from graftlib.builders import BudgetController, Candidates, ChainBuilder, FixedBudget, HeapTreeBuilder, TreeBuilder
+from graftlib.drafter import DFlashDrafter, DraftCache
+from graftlib.errors import require
+from graftlib.tree import greedy_walk, verify_inputs
+from graftlib.verify import LazyArgmax, commit_cache, target_forward
+
+METHODS = ("ar", "dflash", "ddtree")
+MAX_BUDGET = 4096
+
+
+@dataclass
+class DecodeConfig:
+    method: str = "ddtree"
+    budget: int = 32  # draft nodes per round (dflash: drafts per round, at most block_size - 1)
+    max_new_tokens: int = 256
+    record_trees: bool = False  # keep each round's tree and the target's token at every node
+    stop_at_eos: bool = True
+
+
+@dataclass
+class RoundRecord:
+    accepted: int  # a_t: accepted draft nodes + the bonus token
+    budget: int
+    nodes: int  # draft nodes in the verified tree (root excluded)
+    prefix_len: int  # tokens in the target cache before the round
+    t_draft: float
+    t_tree: float
+    t_verify: float
+    t_commit: float
+    tree: dict | None = None  # tokens / parents / depths (record_trees)
+    target_next: list[int] | None = None  # target argmax token at every node (record_trees)
+    accepted_nodes: list[int] | None = None
+
+
+@dataclass
+class DecodeResult:
+    tokens: list[int]
+    prompt_len: int
+    prefill_s: float
+    decode_s: float  # wall time after the first token (prefill excluded)
+    rounds: list[RoundRecord] = field(default_factory=list)
+    stop: str = "length"
+
+    @property
+    def mat(self) -> float:
+        """Mean accepted tokens per round (bonus included); AR: 1."""
+        return sum(r.accepted for r in self.rounds) / len(self.rounds) if self.rounds else 1.0
+
+    @property
+    def tokens_per_s(self) -> float:
+        """Decode throughput: tokens after the first one over decode time (prefill excluded)."""
+        return (len(self.tokens) - 1) / self.decode_s if self.decode_s > 0 else float("nan")
+
+    def stage_ms(self) -> dict[str, float]:
+        n = max(len(self.rounds), 1)
+        return {k: 1000 * sum(getattr(r, f"t_{k}") for r in self.rounds) / n
+                for k in ("draft", "tree", "verify", "commit")}
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+class StageTimer:
+    """Wall-clock stage times; synchronizes the GPU at each boundary on CUDA."""
+
+    def __init__(self, device: torch.device):
+        self.cuda = device.type == "cuda"
+        self.t = self.now()
+
+    def now(self) -> float:
+        if self.cuda:
+            torch.cuda.synchronize()
+        return time.perf_counter()
+
+    def lap(self) -> float:
+        t, self.t = self.t, self.now()
+        return self.t - t
+
+
+def make_parts(method: str, budget: int, block_size: int) -> tuple[TreeBuilder | None, BudgetController | None]:
+    require(method in METHODS, f"unknown method {method!r}: choose from {', '.join(METHODS)}")
+    if method == "ar":
+        return None, None
+    require(isinstance(budget, int) and budget >= 1, f"budget must be a positive integer, got {budget!r}")
+    if method == "dflash":
+        require(budget <= block_size - 1,
+                f"dflash budget {budget} too large: the chain has at most block_size - 1 = {block_size - 1} drafts")
+        return ChainBuilder(), FixedBudget(budget)
+    require(budget <= MAX_BUDGET, f"budget {budget} too large: at most {MAX_BUDGET} nodes per tree")
+    return HeapTreeBuilder(), FixedBudget(budget)
+
+
+class Decoder:
+    """Target + drafter + (builder, controller). `builder=None` means AR decoding."""
+
+    def __init__(self, target, drafter: DFlashDrafter | None, builder: TreeBuilder | None = None,
+                 controller: BudgetController | None = None, eos_ids: list[int] | None = None):
+        self.target = target
+        self.drafter = drafter
+        self.builder = builder
+        self.controller = controller
+        self.device = target.device
+        self.lm_head = target.lm_head.weight
+        self.embed = target.get_input_embeddings()
+        self.eos_ids = set(eos_ids or [])
+        self.max_positions = target.config.max_position_embeddings
+        require(builder is None or drafter is not None, "speculative methods need a drafter")
+
+    @classmethod
+    def for_method(cls, target, drafter, method: str, budget: int = 32, eos_ids=None) -> "Decoder":
+        block = drafter.block_size if drafter is not None else 16
+        builder, controller = make_parts(method, budget, block)
+        return cls(target, drafter, builder, controller, eos_ids)
+
+    def check_prompt(self, prompt_ids: list[int], max_new_tokens: int) -> None:
+        require(len(prompt_ids) > 0, "empty prompt: nothing to condition on")
+        require(max_new_tokens >= 1, f"max_new_tokens must be >= 1, got {max_new_tokens}")
+        slack = self.drafter.block_size if self.drafter is not None else 0
+        need = len(prompt_ids) + max_new_tokens + slack
+        require(need <= self.max_positions,
+                f"prompt too long: {len(prompt_ids)} prompt tokens + {max_new_tokens} new + {slack} draft slack"
+                f" = {need} > the target's context of {self.max_positions} positions")
+
+    @torch.inference_mode()
+    def decode(self, prompt_ids: list[int], max_new_tokens: int = 256, record_trees: bool = False,
+               stop_at_eos: bool = True) -> DecodeResult:
+        self.check_prompt(prompt_ids, max_new_tokens)
+        from transformers import DynamicCache
+
+        cache = DynamicCache(config=self.target.config)
+        timer = StageTimer(self.device)
+        speculative = self.builder is not None
+        ids = torch.tensor([prompt_ids], device=self.device)
+        out = target_forward(self.target, ids, torch.arange(len(prompt_ids), device=self.device)[None],
+                             cache, with_states=speculative)
+        root = LazyArgmax(out.hidden[-1:], self.lm_head)[0]
+        result = DecodeResult([root], len(prompt_ids), timer.lap(), 0.0)
+        t_decode = timer.t
+        eos = stop_at_eos and root in self.eos_ids
+        if speculative:
+            features = self.drafter.context_features(out.hidden_states)  # [1, n, F]
+            self._speculate(result, cache, features, max_new_tokens, record_trees, stop_at_eos, timer, eos)
+        else:
+            self._autoregress(result, cache, max_new_tokens, stop_at_eos, eos)
+        result.decode_s = timer.now() - t_decode
+        return result
+
+    def _autoregress(self, result: DecodeResult, cache, max_new_tokens: int, stop_at_eos: bool, eos: bool):
+        pos = result.prompt_len
+        while not eos and len(result.tokens) < max_new_tokens:
+            tok = torch.tensor([[result.tokens[-1]]], device=self.device)
+            out = target_forward(self.target, tok, torch.tensor([[pos]], device=self.device), cache)
+            nxt = LazyArgmax(out.hidden, self.lm_head)[0]
+            result.tokens.append(nxt)
+            pos += 1
+            eos = stop_at_eos and nxt in self.eos_ids
+        result.stop = "eos" if eos else "length"
+
+    def _speculate(self, result: DecodeResult, cache, features: torch.Tensor, max_new_tokens: int,
+                   record_trees: bool, stop_at_eos: bool, timer: StageTimer, eos: bool):
+        drafter, D = self.drafter, self.drafter.block_size - 1
+        draft_cache = DraftCache.empty(len(drafter.layers))
+        mask_id = drafter.config.mask_token_id
+        start = result.prompt_len  # tokens in the target cache; the root sits at position `start`
+        while not eos and len(result.tokens) < max_new_tokens:
+            root = result.tokens[-1]
+            # draft: block [root, mask x D] -> draft logits [D, V]
+            block = torch.tensor([[root] + [mask_id] * D], device=self.device)
+            noise = self.embed(block) * drafter.config.input_embedding_scale  # [1, D+1, H]
+            h = drafter(noise, features, start, draft_cache)[0, 1:]  # [D, H]
+            logits = drafter.logits(h, self.lm_head)  # [D, V]
+            cand = Candidates.from_logits(logits, self.controller.max_budget, h)
+            t_draft = timer.lap()
+            # build tree
+            budget = self.controller.budget(cand, start)
+            tree = self.builder.build(root, cand, budget)
+            vi = verify_inputs(tree, start, self.device, self.lm_head.dtype)
+            t_tree = timer.lap()
+            # verify: [1, N+1] tokens at positions start + depth
+            out = target_forward(self.target, vi.input_ids, vi.position_ids, cache, vi.attention_mask, True)
+            verdict = LazyArgmax(out.hidden, self.lm_head)
+            # accept
+            accepted, bonus = greedy_walk(vi.children, verdict)
+            t_verify = timer.lap()
+            # commit: KV of accepted nodes; their features feed the next draft
+            commit_cache(cache, start, accepted)
+            idx = torch.tensor(accepted, device=self.device)
+            features = drafter.context_features(out.hidden_states)[:, idx]  # [1, a, F]
+            new = [tree.tokens[i] for i in accepted[1:]] + [bonus]
+            t_commit = timer.lap()
+            # update
+            record = RoundRecord(len(accepted), budget, tree.num_nodes, start, t_draft, t_tree, t_verify, t_commit)
+            if record_trees:
+                record.tree = {"tokens": tree.tokens, "parents": tree.parents, "depths": tree.depths}
+                record.target_next = verdict.all_rows()
+                record.accepted_nodes = accepted
+            result.rounds.append(record)
+            self.builder.feedback(asdict(record))
+            self.controller.feedback(asdict(record))
+            start += len(accepted)
+            for tok in new:
+                if len(result.tokens) >= max_new_tokens:
+                    break
+                result.tokens.append(tok)
+                if stop_at_eos and tok in self.eos_ids:
+                    eos = True
+                    break
+            timer.lap()
+        result.stop = "eos" if eos else "length"
