@@ -1,0 +1,166 @@
+"""Tree data, verify inputs (positions, visibility, 4D mask) and the greedy walk on hand-built trees."""
+
+import pytest
+import torch
+
+from graftlib.tree import Tree, greedy_walk, verify_inputs
+
+# A 5-draft-node tree (root excluded), drawn by hand:
+#
+#   0 (tok 10, depth 0)
+#   +- 1 (tok 11, d1)
+#   |  +- 3 (tok 13, d2)
+#   |  |  +- 5 (tok 15, d3)
+#   |  +- 4 (tok 14, d2)
+#   +- 2 (tok 12, d1)
+TOKENS = [10, 11, 12, 13, 14, 15]
+PARENTS = [-1, 0, 0, 1, 1, 3]
+DEPTHS = [0, 1, 1, 2, 2, 3]
+ANCESTORS_OR_SELF = {0: {0}, 1: {0, 1}, 2: {0, 2}, 3: {0, 1, 3}, 4: {0, 1, 4}, 5: {0, 1, 3, 5}}
+
+
+def branchy() -> Tree:
+    return Tree(list(TOKENS), list(PARENTS), list(DEPTHS))
+
+
+def test_counts_and_shape_helpers():
+    t = branchy()
+    t.validate()
+    assert t.num_nodes == 5 and t.max_depth == 3 and not t.is_chain()
+    c = Tree.chain(7, [1, 2, 3])
+    c.validate()
+    assert c.tokens == [7, 1, 2, 3] and c.parents == [-1, 0, 1, 2] and c.depths == [0, 1, 2, 3]
+    assert c.is_chain() and c.num_nodes == 3
+    r = Tree.root_only(5)
+    assert r.num_nodes == 0 and r.is_chain()
+
+
+def test_add_sets_depth_from_parent():
+    t = Tree.root_only(10)
+    assert t.add(11, 0) == 1
+    assert t.add(12, 1) == 2
+    assert t.add(13, 0) == 3
+    assert t.depths == [0, 1, 2, 1] and t.parents == [-1, 0, 1, 0]
+    t.validate()
+
+
+@pytest.mark.parametrize("start", [0, 1, 7])
+def test_verify_inputs_branchy(start):
+    vi = verify_inputs(branchy(), start)
+    n = len(TOKENS)
+    assert vi.input_ids.tolist() == [TOKENS]
+    assert vi.position_ids.tolist() == [[start + d for d in DEPTHS]]
+    # visibility: exactly ancestor-or-self, built here from the hand-written table
+    expected = torch.zeros(n, n, dtype=torch.bool)
+    for i, anc in ANCESTORS_OR_SELF.items():
+        for j in anc:
+            expected[i, j] = True
+    assert torch.equal(vi.visible, expected)
+    # additive mask over [prefix | tree]
+    m = vi.attention_mask
+    assert m is not None and m.shape == (1, 1, n, start + n) and m.dtype == torch.float32
+    neg = torch.finfo(torch.float32).min
+    assert (m[0, 0, :, :start] == 0).all()
+    for i in range(n):
+        for j in range(n):
+            want = 0.0 if j in ANCESTORS_OR_SELF[i] else neg
+            assert m[0, 0, i, start + j].item() == want, (i, j)
+    assert vi.children == [{11: 1, 12: 2}, {13: 3, 14: 4}, {}, {15: 5}, {}, {}]
+    assert vi.paths == [[0], [0, 1], [0, 2], [0, 1, 3], [0, 1, 4], [0, 1, 3, 5]]
+
+
+def test_verify_inputs_dtype_follows_argument():
+    vi = verify_inputs(branchy(), 3, dtype=torch.bfloat16)
+    assert vi.attention_mask.dtype == torch.bfloat16
+    assert vi.attention_mask[0, 0, 2, 3 + 1].item() == torch.finfo(torch.bfloat16).min
+
+
+def test_verify_inputs_chain_has_no_mask():
+    vi = verify_inputs(Tree.chain(4, [5, 6, 7]), start=9)
+    assert vi.attention_mask is None
+    assert vi.position_ids.tolist() == [[9, 10, 11, 12]]
+    assert torch.equal(vi.visible, torch.ones(4, 4, dtype=torch.bool).tril())
+    assert vi.children == [{5: 1}, {6: 2}, {7: 3}, {}]
+    assert vi.paths == [[0], [0, 1], [0, 1, 2], [0, 1, 2, 3]]
+
+
+def test_verify_inputs_root_only():
+    vi = verify_inputs(Tree.root_only(3), start=4)
+    assert vi.attention_mask is None and vi.position_ids.tolist() == [[4]]
+    assert vi.children == [{}] and vi.paths == [[0]]
+
+
+def test_tree_with_non_chain_numbering_gets_a_mask():
+    # 0 -> 1 and 0 -> 2 -> 3: node 3's parent is 2, but node 2 is not node 1's child
+    t = Tree([1, 2, 3, 4], [-1, 0, 0, 2], [0, 1, 1, 2])
+    vi = verify_inputs(t, 2)
+    assert vi.attention_mask is not None
+    assert vi.visible[3].tolist() == [True, False, True, True]
+    assert vi.position_ids.tolist() == [[2, 3, 3, 4]]
+
+
+@pytest.mark.parametrize("tokens,parents,depths,msg", [
+    ([1, 2, 3], [-1, 0, 2], [0, 1, 2], "must precede"),   # self-parent
+    ([1, 2, 3], [-1, 2, 0], [0, 2, 1], "must precede"),   # parent after child
+    ([1, 2, 3], [-1, 0, 1], [0, 1, 1], "depth"),          # wrong depth
+    ([1, 2, 3], [-1, 0, 0], [0, 1, 1], None),             # fine
+    ([1, 2, 2], [-1, 0, 0], [0, 1, 1], "duplicate"),      # duplicate sibling tokens
+    ([1, 2, 2, 2], [-1, 0, 1, 0], [0, 1, 2, 1], "duplicate"),
+])
+def test_validate(tokens, parents, depths, msg):
+    t = Tree(tokens, parents, depths)
+    if msg is None:
+        t.validate()
+    else:
+        with pytest.raises(AssertionError, match=msg):
+            t.validate()
+
+
+def test_validate_root_and_lengths():
+    with pytest.raises(AssertionError):
+        Tree([1, 2], [0, 0], [0, 1]).validate()  # root must have parent -1
+    with pytest.raises(AssertionError):
+        Tree([1, 2], [-1, 0], [0]).validate()  # ragged lists
+    # same token under different parents is allowed
+    Tree([1, 2, 3, 2], [-1, 0, 0, 2], [0, 1, 1, 2]).validate()
+
+
+# Greedy walk: target_next[i] = the target's argmax after node i.
+CHILDREN = verify_inputs(branchy(), 0).children
+
+
+def test_walk_full_deepest_path():
+    # root -> 11 (node 1) -> 13 (node 3) -> 15 (node 5), bonus 99
+    nxt = [11, 13, 0, 15, 0, 99]
+    assert greedy_walk(CHILDREN, nxt) == ([0, 1, 3, 5], 99)
+
+
+def test_walk_stops_at_root():
+    nxt = [20, 13, 0, 15, 0, 99]  # 20 is not a child of the root
+    assert greedy_walk(CHILDREN, nxt) == ([0], 20)
+
+
+def test_walk_branch_switch():
+    # at node 1 the target wants 14 (node 4), not 13: the walk takes the second branch
+    nxt = [11, 14, 0, 15, 42, 99]
+    assert greedy_walk(CHILDREN, nxt) == ([0, 1, 4], 42)
+    # second root child
+    nxt = [12, 13, 77, 15, 0, 99]
+    assert greedy_walk(CHILDREN, nxt) == ([0, 2], 77)
+
+
+def test_walk_stops_inside():
+    nxt = [11, 13, 0, 16, 0, 99]  # node 3 has child 15, target wants 16
+    assert greedy_walk(CHILDREN, nxt) == ([0, 1, 3], 16)
+
+
+def test_walk_accepts_lazy_sequences():
+    calls = []
+
+    class Lazy:
+        def __getitem__(self, i):
+            calls.append(i)
+            return [11, 14, 0, 15, 42, 99][i]
+
+    assert greedy_walk(CHILDREN, Lazy()) == ([0, 1, 4], 42)
+    assert calls == [0, 1, 4]  # only the visited rows are read
