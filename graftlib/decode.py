@@ -22,7 +22,14 @@ from dataclasses import asdict, dataclass, field
 
 import torch
 
-from graftlib.builders import BudgetController, Candidates, ChainBuilder, FixedBudget, HeapTreeBuilder, TreeBuilder
+from graftlib.builders import (
+    BudgetController,
+    Candidates,
+    ChainBuilder,
+    FixedBudget,
+    HeapTreeBuilder,
+    TreeBuilder,
+)
 from graftlib.drafter import DFlashDrafter, DraftCache
 from graftlib.errors import require
 from graftlib.tree import greedy_walk, verify_inputs
@@ -139,7 +146,7 @@ class Decoder:
     def check_prompt(self, prompt_ids: list[int], max_new_tokens: int) -> None:
         require(len(prompt_ids) > 0, "empty prompt: nothing to condition on")
         require(max_new_tokens >= 1, f"max_new_tokens must be >= 1, got {max_new_tokens}")
-        slack = self.drafter.block_size if self.drafter is not None else 0
+        slack = self.drafter.block_size if self.builder is not None else 0
         need = len(prompt_ids) + max_new_tokens + slack
         require(need <= self.max_positions,
                 f"prompt too long: {len(prompt_ids)} prompt tokens + {max_new_tokens} new + {slack} draft slack"

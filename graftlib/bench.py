@@ -1,0 +1,208 @@
+"""`graft bench`: methods x budgets over prompts, interleaved per prompt, resumable.
+
+Protocol (the AR baseline is the denominator of every speedup, so it gets the same care):
+- every run (method@budget) is warmed up once on the first prompt before anything is timed;
+- prompts are the outer loop and runs the inner loop, so slow drifts of the machine (thermal,
+  other load) hit all methods alike;
+- every decode is checked against AR's tokens for the same prompt (`matches_ar`);
+- `hf` runs `transformers`' own greedy `generate` on the same target, timed the same way
+  (first-token timestamp from a streamer, so prefill is excluded like ours).
+One JSON record per (prompt, run) is appended to the output file (see `graftlib.records`);
+finished (setting, prompt, run) triples are skipped on a re-run.
+"""
+
+import json
+import platform
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from graftlib import __version__
+from graftlib.decode import METHODS, Decoder
+from graftlib.errors import GraftError, require
+from graftlib.metrics import format_table, summarize
+from graftlib.paths import results_dir
+from graftlib.records import append_record, read_records, setting_id
+
+BASELINES = ("hf",)
+
+
+@dataclass(frozen=True)
+class Run:
+    method: str
+    budget: int | None
+
+    @property
+    def key(self) -> str:
+        return self.method if self.budget is None else f"{self.method}@{self.budget}"
+
+
+@dataclass(frozen=True)
+class BenchPrompt:
+    task: str
+    uid: str
+    input_ids: tuple[int, ...]
+    truncated_from: int | None = None
+
+
+def parse_runs(methods: list[str], budgets: list[int], chain_budgets: list[int]) -> list[Run]:
+    """ar/hf -> one run; dflash -> one per chain budget; tree methods -> one per budget."""
+    runs = []
+    for m in methods:
+        require(m in METHODS or m in BASELINES,
+                f"unknown method {m!r}: choose from {', '.join(METHODS + BASELINES)}")
+        if m in ("ar", "hf"):
+            runs.append(Run(m, None))
+        else:
+            runs.extend(Run(m, b) for b in (chain_budgets if m == "dflash" else budgets))
+    for r in runs:
+        require(r.budget is None or r.budget >= 1, f"budget must be >= 1, got {r.budget} for {r.method}")
+    if not any(r.method == "ar" for r in runs):
+        runs.insert(0, Run("ar", None))  # the denominator is always measured
+    return runs
+
+
+def hf_generate(pair, prompt_ids: list[int], max_new_tokens: int) -> tuple[list[int], float, float]:
+    """HF greedy generate; returns (new tokens, prefill_s, decode_s) with a first-token timestamp."""
+    import torch
+
+    class FirstToken:
+        def __init__(self):
+            self.calls, self.t_first = 0, None
+
+        def put(self, value):
+            self.calls += 1
+            if self.calls == 2:  # call 1 is the prompt, call 2 the first new token
+                self.t_first = time.perf_counter()
+
+        def end(self):
+            pass
+
+    streamer = FirstToken()
+    ids = torch.tensor([prompt_ids], device=pair.device)
+    t0 = time.perf_counter()
+    out = pair.target.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=max_new_tokens,
+                               do_sample=False, eos_token_id=pair.eos_ids, pad_token_id=pair.eos_ids[0],
+                               streamer=streamer)
+    if pair.device.type == "cuda":
+        torch.cuda.synchronize()
+    t1 = time.perf_counter()
+    t_first = streamer.t_first or t1
+    return out[0, len(prompt_ids):].tolist(), t_first - t0, t1 - t_first
+
+
+def decode_record(pair, run: Run, prompt: BenchPrompt, max_new_tokens: int) -> dict:
+    ids = list(prompt.input_ids)
+    if run.method == "hf":
+        tokens, prefill_s, decode_s = hf_generate(pair, ids, max_new_tokens)
+        rounds = len(tokens) - 1
+        return dict(tokens=tokens, new_tokens=len(tokens), prefill_s=prefill_s, decode_s=decode_s,
+                    rounds=rounds, accepted_sum=rounds, nodes_sum=0,
+                    stage_s={k: 0.0 for k in ("draft", "tree", "verify", "commit")})
+    decoder = Decoder.for_method(pair.target, pair.drafter, run.method, run.budget or 1, pair.eos_ids)
+    res = decoder.decode(ids, max_new_tokens)
+    rounds = res.rounds
+    n_rounds = len(rounds) if rounds else len(res.tokens) - 1
+    return dict(
+        tokens=res.tokens, new_tokens=len(res.tokens), prefill_s=res.prefill_s, decode_s=res.decode_s,
+        rounds=n_rounds, accepted_sum=sum(r.accepted for r in rounds) if rounds else n_rounds,
+        nodes_sum=sum(r.nodes for r in rounds),
+        stage_s={k: sum(getattr(r, f"t_{k}") for r in rounds) for k in ("draft", "tree", "verify", "commit")},
+        accepted=[r.accepted for r in rounds],
+    )
+
+
+def run_bench(pair, prompts: list[BenchPrompt], runs: list[Run], max_new_tokens: int, out: Path,
+              warmup: bool = True, progress: bool = True, extra: dict | None = None) -> list[dict]:
+    """Decode every prompt with every run (interleaved), append records, return this setting's records."""
+    from tqdm.auto import tqdm
+
+    require(len(prompts) > 0, "no prompts to benchmark")
+    setting = dict(pair.describe(), max_new_tokens=max_new_tokens, **(extra or {}))
+    sid = setting_id(**setting)
+    done = {(r["uid"], r["key"]): r for r in read_records(out) if r.get("setting_id") == sid}
+    todo = [(p, r) for p in prompts for r in runs if (p.uid, r.key) not in done]
+    if warmup and todo:
+        for r in runs:
+            decode_record(pair, r, prompts[0], min(16, max_new_tokens))
+    bar = tqdm(todo, desc="bench", unit="decode", disable=not progress)
+    for p, r in bar:
+        bar.set_postfix_str(f"{p.uid} {r.key}")
+        rec = decode_record(pair, r, p, max_new_tokens)
+        ar = done.get((p.uid, "ar"))
+        rec.update(
+            setting_id=sid, key=r.key, method=r.method, budget=r.budget, task=p.task, uid=p.uid,
+            prompt_tokens=len(p.input_ids), truncated_from=p.truncated_from,
+            matches_ar=None if r.method == "ar" or ar is None else rec["tokens"] == ar["tokens"],
+            mat=rec["accepted_sum"] / rec["rounds"] if rec["rounds"] else 1.0,
+            tokens_per_s=(rec["new_tokens"] - 1) / rec["decode_s"] if rec["decode_s"] else None,
+            setting=setting, graftlib=__version__, host=platform.node(), time=time.time(),
+        )
+        append_record(out, rec)
+        done[(p.uid, r.key)] = rec
+    keys = {r.key for r in runs}
+    uids = {p.uid for p in prompts}
+    return [rec for (uid, key), rec in done.items() if uid in uids and key in keys]
+
+
+def load_prompts(pair, args) -> list[BenchPrompt]:
+    """From --prompt / --prompts-file (raw user messages) or --task/--n/--split (graftlib.data)."""
+    texts = list(args.prompt or [])
+    if args.prompts_file:
+        path = Path(args.prompts_file)
+        require(path.is_file(), f"prompts file {path} does not exist")
+        for line in path.read_text().splitlines():
+            if line.strip():
+                texts.append(json.loads(line)["text"] if line.lstrip().startswith("{") else line)
+    if texts:
+        for t in texts:
+            require(t.strip() != "", "empty prompt in the prompt list")
+        return [BenchPrompt("custom", f"custom-{i}", tuple(pair.prompt_ids(t))) for i, t in enumerate(texts)]
+    from graftlib import data
+
+    items = data.load_items(args.task, args.split, args.n)
+    out = []
+    for it in items:
+        p = data.format_prompt(it, pair.tokenizer, args.max_prompt_tokens)
+        out.append(BenchPrompt(it.task, it.uid, tuple(p.input_ids), p.truncated_from))
+    return out
+
+
+def add_parser(sub) -> None:
+    from graftlib.generate import add_model_args
+
+    p = sub.add_parser("bench", help="benchmark methods x budgets over prompts (interleaved, resumable)")
+    add_model_args(p)
+    p.add_argument("--methods", nargs="+", default=["ar", "dflash", "ddtree"],
+                   help=f"from {', '.join(METHODS + BASELINES)} (ar is always included)")
+    p.add_argument("--budgets", nargs="+", type=int, default=[16, 32, 64], help="tree budgets")
+    p.add_argument("--chain-budgets", nargs="+", type=int, default=[15], help="dflash drafts per round")
+    p.add_argument("--prompt", action="append", help="a raw user message (repeatable)")
+    p.add_argument("--prompts-file", help="text file, one prompt per line (or JSONL with a 'text' field)")
+    p.add_argument("--task", default="gsm8k", help="prompt set when no --prompt/--prompts-file is given")
+    p.add_argument("--split", default="eval")
+    p.add_argument("--n", type=int, default=4, help="number of prompts from --task")
+    p.add_argument("--max-prompt-tokens", type=int, default=None)
+    p.add_argument("--max-new-tokens", type=int, default=128)
+    p.add_argument("--out", default=None, help="JSONL results file (default results/bench.jsonl)")
+    p.add_argument("--no-warmup", action="store_true")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from graftlib.models import load_pair
+
+    require(args.n >= 1, f"--n must be >= 1, got {args.n}")
+    runs = parse_runs(args.methods, args.budgets, args.chain_budgets)
+    pair = load_pair(args.target, args.drafter, args.device, args.device_map)
+    block = pair.drafter.block_size
+    for r in runs:
+        if r.method == "dflash" and r.budget > block - 1:
+            raise GraftError(f"dflash budget {r.budget} too large: at most block_size - 1 = {block - 1}")
+    prompts = load_prompts(pair, args)
+    out = Path(args.out) if args.out else results_dir() / "bench.jsonl"
+    print(f"graft bench: {len(prompts)} prompts x {len(runs)} runs -> {out} "
+          f"({pair.describe()}, drafter_trained={pair.drafter_trained})")
+    records = run_bench(pair, prompts, runs, args.max_new_tokens, out, warmup=not args.no_warmup)
+    print(format_table(summarize(records)))
+    return 0

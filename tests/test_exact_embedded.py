@@ -1,0 +1,51 @@
+"""Exactness on the real embedded model: every method and budget reproduces greedy AR decoding.
+
+Four real prompts of different kinds, 128 new tokens, the shipped embedded drafter (whatever its
+training state: exactness must not depend on drafter quality). Any difference must be a genuine
+top-2 near-tie of the target's logits (graftlib.exactness), never a loosened comparison.
+"""
+
+import pytest
+
+from graftlib.decode import Decoder
+from graftlib.exactness import check_exact
+
+PROMPTS = [
+    ("Natalia sold clips to 48 of her friends in April, and then she sold half as many clips in May. "
+     "How many clips did Natalia sell altogether in April and May?\nPlease reason step by step, and put "
+     "your final answer within \\boxed{}."),
+    "Write a python function to find the first repeated character in a given string.",
+    "Give three tips for staying healthy.",
+    ("Problem Statement: The `mean` function crashes with ZeroDivisionError on an empty list. "
+     "Please fix the issue described above."),
+]
+MAX_NEW = 128
+RUNS = [("dflash", 15), ("dflash", 1)] + [("ddtree", b) for b in (1, 8, 32, 64, 256)]
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def references(embedded_pair):
+    ar = Decoder.for_method(embedded_pair.target, None, "ar", eos_ids=embedded_pair.eos_ids)
+    out = {}
+    for text in PROMPTS:
+        ids = embedded_pair.prompt_ids(text)
+        out[text] = (ids, ar.decode(ids, MAX_NEW).tokens)
+    return out
+
+
+@pytest.mark.parametrize("method,budget", RUNS, ids=[f"{m}@{b}" for m, b in RUNS])
+def test_embedded_matches_ar(embedded_pair, references, method, budget):
+    p = embedded_pair
+    dec = Decoder.for_method(p.target, p.drafter, method, budget, p.eos_ids)
+    for ids, ref in references.values():
+        res = dec.decode(ids, MAX_NEW)
+        check_exact(p.target, ids, ref, res.tokens)
+        assert all(r.nodes <= budget for r in res.rounds)
+        assert sum(r.accepted for r in res.rounds) >= len(res.tokens) - 1  # every token came from a round
+
+
+def test_references_are_nontrivial(references):
+    # the comparison must cover long outputs, not just an immediate EOS
+    assert sum(len(ref) for _, ref in references.values()) >= 2 * MAX_NEW
