@@ -32,6 +32,7 @@ from graftlib.builders import (
 )
 from graftlib.drafter import DFlashDrafter, DraftCache
 from graftlib.errors import require
+from graftlib.kvcache import target_cache
 from graftlib.tree import greedy_walk, verify_inputs
 from graftlib.verify import LazyArgmax, commit_cache, target_forward
 
@@ -156,11 +157,10 @@ class Decoder:
     def decode(self, prompt_ids: list[int], max_new_tokens: int = 256, record_trees: bool = False,
                stop_at_eos: bool = True) -> DecodeResult:
         self.check_prompt(prompt_ids, max_new_tokens)
-        from transformers import DynamicCache
-
-        cache = DynamicCache(config=self.target.config)
-        timer = StageTimer(self.device)
         speculative = self.builder is not None
+        tree_room = (self.controller.max_budget + 1) if speculative else 1
+        cache = target_cache(self.target.config, len(prompt_ids) + max_new_tokens + tree_room)
+        timer = StageTimer(self.device)
         ids = torch.tensor([prompt_ids], device=self.device)
         out = target_forward(self.target, ids, torch.arange(len(prompt_ids), device=self.device)[None],
                              cache, with_states=speculative)

@@ -118,6 +118,10 @@ def load_target(name_or_path: str = EMBEDDED_TARGET, device: str | None = None,
     dtype = dtype or default_dtype(device)
     where = resolve_target(name_or_path)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    # Let SDPA handle grouped K/V heads itself (enable_gqa) also when a mask is given (every
+    # multi-token verify); otherwise HF materializes repeat_kv copies of the whole KV cache in
+    # every layer of every verify forward. Read per call by transformers' sdpa integration.
+    os.environ.setdefault("TRANSFORMERS_SDPA_FORCE_GQA", "1")
     try:
         model = AutoModelForCausalLM.from_pretrained(
             where, dtype=dtype, attn_implementation="sdpa", local_files_only=True,

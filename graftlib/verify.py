@@ -8,7 +8,8 @@
   (accepted + 1) rows. Rows are computed one matvec at a time, which is also exactly how the
   AR baseline computes its logits.
 - `commit_cache` keeps the K/V of the accepted tree nodes: an in-place gather of the accepted
-  rows to the front of the appended region, then a crop (a view; nothing else is copied).
+  rows to the front of the appended region, then a crop (with `graftlib.kvcache`'s buffered
+  layers a length change; nothing else is copied).
 
 Invariant: after `commit_cache(cache, start, keep)` the cache holds exactly `start + len(keep)`
 positions, and position `start + j` holds the K/V of tree node `keep[j]`, whose position id
@@ -69,5 +70,4 @@ def commit_cache(cache, start: int, keep: list[int]) -> None:
             idx = torch.tensor(keep, device=layer.keys.device) + start
             layer.keys[:, :, start:start + n] = layer.keys.index_select(2, idx)
             layer.values[:, :, start:start + n] = layer.values.index_select(2, idx)
-        layer.keys = layer.keys[:, :, :start + n]
-        layer.values = layer.values[:, :, :start + n]
+        layer.crop(start + n - layer.get_seq_length())
