@@ -158,12 +158,16 @@ def load_prompts(pair, args) -> list[BenchPrompt]:
         for t in texts:
             require(t.strip() != "", "empty prompt in the prompt list")
         return [BenchPrompt("custom", f"custom-{i}", tuple(pair.prompt_ids(t))) for i, t in enumerate(texts)]
+    return task_prompts(pair, args.task, args.n, args.split, args.max_prompt_tokens)
+
+
+def task_prompts(pair, task: str, n: int, split: str = "eval", max_prompt_tokens: int | None = None) -> list[BenchPrompt]:
+    """The first `n` items of a prompt set's split, chat-formatted for the pair's target."""
     from graftlib import data
 
-    items = data.load_items(args.task, args.split, args.n)
     out = []
-    for it in items:
-        p = data.format_prompt(it, pair.tokenizer, args.max_prompt_tokens)
+    for it in data.load_items(task, split, n):
+        p = data.format_prompt(it, pair.tokenizer, max_prompt_tokens)
         out.append(BenchPrompt(it.task, it.uid, tuple(p.input_ids), p.truncated_from))
     return out
 

@@ -12,7 +12,7 @@ import sys
 from graftlib.errors import GraftError
 
 # (subcommand module, in the order shown by --help)
-COMMAND_MODULES = ("graftlib.generate", "graftlib.bench", "graftlib.costs", "graftlib.data")
+COMMAND_MODULES = ("graftlib.generate", "graftlib.bench", "graftlib.costs", "graftlib.data", "graftlib.workbook")
 
 
 def build_parser() -> argparse.ArgumentParser:

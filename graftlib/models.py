@@ -5,6 +5,8 @@ same device and dtype, checks that they fit each other, and reports whether the 
 trained. `Pair.prompt_ids(text)` wraps raw text in the target's chat template.
 """
 
+import os
+import platform
 from dataclasses import dataclass
 
 import torch
@@ -42,7 +44,14 @@ class Pair:
     def describe(self) -> dict:
         return {"target": self.target_name, "drafter": self.drafter_name, "drafter_trained": self.drafter_trained,
                 "device": str(self.device), "dtype": str(self.target.dtype).removeprefix("torch."),
-                "threads": torch.get_num_threads()}
+                "threads": torch.get_num_threads(), "hardware": hardware(self.device)}
+
+
+def hardware(device: torch.device) -> str:
+    """A short machine description for figure captions and records."""
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    return f"{os.cpu_count()}-core CPU ({platform.machine()})"
 
 
 def load_pair(target: str = EMBEDDED_TARGET, drafter: str = EMBEDDED_DRAFTER, device: str | None = None,

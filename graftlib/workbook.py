@@ -1,0 +1,125 @@
+"""The workbook runner: every notebook of a profile through papermill, failures reported by name.
+
+Profiles (parameter overrides applied to every notebook; each notebook's own defaults are the
+cheap interactive ones):
+- `smoke`: CI. Tiny prompt counts and lengths; checks that every notebook runs end to end.
+- `quick`: the README's main job on the embedded default, a 2-core CPU, about 30 minutes.
+- `full`: paper-scale prompt counts and lengths, meant for GPUs.
+
+`run_workbook` executes each notebook into `<out>/<name>.ipynb`, keeps going when one fails,
+and writes `<out>/summary.md` (name, status, seconds, first error line and cell). Notebooks
+validate their parameters in their first cell with `check_params`, so a bad value stops the
+notebook there with one clear message.
+"""
+
+import time
+from pathlib import Path
+
+from graftlib.errors import GraftError, require
+
+NOTEBOOK_DIR = Path(__file__).resolve().parent.parent / "notebooks"
+
+PROFILES: dict[str, dict] = {
+    "smoke": {"profile": "smoke", "n_prompts": 1, "max_new_tokens": 16, "tasks": "gsm8k",
+              "budgets": "4,16", "chain_budgets": "7"},
+    "quick": {"profile": "quick", "n_prompts": 3, "max_new_tokens": 96,
+              "tasks": "gsm8k,math500,humaneval,mbpp,alpaca,mt-bench", "budgets": "4,8,16,32",
+              "chain_budgets": "3,7,15"},
+    "full": {"profile": "full", "n_prompts": 128, "max_new_tokens": 2048,
+             "tasks": "gsm8k,math500,aime24,aime25,humaneval,mbpp,swe-bench,alpaca",
+             "budgets": "16,32,64,128,256,512", "chain_budgets": "15"},
+}
+
+
+def notebooks() -> list[Path]:
+    return sorted(NOTEBOOK_DIR.glob("[!_]*.ipynb"))
+
+
+def split_ints(text: str, name: str) -> list[int]:
+    try:
+        values = [int(x) for x in str(text).split(",") if x.strip()]
+    except ValueError:
+        raise GraftError(f"parameter {name}={text!r}: expected comma-separated integers") from None
+    require(values, f"parameter {name} is empty")
+    return values
+
+
+def check_params(tasks: str | None = None, budgets: str | None = None, chain_budgets: str | None = None,
+                 n_prompts: int | None = None, max_new_tokens: int | None = None, methods: str | None = None,
+                 beta: float | None = None, profile: str | None = None) -> dict:
+    """Validate notebook parameters; return them parsed (lists for comma strings)."""
+    from graftlib import data
+    from graftlib.bench import BASELINES
+    from graftlib.decode import METHODS
+
+    out: dict = {}
+    if profile is not None:
+        require(profile in PROFILES, f"parameter profile={profile!r}: choose from {', '.join(PROFILES)}")
+    if tasks is not None:
+        out["tasks"] = [t.strip() for t in tasks.split(",") if t.strip()]
+        require(out["tasks"], "parameter tasks is empty")
+        for t in out["tasks"]:
+            require(t in data.TASKS, f"parameter tasks: unknown task {t!r}; choose from {', '.join(data.TASKS)}")
+            require(t != "livecodebench", data.LIVECODEBENCH_MESSAGE)
+    if methods is not None:
+        out["methods"] = [m.strip() for m in methods.split(",") if m.strip()]
+        for m in out["methods"]:
+            require(m in METHODS + BASELINES, f"parameter methods: unknown method {m!r}; choose from "
+                    f"{', '.join(METHODS + BASELINES)}")
+    for name, value in (("budgets", budgets), ("chain_budgets", chain_budgets)):
+        if value is not None:
+            out[name] = split_ints(value, name)
+            require(all(b >= 1 for b in out[name]), f"parameter {name}={value!r}: budgets must be >= 1")
+    for name, value in (("n_prompts", n_prompts), ("max_new_tokens", max_new_tokens)):
+        if value is not None:
+            require(isinstance(value, int) and value >= 1, f"parameter {name}={value!r}: must be an integer >= 1")
+    if beta is not None:
+        require(0.0 <= beta <= 10.0, f"parameter beta={beta!r}: must lie in [0, 10]")
+    return out
+
+
+def run_workbook(profile: str = "quick", out: str | Path = "results/notebooks", only: list[str] | None = None,
+                 extra: dict | None = None) -> list[dict]:
+    """Run the profile's notebooks with papermill; return one status row per notebook."""
+    import papermill as pm
+
+    require(profile in PROFILES, f"unknown profile {profile!r}: choose from {', '.join(PROFILES)}")
+    books = notebooks()
+    if only:
+        unknown = sorted(set(only) - {b.stem for b in books})
+        require(not unknown, f"unknown notebook(s) {unknown}: choose from {[b.stem for b in books]}")
+        books = [b for b in books if b.stem in only]
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for book in books:
+        params = dict(PROFILES[profile], **(extra or {}))
+        t0 = time.time()
+        row = {"notebook": book.stem, "status": "ok", "seconds": 0.0, "error": ""}
+        try:
+            pm.execute_notebook(str(book), str(out / book.name), parameters=params, kernel_name="python3",
+                                cwd=str(NOTEBOOK_DIR.parent), progress_bar=False)
+        except pm.PapermillExecutionError as e:
+            row.update(status="failed", error=f"cell {e.exec_count}: {e.ename}: {str(e.evalue).splitlines()[0]}")
+        row["seconds"] = round(time.time() - t0, 1)
+        rows.append(row)
+        print(f"[{row['status']:>6}] {book.stem} ({row['seconds']} s) {row['error']}", flush=True)
+    lines = ["| notebook | status | seconds | error |", "|---|---|---|---|"]
+    lines += [f"| {r['notebook']} | {r['status']} | {r['seconds']} | {r['error']} |" for r in rows]
+    (out / "summary.md").write_text(f"profile: {profile}\n\n" + "\n".join(lines) + "\n")
+    return rows
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("workbook", help="run every notebook of a profile with papermill")
+    p.add_argument("--profile", default="quick", help=f"one of {', '.join(PROFILES)}")
+    p.add_argument("--out", default="results/notebooks", help="folder for executed notebooks + summary.md")
+    p.add_argument("--only", nargs="+", help="notebook names (stems) to run")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    rows = run_workbook(args.profile, args.out, args.only)
+    failed = [r["notebook"] for r in rows if r["status"] != "ok"]
+    print(f"{len(rows) - len(failed)}/{len(rows)} notebooks ok; summary in {Path(args.out) / 'summary.md'}")
+    return 1 if failed else 0

@@ -1,0 +1,88 @@
+"""Benchmark plumbing: resumable records, run parsing, aggregation, interleaved resumable runs."""
+
+import json
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from graftlib.bench import BenchPrompt, Run, parse_runs, run_bench
+from graftlib.errors import GraftError
+from graftlib.metrics import summarize
+from graftlib.models import Pair
+from graftlib.records import append_record, read_records, setting_id
+from tiny import random_prompt, tiny_drafter, tiny_target
+
+
+def test_records_survive_a_torn_line(tmp_path):
+    f = tmp_path / "r.jsonl"
+    append_record(f, {"a": 1})
+    with f.open("a") as fh:
+        fh.write('{"a": 2, "b"')  # an interrupted write
+    append_record(f, {"a": 3})
+    assert [r["a"] for r in read_records(f)] == [1, 3]
+    assert read_records(tmp_path / "missing.jsonl") == []
+
+
+def test_setting_id_depends_on_every_field():
+    a = setting_id(target="t", max_new_tokens=64)
+    assert a == setting_id(max_new_tokens=64, target="t")
+    assert a != setting_id(target="t", max_new_tokens=65)
+
+
+def test_parse_runs():
+    runs = parse_runs(["dflash", "ddtree"], [4, 8], [3])
+    assert [r.key for r in runs] == ["ar", "dflash@3", "ddtree@4", "ddtree@8"]
+    with pytest.raises(GraftError, match="unknown method 'beam'"):
+        parse_runs(["beam"], [4], [3])
+    with pytest.raises(GraftError, match="budget must be >= 1"):
+        parse_runs(["ddtree"], [0], [3])
+
+
+def _rec(uid, key, method, new, decode_s, rounds, acc, nodes=0):
+    return {"uid": uid, "key": key, "method": method, "budget": None, "new_tokens": new, "decode_s": decode_s,
+            "rounds": rounds, "accepted_sum": acc, "nodes_sum": nodes, "matches_ar": True,
+            "stage_s": {"draft": 0.1, "tree": 0.0, "verify": 0.2, "commit": 0.0}}
+
+
+def test_summarize_pools_and_pairs_with_ar():
+    recs = [_rec("p1", "ar", "ar", 11, 1.0, 10, 10), _rec("p2", "ar", "ar", 21, 3.0, 20, 20),
+            _rec("p1", "ddtree@8", "ddtree", 11, 0.5, 4, 10, 32), _rec("p2", "ddtree@8", "ddtree", 21, 1.0, 8, 20, 64)]
+    rows = {r["key"]: r for r in summarize(recs)}
+    tree = rows["ddtree@8"]
+    assert tree["mat"] == pytest.approx(30 / 12)
+    assert tree["tokens_per_s"] == pytest.approx(30 / 1.5)
+    assert tree["speedup"] == pytest.approx((4.0 / 30) / (1.5 / 30))
+    assert tree["mean_nodes"] == pytest.approx(96 / 12)
+    assert rows["ar"]["speedup"] == pytest.approx(1.0)
+
+
+@pytest.fixture(scope="module")
+def tiny_pair():
+    torch.set_num_threads(1)
+    target, drafter = tiny_target("qwen3"), tiny_drafter()
+    return Pair(target, SimpleNamespace(eos_token_id=None), drafter, False, "tiny-qwen3", "tiny")
+
+
+def test_run_bench_checks_exactness_and_resumes(tiny_pair, tmp_path):
+    out = tmp_path / "bench.jsonl"
+    prompts = [BenchPrompt("custom", f"p{i}", tuple(random_prompt(i, 9))) for i in range(2)]
+    runs = [Run("ar", None), Run("dflash", 3), Run("ddtree", 16)]
+    recs = run_bench(tiny_pair, prompts, runs, 24, out, progress=False)
+    assert len(recs) == 6 and len(read_records(out)) == 6
+    assert all(r["matches_ar"] for r in recs if r["method"] != "ar")
+    assert all(r["new_tokens"] == 24 for r in recs)
+    # a re-run with the same settings decodes nothing new
+    again = run_bench(tiny_pair, prompts, runs, 24, out, progress=False)
+    assert len(read_records(out)) == 6 and len(again) == 6
+    # interrupted sweep: drop the last two records; the re-run redoes exactly those
+    lines = out.read_text().splitlines()
+    out.write_text("\n".join(lines[:4]) + "\n" + lines[4][:20])
+    run_bench(tiny_pair, prompts, runs, 24, out, progress=False)
+    done = read_records(out)
+    assert len(done) == 6 and sorted((r["uid"], r["key"]) for r in done) == sorted(
+        (p.uid, r.key) for p in prompts for r in runs)
+    # another setting (max_new_tokens) is measured separately
+    run_bench(tiny_pair, prompts[:1], runs[:1], 12, out, progress=False)
+    assert len(read_records(out)) == 7
+    assert json.loads(out.read_text().splitlines()[-1])["new_tokens"] == 12

@@ -1,0 +1,64 @@
+"""The workbook: parameter validation, and every notebook end to end under papermill (smoke profile)."""
+
+import pytest
+
+from graftlib import data
+from graftlib.errors import GraftError
+from graftlib.workbook import PROFILES, check_params, notebooks, run_workbook
+
+
+@pytest.mark.parametrize("kwargs,message", [
+    ({"tasks": "gsm8k,nope"}, "unknown task 'nope'"),
+    ({"tasks": "livecodebench"}, "livecodebench is not available offline"),
+    ({"budgets": "4,-8"}, "budgets must be >= 1"),
+    ({"budgets": "four"}, "comma-separated integers"),
+    ({"methods": "ar,beam"}, "unknown method 'beam'"),
+    ({"beta": -0.1}, "beta=-0.1"),
+    ({"n_prompts": 0}, "n_prompts=0"),
+    ({"profile": "huge"}, "profile='huge'"),
+])
+def test_bad_parameters_are_named(kwargs, message):
+    with pytest.raises(GraftError, match=message):
+        check_params(**kwargs)
+
+
+def test_good_parameters_parse():
+    p = check_params(tasks="gsm8k, mbpp", budgets="4,8", chain_budgets="7", n_prompts=2, beta=0.2)
+    assert p == {"tasks": ["gsm8k", "mbpp"], "budgets": [4, 8], "chain_budgets": [7]}
+
+
+def test_every_notebook_has_a_parameters_cell():
+    import nbformat
+
+    books = notebooks()
+    assert books, "no notebooks found"
+    for book in books:
+        nb = nbformat.read(book, as_version=4)
+        tagged = [c for c in nb.cells if "parameters" in c.get("metadata", {}).get("tags", [])]
+        assert len(tagged) == 1, f"{book.name}: expected one cell tagged 'parameters'"
+        for key in PROFILES["smoke"]:
+            assert f"{key} =" in tagged[0].source, f"{book.name}: parameter {key} missing"
+
+
+needs_data = pytest.mark.skipif(not all(data.cache_status().values()),
+                                reason="prompt sets not fetched (make data)")
+
+
+@needs_data
+@pytest.mark.slow
+def test_smoke_profile_runs_every_notebook(tmp_path):
+    figs = tmp_path / "figures"
+    rows = run_workbook("smoke", tmp_path / "out", extra={"results_dir": str(tmp_path / "results"),
+                                                          "figures_dir": str(figs)})
+    assert [r["status"] for r in rows] == ["ok"] * len(rows), rows
+    assert (tmp_path / "out" / "summary.md").is_file()
+    assert list(figs.glob("*.png")) and list(figs.glob("*.pdf"))
+
+
+@needs_data
+@pytest.mark.slow
+def test_bad_notebook_parameter_stops_in_first_cell(tmp_path):
+    rows = run_workbook("smoke", tmp_path / "out", only=[notebooks()[0].stem],
+                        extra={"tasks": "nope", "results_dir": str(tmp_path / "r"), "figures_dir": str(tmp_path / "f")})
+    assert rows[0]["status"] == "failed"
+    assert "GraftError" in rows[0]["error"] and "unknown task 'nope'" in rows[0]["error"]
