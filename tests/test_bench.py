@@ -5,13 +5,13 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+from tiny import random_prompt, tiny_drafter, tiny_target
 
 from graftlib.bench import BenchPrompt, Run, parse_runs, run_bench
 from graftlib.errors import GraftError
 from graftlib.metrics import summarize
 from graftlib.models import Pair
 from graftlib.records import append_record, read_records, setting_id
-from tiny import random_prompt, tiny_drafter, tiny_target
 
 
 def test_records_survive_a_torn_line(tmp_path):
