@@ -12,7 +12,8 @@ import sys
 from graftlib.errors import GraftError
 
 # (subcommand module, in the order shown by --help)
-COMMAND_MODULES = ("graftlib.generate", "graftlib.bench", "graftlib.costs", "graftlib.data", "graftlib.workbook")
+COMMAND_MODULES = ("graftlib.generate", "graftlib.bench", "graftlib.costs", "graftlib.data", "graftlib.drafter_data",
+                   "graftlib.drafter_train", "graftlib.workbook")
 
 
 def build_parser() -> argparse.ArgumentParser:

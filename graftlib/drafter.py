@@ -151,15 +151,15 @@ class RMSNorm(nn.Module):
 
 
 def rope_cos_sin(positions: torch.Tensor, head_dim: int, theta: float, dtype: torch.dtype):
-    """cos/sin [n, head_dim] for integer positions [n] (half-split "rotate_half" convention)."""
+    """cos/sin [..., n, head_dim] for integer positions [..., n] (half-split "rotate_half" convention)."""
     inv_freq = 1.0 / (theta ** (torch.arange(0, head_dim, 2, device=positions.device, dtype=torch.float32) / head_dim))
-    freqs = positions.float()[:, None] * inv_freq[None, :]
+    freqs = positions.float()[..., None] * inv_freq
     emb = torch.cat([freqs, freqs], dim=-1)
     return emb.cos().to(dtype), emb.sin().to(dtype)
 
 
 def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """x [b, heads, n, hd]; cos/sin [n, hd]."""
+    """x [b, heads, n, hd]; cos/sin [n, hd] (shared positions) or [b, 1, n, hd] (per-row positions)."""
     half = x.shape[-1] // 2
     rotated = torch.cat([-x[..., half:], x[..., :half]], dim=-1)
     return x * cos + rotated * sin
@@ -191,7 +191,7 @@ class Attention(nn.Module):
         kv_in = torch.cat([ctx, h], dim=1)
         k = self.k_norm(self.k_proj(kv_in).view(b, c + q_len, self.n_kv, self.head_dim)).transpose(1, 2)
         v = self.v_proj(kv_in).view(b, c + q_len, self.n_kv, self.head_dim).transpose(1, 2)
-        q = apply_rope(q, cos[-q_len:], sin[-q_len:])
+        q = apply_rope(q, cos[..., -q_len:, :], sin[..., -q_len:, :])
         k = apply_rope(k, cos, sin)
         if past_k is not None:
             k, v = torch.cat([past_k, k], dim=2), torch.cat([past_v, v], dim=2)
@@ -273,18 +273,30 @@ class DFlashDrafter(nn.Module):
         return torch.cat([hidden_states[i + 1] for i in self.config.target_layer_ids], dim=-1)
 
     def forward(self, noise_embedding: torch.Tensor, target_hidden: torch.Tensor, start: int,
-                cache: DraftCache | None = None, block_mask: torch.Tensor | None = None) -> torch.Tensor:
+                cache: DraftCache | None = None, block_mask: torch.Tensor | None = None,
+                ctx_positions: torch.Tensor | None = None, q_positions: torch.Tensor | None = None) -> torch.Tensor:
         """Block hidden states after the final norm.
 
         noise_embedding [b, q, H]: embedded block at positions [start, start+q);
         target_hidden [b, c, F]: context features at positions [start-c, start) not yet cached.
         With a cache, its K/V cover positions [0, start-c) and are extended by the new context.
+
+        Training packs several blocks per row: `ctx_positions` [b, c] and `q_positions` [b, q]
+        then give every context / block position its RoPE position explicitly (`start` is
+        ignored, no cache), and `block_mask` [b, 1, q, c + q] says which keys each query sees.
         """
         cfg = self.config
         ctx = self.hidden_norm(self.fc(target_hidden))
         c, q_len = ctx.shape[1], noise_embedding.shape[1]
-        positions = torch.arange(start - c, start + q_len, device=ctx.device)
-        cos, sin = rope_cos_sin(positions, cfg.head_dim, cfg.rope_theta, noise_embedding.dtype)
+        if ctx_positions is None and q_positions is None:
+            positions = torch.arange(start - c, start + q_len, device=ctx.device)
+            cos, sin = rope_cos_sin(positions, cfg.head_dim, cfg.rope_theta, noise_embedding.dtype)
+        else:
+            require(ctx_positions is not None and q_positions is not None and cache is None,
+                    "explicit drafter positions need both ctx_positions and q_positions, and no cache")
+            positions = torch.cat([ctx_positions, q_positions], dim=-1)
+            cos, sin = rope_cos_sin(positions, cfg.head_dim, cfg.rope_theta, noise_embedding.dtype)
+            cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)  # [b, 1, c + q, hd]: shared by all heads
         h = noise_embedding
         for i, layer in enumerate(self.layers):
             past_k = cache.keys[i] if cache is not None else None
