@@ -1,0 +1,237 @@
+"""Drafter training on tiny models: data generation (features, tokens, resumable shards), the packed
+block forward against single-block forwards, the optimizer loop, exact checkpoint resume, and the
+saved reduced-vocabulary drafter decoding exactly through `Decoder`."""
+
+import json
+
+import pytest
+import torch
+from tiny import MASK_ID, random_prompt, tiny_drafter, tiny_target, tiny_tokenizer, write_target_dir
+
+from graftlib import drafter_data
+from graftlib.data import Item
+from graftlib.decode import Decoder
+from graftlib.drafter import init_weights, load_drafter
+from graftlib.drafter_data import DataConfig, Sequence, build_dataset, generate_sequences, load_dataset
+from graftlib.drafter_train import IGNORE, TrainConfig, Trainer, pack_blocks, train
+from graftlib.errors import GraftError
+
+LAYERS = [0, 2]
+EOS = 5
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    old = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(old)
+
+
+@pytest.fixture(scope="module")
+def target():
+    return tiny_target("llama", seed=0, initializer_range=0.1)
+
+
+def prompts_of(lengths, seed=0):
+    return [random_prompt(seed + i, n) for i, n in enumerate(lengths)]
+
+
+def items(n):
+    texts = ["what is two plus two?", "write a short poem.", "hello there, how are you?", "name three colors.",
+             "why is the sky blue?", "count to five.", "say something nice!", "tell me a joke."]
+    return [Item("alpaca", f"alpaca/{i}", texts[i % len(texts)] + " " * (i // len(texts)),
+                 texts[i % len(texts)]) for i in range(n)]
+
+
+def small_train_config(**kw) -> TrainConfig:
+    base = dict(block_size=8, mask_token_id=MASK_ID, draft_vocab=0, blocks_per_step=32, blocks_per_seq=8,
+                lr=3e-3, warmup=0.1, minutes=None, max_steps=30, eval_blocks=16, tau_prompts=0, heldout=0.3,
+                eval_every=1000, log_every=1000)
+    base.update(kw)
+    return TrainConfig(**base)
+
+
+# ------------------------------------------------------------------ data generation
+
+
+def test_generation_matches_full_forward_and_ar(target):
+    prompts = prompts_of([3, 17, 9, 30, 1, 12, 25])
+    seqs = generate_sequences(target, prompts, LAYERS, 40, [EOS], batch_size=4, feature_dtype=torch.float32)
+    stops = 0
+    ar = Decoder.for_method(target, None, "ar", eos_ids=[EOS])
+    for p, s in zip(prompts, seqs):
+        assert s.tokens[:len(p)].tolist() == p and s.prompt_len == len(p)
+        assert s.features.shape == (len(s.tokens) - 1, 2 * target.config.hidden_size)
+        with torch.inference_mode():
+            out = target(s.tokens[None], output_hidden_states=True)
+        full = torch.cat([out.hidden_states[i + 1] for i in LAYERS], -1)[0, :-1]
+        assert torch.allclose(s.features, full, atol=1e-4), (s.features - full).abs().max()
+        assert s.tokens[len(p):].tolist() == ar.decode(p, 40).tokens
+        stops += int(s.tokens[-1]) == EOS
+    assert 0 < stops < len(prompts)  # both stop rules, and finished rows pruned mid-batch
+
+
+def test_shards_are_resumable(tmp_path, target, monkeypatch):
+    tok = tiny_tokenizer()
+    calls = []
+    real = drafter_data.generate_sequences
+
+    def counting(*a, **k):
+        calls.append(len(a[1]))
+        return real(*a, **k)
+
+    monkeypatch.setattr(drafter_data, "generate_sequences", counting)
+    cfg = DataConfig(target="tiny", n_prompts=5, shard_size=2, batch_size=2, max_prompt_tokens=40,
+                     max_response_tokens=12)
+    out = tmp_path / "data"
+    build_dataset(out, cfg, target, tok, items(8), LAYERS, log=lambda _: None)
+    assert calls == [2, 2, 1]
+    index, seqs = load_dataset(out)
+    assert [s.uid for s in seqs] == [f"alpaca/{i}" for i in range(5)] and index.target_layer_ids == LAYERS
+    build_dataset(out, cfg, target, tok, items(8), LAYERS, log=lambda _: None)
+    assert calls == [2, 2, 1]  # nothing left to do
+    (out / "shard-00001.safetensors").unlink()  # a shard lost (interrupted before its index entry)
+    build_dataset(out, cfg, target, tok, items(8), LAYERS, log=lambda _: None)
+    assert calls == [2, 2, 1, 2]
+    _, again = load_dataset(out)
+    assert all(torch.equal(a.tokens, b.tokens) and torch.equal(a.features, b.features) for a, b in zip(seqs, again))
+    cfg.n_prompts = 7  # grows the set: the partial last shard is redone, one more is added
+    build_dataset(out, cfg, target, tok, items(8), LAYERS, log=lambda _: None)
+    assert calls == [2, 2, 1, 2, 2, 1]
+    index, seqs = load_dataset(out)
+    assert len(seqs) == 7 and index.totals()["n_seqs"] == 7
+    with pytest.raises(GraftError, match="other settings: target_layer_ids"):
+        build_dataset(out, cfg, target, tok, items(8), [1, 2], log=lambda _: None)
+    _, sub = load_dataset(out, layer_ids=[2])
+    h = target.config.hidden_size
+    assert all(torch.equal(a.features, b.features[:, h:]) for a, b in zip(sub, seqs))
+    with pytest.raises(GraftError, match=r"target layers \[3\] are not in the data"):
+        load_dataset(out, layer_ids=[3])
+
+
+# ------------------------------------------------------------------ packing
+
+
+def synthetic(n, seed=0, feat=128, lo=12, hi=40):
+    g = torch.Generator().manual_seed(seed)
+    out = []
+    for i in range(n):
+        length = int(torch.randint(lo, hi, (1,), generator=g))
+        p = int(torch.randint(2, length - 3, (1,), generator=g))
+        out.append(Sequence(torch.randint(0, 31, (length,), generator=g), p,
+                            torch.randn(length - 1, feat, generator=g), f"syn/{i}"))
+    return out
+
+
+def test_packed_blocks_equal_single_block_forwards():
+    bs = 6
+    drafter = tiny_drafter(seed=3, block_size=bs)
+    init_weights(drafter, std=0.2)
+    embed = torch.nn.Embedding(32, 64)
+    seqs = synthetic(3, seed=1)
+    anchors = [[seqs[0].prompt_len, seqs[0].prompt_len + 2, len(seqs[0].tokens) - 2],
+               [len(seqs[1].tokens) - 3], [seqs[2].prompt_len + 1, seqs[2].prompt_len + 3]]
+    batch = pack_blocks(seqs, anchors, bs, MASK_ID)
+    assert batch.n_blocks == 6 and batch.ids.shape == (3, 3 * bs)
+    with torch.no_grad():
+        packed = drafter(embed(batch.ids), batch.ctx, 0, block_mask=batch.mask,
+                         ctx_positions=batch.ctx_pos, q_positions=batch.q_pos)
+        worst = 0.0
+        for r, (s, row) in enumerate(zip(seqs, anchors)):
+            for b, a in enumerate(row):
+                block = torch.tensor([[int(s.tokens[a])] + [MASK_ID] * (bs - 1)])
+                single = drafter(embed(block), s.features[None, :a], start=a)[0]
+                got = packed[r, b * bs:(b + 1) * bs]
+                worst = max(worst, (got - single).abs().max().item())
+                want = [IGNORE] + [int(s.tokens[a + k]) if a + k < len(s.tokens) else IGNORE for k in range(1, bs)]
+                assert batch.labels[r, b * bs:(b + 1) * bs].tolist() == want
+            assert (batch.labels[r, len(row) * bs:] == IGNORE).all()  # padded blocks
+        assert worst < 1e-5, worst
+        # not vacuous: positions matter
+        shifted = drafter(embed(batch.ids), batch.ctx, 0, block_mask=batch.mask,
+                          ctx_positions=batch.ctx_pos, q_positions=batch.q_pos + 1)
+        assert (shifted - packed).abs().max() > 1e-3
+
+
+# ------------------------------------------------------------------ training loop
+
+
+@pytest.fixture(scope="module")
+def tiny_data(target):
+    prompts = prompts_of([4, 9, 6, 12, 5, 8, 7, 10, 3, 11], seed=50)
+    seqs = generate_sequences(target, prompts, LAYERS, 30, [], batch_size=10)
+    for i, s in enumerate(seqs):
+        s.uid = f"tiny/{i}"
+    return seqs[:8], seqs[8:]
+
+
+def test_loss_decreases(target, tiny_data):
+    train_seqs, held = tiny_data
+    trainer = Trainer(small_train_config(), target, train_seqs, held, LAYERS, [])
+    losses = [trainer.step()["loss"] for _ in range(30)]
+    first, last = sum(losses[:5]) / 5, sum(losses[-5:]) / 5
+    assert last < 0.8 * first, (first, last)
+    ev = trainer.evaluate()
+    assert len(ev["acc_by_depth"]) == 7 and 1 <= ev["offline_tau"] <= 8
+
+
+def test_checkpoint_resume_is_identical(tmp_path, target, tiny_data):
+    train_seqs, held = tiny_data
+    cfg = small_train_config(max_steps=6, draft_vocab=20)
+    straight = Trainer(cfg, target, train_seqs, held, LAYERS, [])
+    for _ in range(6):
+        straight.step()
+    first = Trainer(cfg, target, train_seqs, held, LAYERS, [])
+    for _ in range(3):
+        first.step()
+    first.save_checkpoint(tmp_path / "ckpt")
+    resumed = Trainer(cfg, target, train_seqs, held, LAYERS, [])
+    resumed.load_checkpoint(tmp_path / "ckpt")
+    assert resumed.step_no == 3
+    for _ in range(3):
+        resumed.step()
+    for (name, a), b in zip(straight.drafter.state_dict().items(), resumed.drafter.state_dict().values()):
+        assert torch.equal(a, b), name
+    sa, sb = straight.opt.state_dict()["state"], resumed.opt.state_dict()["state"]
+    assert all(torch.equal(sa[i][k], sb[i][k]) for i in sa for k in sa[i])
+    assert torch.equal(straight.gen.get_state(), resumed.gen.get_state())
+    with pytest.raises(GraftError, match="other settings: lr"):
+        Trainer(small_train_config(max_steps=6, draft_vocab=20, lr=1e-3), target, train_seqs, held, LAYERS,
+                []).load_checkpoint(tmp_path / "ckpt")
+
+
+def test_trained_reduced_vocab_drafter_saves_loads_and_decodes_exactly(tmp_path):
+    tdir = write_target_dir(tmp_path / "target", seed=0, initializer_range=0.1)
+    target = tiny_target("llama", seed=0, initializer_range=0.1)
+    cfg = DataConfig(target=str(tdir), n_prompts=8, shard_size=4, batch_size=4, max_prompt_tokens=40,
+                     max_response_tokens=24)
+    build_dataset(tmp_path / "data", cfg, target, tiny_tokenizer(), items(8), LAYERS, log=lambda _: None)
+    tcfg = small_train_config(draft_vocab=12, max_steps=8, eval_every=4, tau_prompts=2, tau_tokens=12)
+    final = train(tmp_path / "data", tmp_path / "run", tcfg, log=lambda _: None)
+    drafter, trained = load_drafter(str(final), target.config)
+    assert trained and drafter.config.draft_vocab_size == 12 and drafter.d2t.shape == (12,)
+    record = json.loads((final / "training.json").read_text())
+    assert record["steps"] == 8 and record["draft_vocab_size"] == 12 and record["data"]["sequences"] == 8
+    evals = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    evals = [e for e in evals if e["kind"] == "eval"]
+    assert [e["step"] for e in evals] == [4, 8] and all(e["tau"] >= 1 for e in evals)
+    logits = drafter.logits(torch.randn(3, 64), target.lm_head.weight)
+    assert torch.isinf(logits).sum(-1).tolist() == [32 - 12] * 3
+    ar = Decoder.for_method(target, drafter, "ar")
+    for method, budget in (("dflash", 7), ("ddtree", 8)):
+        dec = Decoder.for_method(target, drafter, method, budget)
+        for p in prompts_of([5, 13], seed=7):
+            assert dec.decode(p, 30).tokens == ar.decode(p, 30).tokens, (method, p)
+    with pytest.raises(GraftError, match="pass --resume"):
+        train(tmp_path / "data", tmp_path / "run", tcfg, log=lambda _: None)
+
+
+def test_cli_registers_both_commands():
+    from graftlib.cli import build_parser
+
+    a = build_parser().parse_args(["drafter-data", "--out", "d", "--n-prompts", "10", "--batch-size", "8"])
+    assert a.n_prompts == 10 and a.batch_size == 8 and a.max_response_tokens == 192
+    b = build_parser().parse_args(["train-drafter", "--data", "d", "--out", "o", "--minutes", "5", "--layers", "2",
+                                   "--target-layer-ids", "2", "15", "--draft-vocab", "4096", "--resume"])
+    assert b.minutes == 5 and b.layers == 2 and b.target_layer_ids == [2, 15] and b.draft_vocab == 4096 and b.resume
