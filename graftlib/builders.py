@@ -40,9 +40,13 @@ class Candidates:
 
     @classmethod
     def from_logits(cls, logits: torch.Tensor, k: int, hidden: torch.Tensor | None = None) -> "Candidates":
-        """logits [D, V] -> per-depth top-k (k clipped to V), log-softmax of the raw logits."""
-        logq = torch.log_softmax(logits.float(), dim=-1)
-        top_logq, top_ids = torch.topk(logq, min(k, logq.shape[-1]), dim=-1)
+        """logits [D, V] -> per-depth top-k (k clipped to V) with log q = logit - logsumexp(logits).
+
+        Same values as log_softmax, without materializing the [D, V] log-probabilities.
+        """
+        logits = logits.float()
+        top, top_ids = torch.topk(logits, min(k, logits.shape[-1]), dim=-1)
+        top_logq = top - torch.logsumexp(logits, dim=-1, keepdim=True)
         return cls(top_ids.tolist(), top_logq.tolist(), top_logq[:, 0].exp().tolist(), hidden)
 
 

@@ -61,22 +61,39 @@ def verify_cost_curve(target, sizes: list[int], prefix_len: int = 256, repeats: 
 
 
 def tree_build_cost(vocab: int, budgets: list[int], depth: int = 15, repeats: int = 5,
-                    device: str = "cpu", seed: int = 0) -> dict[int, float]:
-    """Median seconds for top-k + heap + verify_inputs at each budget (the tree_build stage)."""
-    out = {}
+                    device: str = "cpu", seed: int = 0) -> dict[int, dict[str, float]]:
+    """Median seconds per budget of the two host-side steps around the heap.
+
+    `candidates`: per-depth top-k + log-normalizer of the drafter logits (counted in the decode
+    loop's draft stage); `tree`: heap + verify inputs (the decode loop's tree_build stage).
+    """
     g = torch.Generator().manual_seed(seed)
     logits = (torch.randn(depth, vocab, generator=g) * 4.0).to(device)
     builder = HeapTreeBuilder()
+    out = {}
     for b in budgets:
-        ts = []
+        cand_t, tree_t = [], []
         for _ in range(repeats + 1):
-            t = time.perf_counter()
+            t0 = time.perf_counter()
             cand = Candidates.from_logits(logits, b)
-            tree = builder.build(5, cand, b)
-            verify_inputs(tree, 256, device)
-            ts.append(time.perf_counter() - t)
-        out[b] = statistics.median(ts[1:])
+            t1 = time.perf_counter()
+            verify_inputs(builder.build(5, cand, b), 256, device)
+            t2 = time.perf_counter()
+            cand_t.append(t1 - t0)
+            tree_t.append(t2 - t1)
+        out[b] = {"candidates": statistics.median(cand_t[1:]), "tree": statistics.median(tree_t[1:])}
     return out
+
+
+def interpolate(curve: dict[int, float], n: int) -> float:
+    """Piecewise-linear value of a measured cost curve at size n (clamped to its range)."""
+    xs = sorted(curve)
+    if n <= xs[0]:
+        return curve[xs[0]]
+    for lo, hi in zip(xs, xs[1:]):
+        if n <= hi:
+            return curve[lo] + (curve[hi] - curve[lo]) * (n - lo) / (hi - lo)
+    return curve[xs[-1]] * n / xs[-1]  # beyond the range: proportional extrapolation
 
 
 def add_parser(sub) -> None:
@@ -109,11 +126,12 @@ def run(args) -> int:
     print(f"{'tokens':>6} {'ms':>8} {'x 1-token':>9}")
     for n, t in curve.items():
         print(f"{n:>6} {1000 * t:>8.1f} {t / base:>9.2f}")
-    print(f"\n{'budget':>6} {'build ms':>9} {'verify ms':>9} {'share':>7}")
+    print(f"\n{'budget':>6} {'topk ms':>8} {'tree ms':>8} {'verify ms':>9} {'tree/verify':>11} {'(topk+tree)/verify':>18}")
     for b, t in build.items():
-        v = curve.get(b + 1)
-        share = f"{100 * t / v:>6.2f}%" if v else "      -"
-        print(f"{b:>6} {1000 * t:>9.2f} {1000 * v if v else float('nan'):>9.1f} {share}")
+        v = interpolate(curve, b + 1)
+        print(f"{b:>6} {1000 * t['candidates']:>8.2f} {1000 * t['tree']:>8.2f} {1000 * v:>9.1f} "
+              f"{100 * t['tree'] / v:>10.2f}% {100 * (t['candidates'] + t['tree']) / v:>17.2f}%")
+    print("verify beyond the largest measured size is extrapolated proportionally")
     out = args.out or results_dir() / "costs.jsonl"
     append_record(out, {"setting": pair.describe(), "prefix_len": args.prefix_len, "repeats": args.repeats,
                         "verify_s": curve, "tree_build_s": build, "time": time.time()})

@@ -81,14 +81,22 @@ class VerifyInputs:
     paths: list[list[int]]  # paths[i] = node indices root..i
 
 
-def ancestor_matrix(parents: list[int]) -> torch.Tensor:
-    """visible[i, j] is True iff j == i or j is an ancestor of i (rows built in topological order)."""
+def ancestor_matrix(parents: list[int], max_depth: int | None = None) -> torch.Tensor:
+    """visible[i, j] is True iff j == i or j is an ancestor of i.
+
+    Vectorized over nodes: walk every node up one level per step (the root is its own parent
+    here), marking the node reached; `max_depth + 1` steps reach the root from any node.
+    """
     n = len(parents)
+    up = torch.tensor(parents)
+    up[0] = 0
+    steps = (max_depth if max_depth is not None else n - 1) + 1
     visible = torch.zeros(n, n, dtype=torch.bool)
-    for i, p in enumerate(parents):
-        if p >= 0:
-            visible[i] = visible[p]
-        visible[i, i] = True
+    rows = torch.arange(n)
+    cur = rows
+    for _ in range(steps):
+        visible[rows, cur] = True
+        cur = up[cur]
     return visible
 
 
@@ -96,7 +104,7 @@ def verify_inputs(tree: Tree, start: int, device: torch.device | str = "cpu",
                   dtype: torch.dtype = torch.float32) -> VerifyInputs:
     """Derive the target's verify inputs for `tree` placed after a cached prefix of `start` tokens."""
     n = len(tree.tokens)
-    visible = ancestor_matrix(tree.parents)
+    visible = ancestor_matrix(tree.parents, max(tree.depths))
     children: list[dict[int, int]] = [{} for _ in range(n)]
     paths: list[list[int]] = []
     for i, p in enumerate(tree.parents):

@@ -4,7 +4,6 @@ import json
 from types import SimpleNamespace
 
 import pytest
-import torch
 from tiny import random_prompt, tiny_drafter, tiny_target
 
 from graftlib.bench import BenchPrompt, Run, parse_runs, run_bench
@@ -58,8 +57,7 @@ def test_summarize_pools_and_pairs_with_ar():
 
 
 @pytest.fixture(scope="module")
-def tiny_pair():
-    torch.set_num_threads(1)
+def tiny_pair(one_thread):
     target, drafter = tiny_target("qwen3"), tiny_drafter()
     return Pair(target, SimpleNamespace(eos_token_id=None), drafter, False, "tiny-qwen3", "tiny")
 

@@ -22,12 +22,7 @@ from graftlib.errors import GraftError
 H, I, NH, NKV, HD, V = 64, 128, 4, 2, 16, 32
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def zlab_state(n_layers: int, n_target_ids: int = 2, seed: int = 0, dtype=torch.float32) -> dict:

@@ -4,7 +4,6 @@ import importlib.util
 import json
 
 import pytest
-import torch
 from tiny import (
     MAX_POS,
     drafter_config,
@@ -20,13 +19,7 @@ from graftlib.drafter import DFlashConfig, check_pair, load_drafter
 from graftlib.errors import GraftError
 from graftlib.target import load_target
 
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")

@@ -18,13 +18,7 @@ GAP_TOL = 1e-4
 METHODS = [("dflash", b) for b in (1, 3, 7)] + [("ddtree", b) for b in (1, 8, 32, 64, 256)]
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    # tiny matmuls: OpenMP spin-waiting on a shared 2-core box costs 30x; one thread is fastest
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")
