@@ -11,6 +11,7 @@ and the cache is cropped back afterwards. Medians are reported.
 `graft costs` prints both tables and writes one JSON record to results/costs.jsonl.
 """
 
+import itertools
 import random
 import statistics
 import time
@@ -90,7 +91,7 @@ def interpolate(curve: dict[int, float], n: int) -> float:
     xs = sorted(curve)
     if n <= xs[0]:
         return curve[xs[0]]
-    for lo, hi in zip(xs, xs[1:]):
+    for lo, hi in itertools.pairwise(xs):
         if n <= hi:
             return curve[lo] + (curve[hi] - curve[lo]) * (n - lo) / (hi - lo)
     return curve[xs[-1]] * n / xs[-1]  # beyond the range: proportional extrapolation

@@ -96,13 +96,9 @@ def eos_ids(model, tokenizer) -> list[int]:
 
 
 def _keep_rows(cache, rows: torch.Tensor) -> None:
-    """Drop finished rows from a cache of `graftlib.kvcache.BufferedLayer`s (or HF layers)."""
+    """Drop finished rows from the cache (HF layers and `graftlib.kvcache.BufferedLayer` alike)."""
     for layer in cache.layers:
-        if getattr(layer, "kbuf", None) is not None:
-            layer.kbuf, layer.vbuf = layer.kbuf[rows], layer.vbuf[rows]
-            layer._views()  # keep `keys`/`values` views of the new buffers (BufferedLayer invariant)
-        else:
-            layer.batch_select_indices(rows)
+        layer.batch_select_indices(rows)
 
 
 @torch.inference_mode()

@@ -51,6 +51,7 @@ from safetensors.torch import load_file, save_file
 from graftlib.drafter import DFlashConfig, DFlashDrafter, init_weights, load_state_strict, save_drafter
 from graftlib.drafter_data import Sequence, eos_ids, load_dataset
 from graftlib.errors import GraftError, require
+from graftlib.records import append_record
 
 IGNORE = -100
 # Settings a resumed run may change; every other TrainConfig field must match the checkpoint.
@@ -450,11 +451,6 @@ class Trainer:
 # ----------------------------------------------------------------------------- the run
 
 
-def _append_jsonl(path: Path, record: dict) -> None:
-    with path.open("a") as f:
-        f.write(json.dumps(record) + "\n")
-
-
 def train(data_dir: str | Path, out_dir: str | Path, cfg: TrainConfig, resume: bool = False,
           device: str = "cpu", log=print) -> Path:
     """Train a drafter on a `graft drafter-data` directory; returns the saved drafter directory."""
@@ -495,13 +491,13 @@ def train(data_dir: str | Path, out_dir: str | Path, cfg: TrainConfig, resume: b
             rec = trainer.step()
             if trainer.step_no % cfg.log_every == 0:
                 rec = {"kind": "train", "elapsed_s": round(trainer.elapsed_s, 1), **rec}
-                _append_jsonl(metrics, rec)
+                append_record(metrics, rec)
                 log(f"step {rec['step']}: loss {rec['loss']:.3f} acc {rec['acc']:.3f} lr {rec['lr']:.2e} "
                     f"{rec['blocks_per_s']:.0f} blocks/s, {trainer.elapsed_s / 60:.1f} min")
             if trainer.step_no % cfg.eval_every == 0:
                 t0 = time.perf_counter()
                 last_eval = trainer.evaluate()
-                _append_jsonl(metrics, last_eval)
+                append_record(metrics, last_eval)
                 log(_eval_line(last_eval))
                 trainer.save_checkpoint(ckpt, {"data": data_info})
                 trainer.elapsed_s += time.perf_counter() - t0  # evaluation counts against the budget
@@ -511,7 +507,7 @@ def train(data_dir: str | Path, out_dir: str | Path, cfg: TrainConfig, resume: b
         raise
     if last_eval.get("step") != trainer.step_no:
         last_eval = trainer.evaluate()
-        _append_jsonl(metrics, last_eval)
+        append_record(metrics, last_eval)
         log(_eval_line(last_eval))
     trainer.save_checkpoint(ckpt, {"data": data_info})
     trainer.drafter.eval()

@@ -67,6 +67,12 @@ class BufferedLayer(DynamicLayer):
             self.length = max(self.length + tokens_to_remove, 0)
             self._views()
 
+    def batch_select_indices(self, indices: torch.Tensor) -> None:
+        """Keep only the batch rows `indices` (batched generation drops finished rows)."""
+        if self.is_initialized:
+            self.kbuf, self.vbuf = self.kbuf[indices], self.vbuf[indices]
+            self._views()
+
     def reset(self) -> None:
         self.length = 0
         if self.is_initialized:
