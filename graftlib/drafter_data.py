@@ -332,20 +332,25 @@ def default_layer_ids() -> list[int]:
     return list(DFlashConfig.from_dict(raw).target_layer_ids)
 
 
-def _main(args) -> int:
+def make_dataset(out: str | Path, cfg: DataConfig, device: str | None = None) -> DataIndex:
+    """Load the target and the prompt pool, then build (or resume) the dataset in `out`."""
     from graftlib.data import pool
     from graftlib.target import load_target
 
+    layer_ids = cfg.target_layer_ids or default_layer_ids()
+    items = pool(cfg.pool, limit=cfg.n_prompts)
+    model, tokenizer = load_target(cfg.target, device=device)
+    return build_dataset(out, cfg, model, tokenizer, items, layer_ids)
+
+
+def _main(args) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
     cfg = DataConfig(target=args.target, n_prompts=args.n_prompts, max_prompt_tokens=args.max_prompt_tokens,
                      max_response_tokens=args.max_response_tokens, batch_size=args.batch_size,
                      shard_size=args.shard_size, target_layer_ids=args.target_layer_ids,
                      max_minutes=args.max_minutes)
-    layer_ids = cfg.target_layer_ids or default_layer_ids()
-    items = pool(cfg.pool, limit=cfg.n_prompts)
-    model, tokenizer = load_target(cfg.target, device=args.device)
-    index = build_dataset(args.out, cfg, model, tokenizer, items, layer_ids)
+    index = make_dataset(args.out, cfg, args.device)
     tot = index.totals()
     print(f"drafter data: {tot['n_seqs']} sequences, {tot['prompt_tokens']} prompt + {tot['response_tokens']} "
           f"response tokens in {len(index.shards)} shards ({args.out})")

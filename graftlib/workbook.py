@@ -19,15 +19,22 @@ from graftlib.errors import GraftError, require
 
 NOTEBOOK_DIR = Path(__file__).resolve().parent.parent / "notebooks"
 
+# Each notebook receives the profile values of the parameters it declares (and no others).
 PROFILES: dict[str, dict] = {
     "smoke": {"profile": "smoke", "n_prompts": 1, "max_new_tokens": 16, "tasks": "gsm8k",
-              "budgets": "4,16", "chain_budgets": "7"},
+              "budgets": "4,16", "chain_budgets": "7",
+              "data_prompts": 2, "data_tokens": 8, "train_minutes": 0.0, "train_steps": 2, "eval_every": 2,
+              "tau_prompts": 1},
     "quick": {"profile": "quick", "n_prompts": 3, "max_new_tokens": 96,
               "tasks": "gsm8k,math500,humaneval,mbpp,alpaca,mt-bench", "budgets": "4,8,16,32",
-              "chain_budgets": "3,7,15"},
+              "chain_budgets": "3,7,15",
+              "data_prompts": 96, "data_tokens": 96, "train_minutes": 4.0, "train_steps": 0, "eval_every": 100,
+              "tau_prompts": 2},
     "full": {"profile": "full", "n_prompts": 128, "max_new_tokens": 2048,
              "tasks": "gsm8k,math500,aime24,aime25,humaneval,mbpp,swe-bench,alpaca",
-             "budgets": "16,32,64,128,256,512", "chain_budgets": "15"},
+             "budgets": "16,32,64,128,256,512", "chain_budgets": "15",
+             "data_prompts": 1200, "data_tokens": 192, "train_minutes": 50.0, "train_steps": 0, "eval_every": 400,
+             "tau_prompts": 4},
 }
 
 
@@ -93,7 +100,8 @@ def run_workbook(profile: str = "quick", out: str | Path = "results/notebooks", 
     out.mkdir(parents=True, exist_ok=True)
     rows = []
     for book in books:
-        params = dict(PROFILES[profile], **(extra or {}))
+        declared = pm.inspect_notebook(str(book))
+        params = {k: v for k, v in dict(PROFILES[profile], **(extra or {})).items() if k in declared}
         t0 = time.time()
         row = {"notebook": book.stem, "status": "ok", "seconds": 0.0, "error": ""}
         try:
