@@ -39,14 +39,18 @@ class Candidates:
         return len(self.ids)
 
     @classmethod
-    def from_logits(cls, logits: torch.Tensor, k: int, hidden: torch.Tensor | None = None) -> "Candidates":
+    def from_logits(cls, logits: torch.Tensor, k: int, hidden: torch.Tensor | None = None,
+                    id_map: torch.Tensor | None = None) -> "Candidates":
         """logits [D, V] -> per-depth top-k (k clipped to V) with log q = logit - logsumexp(logits).
 
-        Same values as log_softmax, without materializing the [D, V] log-probabilities.
+        Same values as log_softmax, without materializing the [D, V] log-probabilities. `id_map`
+        maps the columns of a reduced draft vocabulary to target token ids.
         """
         logits = logits.float()
         top, top_ids = torch.topk(logits, min(k, logits.shape[-1]), dim=-1)
         top_logq = top - torch.logsumexp(logits, dim=-1, keepdim=True)
+        if id_map is not None:
+            top_ids = id_map[top_ids]
         return cls(top_ids.tolist(), top_logq.tolist(), top_logq[:, 0].exp().tolist(), hidden)
 
 

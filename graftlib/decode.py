@@ -134,6 +134,7 @@ class Decoder:
         self.device = target.device
         self.lm_head = target.lm_head.weight
         self.embed = target.get_input_embeddings()
+        self.draft_head = drafter.head_weight(self.lm_head) if drafter is not None else None
         self.eos_ids = set(eos_ids or [])
         self.max_positions = target.config.max_position_embeddings
         require(builder is None or drafter is not None, "speculative methods need a drafter")
@@ -199,8 +200,8 @@ class Decoder:
             block = torch.tensor([[root] + [mask_id] * D], device=self.device)
             noise = self.embed(block) * drafter.config.input_embedding_scale  # [1, D+1, H]
             h = drafter(noise, features, start, draft_cache)[0, 1:]  # [D, H]
-            logits = drafter.logits(h, self.lm_head)  # [D, V]
-            cand = Candidates.from_logits(logits, self.controller.max_budget, h)
+            logits = drafter.draft_logits(h, self.draft_head)  # [D, V_draft]
+            cand = Candidates.from_logits(logits, self.controller.max_budget, h, drafter.id_map)
             t_draft = timer.lap()
             # build tree
             budget = self.controller.budget(cand, start)

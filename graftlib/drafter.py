@@ -309,21 +309,32 @@ class DFlashDrafter(nn.Module):
             cache.ctx_len = start
         return self.norm(h)
 
-    def logits(self, hidden: torch.Tensor, lm_head_weight: torch.Tensor) -> torch.Tensor:
-        """Draft logits over the target vocabulary [..., V] (reduced vocab: -inf off the draft ids)."""
+    @property
+    def id_map(self) -> torch.Tensor | None:
+        """Draft id -> target id for a reduced draft vocabulary, else None (ids are target ids)."""
+        return self.d2t if self.config.draft_vocab_size else None
+
+    def head_weight(self, lm_head_weight: torch.Tensor) -> torch.Tensor:
+        """The draft LM head: the target's rows of the draft vocabulary (gather once per decoder)."""
+        return lm_head_weight[self.d2t] if self.config.draft_vocab_size else lm_head_weight
+
+    def draft_logits(self, hidden: torch.Tensor, head_weight: torch.Tensor) -> torch.Tensor:
+        """Logits over the draft vocabulary [..., V_draft] (map ids with `id_map`)."""
         cfg = self.config
-        if cfg.draft_vocab_size:
-            small = F.linear(hidden, lm_head_weight[self.d2t])
-            out = torch.full((*hidden.shape[:-1], lm_head_weight.shape[0]), float("-inf"),
-                             dtype=small.dtype, device=small.device)
-            logits = out.index_copy(-1, self.d2t, small)
-        else:
-            logits = F.linear(hidden, lm_head_weight)
-        logits = logits * cfg.output_multiplier
+        logits = F.linear(hidden, head_weight) * cfg.output_multiplier
         if cfg.final_logit_softcapping:
             cap = float(cfg.final_logit_softcapping)
             logits = torch.tanh(logits / cap) * cap
         return logits
+
+    def logits(self, hidden: torch.Tensor, lm_head_weight: torch.Tensor) -> torch.Tensor:
+        """Draft logits over the target vocabulary [..., V] (reduced vocab: -inf off the draft ids)."""
+        small = self.draft_logits(hidden, self.head_weight(lm_head_weight))
+        if self.id_map is None:
+            return small
+        out = torch.full((*hidden.shape[:-1], lm_head_weight.shape[0]), float("-inf"),
+                         dtype=small.dtype, device=small.device)
+        return out.index_copy(-1, self.id_map, small)
 
 
 def check_pair(cfg: DFlashConfig, target_config) -> None:
