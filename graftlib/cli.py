@@ -12,7 +12,7 @@ import sys
 from graftlib.errors import GraftError
 
 # (subcommand module, in the order shown by --help)
-COMMAND_MODULES = ("graftlib.generate", "graftlib.bench", "graftlib.costs", "graftlib.data", "graftlib.drafter_data",
+COMMAND_MODULES = ("graftlib.generate", "graftlib.bench", "graftlib.costs", "graftlib.calibrate", "graftlib.replay", "graftlib.data", "graftlib.drafter_data",
                    "graftlib.drafter_train", "graftlib.workbook")
 
 

@@ -1,6 +1,8 @@
 """The decoding loop: AR baseline and speculative decoding, one code path for CPU and CUDA.
 
-A speculative round is six named steps (batch size 1, T = 0):
+A speculative round is six named steps (batch size 1, T = 0); `draft`, `tree_round` (build tree ..
+commit, for a given budget, restorable by a crop) and `advance` (update) are separate methods so
+`graftlib.replay` can run the same round with other budgets from a saved `SpecState`:
   draft       drafter([root, mask x D] at positions start.., new context features) -> logits [D, V]
   build tree  budget = controller.budget(cand, start); tree = builder.build(root, cand, budget)
   verify      target body over [root, nodes] (N+1 tokens, positions start + depth, 4D mask)
@@ -36,7 +38,7 @@ from graftlib.kvcache import target_cache
 from graftlib.tree import greedy_walk, verify_inputs
 from graftlib.verify import LazyArgmax, commit_cache, target_forward
 
-METHODS = ("ar", "dflash", "ddtree")
+METHODS = ("ar", "dflash", "ddtree", "ddtree+saba", "caddtree")
 MAX_BUDGET = 4096
 
 
@@ -119,6 +121,17 @@ def make_parts(method: str, budget: int, block_size: int) -> tuple[TreeBuilder |
                 f"dflash budget {budget} too large: the chain has at most block_size - 1 = {block_size - 1} drafts")
         return ChainBuilder(), FixedBudget(budget)
     require(budget <= MAX_BUDGET, f"budget {budget} too large: at most {MAX_BUDGET} nodes per tree")
+    if method == "ddtree+saba":  # budget = cap on SABA's grid; parameters: graftlib.saba.default_params()
+        from graftlib.saba import SabaController, default_params
+
+        return HeapTreeBuilder(), SabaController(default_params(), cap=budget)
+    if method == "caddtree":  # budget = cap; the builder stops at the peak of its cost-aware ratio
+        from graftlib.caddtree import CaDDTree
+        from graftlib.saba import default_params
+
+        rule = CaDDTree.from_params(default_params(), cap=budget)
+        return rule, rule
+    # "graft" (TDES edge scorer + SABA) goes here: HeapTreeBuilder(scorer) with SabaController.
     return HeapTreeBuilder(), FixedBudget(budget)
 
 
@@ -188,54 +201,98 @@ class Decoder:
             eos = stop_at_eos and nxt in self.eos_ids
         result.stop = "eos" if eos else "length"
 
+    def start_state(self, result: DecodeResult, cache, features: torch.Tensor) -> "SpecState":
+        """The state before the first round: prompt in the target cache, root = the first token."""
+        return SpecState(cache, DraftCache.empty(len(self.drafter.layers)), features, result.prompt_len,
+                         result.tokens[-1])
+
+    def draft(self, st: "SpecState", k: int) -> Candidates:
+        """Step `draft`: block [root, mask x D] -> per-depth top-k candidates (extends the draft cache)."""
+        drafter, D = self.drafter, self.drafter.block_size - 1
+        block = torch.tensor([[st.root] + [drafter.config.mask_token_id] * D], device=self.device)
+        noise = self.embed(block) * drafter.config.input_embedding_scale  # [1, D+1, H]
+        h = drafter(noise, st.features, st.start, st.draft_cache)[0, 1:]  # [D, H]
+        logits = drafter.draft_logits(h, self.draft_head)  # [D, V_draft]
+        return Candidates.from_logits(logits, k, h, drafter.id_map)
+
+    def tree_round(self, st: "SpecState", cand: Candidates, budget: int, timer: StageTimer,
+                   record_trees: bool = False) -> "RoundOutcome":
+        """Steps `build tree` .. `commit` of one round for a given budget; `st` itself is not advanced.
+
+        Afterwards the target cache holds `st.start + accepted` positions; cropping it back to
+        `st.start` (`commit_cache(cache, st.start, [])`) restores the state before the call, so
+        the same round can be replayed with another budget (`graftlib.replay`).
+        """
+        # build tree
+        tree = self.builder.build(st.root, cand, budget)
+        vi = verify_inputs(tree, st.start, self.device, self.lm_head.dtype)
+        t_tree = timer.lap()
+        # verify: [1, N+1] tokens at positions start + depth
+        out = target_forward(self.target, vi.input_ids, vi.position_ids, st.cache, vi.attention_mask, True)
+        verdict = LazyArgmax(out.hidden, self.lm_head)
+        # accept
+        accepted, bonus = greedy_walk(vi.children, verdict)
+        t_verify = timer.lap()
+        # commit: KV of accepted nodes; their features feed the next draft
+        commit_cache(st.cache, st.start, accepted)
+        idx = torch.tensor(accepted, device=self.device)
+        features = self.drafter.context_features(out.hidden_states)[:, idx]  # [1, a, F]
+        new = [tree.tokens[i] for i in accepted[1:]] + [bonus]
+        t_commit = timer.lap()
+        record = RoundRecord(len(accepted), budget, tree.num_nodes, st.start, 0.0, t_tree, t_verify, t_commit)
+        if record_trees:
+            record.tree = {"tokens": tree.tokens, "parents": tree.parents, "depths": tree.depths}
+            record.target_next = verdict.all_rows()
+            record.accepted_nodes = accepted
+        return RoundOutcome(record, new, features)
+
     def _speculate(self, result: DecodeResult, cache, features: torch.Tensor, max_new_tokens: int,
                    record_trees: bool, stop_at_eos: bool, timer: StageTimer, eos: bool):
-        drafter, D = self.drafter, self.drafter.block_size - 1
-        draft_cache = DraftCache.empty(len(drafter.layers))
-        mask_id = drafter.config.mask_token_id
-        start = result.prompt_len  # tokens in the target cache; the root sits at position `start`
+        st = self.start_state(result, cache, features)
         while not eos and len(result.tokens) < max_new_tokens:
-            root = result.tokens[-1]
-            # draft: block [root, mask x D] -> draft logits [D, V]
-            block = torch.tensor([[root] + [mask_id] * D], device=self.device)
-            noise = self.embed(block) * drafter.config.input_embedding_scale  # [1, D+1, H]
-            h = drafter(noise, features, start, draft_cache)[0, 1:]  # [D, H]
-            logits = drafter.draft_logits(h, self.draft_head)  # [D, V_draft]
-            cand = Candidates.from_logits(logits, self.controller.max_budget, h, drafter.id_map)
+            # draft
+            cand = self.draft(st, self.controller.max_budget)
             t_draft = timer.lap()
-            # build tree
-            budget = self.controller.budget(cand, start)
-            tree = self.builder.build(root, cand, budget)
-            vi = verify_inputs(tree, start, self.device, self.lm_head.dtype)
-            t_tree = timer.lap()
-            # verify: [1, N+1] tokens at positions start + depth
-            out = target_forward(self.target, vi.input_ids, vi.position_ids, cache, vi.attention_mask, True)
-            verdict = LazyArgmax(out.hidden, self.lm_head)
-            # accept
-            accepted, bonus = greedy_walk(vi.children, verdict)
-            t_verify = timer.lap()
-            # commit: KV of accepted nodes; their features feed the next draft
-            commit_cache(cache, start, accepted)
-            idx = torch.tensor(accepted, device=self.device)
-            features = drafter.context_features(out.hidden_states)[:, idx]  # [1, a, F]
-            new = [tree.tokens[i] for i in accepted[1:]] + [bonus]
-            t_commit = timer.lap()
+            # build tree (budget choice counted here) .. commit
+            budget = self.controller.budget(cand, st.start)
+            step = self.tree_round(st, cand, budget, timer, record_trees)
             # update
-            record = RoundRecord(len(accepted), budget, tree.num_nodes, start, t_draft, t_tree, t_verify, t_commit)
-            if record_trees:
-                record.tree = {"tokens": tree.tokens, "parents": tree.parents, "depths": tree.depths}
-                record.target_next = verdict.all_rows()
-                record.accepted_nodes = accepted
-            result.rounds.append(record)
-            self.builder.feedback(asdict(record))
-            self.controller.feedback(asdict(record))
-            start += len(accepted)
-            for tok in new:
-                if len(result.tokens) >= max_new_tokens:
-                    break
-                result.tokens.append(tok)
-                if stop_at_eos and tok in self.eos_ids:
-                    eos = True
-                    break
+            step.record.t_draft = t_draft
+            eos = self.advance(result, st, step, max_new_tokens, stop_at_eos)
             timer.lap()
         result.stop = "eos" if eos else "length"
+
+    def advance(self, result: DecodeResult, st: "SpecState", step: "RoundOutcome", max_new_tokens: int,
+                stop_at_eos: bool) -> bool:
+        """Step `update`: record + feedback hooks, move `st` past the round, emit tokens; True at EOS."""
+        result.rounds.append(step.record)
+        self.builder.feedback(asdict(step.record))
+        self.controller.feedback(asdict(step.record))
+        st.start += step.record.accepted
+        st.features = step.features
+        st.root = step.new[-1]
+        for tok in step.new:
+            if len(result.tokens) >= max_new_tokens:
+                break
+            result.tokens.append(tok)
+            if stop_at_eos and tok in self.eos_ids:
+                return True
+        return False
+
+
+@dataclass
+class SpecState:
+    """What a round starts from: target cache (`start` positions), drafter cache, pending features."""
+
+    cache: object
+    draft_cache: DraftCache
+    features: torch.Tensor  # [1, n, F] target features not yet seen by the drafter
+    start: int  # tokens in the target cache; the root sits at position `start`
+    root: int  # the previous round's bonus token (not yet in the target cache)
+
+
+@dataclass
+class RoundOutcome:
+    record: RoundRecord
+    new: list[int]  # accepted draft tokens + the bonus token
+    features: torch.Tensor  # [1, a, F] target features of the accepted nodes (next draft's context)

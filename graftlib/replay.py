@@ -1,0 +1,224 @@
+"""Same-prefix budget replay (paper, "SABA Oracle-Tracking Analysis") and SABA's fitting data.
+
+A reference trajectory is decoded with some method (ddtree@B, ddtree+saba, caddtree). At every
+round t, after the draft step, the round is replayed once per budget B of a grid with the prefix,
+the target KV cache and the drafter outputs (`Candidates`) fixed: build tree + verify + accept +
+commit, then the target cache is cropped back to the round's start (verify/commit only write
+positions >= start, so the crop restores it exactly; the drafter cache is not touched because the
+drafter outputs are reused). Then the reference round itself runs and the trajectory continues, so
+the emitted tokens are those of the reference decode (and equal greedy AR).
+
+Per (round, B) a `ReplayRecord` holds a_t(B) (accepted, bonus included), the stage times, the
+emitted tokens and the SABA state s_t of the round. Latency l_t(B) = t_draft + t_tree + t_verify
++ t_commit: the whole round, since the draft step is paid once per round whatever B is (leaving
+it out would shift the throughput argmax towards larger trees). The reference round is recorded
+too (`reference=True`).
+
+Oracle: TPS_t(B) = a_t(B) / l_t(B), B*_t = argmax over the grid, retained oracle throughput of the
+reference choice B_t: TPS_t(B_t) / TPS_t(B*_t) (B_t's grid measurement when B_t is on the grid,
+else the reference round's own).
+
+`graft replay` runs it on eval or validation prompts and appends one JSON line per prompt.
+"""
+
+import statistics
+import time
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from graftlib.builders import HeapTreeBuilder
+from graftlib.decode import Decoder, DecodeResult, StageTimer
+from graftlib.errors import require
+from graftlib.saba import StateTracker
+from graftlib.verify import commit_cache
+
+
+@dataclass
+class ReplayRecord:
+    round: int
+    budget: int
+    nodes: int
+    accepted: int  # a_t(B), bonus included
+    prefix_len: int
+    t_draft: float
+    t_tree: float
+    t_verify: float
+    t_commit: float
+    tokens: list[int]  # what the round would emit with this budget
+    state: list[float]  # s_t = [conf, degen, hist, 1]
+    reference_budget: int
+    reference: bool = False
+
+    @property
+    def latency(self) -> float:
+        return self.t_draft + self.t_tree + self.t_verify + self.t_commit
+
+    @property
+    def tps(self) -> float:
+        return self.accepted / self.latency
+
+
+@dataclass
+class ReplayResult:
+    decode: DecodeResult  # the reference trajectory
+    records: list[ReplayRecord]
+
+
+class ReplayDecoder(Decoder):
+    """A `Decoder` whose speculative loop replays every round over `grid` before running it."""
+
+    def __init__(self, target, drafter, builder, controller, grid: list[int], repeats: int = 1,
+                 window: int = 8, hist_prior: float = 2.0, eos_ids: list[int] | None = None):
+        super().__init__(target, drafter, builder, controller, eos_ids)
+        require(builder is not None, "replay needs a speculative method (not ar)")
+        require(len(grid) > 0 and all(isinstance(b, int) and b >= 1 for b in grid),
+                f"replay grid must be positive integers, got {grid}")
+        require(repeats >= 1, f"repeats must be >= 1, got {repeats}")
+        self.grid = sorted(set(grid))
+        self.repeats = repeats
+        self.window, self.hist_prior = window, hist_prior
+        self.records: list[ReplayRecord] = []
+        self.tracker = StateTracker(window, hist_prior)
+
+    def replay(self, prompt_ids: list[int], max_new_tokens: int = 256, stop_at_eos: bool = True) -> ReplayResult:
+        self.records = []
+        self.tracker = StateTracker(self.window, self.hist_prior)
+        res = self.decode(prompt_ids, max_new_tokens, stop_at_eos=stop_at_eos)
+        return ReplayResult(res, self.records)
+
+    def _measure(self, st, cand, budget: int, timer: StageTimer, base: dict) -> ReplayRecord:
+        runs = []
+        for _ in range(self.repeats):
+            timer.lap()
+            step = self.tree_round(st, cand, budget, timer)
+            commit_cache(st.cache, st.start, [])  # restore the round's start state
+            runs.append(step)
+        r = runs[0].record
+        times = {k: statistics.median(getattr(s.record, k) for s in runs) for k in ("t_tree", "t_verify", "t_commit")}
+        return ReplayRecord(budget=budget, nodes=r.nodes, accepted=r.accepted, tokens=runs[0].new, **times, **base)
+
+    def _speculate(self, result, cache, features, max_new_tokens, record_trees, stop_at_eos, timer, eos):
+        st = self.start_state(result, cache, features)
+        k = max(self.grid[-1], self.controller.max_budget)
+        t = 0
+        while not eos and len(result.tokens) < max_new_tokens:
+            cand = self.draft(st, k)
+            t_draft = timer.lap()
+            budget = self.controller.budget(cand, st.start)
+            t_choose = timer.lap()
+            base = dict(round=t, prefix_len=st.start, t_draft=t_draft, state=self.tracker.signals(cand).tolist(),
+                        reference_budget=budget)
+            for b in self.grid:
+                self.records.append(self._measure(st, cand, b, timer, base))
+            timer.lap()
+            step = self.tree_round(st, cand, budget, timer, record_trees)
+            step.record.t_draft = t_draft
+            step.record.t_tree += t_choose
+            r = step.record
+            self.records.append(ReplayRecord(budget=budget, nodes=r.nodes, accepted=r.accepted, tokens=step.new,
+                                             t_tree=r.t_tree, t_verify=r.t_verify, t_commit=r.t_commit,
+                                             reference=True, **base))
+            self.tracker.feedback(asdict(r))
+            eos = self.advance(result, st, step, max_new_tokens, stop_at_eos)
+            timer.lap()
+            t += 1
+        result.stop = "eos" if eos else "length"
+
+
+def replay_decoder(target, drafter, method: str, budget: int, grid: list[int], params=None, repeats: int = 1,
+                   eos_ids: list[int] | None = None) -> ReplayDecoder:
+    """A replay decoder for `method` (ddtree@budget, ddtree+saba / caddtree capped at budget)."""
+    from graftlib.caddtree import CaDDTree
+    from graftlib.decode import make_parts
+    from graftlib.saba import SabaController, default_params
+
+    params = params or default_params()
+    if method == "ddtree+saba":
+        builder, controller = HeapTreeBuilder(), SabaController(params, cap=budget)
+    elif method == "caddtree":
+        builder = controller = CaDDTree.from_params(params, cap=budget)
+    else:
+        builder, controller = make_parts(method, budget, drafter.block_size)
+    return ReplayDecoder(target, drafter, builder, controller, grid, repeats, params.window, params.hist_prior,
+                         eos_ids)
+
+
+def oracle_rows(records: list[ReplayRecord]) -> list[dict]:
+    """Per round: the grid's TPS_t(B), B*_t, the reference B_t and its retained oracle throughput."""
+    rounds: dict[int, list[ReplayRecord]] = {}
+    for r in records:
+        rounds.setdefault(r.round, []).append(r)
+    rows = []
+    for t, recs in sorted(rounds.items()):
+        grid = [r for r in recs if not r.reference]
+        ref = next(r for r in recs if r.reference)
+        chosen = next((r for r in grid if r.budget == ref.budget), ref)
+        best = max(grid + [chosen], key=lambda r: r.tps)
+        rows.append(dict(round=t, prefix_len=ref.prefix_len, budget=ref.budget, best_budget=best.budget,
+                         tps=chosen.tps, best_tps=best.tps, retained=chosen.tps / best.tps,
+                         accepted={r.budget: r.accepted for r in grid}))
+    return rows
+
+
+def tracking_summary(rows: list[dict]) -> dict:
+    """Mean retained oracle throughput and the share of rounds at >= 95% of the oracle."""
+    ret = np.array([r["retained"] for r in rows])
+    return {"rounds": len(rows), "mean_retained": float(ret.mean()) if len(ret) else float("nan"),
+            "frac_ge_95": float((ret >= 0.95).mean()) if len(ret) else float("nan")}
+
+
+# ----------------------------------------------------------------------------- CLI
+
+
+def add_parser(sub) -> None:
+    from graftlib.generate import add_model_args
+
+    p = sub.add_parser("replay", help="same-prefix budget replay: per-round a_t(B), l_t(B), oracle tracking")
+    add_model_args(p)
+    p.add_argument("--method", default="ddtree+saba", help="reference method: ddtree, ddtree+saba or caddtree")
+    p.add_argument("--budget", type=int, default=64, help="ddtree: its budget; ddtree+saba / caddtree: the cap")
+    p.add_argument("--params", default=None, help="SABA calibration JSON (default: graftlib.saba.default_params)")
+    p.add_argument("--grid", nargs="+", type=int, default=[1, 2, 4, 8, 16, 32, 64])
+    p.add_argument("--task", default="gsm8k")
+    p.add_argument("--split", default="eval", help="eval (oracle tracking) or val (SABA fitting data)")
+    p.add_argument("--prompts", type=int, default=1)
+    p.add_argument("--max-new-tokens", type=int, default=128)
+    p.add_argument("--max-prompt-tokens", type=int, default=512)
+    p.add_argument("--repeats", type=int, default=1, help="timing repeats per (round, budget); medians kept")
+    p.add_argument("--out", default=None, help="JSONL file (default results/replay.jsonl)")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from graftlib.data import format_prompt, load_items
+    from graftlib.models import load_pair
+    from graftlib.paths import results_dir
+    from graftlib.records import append_record
+    from graftlib.saba import SabaParams, default_params
+
+    require(args.method in ("ddtree", "ddtree+saba", "caddtree"),
+            f"replay --method must be ddtree, ddtree+saba or caddtree, got {args.method!r}")
+    params = SabaParams.load(args.params) if args.params else default_params()
+    pair = load_pair(args.target, args.drafter, args.device, args.device_map)
+    items = load_items(args.task, args.split, args.prompts)
+    dec = replay_decoder(pair.target, pair.drafter, args.method, args.budget, args.grid, params, args.repeats,
+                         pair.eos_ids)
+    out = args.out or results_dir() / "replay.jsonl"
+    all_rows = []
+    for item in items:
+        prompt = format_prompt(item, pair.tokenizer, args.max_prompt_tokens)
+        res = dec.replay(prompt.input_ids, args.max_new_tokens)
+        rows = oracle_rows(res.records)
+        all_rows += rows
+        append_record(out, {"setting": pair.describe(), "calibration": params.describe(), "method": args.method,
+                            "budget": args.budget, "grid": dec.grid, "task": item.task, "uid": item.uid,
+                            "tokens": res.decode.tokens, "records": [asdict(r) for r in res.records],
+                            "summary": tracking_summary(rows), "time": time.time()})
+        s = tracking_summary(rows)
+        print(f"{item.uid}: rounds={s['rounds']} MAT={res.decode.mat:.2f} retained={s['mean_retained']:.3f} "
+              f">=95%: {s['frac_ge_95']:.2f}")
+    s = tracking_summary(all_rows)
+    print(f"all: rounds={s['rounds']} mean retained oracle throughput={s['mean_retained']:.3f} "
+          f"rounds >= 95% of oracle: {s['frac_ge_95']:.2f}  (calibration {params.id})")
+    return 0

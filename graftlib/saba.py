@@ -1,0 +1,272 @@
+"""SABA: State-Aware Budget Allocation (paper eqs. 14-17), its state signals, fits and controller.
+
+State (eq. 15), from the round's `Candidates` and the acceptance history:
+  conf_t  = (1/D) sum_d q_{t,d}(c^(1)_{t,d})                       mean top-1 draft probability
+  degen_t = (1/(D-1)) sum_d r_{t,d} + (r_{t,D-1} - r_{t,1}),  r_{t,d} = cos(h_{t,d}, h_{t,d+1})
+            (mean adjacent cosine of the drafter's per-depth hidden states plus its late-minus-early
+            increase; 0 when D < 2 or the hidden states are missing)
+  hist_t  = mean accepted length a (bonus included) over the last w rounds (w = 8); with fewer than
+            w rounds the mean of those there are, and before any round the prior `hist_prior` (the
+            mean a_t of the calibration trajectories, so the first round sees a typical state).
+  s_t = [conf_t, degen_t, hist_t, 1]: a bias term is appended so phi^T s_t has an intercept.
+
+Gain (eq. 16): G_t(B) = 1 - exp(-B / lambda_t), lambda_t = max(phi^T s_t, lam_min) (the clamp
+keeps the saturation scale positive). G is a fraction in [0, 1); it is tied to measured accepted
+lengths by the saturation model
+  E[a_t(B)] = 1 + A_t G_t(B),   A_t = clip(alpha^T s_t, 0, D),
+i.e. A_t is the number of draft tokens a round would accept with an unbounded tree (the bonus
+token is always emitted). phi and alpha are fitted jointly by least squares on same-prefix replay
+data (`graftlib.replay`): for every validation round t and every grid budget B, a_t(B) is measured.
+
+Cost (eq. 17): C_t(B) = c0 + c1 B + c2 B prefix_t, in seconds per round, fitted by linear least
+squares on measured tree build + verify + commit latencies over a grid of (B, prefix); c0 also
+absorbs the draft step (constant in B), so C_t is the whole round latency.
+
+Utility (eq. 14): B_t = argmax_B U_t(B) over the budget grid. With G normalized as above the
+throughput of a round is expected tokens over cost, so the default utility is
+  U_t(B) = (1 + A_t G_t(B)) / C_t(B)        (utility="throughput", tokens per second)
+which is what the oracle B*_t = argmax a_t(B)/l_t(B) maximizes. The paper's literal ratio
+U_t(B) = G_t(B) / C_t(B) (utility="paper") ignores the always-emitted bonus token and the
+state-dependent saturation level, which biases it towards larger trees; it is kept as an option.
+Ties go to the smallest budget.
+
+Invariants: the controller returns a budget from its grid (capped at `cap`); its per-round cost is
+a few scalar ops plus one vectorized pass over the grid (numpy), microseconds per round.
+"""
+
+import hashlib
+import json
+import math
+import os
+import time
+from collections import deque
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from graftlib.builders import Candidates
+from graftlib.errors import GraftError, require
+from graftlib.paths import ASSETS_DIR
+
+PAPER_GRID = tuple(range(32, 513, 16))
+CPU_GRID = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
+PARAMS_ENV = "GRAFT_SABA_PARAMS"
+DEFAULT_PATH = ASSETS_DIR / "saba" / "default.json"
+UTILITIES = ("throughput", "paper")
+
+
+@dataclass
+class SabaParams:
+    """Fitted SABA parameters. The defaults are an uncalibrated CPU placeholder (see `meta`)."""
+
+    phi: list[float] = field(default_factory=lambda: [0.0, 0.0, 0.0, 6.0])  # lambda_t = phi^T s_t
+    alpha: list[float] = field(default_factory=lambda: [3.0, 0.0, 0.3, 0.0])  # A_t = alpha^T s_t
+    c: list[float] = field(default_factory=lambda: [0.065, 1.5e-3, 2e-6])  # c0 [s], c1 [s/node], c2
+    grid: list[int] = field(default_factory=lambda: list(CPU_GRID))
+    window: int = 8
+    hist_prior: float = 2.0
+    lam_min: float = 0.5
+    utility: str = "throughput"
+    meta: dict = field(default_factory=lambda: {"source": "builtin-uncalibrated"})
+
+    def __post_init__(self):
+        require(len(self.phi) == 4 and len(self.alpha) == 4, "SABA params: phi and alpha need 4 entries "
+                "(conf, degen, hist, bias)")
+        require(len(self.c) == 3, "SABA params: c needs 3 entries (c0, c1, c2)")
+        require(len(self.grid) > 0 and all(isinstance(b, int) and b >= 1 for b in self.grid),
+                f"SABA params: the budget grid must be positive integers, got {self.grid}")
+        require(self.window >= 1, f"SABA params: window must be >= 1, got {self.window}")
+        require(self.utility in UTILITIES, f"SABA params: utility must be one of {UTILITIES}, got {self.utility!r}")
+        require(self.lam_min > 0, f"SABA params: lam_min must be > 0, got {self.lam_min}")
+
+    @property
+    def id(self) -> str:
+        """Content hash of the numbers (not the metadata): what a result records as its calibration."""
+        d = asdict(self)
+        d.pop("meta")
+        return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:12]
+
+    def describe(self) -> dict:
+        return {"id": self.id, **{k: self.meta.get(k) for k in ("source", "path", "target", "drafter", "hardware",
+                                                                 "date")}}
+
+    def save(self, path: str | Path) -> Path:
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({**asdict(self), "id": self.id}, indent=1) + "\n")
+        return path
+
+    @classmethod
+    def load(cls, path: str | Path) -> "SabaParams":
+        path = Path(path)
+        require(path.is_file(), f"SABA params file not found: {path} (run `graft calibrate`)")
+        try:
+            d = json.loads(path.read_text())
+        except json.JSONDecodeError as e:
+            raise GraftError(f"SABA params file {path} is not valid JSON: {e}") from e
+        d.pop("id", None)
+        unknown = set(d) - set(cls.__dataclass_fields__)
+        require(not unknown, f"SABA params file {path}: unknown keys {sorted(unknown)}")
+        params = cls(**d)
+        params.meta = {**params.meta, "path": str(path)}
+        return params
+
+
+def default_params() -> "SabaParams":
+    """$GRAFT_SABA_PARAMS, else graftlib/assets/saba/default.json, else the builtin placeholder."""
+    env = os.environ.get(PARAMS_ENV)
+    if env:
+        return SabaParams.load(env)
+    if DEFAULT_PATH.is_file():
+        return SabaParams.load(DEFAULT_PATH)
+    return SabaParams()
+
+
+# ----------------------------------------------------------------------------- state (eq. 15)
+
+
+def degeneration(hidden: torch.Tensor | None) -> float:
+    """degen_t of eq. 15 from drafter hidden states [D, H]; 0 when D < 2 or no hidden states."""
+    if hidden is None or hidden.shape[0] < 2:
+        return 0.0
+    h = torch.nn.functional.normalize(hidden.float(), dim=-1)
+    r = (h[:-1] * h[1:]).sum(-1)  # r_{t,d}, d = 1..D-1
+    return float(r.mean() + (r[-1] - r[0]))
+
+
+class StateTracker:
+    """Builds s_t = [conf_t, degen_t, hist_t, 1] from a round's candidates and the past rounds."""
+
+    def __init__(self, window: int = 8, hist_prior: float = 2.0):
+        self.history: deque[int] = deque(maxlen=window)
+        self.hist_prior = hist_prior
+
+    def signals(self, cand: Candidates) -> np.ndarray:
+        conf = sum(cand.top1_prob) / len(cand.top1_prob) if cand.top1_prob else 0.0
+        hist = sum(self.history) / len(self.history) if self.history else self.hist_prior
+        return np.array([conf, degeneration(cand.hidden), hist, 1.0])
+
+    def feedback(self, record: dict) -> None:
+        self.history.append(record["accepted"])
+
+
+# ----------------------------------------------------------------------------- model (eqs. 14, 16, 17)
+
+
+def saturation(params: SabaParams, s: np.ndarray, depth: int | None = None) -> tuple[float, float]:
+    """(lambda_t, A_t) for state s_t: lambda = max(phi^T s, lam_min), A = clip(alpha^T s, 0, D)."""
+    lam = max(float(np.dot(params.phi, s)), params.lam_min)
+    a_sat = max(float(np.dot(params.alpha, s)), 0.0)
+    return lam, (min(a_sat, depth) if depth is not None else a_sat)
+
+
+def gain(budgets: np.ndarray, lam: float) -> np.ndarray:
+    """G_t(B) = 1 - exp(-B / lambda_t) (eq. 16)."""
+    return -np.expm1(-np.asarray(budgets, dtype=float) / lam)
+
+
+def cost(budgets: np.ndarray, prefix_len: int, c: list[float]) -> np.ndarray:
+    """C_t(B) = c0 + c1 B + c2 B prefix_t (eq. 17), seconds per round."""
+    b = np.asarray(budgets, dtype=float)
+    return c[0] + b * (c[1] + c[2] * prefix_len)
+
+
+def utility(params: SabaParams, budgets: np.ndarray, s: np.ndarray, prefix_len: int,
+            depth: int | None = None) -> np.ndarray:
+    """U_t(B) over the budgets (eq. 14): expected tokens / cost, or the paper's G / C."""
+    lam, a_sat = saturation(params, s, depth)
+    g = gain(budgets, lam)
+    num = 1.0 + a_sat * g if params.utility == "throughput" else g
+    return num / cost(budgets, prefix_len, params.c)
+
+
+def choose(params: SabaParams, budgets: np.ndarray, s: np.ndarray, prefix_len: int, depth: int | None = None) -> int:
+    """B_t = argmax_B U_t(B); the smallest budget on ties."""
+    return int(budgets[int(np.argmax(utility(params, budgets, s, prefix_len, depth)))])
+
+
+class SabaController:
+    """BudgetController: argmax of U_t over the grid (capped at `cap`), state from `StateTracker`."""
+
+    name = "saba"
+
+    def __init__(self, params: SabaParams, cap: int | None = None):
+        grid = sorted(b for b in params.grid if cap is None or b <= cap)
+        self.params = params
+        self.grid = np.array(grid or [cap], dtype=float)
+        self.max_budget = int(self.grid[-1])
+        self.tracker = StateTracker(params.window, params.hist_prior)
+        self.last_state: np.ndarray | None = None
+
+    def budget(self, cand: Candidates, prefix_len: int) -> int:
+        self.last_state = self.tracker.signals(cand)
+        return choose(self.params, self.grid, self.last_state, prefix_len, cand.depth)
+
+    def feedback(self, record: dict) -> None:
+        self.tracker.feedback(record)
+
+
+# ----------------------------------------------------------------------------- fits
+
+
+def fit_cost(budgets, prefix_lens, latency_s) -> tuple[list[float], float]:
+    """Least squares for (c0, c1, c2) of eq. 17; returns the coefficients and R^2."""
+    b = np.asarray(budgets, dtype=float)
+    p = np.asarray(prefix_lens, dtype=float)
+    y = np.asarray(latency_s, dtype=float)
+    require(len(y) >= 3 and len(set(zip(b.tolist(), p.tolist()))) >= 3,
+            "cost fit needs at least 3 distinct (budget, prefix) points")
+    x = np.stack([np.ones_like(b), b, b * p], axis=1)
+    coef, *_ = np.linalg.lstsq(x, y, rcond=None)
+    resid = y - x @ coef
+    r2 = 1.0 - float(resid @ resid) / max(float(((y - y.mean()) ** 2).sum()), 1e-30)
+    return coef.tolist(), r2
+
+
+def fit_gain(states, budgets, accepted, lam_min: float = 0.5, depth: int | None = None,
+             steps: int = 200) -> tuple[list[float], list[float], float]:
+    """Fit (phi, alpha) of a(B) = 1 + A_t (1 - exp(-B / lambda_t)) by least squares (float64 L-BFGS).
+
+    `states` [N, 4] (s_t of each sample's round), `budgets` [N], `accepted` [N] (a_t(B), bonus
+    included). Starts from a bias-only model whose scale is chosen on a coarse grid. Returns
+    (phi, alpha, RMSE in accepted tokens).
+    """
+    s = torch.as_tensor(np.asarray(states, dtype=float))
+    b = torch.as_tensor(np.asarray(budgets, dtype=float))
+    a = torch.as_tensor(np.asarray(accepted, dtype=float))
+    require(s.ndim == 2 and s.shape[1] == 4 and len(s) == len(b) == len(a) and len(a) >= 8,
+            "gain fit needs >= 8 samples with 4-entry states")
+
+    def predict(phi, alpha):
+        lam = (s @ phi).clamp_min(lam_min)
+        sat = (s @ alpha).clamp(0.0, depth if depth is not None else math.inf)
+        return 1.0 + sat * -torch.expm1(-b / lam)
+
+    a0 = max(float((a - 1).clamp_min(0).max()), 1e-3)
+    alpha = torch.tensor([0.0, 0.0, 0.0, a0], dtype=torch.float64)
+    scales = [lam_min * 2 ** k for k in range(12)]
+    best = min(scales, key=lambda lam: float(((predict(torch.tensor([0.0, 0, 0, lam], dtype=torch.float64), alpha)
+                                                - a) ** 2).mean()))
+    phi = torch.tensor([0.0, 0.0, 0.0, best], dtype=torch.float64, requires_grad=True)
+    alpha.requires_grad_(True)
+    opt = torch.optim.LBFGS([phi, alpha], max_iter=steps, line_search_fn="strong_wolfe",
+                            tolerance_grad=1e-12, tolerance_change=1e-14)
+
+    def closure():
+        opt.zero_grad()
+        loss = ((predict(phi, alpha) - a) ** 2).mean()
+        loss.backward()
+        return loss
+
+    with torch.enable_grad():
+        opt.step(closure)
+    with torch.no_grad():
+        rmse = float(((predict(phi, alpha) - a) ** 2).mean().sqrt())
+    return phi.detach().tolist(), alpha.detach().tolist(), rmse
+
+
+def calibration_meta(pair_desc: dict, **extra) -> dict:
+    """Provenance stored with fitted parameters (hardware, target, drafter, date, ...)."""
+    return {"source": "graft calibrate", "date": time.strftime("%Y-%m-%d %H:%M:%S"), **pair_desc, **extra}
