@@ -131,9 +131,11 @@ def degeneration(hidden: torch.Tensor | None) -> float:
     """degen_t of eq. 15 from drafter hidden states [D, H]; 0 when D < 2 or no hidden states."""
     if hidden is None or hidden.shape[0] < 2:
         return 0.0
-    h = torch.nn.functional.normalize(hidden.float(), dim=-1)
-    r = (h[:-1] * h[1:]).sum(-1)  # r_{t,d}, d = 1..D-1
-    return float(r.mean() + (r[-1] - r[0]))
+    h = hidden.float()
+    gram = torch.mm(h, h.t()).tolist()  # [D, D]: one small matmul, then scalar math
+    sq, dots = [gram[d][d] for d in range(len(gram))], [gram[d][d + 1] for d in range(len(gram) - 1)]
+    r = [dot / max(math.sqrt(sq[d] * sq[d + 1]), 1e-12) for d, dot in enumerate(dots)]  # r_{t,d}, d = 1..D-1
+    return sum(r) / len(r) + (r[-1] - r[0])
 
 
 class StateTracker:

@@ -1,0 +1,74 @@
+"""Same-prefix replay on tiny models: the replayed reference budget reproduces the round, replay
+leaves the state untouched (the continued decode equals AR), oracle bookkeeping, and the
+calibration pipeline end to end."""
+
+import pytest
+from tiny import random_prompt, tiny_drafter, tiny_target
+
+from graftlib.calibrate import fit_params, measure_cost_grid, offline_tracking, replay_rounds
+from graftlib.decode import Decoder
+from graftlib.errors import GraftError
+from graftlib.replay import ReplayDecoder, oracle_rows, replay_decoder, tracking_summary
+from graftlib.saba import SabaParams
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+MAX_NEW = 37
+GRID = [1, 2, 4, 8, 16]
+
+
+@pytest.fixture(scope="module", params=["llama", "qwen3"])
+def pair(request):
+    seed = {"llama": 0, "qwen3": 1}[request.param]
+    return tiny_target(request.param, seed=seed, initializer_range=0.1), tiny_drafter(seed=seed)
+
+
+@pytest.mark.parametrize("method,budget", [("ddtree", 8), ("ddtree", 3), ("caddtree", 16), ("ddtree+saba", 16)])
+def test_replay_reproduces_rounds_and_keeps_state(pair, method, budget):
+    target, drafter = pair
+    prompt = random_prompt(7, 11)
+    ar = Decoder.for_method(target, drafter, "ar").decode(prompt, MAX_NEW).tokens
+    plain = Decoder.for_method(target, drafter, method, budget).decode(prompt, MAX_NEW)
+    res = replay_decoder(target, drafter, method, budget, GRID, SabaParams()).replay(prompt, MAX_NEW)
+    assert res.decode.tokens == ar == plain.tokens  # replays left cache and prefix exactly as before
+    assert [r.accepted for r in res.decode.rounds] == [r.accepted for r in plain.rounds]
+    refs = [r for r in res.records if r.reference]
+    assert len(refs) == len(res.decode.rounds)
+    for t, (ref, rnd) in enumerate(zip(refs, res.decode.rounds)):
+        assert (ref.round, ref.budget, ref.accepted, ref.prefix_len) == (t, rnd.budget, rnd.accepted, rnd.prefix_len)
+        grid = {r.budget: r for r in res.records if r.round == t and not r.reference}
+        assert sorted(grid) == GRID
+        if ref.budget in grid:  # the replay with the budget actually used reproduces the round
+            assert (grid[ref.budget].accepted, grid[ref.budget].tokens) == (ref.accepted, ref.tokens)
+        if method == "ddtree":
+            assert all(grid[b].nodes == b for b in grid)
+    rows = oracle_rows(res.records)
+    assert len(rows) == len(refs) and all(0 < r["retained"] <= 1 for r in rows)
+    assert all(r["best_tps"] >= r["tps"] for r in rows)
+    s = tracking_summary(rows)
+    assert 0 < s["mean_retained"] <= 1 and 0 <= s["frac_ge_95"] <= 1
+
+
+def test_replay_repeats_and_errors(pair):
+    target, drafter = pair
+    dec = replay_decoder(target, drafter, "ddtree", 4, [2, 4], SabaParams(), repeats=2)
+    res = dec.replay(random_prompt(3, 5), 12)
+    assert res.records and all(r.latency > 0 for r in res.records)
+    with pytest.raises(GraftError, match="grid"):
+        replay_decoder(target, drafter, "ddtree", 4, [0, 4])
+    with pytest.raises(GraftError, match="speculative"):
+        ReplayDecoder(target, drafter, None, None, [4])
+
+
+def test_calibration_pipeline(pair, tmp_path):
+    target, drafter = pair
+    samples = measure_cost_grid(target, drafter, [1, 4, 16], [8, 32], repeats=1)
+    assert len(samples) == 6 and all(s["latency_s"] > 0 for s in samples)
+    records = replay_rounds(target, drafter, [random_prompt(11, 9), random_prompt(12, 4)], GRID, 4, 20)
+    rounds = sorted({r.round for r in records})
+    assert rounds == list(range(len(rounds)))  # numbered across prompts
+    params = fit_params(samples, records, GRID, drafter.block_size - 1, meta={"source": "test"})
+    assert params.grid == GRID and params.meta["fit"]["rounds"] == len(rounds)
+    track = offline_tracking(params, records, drafter.block_size - 1)
+    assert track["rounds"] == len(rounds) and 0 < track["mean_retained"] <= 1
+    assert SabaParams.load(params.save(tmp_path / "saba.json")).id == params.id

@@ -1,0 +1,219 @@
+"""SABA math (eqs. 14-17), signals, fits, controller behaviour, CaDDTree stopping, and exactness of
+ddtree+saba / caddtree against AR on tiny Llama and Qwen3 targets."""
+
+import math
+import time
+
+import numpy as np
+import pytest
+import torch
+from tiny import random_prompt, tiny_drafter, tiny_target
+
+from graftlib.builders import Candidates, HeapTreeBuilder
+from graftlib.caddtree import CaDDTree
+from graftlib.decode import Decoder
+from graftlib.errors import GraftError
+from graftlib.saba import (
+    SabaController,
+    SabaParams,
+    StateTracker,
+    choose,
+    cost,
+    default_params,
+    degeneration,
+    fit_cost,
+    fit_gain,
+    gain,
+    utility,
+)
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+def hand_candidates(top1: list[float], hidden: torch.Tensor | None = None) -> Candidates:
+    ids = [[1, 2, 3] for _ in top1]
+    logq = [[math.log(p), math.log((1 - p) / 2), math.log((1 - p) / 2) - 0.1] for p in top1]
+    return Candidates(ids, logq, list(top1), hidden)
+
+
+# ----------------------------------------------------------------------------- signals (eq. 15)
+
+
+def test_signals_hand_made():
+    # hidden states with known adjacent cosines r = [1, 0, cos 45deg]
+    h = torch.tensor([[1.0, 0.0], [1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
+    r = [1.0, 0.0, math.sqrt(0.5)]
+    assert degeneration(h) == pytest.approx(sum(r) / 3 + (r[-1] - r[0]), abs=1e-6)
+    assert degeneration(None) == 0.0 and degeneration(h[:1]) == 0.0
+
+    tr = StateTracker(window=3, hist_prior=2.5)
+    cand = hand_candidates([0.9, 0.5, 0.3, 0.1], h)
+    s = tr.signals(cand)
+    assert s.tolist() == pytest.approx([0.45, degeneration(h), 2.5, 1.0])  # prior before any round
+    for a in (1, 4):
+        tr.feedback({"accepted": a})
+    assert tr.signals(cand)[2] == pytest.approx(2.5)  # mean of the rounds so far
+    for a in (3, 5, 7):
+        tr.feedback({"accepted": a})
+    assert tr.signals(cand)[2] == pytest.approx(5.0)  # last w = 3 rounds only
+
+
+# ----------------------------------------------------------------------------- model (eqs. 14, 16, 17)
+
+
+def test_gain_cost_utility_math():
+    b = np.array([1, 4, 16, 64])
+    assert gain(b, 8.0) == pytest.approx(1 - np.exp(-b / 8.0))
+    assert cost(b, 100, [0.05, 1e-3, 1e-5]) == pytest.approx(0.05 + b * (1e-3 + 1e-5 * 100))
+    p = SabaParams(phi=[0, 0, 0, 8.0], alpha=[0, 0, 0, 3.0], c=[0.05, 1e-3, 1e-5], grid=[1, 4, 16, 64])
+    s = np.array([0.5, 0.2, 2.0, 1.0])
+    u = utility(p, b, s, 100)
+    assert u == pytest.approx((1 + 3 * gain(b, 8.0)) / cost(b, 100, p.c))
+    assert choose(p, b.astype(float), s, 100) == b[np.argmax(u)]
+    paper = SabaParams(**{**p.__dict__, "utility": "paper"})
+    assert utility(paper, b, s, 100) == pytest.approx(gain(b, 8.0) / cost(b, 100, p.c))
+    # lambda is clamped to lam_min; A_t to [0, D]
+    neg = SabaParams(phi=[0, 0, 0, -5.0], alpha=[0, 0, 0, 100.0], c=p.c, grid=p.grid)
+    assert utility(neg, b, s, 100, depth=7) == pytest.approx((1 + 7 * gain(b, neg.lam_min)) / cost(b, 100, p.c))
+
+
+def test_controller_small_when_steep_large_when_flat():
+    cand = hand_candidates([0.6] * 7, torch.randn(7, 16))
+    base = dict(phi=[0, 0, 0, 16.0], alpha=[0, 0, 0, 5.0], grid=[1, 2, 4, 8, 16, 32, 64, 128])
+    steep = SabaController(SabaParams(c=[0.01, 5e-3, 1e-5], **base))
+    flat = SabaController(SabaParams(c=[0.05, 1e-5, 0.0], **base))
+    b_steep, b_flat = steep.budget(cand, 200), flat.budget(cand, 200)
+    assert b_steep <= 4 and b_flat >= 32, (b_steep, b_flat)
+    # a longer prefix makes nodes dearer (c2 term): never a larger budget
+    assert steep.budget(cand, 4000) <= b_steep
+    # cap trims the grid; max_budget follows it
+    capped = SabaController(SabaParams(c=[0.05, 1e-5, 0.0], **base), cap=16)
+    assert capped.max_budget == 16 and capped.budget(cand, 200) == 16
+
+
+def test_controller_overhead_is_microseconds():
+    cand = hand_candidates([0.5] * 15, torch.randn(15, 576))
+    ctl = SabaController(SabaParams(grid=list(range(32, 513, 16))))
+    n = 2000
+    t0 = time.perf_counter()
+    for i in range(n):
+        ctl.budget(cand, 300 + i)
+        ctl.feedback({"accepted": 3})
+    us = 1e6 * (time.perf_counter() - t0) / n
+    print(f"SABA controller: {us:.1f} us/round (D=15, H=576, 31 budgets)")
+    assert us < 500
+
+
+def test_params_roundtrip_and_errors(tmp_path, monkeypatch):
+    p = SabaParams(phi=[1, 2, 3, 4], meta={"source": "test"})
+    path = p.save(tmp_path / "p.json")
+    q = SabaParams.load(path)
+    assert q.id == p.id and q.meta["path"] == str(path)
+    monkeypatch.setenv("GRAFT_SABA_PARAMS", str(path))
+    assert default_params().id == p.id
+    with pytest.raises(GraftError, match="not found"):
+        SabaParams.load(tmp_path / "missing.json")
+    with pytest.raises(GraftError, match="4 entries"):
+        SabaParams(phi=[1.0])
+    with pytest.raises(GraftError, match="utility"):
+        SabaParams(utility="max")
+
+
+# ----------------------------------------------------------------------------- fits
+
+
+def test_fit_cost_recovers_known_c():
+    rng = np.random.default_rng(0)
+    c = [0.04, 2e-3, 3e-6]
+    b = np.repeat([1, 2, 4, 8, 16, 32, 64], 4)
+    p = np.tile([64, 128, 256, 512], 7)
+    y = cost(b, 0, [c[0], c[1], 0]) + c[2] * b * p + rng.normal(0, 1e-5, len(b))
+    got, r2 = fit_cost(b, p, y)
+    assert got == pytest.approx(c, rel=0.05) and r2 > 0.999
+    with pytest.raises(GraftError, match="at least 3"):
+        fit_cost([1, 1], [5, 5], [0.1, 0.1])
+
+
+def test_fit_gain_recovers_known_phi():
+    rng = np.random.default_rng(1)
+    n = 120
+    s = np.stack([rng.uniform(0, 1, n), rng.uniform(0, 1, n), rng.uniform(1, 6, n), np.ones(n)], 1)
+    phi, alpha = np.array([6.0, 3.0, 1.5, 2.0]), np.array([3.0, 1.0, 0.5, 0.5])
+    grid = np.array([1, 2, 4, 8, 16, 32, 64])
+    states = np.repeat(s, len(grid), 0)
+    budgets = np.tile(grid, n)
+    lam, sat = states @ phi, states @ alpha
+    acc = 1 + sat * (1 - np.exp(-budgets / lam)) + rng.normal(0, 0.01, len(budgets))
+    got_phi, got_alpha, rmse = fit_gain(states, budgets, acc)
+    assert got_phi == pytest.approx(phi.tolist(), rel=0.05, abs=0.05)
+    assert got_alpha == pytest.approx(alpha.tolist(), rel=0.05, abs=0.05)
+    assert rmse < 0.02
+
+
+# ----------------------------------------------------------------------------- CaDDTree
+
+
+def test_caddtree_stops_at_ratio_peak():
+    g = torch.Generator().manual_seed(3)
+    cand = Candidates.from_logits(torch.randn(7, 32, generator=g) * 3.0, 64)
+    cap = 64
+    full = HeapTreeBuilder().build(0, cand, cap)  # pop order = insertion order
+    probs = np.exp(full.scores[1:])
+
+    def convex(n, prefix):
+        return 0.02 + 1e-4 * prefix + 2e-4 * n + 3e-5 * n * n
+
+    for prefix, delta in ((10, 0.0), (300, 0.0), (10, 1.0)):
+        ratios = [(1 + probs[:n].sum() + delta) / convex(n, prefix) for n in range(cap + 1)]
+        peak = int(np.argmax(ratios))
+        rule = CaDDTree(convex, cap, delta)
+        assert rule.budget(cand, prefix) == cap
+        tree = rule.build(0, cand, cap)
+        assert tree.num_nodes == peak, (prefix, delta, tree.num_nodes, peak)
+        ref = HeapTreeBuilder().build(0, cand, peak)
+        assert (tree.tokens, tree.parents) == (ref.tokens, ref.parents)
+    assert 0 < CaDDTree(convex, cap).build(0, cand, cap).num_nodes < cap
+    # flat cost: the ratio keeps increasing, so the cap binds
+    assert CaDDTree(lambda n, p: 1.0, 20).build(0, cand, 20).num_nodes == 20
+    curve = CaDDTree.from_curve({1: 0.05, 8: 0.06, 64: 0.2}, 0.005, cap)
+    assert curve.cost(7, 0) == pytest.approx(0.065)
+
+
+# ----------------------------------------------------------------------------- exactness
+
+
+ARCHS = {"llama": 0, "qwen3": 1}
+MAX_NEW = 37
+
+
+@pytest.fixture(scope="module")
+def pairs():
+    out = {}
+    for arch, seed in ARCHS.items():
+        target = tiny_target(arch, seed=seed, initializer_range=0.1)
+        drafter = tiny_drafter(seed=seed)
+        prompts = [random_prompt(100 * seed + j, n) for j, n in enumerate((1, 9, 23))]
+        ar = [Decoder.for_method(target, drafter, "ar").decode(p, MAX_NEW).tokens for p in prompts]
+        out[arch] = (target, drafter, prompts, ar)
+    return out
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("method,budget", [("ddtree+saba", 64), ("ddtree+saba", 3), ("caddtree", 64),
+                                           ("caddtree", 2)])
+def test_exact_vs_ar(pairs, arch, method, budget, monkeypatch):
+    monkeypatch.delenv("GRAFT_SABA_PARAMS", raising=False)
+    target, drafter, prompts, ar = pairs[arch]
+    for p, ref in zip(prompts, ar):
+        res = Decoder.for_method(target, drafter, method, budget).decode(p, MAX_NEW, record_trees=True)
+        assert res.tokens == ref, f"{arch} {method}@{budget}: differs from AR"
+        assert all(1 <= r.nodes <= budget for r in res.rounds)
+
+
+def test_saba_budgets_vary_with_state(pairs):
+    """With lambda_t = 4 hist_t the controller's budget follows the acceptance history."""
+    target, drafter, prompts, _ = pairs["llama"]
+    params = SabaParams(phi=[0, 0, 4.0, 0], alpha=[0, 0, 0, 4.0], c=[0.01, 1e-3, 0.0], grid=[1, 2, 4, 8, 16, 32])
+    dec = Decoder(target, drafter, HeapTreeBuilder(), SabaController(params))
+    res = dec.decode(prompts[1], MAX_NEW)
+    assert len({r.budget for r in res.rounds}) > 1
