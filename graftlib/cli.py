@@ -13,7 +13,7 @@ from graftlib.errors import GraftError
 
 # (subcommand module, in the order shown by --help)
 COMMAND_MODULES = ("graftlib.generate", "graftlib.bench", "graftlib.costs", "graftlib.calibrate", "graftlib.replay", "graftlib.data", "graftlib.drafter_data",
-                   "graftlib.drafter_train", "graftlib.workbook")
+                   "graftlib.drafter_train", "graftlib.traces", "graftlib.tdes", "graftlib.workbook")
 
 
 def build_parser() -> argparse.ArgumentParser:
