@@ -266,8 +266,9 @@ class Decoder:
                 stop_at_eos: bool) -> bool:
         """Step `update`: record + feedback hooks, move `st` past the round, emit tokens; True at EOS."""
         result.rounds.append(step.record)
-        self.builder.feedback(asdict(step.record))
-        self.controller.feedback(asdict(step.record))
+        record = asdict(step.record)
+        self.builder.feedback(record)
+        self.controller.feedback(record)
         st.start += step.record.accepted
         st.features = step.features
         st.root = step.new[-1]
