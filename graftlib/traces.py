@@ -191,7 +191,7 @@ def rounds_of_decode(target, prompt_ids: list[int], result, pools: list[Candidat
     lm_head = target.lm_head.weight
     hiddens = replay_hidden(target, prompt_ids, result.rounds, max_new_tokens, tree_room)
     for rec, cand, hidden in zip(result.rounds, pools, hiddens):
-        replayed = (hidden.float() @ lm_head.float().T).argmax(-1).tolist()
+        replayed = (hidden @ lm_head.T).argmax(-1).tolist()  # as LazyArgmax.all_rows, same dtype
         disagree += sum(a != b for a, b in zip(replayed, rec.target_next))
         D = cand.depth
         depths = rec.tree["depths"]
