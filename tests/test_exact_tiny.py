@@ -6,13 +6,13 @@ import itertools
 
 import pytest
 import torch
-from tiny import random_prompt, tiny_drafter, tiny_target
+from tiny import ARCH_SEEDS, tiny_pairs
 
 from graftlib.decode import Decoder
 from graftlib.tree import Tree
 
 MAX_NEW = 37  # not a multiple of the block or of any budget
-ARCHS = {"llama": 0, "qwen3": 1}  # arch -> seed
+ARCHS = ARCH_SEEDS
 PROMPT_LENS = (1, 9, 23)
 GAP_TOL = 1e-4
 METHODS = [("dflash", b) for b in (1, 3, 7)] + [("ddtree", b) for b in (1, 8, 32, 64, 256)]
@@ -23,14 +23,7 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 
 @pytest.fixture(scope="module")
 def pairs():
-    out = {}
-    for arch, seed in ARCHS.items():
-        target = tiny_target(arch, seed=seed, initializer_range=0.1)
-        drafter = tiny_drafter(seed=seed)
-        prompts = [random_prompt(100 * seed + j, n) for j, n in enumerate(PROMPT_LENS)]
-        ar = [Decoder.for_method(target, drafter, "ar").decode(p, MAX_NEW).tokens for p in prompts]
-        out[arch] = (target, drafter, prompts, ar)
-    return out
+    return tiny_pairs(PROMPT_LENS, MAX_NEW)
 
 
 @torch.inference_mode()

@@ -7,7 +7,7 @@ import time
 import numpy as np
 import pytest
 import torch
-from tiny import random_prompt, tiny_drafter, tiny_target
+from tiny import ARCH_SEEDS, tiny_pairs
 
 from graftlib.builders import Candidates, HeapTreeBuilder
 from graftlib.caddtree import CaDDTree
@@ -182,20 +182,13 @@ def test_caddtree_stops_at_ratio_peak():
 # ----------------------------------------------------------------------------- exactness
 
 
-ARCHS = {"llama": 0, "qwen3": 1}
+ARCHS = ARCH_SEEDS
 MAX_NEW = 37
 
 
 @pytest.fixture(scope="module")
 def pairs():
-    out = {}
-    for arch, seed in ARCHS.items():
-        target = tiny_target(arch, seed=seed, initializer_range=0.1)
-        drafter = tiny_drafter(seed=seed)
-        prompts = [random_prompt(100 * seed + j, n) for j, n in enumerate((1, 9, 23))]
-        ar = [Decoder.for_method(target, drafter, "ar").decode(p, MAX_NEW).tokens for p in prompts]
-        out[arch] = (target, drafter, prompts, ar)
-    return out
+    return tiny_pairs((1, 9, 23), MAX_NEW)
 
 
 @pytest.mark.parametrize("arch", ARCHS)

@@ -99,3 +99,20 @@ def write_drafter_dir(path, seed: int = 0, **overrides):
 
     save_drafter(tiny_drafter(seed=seed, **overrides), path)
     return path
+
+
+ARCH_SEEDS = {"llama": 0, "qwen3": 1}
+
+
+def tiny_pairs(prompt_lens: tuple[int, ...] = (1, 9, 23), max_new: int = 37) -> dict:
+    """Per architecture: (target, drafter, prompts, greedy AR outputs), the exactness-test fixture."""
+    from graftlib.decode import Decoder
+
+    out = {}
+    for arch, seed in ARCH_SEEDS.items():
+        target = tiny_target(arch, seed=seed, initializer_range=0.1)
+        drafter = tiny_drafter(seed=seed)
+        prompts = [random_prompt(100 * seed + j, n) for j, n in enumerate(prompt_lens)]
+        ar = [Decoder.for_method(target, drafter, "ar").decode(p, max_new).tokens for p in prompts]
+        out[arch] = (target, drafter, prompts, ar)
+    return out
