@@ -33,6 +33,7 @@ from safetensors.torch import load_file, save_file
 
 from graftlib.errors import GraftError, require
 from graftlib.kvcache import target_cache
+from graftlib.records import read_json_index, write_json_atomic
 
 INDEX = "index.json"
 FORMAT = 1
@@ -205,22 +206,17 @@ def read_shard(path: Path, uids: list[str] | None = None) -> list[Sequence]:
 
 def read_index(out: Path) -> DataIndex | None:
     path = Path(out) / INDEX
-    if not path.is_file():
+    raw = read_json_index(path, FORMAT, "drafter data")
+    if raw is None:
         return None
     try:
-        raw = json.loads(path.read_text())
-        require(raw.get("format") == FORMAT, f"drafter data index {path} has format {raw.get('format')}, "
-                                             f"expected {FORMAT}")
         return DataIndex(**raw)
-    except (json.JSONDecodeError, TypeError) as e:
+    except TypeError as e:
         raise GraftError(f"drafter data index {path} is malformed: {e}") from None
 
 
 def write_index(out: Path, index: DataIndex) -> None:
-    path = Path(out) / INDEX
-    tmp = path.with_name(INDEX + ".partial")
-    tmp.write_text(json.dumps(asdict(index), indent=1) + "\n")
-    tmp.replace(path)
+    write_json_atomic(Path(out) / INDEX, asdict(index))
 
 
 def load_dataset(out: str | Path, layer_ids: list[int] | None = None) -> tuple[DataIndex, list[Sequence]]:

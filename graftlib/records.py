@@ -48,3 +48,28 @@ def append_record(path: str | Path, record: dict) -> None:
         f.write(line.encode() + b"\n")
         f.flush()
         os.fsync(f.fileno())
+
+
+def write_json_atomic(path: str | Path, obj) -> None:
+    """Write JSON via a `.partial` file and a rename, so readers never see half a file."""
+    path = Path(path)
+    tmp = path.with_name(path.name + ".partial")
+    tmp.write_text(json.dumps(obj, indent=1) + "\n")
+    tmp.replace(path)
+
+
+def read_json_index(path: str | Path, fmt, what: str) -> dict | None:
+    """A shard directory's JSON index (None if absent); GraftError if malformed or of another format."""
+    from graftlib.errors import GraftError, require
+
+    path = Path(path)
+    if not path.is_file():
+        return None
+    try:
+        index = json.loads(path.read_text())
+    except json.JSONDecodeError as e:
+        raise GraftError(f"{what} index {path} is malformed: {e}") from None
+    require(isinstance(index, dict) and index.get("format") == fmt,
+            f"{what} index {path} has format {index.get('format') if isinstance(index, dict) else None}, "
+            f"expected {fmt}")
+    return index

@@ -32,7 +32,6 @@ int32 [sum rows] and `child_logits` fp16 [sum rows, K]. Re-running skips finishe
 index written with other settings is refused.
 """
 
-import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,8 +40,9 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from graftlib.builders import Candidates, FixedBudget, HeapTreeBuilder, TreeBuilder
-from graftlib.errors import GraftError, require
+from graftlib.errors import require
 from graftlib.kvcache import target_cache
+from graftlib.records import read_json_index, write_json_atomic
 from graftlib.tree import Tree, verify_inputs
 from graftlib.verify import commit_cache, target_forward
 
@@ -338,22 +338,11 @@ def read_shard(path: Path) -> list[TraceRound]:
 
 
 def read_index(out: Path) -> dict | None:
-    path = Path(out) / INDEX
-    if not path.is_file():
-        return None
-    try:
-        index = json.loads(path.read_text())
-    except json.JSONDecodeError as e:
-        raise GraftError(f"trace index {path} is malformed: {e}") from None
-    require(index.get("format") == FORMAT, f"trace index {path} has format {index.get('format')}, expected {FORMAT}")
-    return index
+    return read_json_index(Path(out) / INDEX, FORMAT, "trace")
 
 
 def write_index(out: Path, index: dict) -> None:
-    path = Path(out) / INDEX
-    tmp = path.with_name(INDEX + ".partial")
-    tmp.write_text(json.dumps(index, indent=1) + "\n")
-    tmp.replace(path)
+    write_json_atomic(Path(out) / INDEX, index)
 
 
 def open_index(out: Path, shared: dict) -> dict:
