@@ -91,7 +91,27 @@ def hf_generate(pair, prompt_ids: list[int], max_new_tokens: int) -> tuple[list[
     return out[0, len(prompt_ids):].tolist(), t_first - t0, t1 - t_first
 
 
-def decode_record(pair, run: Run, prompt: BenchPrompt, max_new_tokens: int) -> dict:
+def method_setting(runs: list[Run], tdes: str | None = None, beta: float | None = None) -> dict:
+    """What the runs' results depend on beyond the pair: the TDES scorer and beta, and the SABA
+    calibration (its id and file) for adaptive methods. Goes into the setting (and its id)."""
+    methods = {r.method for r in runs}
+    out: dict = {}
+    if methods & {"ddtree+tdes", "graft"}:
+        from graftlib.tdes import load_scorer
+
+        scorer = load_scorer(tdes, beta)
+        out.update(tdes=scorer.config.get("name", str(tdes or "default")), tdes_path=str(tdes or "default"),
+                   beta=scorer.beta)
+    if methods & {"ddtree+saba", "graft", "caddtree"}:
+        from graftlib.saba import default_params
+
+        params = default_params()
+        out.update(saba=params.id, saba_calibration=params.meta.get("path", "builtin"))
+    return out
+
+
+def decode_record(pair, run: Run, prompt: BenchPrompt, max_new_tokens: int, tdes: str | None = None,
+                  beta: float | None = None) -> dict:
     ids = list(prompt.input_ids)
     if run.method == "hf":
         tokens, prefill_s, decode_s = hf_generate(pair, ids, max_new_tokens)
@@ -99,7 +119,7 @@ def decode_record(pair, run: Run, prompt: BenchPrompt, max_new_tokens: int) -> d
         return dict(tokens=tokens, new_tokens=len(tokens), prefill_s=prefill_s, decode_s=decode_s,
                     rounds=rounds, accepted_sum=rounds, nodes_sum=0,
                     stage_s={k: 0.0 for k in ("draft", "tree", "verify", "commit")})
-    decoder = Decoder.for_method(pair.target, pair.drafter, run.method, run.budget or 1, pair.eos_ids)
+    decoder = Decoder.for_method(pair.target, pair.drafter, run.method, run.budget or 1, pair.eos_ids, tdes, beta)
     res = decoder.decode(ids, max_new_tokens)
     rounds = res.rounds
     n_rounds = len(rounds) if rounds else len(res.tokens) - 1
@@ -113,22 +133,24 @@ def decode_record(pair, run: Run, prompt: BenchPrompt, max_new_tokens: int) -> d
 
 
 def run_bench(pair, prompts: list[BenchPrompt], runs: list[Run], max_new_tokens: int, out: Path,
-              warmup: bool = True, progress: bool = True, extra: dict | None = None) -> list[dict]:
-    """Decode every prompt with every run (interleaved), append records, return this setting's records."""
+              warmup: bool = True, progress: bool = True, extra: dict | None = None, tdes: str | None = None,
+              beta: float | None = None) -> list[dict]:
+    """Decode every prompt with every run (interleaved), append records, return this setting's records.
+    `tdes` / `beta`: the TDES scorer and weight of the `ddtree+tdes` and `graft` runs."""
     from tqdm.auto import tqdm
 
     require(len(prompts) > 0, "no prompts to benchmark")
-    setting = dict(pair.describe(), max_new_tokens=max_new_tokens, **(extra or {}))
+    setting = dict(pair.describe(), max_new_tokens=max_new_tokens, **method_setting(runs, tdes, beta), **(extra or {}))
     sid = setting_id(**setting)
     done = {(r["uid"], r["key"]): r for r in read_records(out) if r.get("setting_id") == sid}
     todo = [(p, r) for p in prompts for r in runs if (p.uid, r.key) not in done]
     if warmup and todo:
         for r in runs:
-            decode_record(pair, r, prompts[0], min(16, max_new_tokens))
+            decode_record(pair, r, prompts[0], min(16, max_new_tokens), tdes, beta)
     bar = tqdm(todo, desc="bench", unit="decode", disable=not progress)
     for p, r in bar:
         bar.set_postfix_str(f"{p.uid} {r.key}")
-        rec = decode_record(pair, r, p, max_new_tokens)
+        rec = decode_record(pair, r, p, max_new_tokens, tdes, beta)
         ar = done.get((p.uid, "ar"))
         rec.update(
             setting_id=sid, key=r.key, method=r.method, budget=r.budget, task=p.task, uid=p.uid,
@@ -173,10 +195,11 @@ def task_prompts(pair, task: str, n: int, split: str = "eval", max_prompt_tokens
 
 
 def add_parser(sub) -> None:
-    from graftlib.generate import add_model_args
+    from graftlib.generate import add_method_args, add_model_args
 
     p = sub.add_parser("bench", help="benchmark methods x budgets over prompts (interleaved, resumable)")
     add_model_args(p)
+    add_method_args(p)
     p.add_argument("--methods", nargs="+", default=["ar", "dflash", "ddtree"],
                    help=f"from {', '.join(METHODS + BASELINES)} (ar is always included)")
     p.add_argument("--budgets", nargs="+", type=int, default=[16, 32, 64], help="tree budgets")
@@ -207,6 +230,7 @@ def run(args) -> int:
     out = Path(args.out) if args.out else results_dir() / "bench.jsonl"
     print(f"graft bench: {len(prompts)} prompts x {len(runs)} runs -> {out} "
           f"({pair.describe()}, drafter_trained={pair.drafter_trained})")
-    records = run_bench(pair, prompts, runs, args.max_new_tokens, out, warmup=not args.no_warmup)
+    records = run_bench(pair, prompts, runs, args.max_new_tokens, out, warmup=not args.no_warmup, tdes=args.tdes,
+                        beta=args.beta)
     print(format_table(summarize(records)))
     return 0

@@ -38,7 +38,7 @@ from graftlib.kvcache import target_cache
 from graftlib.tree import greedy_walk, verify_inputs
 from graftlib.verify import LazyArgmax, commit_cache, target_forward
 
-METHODS = ("ar", "dflash", "ddtree", "ddtree+saba", "caddtree")
+METHODS = ("ar", "dflash", "ddtree", "ddtree+tdes", "ddtree+saba", "graft", "caddtree")
 MAX_BUDGET = 4096
 
 
@@ -111,8 +111,13 @@ class StageTimer:
         return self.t - t
 
 
-def make_parts(method: str, budget: int, block_size: int) -> tuple[TreeBuilder | None, BudgetController | None]:
+def make_parts(method: str, budget: int, block_size: int, tdes: str | None = None,
+               beta: float | None = None) -> tuple[TreeBuilder | None, BudgetController | None]:
+    """(tree builder, budget controller) of a method. `budget` is the fixed node budget, or the cap
+    of an adaptive method's grid; `tdes` / `beta` pick the TDES scorer (default: the shipped one,
+    `graftlib.tdes.default_scorer_path()`) and its weight for `ddtree+tdes` and `graft`."""
     require(method in METHODS, f"unknown method {method!r}: choose from {', '.join(METHODS)}")
+    require(beta is None or 0 <= beta <= 10, f"beta must be in [0, 10], got {beta}")
     if method == "ar":
         return None, None
     require(isinstance(budget, int) and budget >= 1, f"budget must be a positive integer, got {budget!r}")
@@ -121,18 +126,22 @@ def make_parts(method: str, budget: int, block_size: int) -> tuple[TreeBuilder |
                 f"dflash budget {budget} too large: the chain has at most block_size - 1 = {block_size - 1} drafts")
         return ChainBuilder(), FixedBudget(budget)
     require(budget <= MAX_BUDGET, f"budget {budget} too large: at most {MAX_BUDGET} nodes per tree")
-    if method == "ddtree+saba":  # budget = cap on SABA's grid; parameters: graftlib.saba.default_params()
+    builder = HeapTreeBuilder()
+    if method in ("ddtree+tdes", "graft"):
+        from graftlib.tdes import load_scorer
+
+        builder = load_scorer(tdes, beta).builder(block_size - 1)
+    if method in ("ddtree+saba", "graft"):  # SABA parameters: graftlib.saba.default_params()
         from graftlib.saba import SabaController, default_params
 
-        return HeapTreeBuilder(), SabaController(default_params(), cap=budget)
-    if method == "caddtree":  # budget = cap; the builder stops at the peak of its cost-aware ratio
+        return builder, SabaController(default_params(), cap=budget)
+    if method == "caddtree":  # the builder stops at the peak of its cost-aware ratio
         from graftlib.caddtree import CaDDTree
         from graftlib.saba import default_params
 
         rule = CaDDTree.from_params(default_params(), cap=budget)
         return rule, rule
-    # "graft" (TDES edge scorer + SABA) goes here: HeapTreeBuilder(scorer) with SabaController.
-    return HeapTreeBuilder(), FixedBudget(budget)
+    return builder, FixedBudget(budget)
 
 
 class Decoder:
@@ -153,9 +162,10 @@ class Decoder:
         require(builder is None or drafter is not None, "speculative methods need a drafter")
 
     @classmethod
-    def for_method(cls, target, drafter, method: str, budget: int = 32, eos_ids=None) -> "Decoder":
+    def for_method(cls, target, drafter, method: str, budget: int = 32, eos_ids=None, tdes: str | None = None,
+                   beta: float | None = None) -> "Decoder":
         block = drafter.block_size if drafter is not None else 16
-        builder, controller = make_parts(method, budget, block)
+        builder, controller = make_parts(method, budget, block, tdes, beta)
         return cls(target, drafter, builder, controller, eos_ids)
 
     def check_prompt(self, prompt_ids: list[int], max_new_tokens: int) -> None:

@@ -1,6 +1,6 @@
 """Drafter training data: the target's own greedy responses, with its features captured on the way.
 
-What a sequence holds. For one training-pool prompt (`data.pool("drafter")`, never an evaluation
+What a sequence holds. For one training-pool prompt (`data.pool(cfg.pool)`, default "drafter", never an evaluation
 prompt), `tokens` = prompt + the target's greedy response (stopped at EOS, which is kept, or at
 `max_response_tokens`), `prompt_len`, and `features` = the target's hidden states after the
 layers `target_layer_ids` (HF `hidden_states[i + 1]`, concatenated, fp16) for positions
@@ -342,7 +342,7 @@ def make_dataset(out: str | Path, cfg: DataConfig, device: str | None = None) ->
 def _main(args) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
-    cfg = DataConfig(target=args.target, n_prompts=args.n_prompts, max_prompt_tokens=args.max_prompt_tokens,
+    cfg = DataConfig(target=args.target, pool=args.pool, n_prompts=args.n_prompts, max_prompt_tokens=args.max_prompt_tokens,
                      max_response_tokens=args.max_response_tokens, batch_size=args.batch_size,
                      shard_size=args.shard_size, target_layer_ids=args.target_layer_ids,
                      max_minutes=args.max_minutes)
@@ -362,7 +362,8 @@ def add_parser(subparsers) -> None:
     )
     p.add_argument("--out", required=True, help="data directory (re-running skips finished shards)")
     p.add_argument("--target", default=d.target, help=f"target model (default {d.target})")
-    p.add_argument("--n-prompts", type=int, default=d.n_prompts, help=f"prompts of pool 'drafter' (default {d.n_prompts})")
+    p.add_argument("--pool", default=d.pool, help=f"training pool (graftlib.data.POOLS; default {d.pool!r})")
+    p.add_argument("--n-prompts", type=int, default=d.n_prompts, help=f"first prompts of the pool (default {d.n_prompts})")
     p.add_argument("--max-prompt-tokens", type=int, default=d.max_prompt_tokens,
                    help=f"cut longer questions to fit (default {d.max_prompt_tokens})")
     p.add_argument("--max-response-tokens", type=int, default=d.max_response_tokens,

@@ -451,9 +451,24 @@ class Trainer:
 # ----------------------------------------------------------------------------- the run
 
 
-def train(data_dir: str | Path, out_dir: str | Path, cfg: TrainConfig, resume: bool = False,
+def load_data(data_dirs: list[str | Path], layer_ids: list[int] | None) -> tuple[list, list[Sequence]]:
+    """The sequences of one or more `graft drafter-data` directories (same target and layers)."""
+    indexes, seqs = [], []
+    for d in data_dirs:
+        index, part = load_dataset(d, layer_ids)
+        if indexes:
+            first = indexes[0]
+            require(index.target == first.target and index.target_layer_ids == first.target_layer_ids,
+                    f"drafter data {d} ({index.target}, layers {index.target_layer_ids}) does not match "
+                    f"{data_dirs[0]} ({first.target}, layers {first.target_layer_ids})")
+        indexes.append(index)
+        seqs.extend(part)
+    return indexes, seqs
+
+
+def train(data_dir: str | Path | list[str | Path], out_dir: str | Path, cfg: TrainConfig, resume: bool = False,
           device: str = "cpu", log=print) -> Path:
-    """Train a drafter on a `graft drafter-data` directory; returns the saved drafter directory."""
+    """Train a drafter on one or more `graft drafter-data` directories; returns the saved drafter directory."""
     from graftlib.models import hardware
     from graftlib.target import load_target
 
@@ -462,7 +477,9 @@ def train(data_dir: str | Path, out_dir: str | Path, cfg: TrainConfig, resume: b
     ckpt, metrics, final = out / "checkpoint", out / "metrics.jsonl", out / "drafter"
     require(resume or not ckpt.exists(), f"{ckpt} exists: pass --resume to continue it, or choose another --out")
     require(not resume or ckpt.exists(), f"nothing to resume: {ckpt} does not exist")
-    index, seqs = load_dataset(data_dir, cfg.target_layer_ids)
+    data_dirs = list(data_dir) if isinstance(data_dir, (list, tuple)) else [data_dir]
+    indexes, seqs = load_data(data_dirs, cfg.target_layer_ids)
+    index = indexes[0]
     layer_ids = cfg.target_layer_ids or index.target_layer_ids
     train_seqs, held = heldout_split(seqs, cfg.heldout)
     target, tokenizer = load_target(index.target, device=device, dtype=torch.float32)
@@ -512,12 +529,14 @@ def train(data_dir: str | Path, out_dir: str | Path, cfg: TrainConfig, resume: b
     trainer.save_checkpoint(ckpt, {"data": data_info})
     trainer.drafter.eval()
     save_drafter(trainer.drafter, final)
-    tot = index.totals()
+    tots = [ix.totals() for ix in indexes]
+    tot = {k: sum(t[k] for t in tots) for k in ("n_seqs", "prompt_tokens", "response_tokens", "seconds")}
     record = {
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
         "host": platform.node(), "hardware": hardware(torch.device(device)), "threads": torch.get_num_threads(),
         "torch": torch.__version__, "target": index.target,
-        "data": {"dir": str(Path(data_dir).resolve()), "pool": index.pool, "sequences": tot["n_seqs"],
+        "data": {"dirs": [str(Path(d).resolve()) for d in data_dirs], "pools": [ix.pool for ix in indexes],
+                 "sequences": tot["n_seqs"],
                  "prompt_tokens": tot["prompt_tokens"], "response_tokens": tot["response_tokens"],
                  "max_response_tokens": index.max_response_tokens, "generation_s": tot["seconds"],
                  "stored_layer_ids": index.target_layer_ids},
@@ -561,7 +580,7 @@ def add_parser(subparsers) -> None:
         description="DFlash recipe (random anchors, packed blocks, depth-weighted CE) with periodic held-out "
                     "evaluation including the in-loop chain tau; resumable; saves the drafter in the z-lab layout.",
     )
-    p.add_argument("--data", required=True, help="directory written by `graft drafter-data`")
+    p.add_argument("--data", required=True, nargs="+", help="one or more directories written by `graft drafter-data`")
     p.add_argument("--out", required=True, help="output directory (checkpoint/, metrics.jsonl, drafter/)")
     p.add_argument("--minutes", type=float, default=d.minutes, help=f"time budget; the lr schedule follows it (default {d.minutes})")
     p.add_argument("--max-steps", type=int, default=None, help="step budget (with --minutes: whichever ends first)")

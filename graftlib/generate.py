@@ -15,9 +15,16 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device-map", default=None, help="e.g. 'auto' to spread a large target over GPUs")
 
 
+def add_method_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--tdes", default=None,
+                   help="TDES scorer (FILE.safetensors or DIR) for ddtree+tdes / graft (default: the shipped one)")
+    p.add_argument("--beta", type=float, default=None, help="TDES weight beta in eq. (4) (default: the scorer's)")
+
+
 def add_parser(sub) -> None:
     p = sub.add_parser("generate", help="decode one prompt and print text + round statistics")
     add_model_args(p)
+    add_method_args(p)
     p.add_argument("--prompt", required=True, help="user message (wrapped in the chat template)")
     p.add_argument("--method", default="ddtree", help=f"one of {', '.join(METHODS)}")
     p.add_argument("--budget", type=int, default=32, help="draft nodes per round (dflash: drafts per round)")
@@ -32,7 +39,7 @@ def run(args) -> int:
     require(args.method in METHODS, f"unknown method {args.method!r}: choose from {', '.join(METHODS)}")
     require(args.prompt.strip() != "", "empty prompt: pass some text with --prompt")
     pair = load_pair(args.target, args.drafter, args.device, args.device_map)
-    decoder = Decoder.for_method(pair.target, pair.drafter, args.method, args.budget, pair.eos_ids)
+    decoder = Decoder.for_method(pair.target, pair.drafter, args.method, args.budget, pair.eos_ids, args.tdes, args.beta)
     res = decoder.decode(pair.prompt_ids(args.prompt), args.max_new_tokens)
     print(pair.tokenizer.decode(res.tokens, skip_special_tokens=True))
     print()

@@ -34,8 +34,10 @@ beta, m, depths, vocabulary, target name, training summary); `--out DIR` uses DI
 
 import json
 import math
+import os
 import time
 from dataclasses import asdict, dataclass
+from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -45,9 +47,13 @@ from safetensors.torch import load_file, save_file
 
 from graftlib.builders import HeapTreeBuilder
 from graftlib.errors import GraftError, require
+from graftlib.paths import ASSETS_DIR
 from graftlib.traces import TraceRound, is_loose_mismatch
 
 FORMAT = 1
+TDES_ENV = "GRAFT_TDES"
+DEFAULT_PATH = ASSETS_DIR / "tdes" / "default.safetensors"  # trained on the `tdes` pool
+GSM8K_PATH = ASSETS_DIR / "tdes" / "gsm8k.safetensors"  # trained on gsm8k only (Figure 5)
 
 
 @dataclass
@@ -203,6 +209,26 @@ class TDESScorer:
         t = load_file(weights)
         return cls(t["parent_table"].numpy(), t["child_table"].numpy(), t["u"].numpy(), float(t["s"][0]),
                    config["beta"] if beta is None else beta, config)
+
+
+def default_scorer_path() -> Path:
+    """The shipped scorer (trained on the `tdes` pool), or $GRAFT_TDES when set."""
+    return Path(os.environ.get(TDES_ENV) or DEFAULT_PATH)
+
+
+@lru_cache(maxsize=8)
+def _load_cached(path: str, beta: float | None) -> "TDESScorer":
+    return TDESScorer.load(path, beta)
+
+
+def load_scorer(path: str | Path | None = None, beta: float | None = None) -> "TDESScorer":
+    """A TDES scorer by path (default: `default_scorer_path()`), optionally with another beta.
+    Scorers are immutable tables, so a decoder per prompt shares one loaded copy."""
+    path = Path(path) if path is not None else default_scorer_path()
+    weights, _ = scorer_paths(path)
+    require(weights.is_file(), f"no TDES scorer at {path}: train one with `graft train-tdes` "
+                               f"(see README), or pass --tdes PATH")
+    return _load_cached(str(path.resolve()), beta)
 
 
 def scorer_paths(path: str | Path) -> tuple[Path, Path]:

@@ -230,3 +230,19 @@ def test_cli_registers_both_commands():
     b = build_parser().parse_args(["train-drafter", "--data", "d", "--out", "o", "--minutes", "5", "--layers", "2",
                                    "--target-layer-ids", "2", "15", "--draft-vocab", "4096", "--resume"])
     assert b.minutes == 5 and b.layers == 2 and b.target_layer_ids == [2, 15] and b.draft_vocab == 4096 and b.resume
+
+
+def test_training_reads_several_data_dirs_and_refuses_mixed_layers(tmp_path, target):
+    tdir = write_target_dir(tmp_path / "target", seed=0, initializer_range=0.1)
+    cfg = DataConfig(target=str(tdir), n_prompts=4, shard_size=4, batch_size=4, max_prompt_tokens=40,
+                     max_response_tokens=12)
+    build_dataset(tmp_path / "a", cfg, target, tiny_tokenizer(), items(4), LAYERS, log=lambda _: None)
+    build_dataset(tmp_path / "b", cfg, target, tiny_tokenizer(), items(8)[4:], LAYERS, log=lambda _: None)
+    final = train([tmp_path / "a", tmp_path / "b"], tmp_path / "run", small_train_config(max_steps=2),
+                  log=lambda _: None)
+    record = json.loads((final / "training.json").read_text())
+    assert record["data"]["sequences"] == 8 and len(record["data"]["dirs"]) == 2
+    build_dataset(tmp_path / "c", cfg, target, tiny_tokenizer(), items(4), [0, 1], log=lambda _: None)
+    with pytest.raises(GraftError, match="does not match"):
+        train([tmp_path / "a", tmp_path / "c"], tmp_path / "run2", small_train_config(max_steps=2),
+              log=lambda _: None)

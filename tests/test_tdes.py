@@ -221,3 +221,25 @@ def test_train_on_tiny_traces(tiny_pair):
     scorer, _, summary = train_tdes(rounds, embed, TDESConfig(epochs=2, val_fraction=0.34), log=lambda *_: None)
     assert scorer.depths == drafter.block_size - 1 and scorer.vocab == 32 and summary["rounds_val"] > 0
     assert all(math.isfinite(h["total"]) for h in summary["history"])
+
+
+def test_methods_ddtree_tdes_and_graft_load_a_scorer_by_path(tiny_pair, tmp_path):
+    target, drafter = tiny_pair
+    D = drafter.block_size - 1
+    scorer, net = random_scorer(1, beta=2.0, depths=D, vocab=32, scale=5.0)
+    path = scorer.save(tmp_path / "s.safetensors", net)
+    prompt = random_prompt(3, 9)
+    ar = Decoder.for_method(target, drafter, "ar").decode(prompt, 24).tokens
+    by_hand = Decoder(target, drafter, scorer.builder(D), FixedBudget(8), []).decode(prompt, 24, record_trees=True)
+    named = Decoder.for_method(target, drafter, "ddtree+tdes", 8, tdes=str(path)).decode(prompt, 24, record_trees=True)
+    assert named.tokens == ar and [r.tree for r in named.rounds] == [r.tree for r in by_hand.rounds]
+    flat = Decoder.for_method(target, drafter, "ddtree+tdes", 8, tdes=str(path), beta=0.0).decode(
+        prompt, 24, record_trees=True)
+    dd = Decoder.for_method(target, drafter, "ddtree", 8).decode(prompt, 24, record_trees=True)
+    assert [r.tree for r in flat.rounds] == [r.tree for r in dd.rounds]  # beta = 0 is DDTree
+    graft = Decoder.for_method(target, drafter, "graft", 32, tdes=str(path)).decode(prompt, 24)
+    assert graft.tokens == ar and all(1 <= r.budget <= 32 for r in graft.rounds)
+    with pytest.raises(GraftError, match="no TDES scorer at"):
+        Decoder.for_method(target, drafter, "ddtree+tdes", 8, tdes=str(tmp_path / "missing.safetensors"))
+    with pytest.raises(GraftError, match="beta must be in"):
+        Decoder.for_method(target, drafter, "graft", 8, tdes=str(path), beta=-1.0)
