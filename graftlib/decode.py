@@ -35,7 +35,7 @@ from graftlib.builders import (
 from graftlib.drafter import DFlashDrafter, DraftCache
 from graftlib.errors import require
 from graftlib.kvcache import target_cache
-from graftlib.tree import greedy_walk, verify_inputs
+from graftlib.tree import greedy_walk, parent_mismatch, verify_inputs
 from graftlib.verify import LazyArgmax, commit_cache, target_forward
 
 METHODS = ("ar", "dflash", "ddtree", "ddtree+tdes", "ddtree+saba", "graft", "caddtree")
@@ -61,6 +61,8 @@ class RoundRecord:
     t_tree: float
     t_verify: float
     t_commit: float
+    last_depth: int = 0  # d*: depth of the last accepted node
+    mismatch: bool = False  # t* is in the tree at depth d* + 1 under another parent (tree.parent_mismatch)
     tree: dict | None = None  # tokens / parents / depths (record_trees)
     target_next: list[int] | None = None  # target argmax token at every node (record_trees)
     accepted_nodes: list[int] | None = None
@@ -249,7 +251,9 @@ class Decoder:
         features = self.drafter.context_features(out.hidden_states)[:, idx]  # [1, a, F]
         new = [tree.tokens[i] for i in accepted[1:]] + [bonus]
         t_commit = timer.lap()
-        record = RoundRecord(len(accepted), budget, tree.num_nodes, st.start, 0.0, t_tree, t_verify, t_commit)
+        record = RoundRecord(len(accepted), budget, tree.num_nodes, st.start, 0.0, t_tree, t_verify, t_commit,
+                             tree.depths[accepted[-1]],
+                             parent_mismatch(tree.tokens, tree.parents, tree.depths, accepted[-1], bonus))
         if record_trees:
             record.tree = {"tokens": tree.tokens, "parents": tree.parents, "depths": tree.depths}
             record.target_next = verdict.all_rows()

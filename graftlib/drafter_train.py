@@ -25,7 +25,7 @@ as what the target's next layer sees. The target's embeddings and LM head stay f
 never saved with the drafter.
 
 Evaluation (every `eval_every` steps, on sequences held out by a hash of their uid): loss and
-per-depth top-1 accuracy on fixed held-out blocks, the offline chain tau over those blocks, and
+per-depth top-1 / top-4 / top-16 hit rates on fixed held-out blocks, the offline chain tau over those blocks, and
 the number that matters, the in-loop chain tau of `graftlib.decode.Decoder` (method dflash)
 on a few held-out prompts, checked token for token against the stored greedy response.
 
@@ -358,7 +358,8 @@ class Trainer:
         t0 = time.perf_counter()
         bs = self.drafter.block_size
         tot_loss, tot_w = 0.0, 0.0
-        hits, counts, tau_blocks = torch.zeros(bs), torch.zeros(bs), []
+        ks = (1, 4, 16)
+        hits, counts, tau_blocks = torch.zeros(len(ks), bs), torch.zeros(bs), []
         for batch in self.eval_batches:
             h = self.hidden(batch)
             loss, _ = self.loss(batch, h)
@@ -366,18 +367,22 @@ class Trainer:
             w = self.depth_weight[batch.depth].expand_as(labels)[labels >= 0].sum().item()
             tot_loss, tot_w = tot_loss + loss.item() * w, tot_w + w
             with torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.cfg.bf16):
-                pred = self.d2t[F.linear(h, self.head).argmax(-1)]  # [R, Q] target ids
+                top = self.d2t[F.linear(h, self.head).topk(min(max(ks), len(self.d2t)), dim=-1).indices]  # [R, Q, 16]
             has = batch.labels >= 0
-            right = (pred == batch.labels) & has
             depth = batch.depth.expand_as(has)
-            hits += torch.bincount(depth[right], minlength=bs).float()
+            for i, k in enumerate(ks):
+                hit_k = (top[..., :k] == batch.labels[..., None]).any(-1) & has
+                hits[i] += torch.bincount(depth[hit_k], minlength=bs).float()
+            right = (top[..., 0] == batch.labels) & has
             counts += torch.bincount(depth[has], minlength=bs).float()
             R = right.shape[0]
             chain = right.view(R, -1, bs)[:, :, 1:].long().cumprod(-1).sum(-1) + 1  # [R, B]
             tau_blocks.append(chain[has.view(R, -1, bs)[:, :, 1]].float())  # real blocks have a depth-1 label
-        acc = (hits / counts.clamp(min=1))[1:]
+        rate = (hits / counts.clamp(min=1))[:, 1:]  # [k, depth 1..D]
         out = {"kind": "eval", "step": self.step_no, "elapsed_s": round(self.elapsed_s, 1),
-               "heldout_loss": tot_loss / max(tot_w, 1e-9), "acc_by_depth": [round(a, 4) for a in acc.tolist()],
+               "heldout_loss": tot_loss / max(tot_w, 1e-9), "acc_by_depth": [round(a, 4) for a in rate[0].tolist()],
+               "top4_by_depth": [round(a, 4) for a in rate[1].tolist()],
+               "top16_by_depth": [round(a, 4) for a in rate[2].tolist()],
                "offline_tau": torch.cat(tau_blocks).mean().item(), **self.loop_tau()}
         out["eval_s"] = round(time.perf_counter() - t0, 1)
         return out

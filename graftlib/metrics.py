@@ -28,6 +28,8 @@ def summarize(records: list[dict], baseline: str = "ar") -> list[dict]:
             "mean_nodes": sum(r["nodes_sum"] for r in recs) / rounds if rounds else 0.0,
             "exact": all(r.get("matches_ar") is not False for r in recs),
         }
+        eligible = sum(r.get("eligible_sum", 0) for r in recs)
+        row["mismatch_rate"] = sum(r.get("mismatch_sum", 0) for r in recs) / eligible if eligible else float("nan")
         for stage in ("draft", "tree", "verify", "commit"):
             row[f"{stage}_ms"] = 1000 * sum(r["stage_s"][stage] for r in recs) / rounds if rounds else 0.0
         paired = [r for r in recs if r["uid"] in base]

@@ -43,7 +43,7 @@ from graftlib.builders import Candidates, FixedBudget, HeapTreeBuilder, TreeBuil
 from graftlib.errors import require
 from graftlib.kvcache import target_cache
 from graftlib.records import read_json_index, write_json_atomic
-from graftlib.tree import Tree, verify_inputs
+from graftlib.tree import Tree, parent_mismatch, verify_inputs
 from graftlib.verify import commit_cache, target_forward
 
 INDEX = "index.json"
@@ -105,9 +105,7 @@ def is_mismatch(r: TraceRound, max_depth: int | None = None) -> bool:
     """t* is in the tree at depth d* + 1, but under a parent other than p*."""
     if not could_continue(r, max_depth):
         return False
-    p, t = r.last, r.bonus
-    d = r.depths[p] + 1
-    return any(r.depths[n] == d and r.tokens[n] == t and r.parents[n] != p for n in range(1, len(r.tokens)))
+    return parent_mismatch(r.tokens, r.parents, r.depths, r.last, r.bonus)
 
 
 def is_loose_mismatch(r: TraceRound, max_depth: int | None = None) -> bool:

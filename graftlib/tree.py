@@ -140,3 +140,11 @@ def greedy_walk(children: list[dict[int, int]], target_next: list[int]) -> tuple
         accepted.append(node)
         nxt = target_next[node]
     return accepted, nxt
+
+
+def parent_mismatch(tokens: list[int], parents: list[int], depths: list[int], last: int, bonus: int) -> bool:
+    """The paper's parent-child mismatch (Figure 1): the target's next token `bonus` (t*) after the
+    last accepted node `last` (p*, depth d*) is in the tree at depth d* + 1, under another parent."""
+    d = depths[last] + 1
+    return any(depths[n] == d and tokens[n] == bonus and parents[n] != last for n in range(1, len(tokens)))
+

@@ -64,6 +64,11 @@ def check_rounds(res, budget: int, method: str, n_tokens: int):
         last = acc[-1]
         assert all(tree.tokens[c] != r.target_next[last] for c in range(1, len(tree.tokens))
                    if tree.parents[c] == last)
+        # the in-loop mismatch flag: t* at depth d* + 1 under another parent, from the target's verdicts
+        d_star, t_star = tree.depths[last], r.target_next[last]
+        assert r.last_depth == d_star
+        assert r.mismatch == any(tree.depths[n] == d_star + 1 and tree.tokens[n] == t_star
+                                 for n in range(1, len(tree.tokens)))
         emitted += r.accepted
     assert emitted >= n_tokens and emitted - res.rounds[-1].accepted < n_tokens
 

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from graftlib.tree import Tree, greedy_walk, verify_inputs
+from graftlib.tree import Tree, greedy_walk, parent_mismatch, verify_inputs
 
 # A 5-draft-node tree (root excluded), drawn by hand:
 #
@@ -164,3 +164,13 @@ def test_walk_accepts_lazy_sequences():
 
     assert greedy_walk(CHILDREN, Lazy()) == ([0, 1, 4], 42)
     assert calls == [0, 1, 4]  # only the visited rows are read
+
+
+def test_parent_mismatch_on_a_small_tree():
+    # root(0) -> a(1) -> c(3); root -> b(2) -> c'(4) with token 7 under b
+    tokens, parents, depths = [9, 5, 6, 8, 7], [-1, 0, 0, 1, 2], [0, 1, 1, 2, 2]
+    assert parent_mismatch(tokens, parents, depths, last=1, bonus=7)  # 7 sits under b, not a
+    assert not parent_mismatch(tokens, parents, depths, last=2, bonus=7)  # 7 is b's own child
+    assert not parent_mismatch(tokens, parents, depths, last=1, bonus=4)  # 4 is nowhere at depth 2
+    assert not parent_mismatch(tokens, parents, depths, last=0, bonus=8)  # 8 is at depth 2, not depth 1
+    assert parent_mismatch(tokens, parents, depths, last=0, bonus=6) is False  # 6 is a child of the root
