@@ -113,11 +113,13 @@ class StageTimer:
         return self.t - t
 
 
-def make_parts(method: str, budget: int, block_size: int, tdes: str | None = None,
-               beta: float | None = None) -> tuple[TreeBuilder | None, BudgetController | None]:
+def make_parts(method: str, budget: int, block_size: int, tdes: str | None = None, beta: float | None = None,
+               saba=None) -> tuple[TreeBuilder | None, BudgetController | None]:
     """(tree builder, budget controller) of a method. `budget` is the fixed node budget, or the cap
     of an adaptive method's grid; `tdes` / `beta` pick the TDES scorer (default: the shipped one,
-    `graftlib.tdes.default_scorer_path()`) and its weight for `ddtree+tdes` and `graft`."""
+    `graftlib.tdes.default_scorer_path()`) and its weight for `ddtree+tdes` and `graft`; `saba`
+    (SabaParams) the calibration of `ddtree+saba`, `graft` and `caddtree` (default:
+    `graftlib.saba.default_params()`)."""
     require(method in METHODS, f"unknown method {method!r}: choose from {', '.join(METHODS)}")
     require(beta is None or 0 <= beta <= 10, f"beta must be in [0, 10], got {beta}")
     if method == "ar":
@@ -133,16 +135,16 @@ def make_parts(method: str, budget: int, block_size: int, tdes: str | None = Non
         from graftlib.tdes import load_scorer
 
         builder = load_scorer(tdes, beta).builder(block_size - 1)
-    if method in ("ddtree+saba", "graft"):  # SABA parameters: graftlib.saba.default_params()
+    if method in ("ddtree+saba", "graft", "caddtree"):
         from graftlib.saba import SabaController, default_params
 
-        return builder, SabaController(default_params(), cap=budget)
-    if method == "caddtree":  # the builder stops at the peak of its cost-aware ratio
-        from graftlib.caddtree import CaDDTree
-        from graftlib.saba import default_params
+        saba = saba or default_params()
+        if method == "caddtree":  # the builder stops at the peak of its cost-aware ratio
+            from graftlib.caddtree import CaDDTree
 
-        rule = CaDDTree.from_params(default_params(), cap=budget)
-        return rule, rule
+            rule = CaDDTree.from_params(saba, cap=budget)
+            return rule, rule
+        return builder, SabaController(saba, cap=budget)
     return builder, FixedBudget(budget)
 
 

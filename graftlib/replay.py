@@ -27,7 +27,6 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from graftlib.builders import HeapTreeBuilder
 from graftlib.decode import Decoder, DecodeResult, StageTimer
 from graftlib.errors import require
 from graftlib.saba import StateTracker
@@ -127,19 +126,15 @@ class ReplayDecoder(Decoder):
 
 
 def replay_decoder(target, drafter, method: str, budget: int, grid: list[int], params=None, repeats: int = 1,
-                   eos_ids: list[int] | None = None) -> ReplayDecoder:
-    """A replay decoder for `method` (ddtree@budget, ddtree+saba / caddtree capped at budget)."""
-    from graftlib.caddtree import CaDDTree
+                   eos_ids: list[int] | None = None, tdes: str | None = None,
+                   beta: float | None = None) -> ReplayDecoder:
+    """A replay decoder for `method` (fixed budget, or an adaptive method capped at `budget`)."""
     from graftlib.decode import make_parts
-    from graftlib.saba import SabaController, default_params
+    from graftlib.saba import default_params
 
     params = params or default_params()
-    if method == "ddtree+saba":
-        builder, controller = HeapTreeBuilder(), SabaController(params, cap=budget)
-    elif method == "caddtree":
-        builder = controller = CaDDTree.from_params(params, cap=budget)
-    else:
-        builder, controller = make_parts(method, budget, drafter.block_size)
+    builder, controller = make_parts(method, budget, drafter.block_size, tdes, beta, params)
+    require(builder is not None and method != "dflash", f"replay needs a tree method, got {method!r}")
     return ReplayDecoder(target, drafter, builder, controller, grid, repeats, params.window, params.hist_prior,
                          eos_ids)
 
@@ -172,11 +167,13 @@ def tracking_summary(rows: list[dict]) -> dict:
 
 
 def add_parser(sub) -> None:
-    from graftlib.generate import add_model_args
+    from graftlib.generate import add_method_args, add_model_args
 
     p = sub.add_parser("replay", help="same-prefix budget replay: per-round a_t(B), l_t(B), oracle tracking")
     add_model_args(p)
-    p.add_argument("--method", default="ddtree+saba", help="reference method: ddtree, ddtree+saba or caddtree")
+    add_method_args(p)
+    p.add_argument("--method", default="ddtree+saba",
+                   help="reference tree method: ddtree, ddtree+tdes (fixed budget), ddtree+saba, graft, caddtree")
     p.add_argument("--budget", type=int, default=64, help="ddtree: its budget; ddtree+saba / caddtree: the cap")
     p.add_argument("--params", default=None, help="SABA calibration JSON (default: graftlib.saba.default_params)")
     p.add_argument("--grid", nargs="+", type=int, default=[1, 2, 4, 8, 16, 32, 64])
@@ -197,13 +194,11 @@ def run(args) -> int:
     from graftlib.records import append_record
     from graftlib.saba import SabaParams, default_params
 
-    require(args.method in ("ddtree", "ddtree+saba", "caddtree"),
-            f"replay --method must be ddtree, ddtree+saba or caddtree, got {args.method!r}")
     params = SabaParams.load(args.params) if args.params else default_params()
     pair = load_pair(args.target, args.drafter, args.device, args.device_map)
     items = load_items(args.task, args.split, args.prompts)
     dec = replay_decoder(pair.target, pair.drafter, args.method, args.budget, args.grid, params, args.repeats,
-                         pair.eos_ids)
+                         pair.eos_ids, args.tdes, args.beta)
     out = args.out or results_dir() / "replay.jsonl"
     all_rows = []
     for item in items:
