@@ -170,6 +170,18 @@ def run_bench(pair, prompts: list[BenchPrompt], runs: list[Run], max_new_tokens:
     return [rec for (uid, key), rec in done.items() if uid in uids and key in keys]
 
 
+def bench_tasks(pair, tasks: list[str], runs: list[Run], n_prompts: int, max_new_tokens: int, out: Path,
+                tdes: str | None = None, beta: float | None = None, progress: bool = False) -> list[dict]:
+    """`run_bench` over several tasks (first `n_prompts` eval prompts each); summary rows with `task`."""
+    rows = []
+    for task in tasks:
+        prompts = task_prompts(pair, task, n_prompts)
+        recs = run_bench(pair, prompts, runs, max_new_tokens, out, progress=progress, extra={"task": task},
+                         tdes=tdes, beta=beta)
+        rows += [dict(r, task=task) for r in summarize(recs)]
+    return rows
+
+
 def load_prompts(pair, args) -> list[BenchPrompt]:
     """From --prompt / --prompts-file (raw user messages) or --task/--n/--split (graftlib.data)."""
     texts = list(args.prompt or [])

@@ -187,33 +187,67 @@ def add_parser(sub) -> None:
     p.set_defaults(func=run)
 
 
+def replay_prompts(pair, method: str, budget: int, grid: list[int], items: list, max_new_tokens: int, out,
+                   params=None, tdes: str | None = None, beta: float | None = None, repeats: int = 1,
+                   max_prompt_tokens: int | None = 512, log=None) -> list[dict]:
+    """Replay `items` (data.Item) and append one JSON line per prompt to `out`; prompts already in
+    `out` for the same setting (pair, calibration, method, budget, grid, TDES, ...) are skipped, so
+    an interrupted sweep resumes. Returns this setting's lines for `items`."""
+    from graftlib.bench import Run, method_setting
+    from graftlib.data import format_prompt
+    from graftlib.records import append_record, read_records, setting_id
+    from graftlib.saba import default_params
+
+    params = params or default_params()
+    dec = replay_decoder(pair.target, pair.drafter, method, budget, grid, params, repeats, pair.eos_ids, tdes, beta)
+    setting = dict(pair.describe(), calibration=params.describe(), method=method, budget=budget, grid=dec.grid,
+                   max_new_tokens=max_new_tokens, max_prompt_tokens=max_prompt_tokens, repeats=repeats,
+                   **method_setting([Run(method, budget)], tdes, beta))
+    sid = setting_id(**setting)
+    done = {r["uid"]: r for r in read_records(out) if r.get("setting_id") == sid}
+    for item in items:
+        if item.uid in done:
+            continue
+        prompt = format_prompt(item, pair.tokenizer, max_prompt_tokens)
+        res = dec.replay(prompt.input_ids, max_new_tokens)
+        rows = oracle_rows(res.records)
+        rec = {"setting_id": sid, "setting": setting, "method": method, "budget": budget, "grid": dec.grid,
+               "task": item.task, "uid": item.uid, "tokens": res.decode.tokens, "mat": res.decode.mat,
+               "records": [asdict(r) for r in res.records], "summary": tracking_summary(rows), "time": time.time()}
+        append_record(out, rec)
+        done[item.uid] = rec
+        if log:
+            s = rec["summary"]
+            log(f"{item.uid}: rounds={s['rounds']} MAT={res.decode.mat:.2f} retained={s['mean_retained']:.3f} "
+                f">=95%: {s['frac_ge_95']:.2f}")
+    return [done[i.uid] for i in items]
+
+
+def records_of(lines: list[dict]) -> list[ReplayRecord]:
+    """The ReplayRecords of `replay_prompts` lines, rounds renumbered to be unique across prompts."""
+    out, offset = [], 0
+    for line in lines:
+        recs = [ReplayRecord(**r) for r in line["records"]]
+        for r in recs:
+            r.round += offset
+        offset += 1 + max((r["round"] for r in line["records"]), default=-1)
+        out += recs
+    return out
+
+
 def run(args) -> int:
-    from graftlib.data import format_prompt, load_items
+    from graftlib.data import load_items
     from graftlib.models import load_pair
     from graftlib.paths import results_dir
-    from graftlib.records import append_record
     from graftlib.saba import SabaParams, default_params
 
     params = SabaParams.load(args.params) if args.params else default_params()
     pair = load_pair(args.target, args.drafter, args.device, args.device_map)
     items = load_items(args.task, args.split, args.prompts)
-    dec = replay_decoder(pair.target, pair.drafter, args.method, args.budget, args.grid, params, args.repeats,
-                         pair.eos_ids, args.tdes, args.beta)
     out = args.out or results_dir() / "replay.jsonl"
-    all_rows = []
-    for item in items:
-        prompt = format_prompt(item, pair.tokenizer, args.max_prompt_tokens)
-        res = dec.replay(prompt.input_ids, args.max_new_tokens)
-        rows = oracle_rows(res.records)
-        all_rows += rows
-        append_record(out, {"setting": pair.describe(), "calibration": params.describe(), "method": args.method,
-                            "budget": args.budget, "grid": dec.grid, "task": item.task, "uid": item.uid,
-                            "tokens": res.decode.tokens, "records": [asdict(r) for r in res.records],
-                            "summary": tracking_summary(rows), "time": time.time()})
-        s = tracking_summary(rows)
-        print(f"{item.uid}: rounds={s['rounds']} MAT={res.decode.mat:.2f} retained={s['mean_retained']:.3f} "
-              f">=95%: {s['frac_ge_95']:.2f}")
-    s = tracking_summary(all_rows)
+    lines = replay_prompts(pair, args.method, args.budget, args.grid, items, args.max_new_tokens, out, params,
+                           args.tdes, args.beta, args.repeats, args.max_prompt_tokens, log=print)
+    s = tracking_summary(oracle_rows(records_of(lines)))
     print(f"all: rounds={s['rounds']} mean retained oracle throughput={s['mean_retained']:.3f} "
           f"rounds >= 95% of oracle: {s['frac_ge_95']:.2f}  (calibration {params.id})")
     return 0

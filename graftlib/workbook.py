@@ -53,11 +53,13 @@ def split_ints(text: str, name: str) -> list[int]:
 
 def check_params(tasks: str | None = None, budgets: str | None = None, chain_budgets: str | None = None,
                  n_prompts: int | None = None, max_new_tokens: int | None = None, methods: str | None = None,
-                 beta: float | None = None, profile: str | None = None) -> dict:
+                 beta: float | None = None, profile: str | None = None, budget: int | None = None,
+                 cap: int | None = None, betas: str | None = None, grid: str | None = None,
+                 paper_grid: str | None = None) -> dict:
     """Validate notebook parameters; return them parsed (lists for comma strings)."""
     from graftlib import data
     from graftlib.bench import BASELINES
-    from graftlib.decode import METHODS
+    from graftlib.decode import MAX_BUDGET, METHODS
 
     out: dict = {}
     if profile is not None:
@@ -73,10 +75,23 @@ def check_params(tasks: str | None = None, budgets: str | None = None, chain_bud
         for m in out["methods"]:
             require(m in METHODS + BASELINES, f"parameter methods: unknown method {m!r}; choose from "
                     f"{', '.join(METHODS + BASELINES)}")
-    for name, value in (("budgets", budgets), ("chain_budgets", chain_budgets)):
+    for name, value in (("budgets", budgets), ("chain_budgets", chain_budgets), ("grid", grid),
+                        ("paper_grid", paper_grid)):
         if value is not None:
             out[name] = split_ints(value, name)
-            require(all(b >= 1 for b in out[name]), f"parameter {name}={value!r}: budgets must be >= 1")
+            require(all(1 <= b <= MAX_BUDGET for b in out[name]),
+                    f"parameter {name}={value!r}: budgets must lie in [1, {MAX_BUDGET}]")
+    for name, value in (("budget", budget), ("cap", cap)):
+        if value is not None:
+            require(isinstance(value, int) and 1 <= value <= MAX_BUDGET,
+                    f"parameter {name}={value!r}: must be an integer in [1, {MAX_BUDGET}]")
+    if betas is not None:
+        try:
+            out["betas"] = [float(x) for x in str(betas).split(",") if x.strip()]
+        except ValueError:
+            raise GraftError(f"parameter betas={betas!r}: expected comma-separated numbers") from None
+        require(out["betas"] and all(0.0 <= b <= 10.0 for b in out["betas"]),
+                f"parameter betas={betas!r}: each beta must lie in [0, 10]")
     for name, value in (("n_prompts", n_prompts), ("max_new_tokens", max_new_tokens)):
         if value is not None:
             require(isinstance(value, int) and value >= 1, f"parameter {name}={value!r}: must be an integer >= 1")

@@ -72,3 +72,25 @@ def test_calibration_pipeline(pair, tmp_path):
     track = offline_tracking(params, records, drafter.block_size - 1)
     assert track["rounds"] == len(rounds) and 0 < track["mean_retained"] <= 1
     assert SabaParams.load(params.save(tmp_path / "saba.json")).id == params.id
+
+
+def test_replay_prompts_resumes_and_numbers_rounds(pair, tmp_path):
+    from tiny import tiny_tokenizer
+
+    from graftlib.data import Item
+    from graftlib.models import Pair
+    from graftlib.records import read_records
+    from graftlib.replay import records_of, replay_prompts
+
+    target, drafter = pair
+    p = Pair(target, tiny_tokenizer(), drafter, False, "tiny", "tiny")
+    items = [Item("alpaca", f"alpaca/{i}", t, t) for i, t in enumerate(["count to five.", "name a color."])]
+    out = tmp_path / "replay.jsonl"
+    first = replay_prompts(p, "ddtree", 4, [2, 4], items[:1], 12, out)
+    lines = replay_prompts(p, "ddtree", 4, [2, 4], items, 12, out)
+    assert len(read_records(out)) == 2 and lines[0] == first[0]  # the first prompt was not redone
+    rows = oracle_rows(records_of(lines))
+    n_rounds = sum(line["summary"]["rounds"] for line in lines)
+    assert len(rows) == n_rounds and len({r["round"] for r in rows}) == n_rounds
+    replay_prompts(p, "ddtree", 8, [2, 4], items[:1], 12, out)  # another setting: a new line
+    assert len(read_records(out)) == 3
