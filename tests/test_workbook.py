@@ -12,12 +12,17 @@ from graftlib.workbook import PROFILES, check_params, notebooks, run_workbook
 @pytest.mark.parametrize("kwargs,message", [
     ({"tasks": "gsm8k,nope"}, "unknown task 'nope'"),
     ({"tasks": "livecodebench"}, "livecodebench is not available offline"),
-    ({"budgets": "4,-8"}, "budgets must be >= 1"),
+    ({"budgets": "4,-8"}, "budgets must lie in \\[1, 4096\\]"),
     ({"budgets": "four"}, "comma-separated integers"),
     ({"methods": "ar,beam"}, "unknown method 'beam'"),
     ({"beta": -0.1}, "beta=-0.1"),
     ({"n_prompts": 0}, "n_prompts=0"),
     ({"profile": "huge"}, "profile='huge'"),
+    ({"betas": "0,0.2,11"}, "each beta must lie in"),
+    ({"betas": "0,x"}, "comma-separated numbers"),
+    ({"budget": 0}, "parameter budget=0"),
+    ({"cap": 5000}, "parameter cap=5000"),
+    ({"grid": "2,0"}, "grid='2,0'"),
 ])
 def test_bad_parameters_are_named(kwargs, message):
     with pytest.raises(GraftError, match=message):
@@ -46,7 +51,7 @@ def test_every_notebook_has_a_parameters_cell_of_primitives():
             assert isinstance(value, str | int | float | bool), f"{book.name}: {name} is not a primitive"
         for profile in PROFILES.values():
             missing = [k for k in declared if k not in profile and k not in ("target", "drafter", "results_dir",
-                                                                                "figures_dir")]
+                                                                                "figures_dir", "gsm8k_scorer")]
             assert not missing, f"{book.name}: profile {profile['profile']} sets no value for {missing}"
 
 
