@@ -35,6 +35,7 @@ beta, m, depths, vocabulary, target name, training summary); `--out DIR` uses DI
 import json
 import math
 import os
+import sys
 import time
 from dataclasses import asdict, dataclass
 from functools import lru_cache
@@ -456,7 +457,7 @@ def _main(args) -> int:
 
     if args.threads:
         torch.set_num_threads(args.threads)
-    index, rounds = load_traces(args.traces)
+    index, rounds = load_traces(args.traces, args.tasks)
     name = args.target or index.get("target")
     require(name not in (None, "?"), "the traces do not name their target: pass --target")
     cfg = TDESConfig(m=args.m, beta=args.beta, gamma=args.gamma, epochs=args.epochs, lr=args.lr,
@@ -464,7 +465,8 @@ def _main(args) -> int:
                      lambda_bce=args.lambda_bce, batch_groups=args.batch_groups, val_fraction=args.val_fraction,
                      seed=args.seed, device=args.device or "cpu")
     meta = {"target": name, "traces": str(args.traces), "drafter": index.get("drafter"), "pool": index.get("pool"),
-            "trace_budget": index.get("budget")}
+            "trace_budget": index.get("budget"), "tasks": args.tasks or "all",
+            "command": "graft " + " ".join(sys.argv[1:])}
     scorer, net, _ = train_tdes(rounds, target_embedding(name), cfg, meta)
     path = scorer.save(args.out, net)
     print(f"TDES scorer saved to {path} (beta {scorer.beta}, m {scorer.m}, depths {scorer.depths})")
@@ -478,6 +480,7 @@ def add_parser(subparsers) -> None:
     p.add_argument("--traces", required=True, help="trace directory from `graft traces`")
     p.add_argument("--out", required=True, help="FILE.safetensors (+ FILE.json) or a directory (tdes.*)")
     p.add_argument("--target", default=None, help="target whose embeddings are used (default: the traces')")
+    p.add_argument("--tasks", nargs="+", default=None, help="train on these tasks' rounds only (e.g. gsm8k)")
     p.add_argument("--m", type=int, default=d.m, help=f"scoring dimension (default {d.m})")
     p.add_argument("--beta", type=float, default=d.beta, help=f"inference weight stored with the scorer ({d.beta})")
     p.add_argument("--gamma", type=float, default=d.gamma, help=f"pairwise margin (default {d.gamma})")

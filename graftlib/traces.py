@@ -356,14 +356,21 @@ def open_index(out: Path, shared: dict) -> dict:
     return index
 
 
-def load_traces(out: str | Path) -> tuple[dict, list[TraceRound]]:
-    """All finished shards of a trace directory, in prompt order."""
+def load_traces(out: str | Path, tasks: list[str] | None = None) -> tuple[dict, list[TraceRound]]:
+    """All finished shards of a trace directory, in prompt order; `tasks` keeps the rounds of those
+    tasks' prompts only (by the prompt uids `task/...` the index records)."""
     out = Path(out)
     index = read_index(out)
     require(index is not None and index["shards"], f"no traces in {out}: run `graft traces --out {out}`")
     rounds = []
     for shard in sorted(index["shards"], key=lambda s: s["first"]):
-        rounds += read_shard(out / shard["file"])
+        part = read_shard(out / shard["file"])
+        if tasks is not None:
+            uids = shard.get("uids")
+            require(uids is not None, f"traces in {out} do not record prompt uids: cannot filter by task")
+            part = [r for r in part if uids[r.prompt - shard["first"]].split("/")[0] in tasks]
+        rounds += part
+    require(rounds, f"no trace rounds in {out}" + (f" for tasks {tasks}" if tasks else ""))
     return index, rounds
 
 

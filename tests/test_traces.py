@@ -152,5 +152,13 @@ def test_collect_and_resume(tiny_pair, tmp_path):
     assert (tmp_path / "shard-00000.safetensors").stat().st_mtime_ns == first
     assert [s["count"] for s in sorted(index["shards"], key=lambda s: s["first"])] == [2, 2]
     assert {r.prompt for r in load_traces(tmp_path)[1]} == {0, 1, 2, 3}
+    uid_dir = tmp_path / "with-uids"  # the task filter reads the uids the index records
+    collect_traces(target, drafter, prompts, 6, 20, uid_dir, uids=["gsm8k/a", "mbpp/b", "gsm8k/c", "alpaca/d"], **kw)
+    assert {r.prompt for r in load_traces(uid_dir, ["gsm8k"])[1]} == {0, 2}
+    assert {r.prompt for r in load_traces(uid_dir, ["mbpp", "alpaca"])[1]} == {1, 3}
+    with pytest.raises(GraftError, match="cannot filter by task"):
+        load_traces(tmp_path, ["gsm8k"])
+    with pytest.raises(GraftError, match="no trace rounds"):
+        load_traces(uid_dir, ["humaneval"])
     with pytest.raises(GraftError, match="other settings"):
         collect_traces(target, drafter, prompts, 8, 20, tmp_path, **kw)
