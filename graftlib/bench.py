@@ -97,11 +97,12 @@ def method_setting(runs: list[Run], tdes: str | None = None, beta: float | None 
     methods = {r.method for r in runs}
     out: dict = {}
     if methods & {"ddtree+tdes", "graft"}:
-        from graftlib.tdes import load_scorer
+        from graftlib.tdes import default_scorer_path, scorer_config
 
-        scorer = load_scorer(tdes, beta)
-        out.update(tdes=scorer.config.get("name", str(tdes or "default")), tdes_path=str(tdes or "default"),
-                   beta=scorer.beta)
+        path = tdes or default_scorer_path()
+        config = scorer_config(path)
+        out.update(tdes=str(path), tdes_tasks=config.get("tasks", "all"),
+                   beta=config["beta"] if beta is None else beta)
     if methods & {"ddtree+saba", "graft", "caddtree"}:
         from graftlib.saba import default_params
 

@@ -114,12 +114,12 @@ class StageTimer:
 
 
 def make_parts(method: str, budget: int, block_size: int, tdes: str | None = None, beta: float | None = None,
-               saba=None) -> tuple[TreeBuilder | None, BudgetController | None]:
+               saba=None, embed: torch.Tensor | None = None) -> tuple[TreeBuilder | None, BudgetController | None]:
     """(tree builder, budget controller) of a method. `budget` is the fixed node budget, or the cap
     of an adaptive method's grid; `tdes` / `beta` pick the TDES scorer (default: the shipped one,
     `graftlib.tdes.default_scorer_path()`) and its weight for `ddtree+tdes` and `graft`; `saba`
     (SabaParams) the calibration of `ddtree+saba`, `graft` and `caddtree` (default:
-    `graftlib.saba.default_params()`)."""
+    `graftlib.saba.default_params()`); `embed` the target's input embeddings [V, E] (TDES's tables)."""
     require(method in METHODS, f"unknown method {method!r}: choose from {', '.join(METHODS)}")
     require(beta is None or 0 <= beta <= 10, f"beta must be in [0, 10], got {beta}")
     if method == "ar":
@@ -134,7 +134,8 @@ def make_parts(method: str, budget: int, block_size: int, tdes: str | None = Non
     if method in ("ddtree+tdes", "graft"):
         from graftlib.tdes import load_scorer
 
-        builder = load_scorer(tdes, beta).builder(block_size - 1)
+        require(embed is not None, f"{method} needs the target's embeddings (embed=) for its TDES scorer")
+        builder = load_scorer(tdes, embed, beta).builder(block_size - 1)
     if method in ("ddtree+saba", "graft", "caddtree"):
         from graftlib.saba import SabaController, default_params
 
@@ -169,7 +170,8 @@ class Decoder:
     def for_method(cls, target, drafter, method: str, budget: int = 32, eos_ids=None, tdes: str | None = None,
                    beta: float | None = None) -> "Decoder":
         block = drafter.block_size if drafter is not None else 16
-        builder, controller = make_parts(method, budget, block, tdes, beta)
+        embed = target.get_input_embeddings().weight.detach()
+        builder, controller = make_parts(method, budget, block, tdes, beta, embed=embed)
         return cls(target, drafter, builder, controller, eos_ids)
 
     def check_prompt(self, prompt_ids: list[int], max_new_tokens: int) -> None:

@@ -133,7 +133,8 @@ def replay_decoder(target, drafter, method: str, budget: int, grid: list[int], p
     from graftlib.saba import default_params
 
     params = params or default_params()
-    builder, controller = make_parts(method, budget, drafter.block_size, tdes, beta, params)
+    builder, controller = make_parts(method, budget, drafter.block_size, tdes, beta, params,
+                                     target.get_input_embeddings().weight.detach())
     require(builder is not None and method != "dflash", f"replay needs a tree method, got {method!r}")
     return ReplayDecoder(target, drafter, builder, controller, grid, repeats, params.window, params.hist_prior,
                          eos_ids)

@@ -8,7 +8,7 @@ Edge score (eq. 4): S_TDES(v) = log q_{t,d}(c) + beta * f~(p, c, d); path score 
 
 Inference (`TDESScorer`, an `EdgeScorer`): the projections depend on the token id only, so the
 tables P = g_p(E), C = g_c(E) ([V, m] each) are computed once for the whole vocabulary when the
-scorer is made (one [V, E] x [E, m] product, tens of ms for V = 49152) and stored with it. A call
+scorer is made or loaded (one [V, E] x [E, m] product, tens of ms for V = 49152). A call
 is a gather + a small product in numpy: a = s / sqrt(m) * (P[p] + u_d), and per depth the centred
 child side B~ = (C[C_d] + u_d) - mean_rows(...), cached for the round's pool (recognised by the
 identity of the `child_ids` / `logq` lists the builder passes), so f~ = B~ a. Scores are added to
@@ -28,8 +28,10 @@ Training (eqs. 7-12, `train_tdes`) over `graftlib.traces` rounds:
 - total (eq. 12) = lambda_KL L_KL + lambda_pair L_pair + lambda_BCE L_BCE.
 Each epoch visits every KL group, edge and pair once, in `steps` minibatches.
 
-Saved as `<name>.safetensors` (parameters + the two tables, fp32) and `<name>.json` (config:
-beta, m, depths, vocabulary, target name, training summary); `--out DIR` uses DIR/tdes.*.
+Saved as `<name>.safetensors` (the parameters of f_theta only, fp32, a few hundred kB) and
+`<name>.json` (config: beta, m, depths, vocabulary and embedding size, target name, training
+summary, the command); `--out DIR` uses DIR/tdes.*. Loading takes the target's embedding table and
+rebuilds P and C from it, refusing a table of another shape.
 """
 
 import json
@@ -38,7 +40,6 @@ import os
 import sys
 import time
 from dataclasses import asdict, dataclass
-from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -47,11 +48,12 @@ import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
 
 from graftlib.builders import HeapTreeBuilder
+from graftlib.drafter import load_state_strict
 from graftlib.errors import GraftError, require
 from graftlib.paths import ASSETS_DIR
 from graftlib.traces import TraceRound, is_loose_mismatch
 
-FORMAT = 1
+FORMAT = 2  # 2: parameters only (1 stored the [V, m] tables too)
 TDES_ENV = "GRAFT_TDES"
 DEFAULT_PATH = ASSETS_DIR / "tdes" / "default.safetensors"  # trained on the `tdes` pool
 GSM8K_PATH = ASSETS_DIR / "tdes" / "gsm8k.safetensors"  # trained on gsm8k only (Figure 5)
@@ -182,34 +184,44 @@ class TDESScorer:
 
     # ------------------------------------------------------------------------- storage
 
-    def save(self, path: str | Path, net: TDESNet | None = None) -> Path:
+    def save(self, path: str | Path, net: TDESNet) -> Path:
+        """FILE.safetensors: the parameters of f_theta only (g_p, g_c, u, s: a few hundred kB; the
+        [V, m] tables are recomputed from the target's embeddings at load); FILE.json: the config."""
         weights, meta = scorer_paths(path)
         weights.parent.mkdir(parents=True, exist_ok=True)
-        tensors = {"parent_table": torch.from_numpy(self.P), "child_table": torch.from_numpy(self.C),
-                   "u": torch.from_numpy(self.u), "s": torch.tensor([self.s])}
-        if net is not None:
-            tensors.update({f"net.{k}": v.detach().cpu().float().contiguous() for k, v in net.state_dict().items()})
+        tensors = {k: v.detach().cpu().float().contiguous() for k, v in net.state_dict().items()}
         tmp = weights.with_name(weights.name + ".partial")
-        save_file({k: v.contiguous() for k, v in tensors.items()}, tmp, metadata={"format": str(FORMAT)})
+        save_file(tensors, tmp, metadata={"format": str(FORMAT)})
         tmp.replace(weights)
         config = {**self.config, "format": FORMAT, "beta": self.beta, "m": self.m, "depths": self.depths,
-                  "vocab": self.vocab}
+                  "vocab": self.vocab, "embed_dim": net.g_p.in_features}
         meta.write_text(json.dumps(config, indent=1, default=str) + "\n")
         return weights
 
     @classmethod
-    def load(cls, path: str | Path, beta: float | None = None) -> "TDESScorer":
-        weights, meta = scorer_paths(path)
-        require(weights.is_file() and meta.is_file(), f"no TDES scorer at {path}: expected {weights} and {meta}")
-        try:
-            config = json.loads(meta.read_text())
-        except json.JSONDecodeError as e:
-            raise GraftError(f"TDES config {meta} is malformed: {e}") from None
-        require(config.get("format") == FORMAT, f"TDES scorer {meta} has format {config.get('format')}, "
-                                                f"expected {FORMAT}")
-        t = load_file(weights)
-        return cls(t["parent_table"].numpy(), t["child_table"].numpy(), t["u"].numpy(), float(t["s"][0]),
-                   config["beta"] if beta is None else beta, config)
+    def load(cls, path: str | Path, embed: torch.Tensor, beta: float | None = None) -> "TDESScorer":
+        """The scorer at `path` over the target embedding table `embed` [V, E] (the one it was trained on)."""
+        weights, _ = scorer_paths(path)
+        config = scorer_config(path)
+        require(tuple(embed.shape) == (config["vocab"], config["embed_dim"]),
+                f"TDES scorer {weights} was trained on a {config['vocab']} x {config['embed_dim']} embedding table "
+                f"(target {config.get('target')}); this target's is {tuple(embed.shape)[0]} x {tuple(embed.shape)[1]}")
+        net = TDESNet(embed, config["m"], config["depths"])
+        load_state_strict(net, load_file(weights), str(weights))
+        return cls.from_net(net, config["beta"] if beta is None else beta, config)
+
+
+def scorer_config(path: str | Path) -> dict:
+    """The JSON config of a saved scorer (beta, m, depths, vocabulary, training summary, command)."""
+    weights, meta = scorer_paths(path)
+    require(weights.is_file() and meta.is_file(), f"no TDES scorer at {path}: expected {weights} and {meta} "
+                                                  f"(train one with `graft train-tdes`)")
+    try:
+        config = json.loads(meta.read_text())
+    except json.JSONDecodeError as e:
+        raise GraftError(f"TDES config {meta} is malformed: {e}") from None
+    require(config.get("format") == FORMAT, f"TDES scorer {meta} has format {config.get('format')}, expected {FORMAT}")
+    return config
 
 
 def default_scorer_path() -> Path:
@@ -217,19 +229,10 @@ def default_scorer_path() -> Path:
     return Path(os.environ.get(TDES_ENV) or DEFAULT_PATH)
 
 
-@lru_cache(maxsize=8)
-def _load_cached(path: str, beta: float | None) -> "TDESScorer":
-    return TDESScorer.load(path, beta)
-
-
-def load_scorer(path: str | Path | None = None, beta: float | None = None) -> "TDESScorer":
-    """A TDES scorer by path (default: `default_scorer_path()`), optionally with another beta.
-    Scorers are immutable tables, so a decoder per prompt shares one loaded copy."""
-    path = Path(path) if path is not None else default_scorer_path()
-    weights, _ = scorer_paths(path)
-    require(weights.is_file(), f"no TDES scorer at {path}: train one with `graft train-tdes` "
-                               f"(see README), or pass --tdes PATH")
-    return _load_cached(str(path.resolve()), beta)
+def load_scorer(path: str | Path | None, embed: torch.Tensor, beta: float | None = None) -> "TDESScorer":
+    """A TDES scorer by path (None: `default_scorer_path()`) over the target's embeddings, optionally
+    with another beta. Building the tables is one [V, E] x [E, m] product per tower (tens of ms)."""
+    return TDESScorer.load(Path(path) if path is not None else default_scorer_path(), embed, beta)
 
 
 def scorer_paths(path: str | Path) -> tuple[Path, Path]:

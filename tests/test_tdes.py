@@ -170,16 +170,19 @@ def test_save_load_round_trip(tmp_path, form):
     scorer.config = {"target": "tiny", "data": {"rounds": 3}}
     path = tmp_path / ("scorer" if form == "dir" else "x.safetensors")
     scorer.save(path, net)
-    got = TDESScorer.load(path)
+    got = TDESScorer.load(path, net.embed)
     assert (got.beta, got.m, got.depths, got.vocab) == (0.3, 8, 4, V)
+    assert path.with_suffix(".json").is_file() or (path / "tdes.json").is_file()
     assert got.config["target"] == "tiny" and got.config["data"] == {"rounds": 3}
     cand = make_cand(depth=4, vocab=V - 1, k=6, seed=0)
     for d in range(1, 5):
         assert got.child_scores(7, d, cand.ids[d - 1], cand.logq[d - 1]) == \
                scorer.child_scores(7, d, cand.ids[d - 1], cand.logq[d - 1])
-    assert TDESScorer.load(path, beta=0.0).beta == 0.0
+    assert TDESScorer.load(path, net.embed, beta=0.0).beta == 0.0
     with pytest.raises(GraftError, match="no TDES scorer"):
-        TDESScorer.load(tmp_path / "missing")
+        TDESScorer.load(tmp_path / "missing", net.embed)
+    with pytest.raises(GraftError, match="trained on a 100 x 24 embedding table"):
+        TDESScorer.load(path, net.embed[:50])
 
 
 # ---------------------------------------------------------------- decoding with TDES
@@ -226,7 +229,12 @@ def test_train_on_tiny_traces(tiny_pair):
 def test_methods_ddtree_tdes_and_graft_load_a_scorer_by_path(tiny_pair, tmp_path):
     target, drafter = tiny_pair
     D = drafter.block_size - 1
-    scorer, net = random_scorer(1, beta=2.0, depths=D, vocab=32, scale=5.0)
+    torch.manual_seed(1)
+    net = TDESNet(target.get_input_embeddings().weight, 8, D)  # over the target's own embeddings
+    with torch.no_grad():
+        net.u.normal_()
+        net.s_raw.fill_(math.log(math.expm1(5.0)))
+    scorer = TDESScorer.from_net(net, 2.0)
     path = scorer.save(tmp_path / "s.safetensors", net)
     prompt = random_prompt(3, 9)
     ar = Decoder.for_method(target, drafter, "ar").decode(prompt, 24).tokens
