@@ -420,10 +420,12 @@ def init_weights(drafter: DFlashDrafter, std: float = 0.02) -> None:
                                                    else 2 * drafter.config.num_hidden_layers))
 
 
-def save_drafter(drafter: DFlashDrafter, path: str | Path) -> None:
-    """Write config.json + model.safetensors in the z-lab layout."""
+def save_drafter(drafter: DFlashDrafter, path: str | Path, dtype: torch.dtype | None = None) -> None:
+    """Write config.json + model.safetensors in the z-lab layout; `dtype` casts the floating-point
+    weights (the released z-lab drafters are bf16; integer buffers such as `d2t` stay as they are)."""
     path = Path(path)
     path.mkdir(parents=True, exist_ok=True)
     (path / "config.json").write_text(json.dumps(drafter.config.to_dict(), indent=2) + "\n")
-    state = {k: v.detach().contiguous().cpu() for k, v in drafter.state_dict().items()}
+    state = {k: (v.to(dtype) if dtype is not None and v.is_floating_point() else v).detach().contiguous().cpu()
+             for k, v in drafter.state_dict().items()}
     save_file(state, path / "model.safetensors", metadata={"format": "pt"})

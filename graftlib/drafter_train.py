@@ -31,7 +31,7 @@ on a few held-out prompts, checked token for token against the stored greedy res
 
 Output directory: `checkpoint/` (drafter + AdamW state + sampler RNG in safetensors, step and
 config in JSON; `--resume` continues it exactly), `metrics.jsonl` (train and eval lines), and
-`drafter/` (the final drafter via `save_drafter`, z-lab layout, plus `training.json`).
+`drafter/` (the final drafter via `save_drafter`, z-lab layout, bf16 weights, plus `training.json`).
 """
 
 import hashlib
@@ -533,7 +533,7 @@ def train(data_dir: str | Path | list[str | Path], out_dir: str | Path, cfg: Tra
         log(_eval_line(last_eval))
     trainer.save_checkpoint(ckpt, {"data": data_info})
     trainer.drafter.eval()
-    save_drafter(trainer.drafter, final)
+    save_drafter(trainer.drafter, final, torch.bfloat16)  # shipped like z-lab's: bf16 weights
     tots = [ix.totals() for ix in indexes]
     tot = {k: sum(t[k] for t in tots) for k in ("n_seqs", "prompt_tokens", "response_tokens", "seconds")}
     record = {
