@@ -54,7 +54,7 @@ def draw_mismatch(ax, record, decode_token, max_children: int = 4) -> None:
     for n in sorted(nodes - {0}):
         by_parent.setdefault(tree["parents"][n], []).append(n)
     shown = {0}
-    for parent, kids in by_parent.items():
+    for kids in by_parent.values():
         must = [k for k in kids if k in view["accepted"] or k in view["hits"]]
         shown.update(must + [k for k in kids if k not in must][:max(0, max_children - len(must))])
     shown = {n for n in shown if all(a in shown for a in _ancestors(tree["parents"], n))}
