@@ -39,6 +39,7 @@ import json
 import math
 import platform
 import shutil
+import sys
 import time
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
@@ -472,7 +473,7 @@ def load_data(data_dirs: list[str | Path], layer_ids: list[int] | None) -> tuple
 
 
 def train(data_dir: str | Path | list[str | Path], out_dir: str | Path, cfg: TrainConfig, resume: bool = False,
-          device: str = "cpu", log=print) -> Path:
+          device: str = "cpu", log=print, command: str | None = None) -> Path:
     """Train a drafter on one or more `graft drafter-data` directories; returns the saved drafter directory."""
     from graftlib.models import hardware
     from graftlib.target import load_target
@@ -550,6 +551,7 @@ def train(data_dir: str | Path | list[str | Path], out_dir: str | Path, cfg: Tra
         "epochs_over_anchors": round(trainer.blocks_seen / max(anchors, 1), 3),
         "train_s": round(trainer.elapsed_s, 1), "wall_s_this_run": round(time.perf_counter() - t_wall, 1),
         "draft_vocab_size": len(trainer.d2t), "config": asdict(cfg), "final_eval": last_eval,
+        "command": command,
     }
     (final / "training.json").write_text(json.dumps(record, indent=1) + "\n")
     log(f"saved drafter to {final} ({trainer.step_no} steps, {trainer.elapsed_s / 60:.1f} min)")
@@ -574,7 +576,7 @@ def _main(args) -> int:
         bf16=not args.fp32, fc_init=args.fc_init, init_from_target=not args.random_init,
         tau_prompts=args.tau_prompts, tau_tokens=args.tau_tokens, seed=args.seed,
     )
-    train(args.data, args.out, cfg, resume=args.resume)
+    train(args.data, args.out, cfg, resume=args.resume, command="graft " + " ".join(sys.argv[1:]))
     return 0
 
 
