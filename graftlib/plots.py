@@ -87,3 +87,39 @@ def _ancestors(parents: list[int], n: int) -> list[int]:
         n = parents[n]
         out.append(n)
     return out
+
+
+def plot_training_run(metrics, summary: dict, name: str):
+    """Drafter training curves from `metrics.jsonl` (train/eval lines) and its `training.json`:
+    losses, in-loop and offline chain tau, and the last evaluation's per-depth top-1/4/16 hit rates."""
+    import matplotlib.pyplot as plt
+
+    from graftlib.records import read_records
+
+    recs = read_records(metrics)
+    tr = [r for r in recs if r.get("kind") == "train"]
+    ev = [r for r in recs if r.get("kind") == "eval"]
+    fig, axes = plt.subplots(1, 3, figsize=(13, 3.6))
+    if tr:
+        axes[0].plot([r["step"] for r in tr], [r["loss"] for r in tr], lw=0.5, alpha=0.6, label="train loss")
+    steps = [r["step"] for r in ev]
+    axes[0].plot(steps, [r["heldout_loss"] for r in ev], "o-", label="held-out loss")
+    axes[0].set_xlabel("step")
+    axes[0].legend()
+    axes[1].plot(steps, [r.get("tau", float("nan")) for r in ev], "o-", label="in-loop chain tau (held-out prompts)")
+    axes[1].plot(steps, [r["offline_tau"] for r in ev], "s--", label="offline tau (held-out blocks)")
+    axes[1].axhline(1.72, color="gray", ls=":", label="feasibility run, GSM8K only (FACTS 6)")
+    axes[1].set_xlabel("step")
+    axes[1].legend(fontsize=7)
+    for key, label in (("acc_by_depth", "top-1"), ("top4_by_depth", "top-4"), ("top16_by_depth", "top-16")):
+        if ev and key in ev[-1]:
+            axes[2].plot(range(1, len(ev[-1][key]) + 1), ev[-1][key], "o-", ms=3, label=label)
+    axes[2].set_xlabel("depth")
+    axes[2].set_ylabel("hit rate vs the target (held-out)")
+    axes[2].legend(fontsize=7)
+    d = summary["data"]
+    fig.suptitle(f"{name} | target {summary['target']} | {summary['hardware']} | {d['sequences']} sequences, "
+                 f"{d['response_tokens']} response tokens | {summary['train_s'] / 60:.0f} min, {summary['steps']} steps",
+                 fontsize=8)
+    fig.tight_layout()
+    return fig

@@ -21,7 +21,8 @@ PROMPTS = [
 ]
 MAX_NEW = 128
 # dflash@1 is omitted: it verifies the same one-node tree as ddtree@1.
-RUNS = [("dflash", 15), ("dflash", 7)] + [("ddtree", b) for b in (1, 8, 32, 64, 256)]
+RUNS = ([("dflash", 15), ("dflash", 7)] + [("ddtree", b) for b in (1, 8, 32, 64, 256)]
+        + [("ddtree+tdes", 32), ("ddtree+saba", 64), ("graft", 64), ("caddtree", 64)])  # shipped TDES / SABA
 
 pytestmark = pytest.mark.slow
 
@@ -45,6 +46,15 @@ def test_embedded_matches_ar(embedded_pair, references, method, budget):
         check_exact(p.target, ids, ref, res.tokens)
         assert all(r.nodes <= budget for r in res.rounds)
         assert sum(r.accepted for r in res.rounds) >= len(res.tokens) - 1  # every token came from a round
+
+
+def test_shipped_drafter_is_trained_and_accepts(embedded_pair, references):
+    p = embedded_pair
+    assert p.drafter_trained and p.drafter.id_map is not None  # the 8k-vocabulary checkpoint is loaded
+    dec = Decoder.for_method(p.target, p.drafter, "ddtree", 32, p.eos_ids)
+    rounds = [r for ids, _ in references.values() for r in dec.decode(ids, MAX_NEW).rounds]
+    mat = sum(r.accepted for r in rounds) / len(rounds)
+    assert mat > 1.3, f"DDTree(32) accepts {mat:.2f} tokens per round with the shipped drafter"
 
 
 def test_references_are_nontrivial(references):
