@@ -23,7 +23,7 @@ else the reference round's own).
 
 import statistics
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
@@ -177,7 +177,8 @@ def add_parser(sub) -> None:
                    help="reference tree method: ddtree, ddtree+tdes (fixed budget), ddtree+saba, graft, caddtree")
     p.add_argument("--budget", type=int, default=64, help="ddtree: its budget; ddtree+saba / caddtree: the cap")
     p.add_argument("--params", default=None, help="SABA calibration JSON (default: graftlib.saba.default_params)")
-    p.add_argument("--grid", nargs="+", type=int, default=[1, 2, 4, 8, 16, 32, 64])
+    p.add_argument("--grid", nargs="+", type=int, default=[1, 2, 4, 8, 16, 32, 64],
+                   help="budgets replayed every round; SABA (ddtree+saba, graft) chooses within them")
     p.add_argument("--task", default="gsm8k")
     p.add_argument("--split", default="eval", help="eval (oracle tracking) or val (SABA fitting data)")
     p.add_argument("--prompts", type=int, default=1)
@@ -243,6 +244,7 @@ def run(args) -> int:
     from graftlib.saba import SabaParams, default_params
 
     params = SabaParams.load(args.params) if args.params else default_params()
+    params = replace(params, grid=sorted(args.grid))  # oracle tracking: SABA chooses within the replayed set
     pair = load_pair(args.target, args.drafter, args.device, args.device_map)
     items = load_items(args.task, args.split, args.prompts)
     out = args.out or results_dir() / "replay.jsonl"
