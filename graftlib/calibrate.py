@@ -21,6 +21,7 @@ budgets SABA would have picked, using the measured a_t(B) / l_t(B).
 
 import random
 import statistics
+import sys
 from dataclasses import replace
 
 import numpy as np
@@ -153,7 +154,8 @@ def run(args) -> int:
                             pair.eos_ids, args.window)
     depth = pair.drafter.block_size - 1
     meta = calibration_meta(pair.describe(), grid=args.grid, prefix_lens=args.prefix_lens,
-                            val_prompts=len(prompts), ref_budget=args.ref_budget, max_new_tokens=args.max_new_tokens)
+                            val_prompts=len(prompts), ref_budget=args.ref_budget, max_new_tokens=args.max_new_tokens,
+                            command="graft " + " ".join(sys.argv[1:]))
     params = fit_params(cost_samples, records, args.grid, depth, args.window, args.utility, meta=meta)
     params.meta["offline_tracking"] = offline_tracking(params, records, depth)
     path = params.save(args.out)
