@@ -22,7 +22,7 @@ from graftlib.decode import METHODS, Decoder
 from graftlib.errors import GraftError, require
 from graftlib.metrics import format_table, summarize
 from graftlib.paths import results_dir
-from graftlib.records import append_record, read_records, setting_id
+from graftlib.records import append_record, setting_id
 
 BASELINES = ("hf",)
 
@@ -146,17 +146,23 @@ def run_bench(pair, prompts: list[BenchPrompt], runs: list[Run], max_new_tokens:
               warmup: bool = True, progress: bool = True, extra: dict | None = None, tdes: str | None = None,
               beta: float | None = None) -> list[dict]:
     """Decode every prompt with every run (interleaved), append records, return this setting's records.
-    `tdes` / `beta`: the TDES scorer and weight of the `ddtree+tdes` and `graft` runs."""
+    `tdes` / `beta`: the TDES scorer and weight of the `ddtree+tdes` and `graft` runs. Under torchrun
+    (`graftlib.shard`) this rank decodes its share of the prompts into its own file next to `out`;
+    records already in `out` or in any rank file count as done, so shards merge on reading."""
     from tqdm.auto import tqdm
+
+    from graftlib.shard import merged_records, rank_world, shard, shard_path
 
     require(len(prompts) > 0, "no prompts to benchmark")
     setting = dict(pair.describe(), max_new_tokens=max_new_tokens, **method_setting(runs, tdes, beta), **(extra or {}))
     sid = setting_id(**setting)
-    done = {(r["uid"], r["key"]): r for r in read_records(out) if r.get("setting_id") == sid}
-    todo = [(p, r) for p in prompts for r in runs if (p.uid, r.key) not in done]
+    done = {(r["uid"], r["key"]): r for r in merged_records(out) if r.get("setting_id") == sid}
+    rank, world = rank_world()
+    write_to = shard_path(out, rank, world)
+    todo = [(p, r) for p in shard(prompts, rank, world) for r in runs if (p.uid, r.key) not in done]
     if warmup and todo:
         for r in runs:
-            decode_record(pair, r, prompts[0], min(16, max_new_tokens), tdes, beta)
+            decode_record(pair, r, todo[0][0], min(16, max_new_tokens), tdes, beta)
     bar = tqdm(todo, desc="bench", unit="decode", disable=not progress)
     for p, r in bar:
         bar.set_postfix_str(f"{p.uid} {r.key}")
@@ -170,7 +176,7 @@ def run_bench(pair, prompts: list[BenchPrompt], runs: list[Run], max_new_tokens:
             tokens_per_s=(rec["new_tokens"] - 1) / rec["decode_s"] if rec["decode_s"] else None,
             setting=setting, graftlib=__version__, host=platform.node(), time=time.time(),
         )
-        append_record(out, rec)
+        append_record(write_to, rec)
         done[(p.uid, r.key)] = rec
     keys = {r.key for r in runs}
     uids = {p.uid for p in prompts}
@@ -245,7 +251,9 @@ def run(args) -> int:
 
     require(args.n >= 1, f"--n must be >= 1, got {args.n}")
     runs = parse_runs(args.methods, args.budgets, args.chain_budgets, args.caps)
-    pair = load_pair(args.target, args.drafter, args.device, args.device_map)
+    from graftlib.shard import rank_device
+
+    pair = load_pair(args.target, args.drafter, args.device or rank_device(), args.device_map)
     block = pair.drafter.block_size
     for r in runs:
         if r.method == "dflash" and r.budget > block - 1:

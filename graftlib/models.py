@@ -43,7 +43,7 @@ class Pair:
 
     def describe(self) -> dict:
         return {"target": self.target_name, "drafter": self.drafter_name, "drafter_trained": self.drafter_trained,
-                "device": str(self.device), "dtype": str(self.target.dtype).removeprefix("torch."),
+                "device": self.device.type, "dtype": str(self.target.dtype).removeprefix("torch."),
                 "threads": torch.get_num_threads(), "hardware": hardware(self.device)}
 
 

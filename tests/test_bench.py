@@ -88,3 +88,24 @@ def test_run_bench_checks_exactness_and_resumes(tiny_pair, tmp_path):
     run_bench(tiny_pair, prompts[:1], runs[:1], 12, out, progress=False)
     assert len(read_records(out)) == 7
     assert json.loads(out.read_text().splitlines()[-1])["new_tokens"] == 12
+
+
+def test_run_bench_under_torchrun_writes_rank_files_that_merge(tiny_pair, tmp_path, monkeypatch):
+    from graftlib.shard import merged_records
+
+    out = tmp_path / "bench.jsonl"
+    prompts = [BenchPrompt("custom", f"p{i}", tuple(random_prompt(i, 7))) for i in range(3)]
+    runs = [Run("ar", None), Run("ddtree", 8)]
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    for rank in (0, 1):
+        monkeypatch.setenv("RANK", str(rank))
+        run_bench(tiny_pair, prompts, runs, 12, out, progress=False, warmup=False)
+    assert not out.exists()
+    r0 = read_records(tmp_path / "bench.rank0-of-2.jsonl")
+    r1 = read_records(tmp_path / "bench.rank1-of-2.jsonl")
+    assert {r["uid"] for r in r0} == {"p0", "p2"} and {r["uid"] for r in r1} == {"p1"}
+    assert len(merged_records(out)) == 6
+    monkeypatch.setenv("WORLD_SIZE", "1")  # a single-process reader (a notebook) finds every shard done
+    monkeypatch.setenv("RANK", "0")
+    recs = run_bench(tiny_pair, prompts, runs, 12, out, progress=False, warmup=False)
+    assert len(recs) == 6 and not out.exists() and all(r["matches_ar"] for r in recs if r["method"] != "ar")
