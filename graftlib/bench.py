@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from graftlib import __version__
-from graftlib.decode import METHODS, Decoder
+from graftlib.decode import ADAPTIVE_METHODS, METHODS, TDES_METHODS, Decoder
 from graftlib.errors import GraftError, require
 from graftlib.metrics import format_table, summarize
 from graftlib.paths import results_dir
@@ -45,9 +45,6 @@ class BenchPrompt:
     truncated_from: int | None = None
 
 
-ADAPTIVE = ("ddtree+saba", "graft", "caddtree")  # their budget is a cap on the per-round choice
-
-
 def parse_runs(methods: list[str], budgets: list[int], chain_budgets: list[int],
                caps: list[int] | None = None) -> list[Run]:
     """ar/hf -> one run; dflash -> one per chain budget; fixed-budget trees -> one per budget;
@@ -59,7 +56,7 @@ def parse_runs(methods: list[str], budgets: list[int], chain_budgets: list[int],
         if m in ("ar", "hf"):
             runs.append(Run(m, None))
         else:
-            sizes = chain_budgets if m == "dflash" else (caps or budgets) if m in ADAPTIVE else budgets
+            sizes = chain_budgets if m == "dflash" else (caps or budgets) if m in ADAPTIVE_METHODS else budgets
             runs.extend(Run(m, b) for b in sizes)
     for r in runs:
         require(r.budget is None or r.budget >= 1, f"budget must be >= 1, got {r.budget} for {r.method}")
@@ -102,14 +99,14 @@ def method_setting(runs: list[Run], tdes: str | None = None, beta: float | None 
     calibration (its id and file) for adaptive methods. Goes into the setting (and its id)."""
     methods = {r.method for r in runs}
     out: dict = {}
-    if methods & {"ddtree+tdes", "graft"}:
+    if methods & set(TDES_METHODS):
         from graftlib.tdes import default_scorer_path, scorer_config
 
         path = tdes or default_scorer_path()
         config = scorer_config(path)
         out.update(tdes=str(path), tdes_tasks=config.get("tasks", "all"),
                    beta=config["beta"] if beta is None else beta)
-    if methods & {"ddtree+saba", "graft", "caddtree"}:
+    if methods & set(ADAPTIVE_METHODS):
         from graftlib.saba import default_params
 
         params = default_params()
@@ -233,7 +230,7 @@ def add_parser(sub) -> None:
     p.add_argument("--budgets", nargs="+", type=int, default=[16, 32, 64], help="tree budgets")
     p.add_argument("--chain-budgets", nargs="+", type=int, default=[15], help="dflash drafts per round")
     p.add_argument("--caps", nargs="+", type=int, default=None,
-                   help=f"largest budget of the adaptive methods ({', '.join(ADAPTIVE)}); default: --budgets")
+                   help=f"largest budget of the adaptive methods ({', '.join(ADAPTIVE_METHODS)}); default: --budgets")
     p.add_argument("--prompt", action="append", help="a raw user message (repeatable)")
     p.add_argument("--prompts-file", help="text file, one prompt per line (or JSONL with a 'text' field)")
     p.add_argument("--task", default="gsm8k", help="prompt set when no --prompt/--prompts-file is given")

@@ -39,6 +39,8 @@ from graftlib.tree import greedy_walk, parent_mismatch, verify_inputs
 from graftlib.verify import LazyArgmax, commit_cache, target_forward
 
 METHODS = ("ar", "dflash", "ddtree", "ddtree+tdes", "ddtree+saba", "graft", "caddtree")
+TDES_METHODS = ("ddtree+tdes", "graft")  # heap ranked by log q + beta * f~ (a TDES scorer)
+ADAPTIVE_METHODS = ("ddtree+saba", "graft", "caddtree")  # budget = cap on a per-round choice (a calibration)
 MAX_BUDGET = 4096
 
 
@@ -131,12 +133,12 @@ def make_parts(method: str, budget: int, block_size: int, tdes: str | None = Non
         return ChainBuilder(), FixedBudget(budget)
     require(budget <= MAX_BUDGET, f"budget {budget} too large: at most {MAX_BUDGET} nodes per tree")
     builder = HeapTreeBuilder()
-    if method in ("ddtree+tdes", "graft"):
+    if method in TDES_METHODS:
         from graftlib.tdes import load_scorer
 
         require(embed is not None, f"{method} needs the target's embeddings (embed=) for its TDES scorer")
         builder = load_scorer(tdes, embed, beta).builder(block_size - 1)
-    if method in ("ddtree+saba", "graft", "caddtree"):
+    if method in ADAPTIVE_METHODS:
         from graftlib.saba import SabaController, default_params
 
         saba = saba or default_params()
