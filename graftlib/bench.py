@@ -94,9 +94,10 @@ def hf_generate(pair, prompt_ids: list[int], max_new_tokens: int) -> tuple[list[
     return out[0, len(prompt_ids):].tolist(), t_first - t0, t1 - t_first
 
 
-def method_setting(runs: list[Run], tdes: str | None = None, beta: float | None = None) -> dict:
+def method_setting(runs: list[Run], tdes: str | None = None, beta: float | None = None, saba=None) -> dict:
     """What the runs' results depend on beyond the pair: the TDES scorer and beta, and the SABA
-    calibration (its id and file) for adaptive methods. Goes into the setting (and its id)."""
+    calibration (`saba`, default: the shipped one; its id and file) for adaptive methods. Goes into
+    the setting (and its id)."""
     methods = {r.method for r in runs}
     out: dict = {}
     if methods & set(TDES_METHODS):
@@ -109,7 +110,7 @@ def method_setting(runs: list[Run], tdes: str | None = None, beta: float | None 
     if methods & set(ADAPTIVE_METHODS):
         from graftlib.saba import default_params
 
-        params = default_params()
+        params = saba or default_params()
         out.update(saba=params.id, saba_calibration=params.meta.get("path", "builtin"))
     return out
 

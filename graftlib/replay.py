@@ -204,7 +204,7 @@ def replay_prompts(pair, method: str, budget: int, grid: list[int], items: list,
     dec = replay_decoder(pair.target, pair.drafter, method, budget, grid, params, repeats, pair.eos_ids, tdes, beta)
     setting = dict(pair.describe(), calibration=params.describe(), method=method, budget=budget, grid=dec.grid,
                    max_new_tokens=max_new_tokens, max_prompt_tokens=max_prompt_tokens, repeats=repeats,
-                   **method_setting([Run(method, budget)], tdes, beta))
+                   **method_setting([Run(method, budget)], tdes, beta, params))
     sid = setting_id(**setting)
     done = {r["uid"]: r for r in read_records(out) if r.get("setting_id") == sid}
     for item in items:
