@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 # torch==2.13.0 is the CPU build on this machine's disk; GPU users: install their CUDA torch 2.13.0 first.
 EXTRAS ?= notebooks,dev
 
-.PHONY: setup data main bench-drafter bench-graft test lint clean-results
+.PHONY: setup data main bench-drafter bench-graft drafter-ablation test lint clean-results
 
 $(BIN)/graft: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -38,6 +38,17 @@ bench-graft: data  ## issues 5-6: DDTree / +TDES at B = 8, 16 vs +SABA / GRAFT /
 	for t in gsm8k mbpp alpaca; do \
 		$(B) --methods ar dflash ddtree ddtree+tdes ddtree+saba graft caddtree --chain-budgets 3 \
 			--budgets 8 16 --caps 64 --task $$t --n 3 --out results/graft-components.jsonl || exit 1; done
+
+# Issue 4: the drafter's design choices, each against the shipped recipe at the same time budget,
+# on the same data and held-out split (the train_drafter notebook tabulates runs/drafter-ablation).
+ABLATE_MIN ?= 6
+ABLATE_DATA ?= runs/drafter-data-tasks runs/drafter-data
+drafter-ablation: data
+	for v in "base" "layers2 --layers 2" "random-init --random-init" "vocab16k --draft-vocab 16384" "fp32 --fp32"; do \
+		set -- $$v; out=runs/drafter-ablation/$$1; shift; [ -d $$out/drafter ] && continue; \
+		resume=; [ -d $$out/checkpoint ] && resume=--resume; \
+		$(BIN)/graft train-drafter --data $(ABLATE_DATA) --out $$out --minutes $(ABLATE_MIN) \
+			--eval-every 100000 --tau-prompts 4 $$resume $$@ || exit 1; done
 
 test: data  ## unit tests + exactness on tiny models and on the embedded model
 	$(BIN)/python -m pytest -q

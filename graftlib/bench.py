@@ -134,8 +134,9 @@ def decode_record(pair, run: Run, prompt: BenchPrompt, max_new_tokens: int, tdes
         nodes_sum=sum(r.nodes for r in rounds),
         stage_s={k: sum(getattr(r, f"t_{k}") for r in rounds) for k in ("draft", "tree", "verify", "commit")},
         accepted=[r.accepted for r in rounds],
-        # parent-child mismatch (graftlib.tree.parent_mismatch) over rounds that could continue (d* < D)
-        eligible_sum=sum(r.last_depth < pair.drafter.block_size - 1 for r in rounds),
+        ar_rounds=sum(r.budget == 0 for r in rounds),  # rounds an adaptive gate ran as plain AR steps
+        # parent-child mismatch (graftlib.tree.parent_mismatch) over drafted rounds that could continue (d* < D)
+        eligible_sum=sum(r.budget > 0 and r.last_depth < pair.drafter.block_size - 1 for r in rounds),
         mismatch_sum=sum(r.mismatch for r in rounds),
     )
 

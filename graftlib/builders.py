@@ -5,8 +5,9 @@ their draft log-probs log q_{t,d} (sorted, best first), plus the raw signals a b
 controller may read (top-1 probabilities, drafter hidden states).
 
 `TreeBuilder.build(root_token, cand, budget) -> Tree` turns them into a tree of at most
-`budget` draft nodes (root not counted). `BudgetController.budget(cand, history) -> int` picks
-the round's budget. Both get `feedback(round_record)` after verification, so adaptive rules
+`budget` draft nodes (root not counted). `BudgetController.speculate(prefix_len) -> bool` says
+before the draft whether the round drafts at all (False: one plain AR step, budget 0), and
+`BudgetController.budget(cand, prefix_len) -> int` picks a drafted round's budget. Both get `feedback(round_record)` after verification, so adaptive rules
 (SABA, CaDDTree-style stopping, learned scorers) plug in beside the fixed ones without touching
 the decode loop.
 
@@ -70,6 +71,8 @@ class TreeBuilder(Protocol):
 class BudgetController(Protocol):
     name: str
     max_budget: int  # the largest budget it may return (sizes the per-depth candidate pools)
+
+    def speculate(self, prefix_len: int) -> bool: ...
 
     def budget(self, cand: Candidates, prefix_len: int) -> int: ...
 
@@ -143,6 +146,9 @@ class FixedBudget:
 
     def __init__(self, budget: int):
         self.value = self.max_budget = budget
+
+    def speculate(self, prefix_len: int) -> bool:
+        return True
 
     def budget(self, cand: Candidates, prefix_len: int) -> int:
         return self.value

@@ -51,6 +51,9 @@ class CaDDTree:
         curve = {int(k): float(v) for k, v in verify_s.items()}
         return cls(lambda n, p: draft_s + interpolate(curve, n + 1), cap, delta, "verify-curve")
 
+    def speculate(self, prefix_len: int) -> bool:
+        return True
+
     def budget(self, cand: Candidates, prefix_len: int) -> int:
         self.prefix_len = prefix_len
         return self.max_budget

@@ -1,73 +1,39 @@
 """`graft calibrate`: fit SABA's cost (eq. 17) and gain (eq. 16) on this machine and save them.
 
-Cost: for every prefix length P of a grid a random prefix is prefilled once; then for every
-budget B (shuffled per repeat, medians kept, first pass a warm-up) one `Decoder.tree_round` runs
-on random peaky candidates (tree build + verify inputs + target verify + greedy walk + commit, as
-in the decode loop) and the cache is cropped back. (c0, c1, c2) come from least squares over the
-(B, P, latency) medians; c0 then gets the median draft-step time of the replayed rounds (constant
-in B), so C_t(B) is the whole round latency.
+Both models are fitted on the same data: same-prefix replay (`graftlib.replay`) of reference
+ddtree trajectories on held-out validation prompts (`data.pool("val")`, never evaluation prompts)
+over the budget grid plus budget 0 (one plain AR step).
 
-Gain: same-prefix replay (`graftlib.replay`) of a reference ddtree trajectory on held-out
+Cost: (c0, c1, c2) by least squares of the replayed rounds' in-loop latencies (tree build + verify
++ commit, with real candidates, so the LM-head rows of the greedy walk are paid as in decoding)
+on (B, prefix); c0 then gets the median draft-step time (constant in B), so C_t(B) is the whole
+round latency. The AR step's cost C_AR(P) = a0 + a1 P (`c_ar`, SABA's AR gate) is fitted on the
+budget-0 replays. (A first version timed rounds on random candidates instead: the walk then stops
+at the root, and the fit missed ~10 ms per round of LM-head rows on this CPU.)
+
+Gain: the replay (`graftlib.replay`) of a reference ddtree trajectory on held-out
 validation prompts (`data.pool("val")`, never evaluation prompts) over the budget grid gives
-a_t(B) and s_t per round; (phi, alpha) are fitted by least squares (`saba.fit_gain`) and
+a_t(B) and s_t per round (B >= 1); (phi, alpha) are fitted by least squares (`saba.fit_gain`) and
 `hist_prior` is the mean accepted length of the reference rounds (while replaying, the first
 round of each trajectory sees hist_t = 2.0, the builtin prior, as no fitted one exists yet).
 
 The saved JSON (`SabaParams`) records hardware, target, drafter, date, grid, prompt count and
 fit quality; its `id` (a hash of the numbers) is what replay records name as their calibration.
 `offline_tracking` scores any parameters on replay records: retained oracle throughput of the
-budgets SABA would have picked, using the measured a_t(B) / l_t(B).
+budgets SABA would have picked, using the measured a_t(B) / l_t(B) (its AR gate, when budget 0 was
+replayed, sees the previous round's conf/degen, as in the decode loop; no probe schedule).
 """
 
-import random
 import statistics
 import sys
 from dataclasses import replace
 
 import numpy as np
-import torch
 
-from graftlib.builders import Candidates, FixedBudget, HeapTreeBuilder
-from graftlib.decode import Decoder, SpecState, StageTimer
-from graftlib.drafter import DraftCache
+from graftlib.builders import FixedBudget, HeapTreeBuilder
 from graftlib.errors import require
-from graftlib.kvcache import target_cache
 from graftlib.replay import ReplayDecoder, ReplayRecord
-from graftlib.saba import CPU_GRID, DEFAULT_PATH, SabaParams, choose, fit_cost, fit_gain
-from graftlib.verify import commit_cache, target_forward
-
-
-@torch.inference_mode()
-def measure_cost_grid(target, drafter, budgets: list[int], prefix_lens: list[int], repeats: int = 3,
-                      seed: int = 0) -> list[dict]:
-    """Median seconds of tree build + verify + commit per (budget, prefix length)."""
-    require(all(b >= 1 for b in budgets) and all(p >= 1 for p in prefix_lens), "budgets/prefix lengths must be >= 1")
-    device = target.device
-    vocab = target.config.vocab_size
-    depth = drafter.block_size - 1
-    dec = Decoder(target, drafter, HeapTreeBuilder(), FixedBudget(max(budgets)))
-    g = torch.Generator().manual_seed(seed)
-    cand = Candidates.from_logits(torch.randn(depth, vocab, generator=g) * 4.0, max(budgets))
-    rng = random.Random(seed)
-    timer = StageTimer(device)
-    out = []
-    for p in prefix_lens:
-        cache = target_cache(target.config, p + max(budgets) + 1)
-        prompt = torch.randint(0, vocab, (1, p), generator=g).to(device)
-        target_forward(target, prompt, torch.arange(p, device=device)[None], cache)
-        st = SpecState(cache, DraftCache.empty(len(drafter.layers)), None, p, 1)
-        times: dict[int, list[float]] = {b: [] for b in budgets}
-        for rep in range(repeats + 1):
-            order = list(budgets)
-            rng.shuffle(order)
-            for b in order:
-                timer.lap()
-                r = dec.tree_round(st, cand, b, timer).record
-                commit_cache(cache, p, [])
-                if rep:
-                    times[b].append(r.t_tree + r.t_verify + r.t_commit)
-        out += [{"budget": b, "prefix_len": p, "latency_s": statistics.median(v)} for b, v in times.items()]
-    return out
+from graftlib.saba import CPU_GRID, DEFAULT_PATH, SabaParams, choose, fit_cost, fit_gain, prefers_ar
 
 
 def replay_rounds(target, drafter, prompts: list[list[int]], grid: list[int], ref_budget: int,
@@ -82,22 +48,28 @@ def replay_rounds(target, drafter, prompts: list[list[int]], grid: list[int], re
     return records
 
 
-def fit_params(cost_samples: list[dict], records: list[ReplayRecord], grid: list[int], depth: int,
-               window: int = 8, utility: str = "throughput", lam_min: float = 0.5, meta: dict | None = None) -> SabaParams:
-    """SabaParams from cost-grid samples and replay records (see module doc)."""
-    c, r2 = fit_cost([s["budget"] for s in cost_samples], [s["prefix_len"] for s in cost_samples],
-                     [s["latency_s"] for s in cost_samples])
-    ref = [r for r in records if r.reference]
-    on_grid = [r for r in records if not r.reference]
+def fit_params(records: list[ReplayRecord], grid: list[int], depth: int, window: int = 8,
+               utility: str = "throughput", lam_min: float = 0.5, meta: dict | None = None) -> SabaParams:
+    """SabaParams from replay records (see module doc); `c_ar` when budget 0 was replayed."""
+    ref = [r for r in records if r.reference and r.budget > 0]
+    on_grid = [r for r in records if not r.reference and r.budget > 0]
     require(len(ref) > 0 and len(on_grid) > 0, "no replayed rounds to fit the gain on")
+    c, r2 = fit_cost([r.budget for r in on_grid], [r.prefix_len for r in on_grid],
+                     [r.latency - r.t_draft for r in on_grid])
     c[0] += statistics.median(r.t_draft for r in ref)
+    ar = [r for r in records if not r.reference and r.budget == 0]
+    c_ar = None
+    if ar:
+        x = np.stack([np.ones(len(ar)), [r.prefix_len for r in ar]], axis=1)
+        c_ar = np.linalg.lstsq(x, np.array([r.latency for r in ar]), rcond=None)[0].tolist()
     phi, alpha, rmse = fit_gain([r.state for r in on_grid], [r.budget for r in on_grid],
                                 [r.accepted for r in on_grid], lam_min, depth)
     hist_prior = float(np.mean([r.accepted for r in ref]))
-    fit = {"cost_r2": r2, "gain_rmse_tokens": rmse, "cost_points": len(cost_samples), "rounds": len(ref)}
-    params = SabaParams(phi=phi, alpha=alpha, c=c, grid=sorted(set(grid)), window=window, hist_prior=hist_prior,
-                        lam_min=lam_min, utility=utility, meta={**(meta or {}), "fit": fit})
-    return params
+    fit = {"cost_r2": r2, "gain_rmse_tokens": rmse, "cost_points": len(on_grid), "ar_points": len(ar),
+           "rounds": len(ref)}
+    return SabaParams(phi=phi, alpha=alpha, c=c, grid=sorted(b for b in set(grid) if b > 0), window=window,
+                      hist_prior=hist_prior, lam_min=lam_min, utility=utility, c_ar=c_ar,
+                      meta={**(meta or {}), "fit": fit})
 
 
 def offline_tracking(params: SabaParams, records: list[ReplayRecord], depth: int | None = None) -> dict:
@@ -106,11 +78,20 @@ def offline_tracking(params: SabaParams, records: list[ReplayRecord], depth: int
     for r in records:
         if not r.reference:
             rounds.setdefault(r.round, []).append(r)
-    retained = []
-    for recs in rounds.values():
+    retained, prev = [], None
+    for t in sorted(rounds):
+        recs = rounds[t]
         by_b = {r.budget: r for r in recs}
-        grid = np.array(sorted(b for b in by_b if b in params.grid) or sorted(by_b), dtype=float)
-        b = choose(params, grid, np.array(recs[0].state), recs[0].prefix_len, depth)
+        grid = np.array(sorted(b for b in by_b if b in params.grid) or sorted(b for b in by_b if b > 0), dtype=float)
+        s, prefix = np.array(recs[0].state), recs[0].prefix_len
+        if prev is not None and prev[1] >= prefix:  # a new prompt starts: no previous draft
+            prev = None
+        gate = s.copy() if prev is None else np.array([*prev[0][:2], s[2], s[3]])
+        if 0 in by_b and prev is not None and prefers_ar(params, grid, gate, prefix, depth):
+            b = 0
+        else:
+            b = choose(params, grid, s, prefix, depth)
+        prev = (s, prefix)
         retained.append(by_b[b].tps / max(r.tps for r in recs))
     ret = np.array(retained)
     return {"rounds": len(ret), "mean_retained": float(ret.mean()), "frac_ge_95": float((ret >= 0.95).mean())}
@@ -126,8 +107,6 @@ def add_parser(sub) -> None:
     add_model_args(p)
     p.add_argument("--grid", nargs="+", type=int, default=list(CPU_GRID), help="SABA budget grid "
                    "(paper, GPU: 32 48 .. 512)")
-    p.add_argument("--prefix-lens", nargs="+", type=int, default=[64, 128, 256, 512])
-    p.add_argument("--repeats", type=int, default=3, help="timing repeats per cost-grid point")
     p.add_argument("--val-prompts", type=int, default=8, help="validation prompts to replay for the gain fit")
     p.add_argument("--ref-budget", type=int, default=8, help="budget of the reference ddtree trajectories")
     p.add_argument("--max-new-tokens", type=int, default=64)
@@ -144,23 +123,22 @@ def run(args) -> int:
     from graftlib.saba import calibration_meta
 
     require(args.val_prompts >= 1, "--val-prompts must be >= 1")
+    require(all(b >= 1 for b in args.grid), f"--grid budgets must be >= 1 (the AR step is always replayed), got {args.grid}")
     pair = load_pair(args.target, args.drafter, args.device, args.device_map)
-    print(f"cost grid: budgets {args.grid} x prefixes {args.prefix_lens} ...", flush=True)
-    cost_samples = measure_cost_grid(pair.target, pair.drafter, args.grid, args.prefix_lens, args.repeats)
     prompts = [format_prompt(item, pair.tokenizer, args.max_prompt_tokens).input_ids
                for item in pool("val", args.val_prompts)]
-    print(f"replaying {len(prompts)} validation prompts over the grid ...", flush=True)
-    records = replay_rounds(pair.target, pair.drafter, prompts, args.grid, args.ref_budget, args.max_new_tokens,
+    print(f"replaying {len(prompts)} validation prompts over the grid {args.grid} and an AR step ...", flush=True)
+    records = replay_rounds(pair.target, pair.drafter, prompts, [0, *args.grid], args.ref_budget, args.max_new_tokens,
                             pair.eos_ids, args.window)
     depth = pair.drafter.block_size - 1
-    meta = calibration_meta(pair.describe(), grid=args.grid, prefix_lens=args.prefix_lens,
+    meta = calibration_meta(pair.describe(), grid=args.grid,
                             val_prompts=len(prompts), ref_budget=args.ref_budget, max_new_tokens=args.max_new_tokens,
                             command="graft " + " ".join(sys.argv[1:]))
-    params = fit_params(cost_samples, records, args.grid, depth, args.window, args.utility, meta=meta)
+    params = fit_params(records, args.grid, depth, args.window, args.utility, meta=meta)
     params.meta["offline_tracking"] = offline_tracking(params, records, depth)
     path = params.save(args.out)
     fit = params.meta["fit"]
-    print(f"c = {params.c} (R^2 {fit['cost_r2']:.3f}); phi = {params.phi}; alpha = {params.alpha} "
+    print(f"c = {params.c} (R^2 {fit['cost_r2']:.3f}); c_ar = {params.c_ar}; phi = {params.phi}; alpha = {params.alpha} "
           f"(RMSE {fit['gain_rmse_tokens']:.2f} tokens); hist_prior = {params.hist_prior:.2f}")
     print(f"in-sample retained oracle throughput: {params.meta['offline_tracking']}")
     print(f"saved {path} (id {params.id})")

@@ -3,12 +3,18 @@
 A speculative round is six named steps (batch size 1, T = 0); `draft`, `tree_round` (build tree ..
 commit, for a given budget, restorable by a crop) and `advance` (update) are separate methods so
 `graftlib.replay` can run the same round with other budgets from a saved `SpecState`:
+  gate        controller.speculate(start): draft this round, or take one plain AR step (budget 0)
   draft       drafter([root, mask x D] at positions start.., new context features) -> logits [D, V]
   build tree  budget = controller.budget(cand, start); tree = builder.build(root, cand, budget)
   verify      target body over [root, nodes] (N+1 tokens, positions start + depth, 4D mask)
   accept      greedy walk: longest root path whose tokens equal the target's argmax tokens
   commit      compact the target KV cache to the accepted nodes; emit their tokens + the bonus
   update      the accepted nodes' target features feed the next draft; feedback hooks
+
+Budget 0 is the AR step inside the speculative loop: the root alone through the target (no mask,
+no draft, exactly `_autoregress`'s step), emitting one token; its target features join the ones
+the drafter has not seen yet, so the next draft's context is complete. An adaptive controller
+(SABA's gate) uses it for rounds where drafting is not expected to pay for itself.
 
 Exactness: every emitted token is the target's argmax given the committed prefix, so the output
 equals greedy AR decoding (up to floating-point near-ties between multi-token and one-token
@@ -225,11 +231,13 @@ class Decoder:
                          result.tokens[-1])
 
     def draft(self, st: "SpecState", k: int) -> Candidates:
-        """Step `draft`: block [root, mask x D] -> per-depth top-k candidates (extends the draft cache)."""
+        """Step `draft`: block [root, mask x D] -> per-depth top-k candidates (extends the draft cache
+        with the pending context features, which are then consumed)."""
         drafter, D = self.drafter, self.drafter.block_size - 1
         block = torch.tensor([[st.root] + [drafter.config.mask_token_id] * D], device=self.device)
         noise = self.embed(block) * drafter.config.input_embedding_scale  # [1, D+1, H]
         h = drafter(noise, st.features, st.start, st.draft_cache)[0, 1:]  # [D, H]
+        st.features = st.features[:, :0]
         logits = drafter.draft_logits(h, self.draft_head)  # [D, V_draft]
         return Candidates.from_logits(logits, k, h, drafter.id_map)
 
@@ -239,8 +247,11 @@ class Decoder:
 
         Afterwards the target cache holds `st.start + accepted` positions; cropping it back to
         `st.start` (`commit_cache(cache, st.start, [])`) restores the state before the call, so
-        the same round can be replayed with another budget (`graftlib.replay`).
+        the same round can be replayed with another budget (`graftlib.replay`). Budget 0: one AR
+        step (`cand` is not read).
         """
+        if budget == 0:
+            return self.ar_round(st, timer)
         # build tree
         tree = self.builder.build(st.root, cand, budget)
         vi = verify_inputs(tree, st.start, self.device, self.lm_head.dtype)
@@ -266,15 +277,29 @@ class Decoder:
             record.accepted_nodes = accepted
         return RoundOutcome(record, new, features)
 
+    def ar_round(self, st: "SpecState", timer: StageTimer) -> "RoundOutcome":
+        """Budget 0: the root through the target at position `start` (causal, no mask), its argmax
+        is the round's token; restorable by the same crop as `tree_round`."""
+        t_tree = timer.lap()
+        out = target_forward(self.target, torch.tensor([[st.root]], device=self.device),
+                             torch.tensor([[st.start]], device=self.device), st.cache, None, True)
+        nxt = LazyArgmax(out.hidden, self.lm_head)[0]
+        t_verify = timer.lap()
+        features = self.drafter.context_features(out.hidden_states)  # [1, 1, F]
+        record = RoundRecord(1, 0, 0, st.start, 0.0, t_tree, t_verify, timer.lap())
+        return RoundOutcome(record, [nxt], features)
+
     def _speculate(self, result: DecodeResult, cache, features: torch.Tensor, max_new_tokens: int,
                    record_trees: bool, stop_at_eos: bool, timer: StageTimer, eos: bool):
         st = self.start_state(result, cache, features)
         while not eos and len(result.tokens) < max_new_tokens:
-            # draft
-            cand = self.draft(st, self.controller.max_budget)
-            t_draft = timer.lap()
-            # build tree (budget choice counted here) .. commit
-            budget = self.controller.budget(cand, st.start)
+            # gate + draft (budget choice counted in the tree step)
+            cand, budget, t_draft = None, 0, 0.0
+            if self.controller.speculate(st.start):
+                cand = self.draft(st, self.controller.max_budget)
+                t_draft = timer.lap()
+                budget = self.controller.budget(cand, st.start)
+            # build tree .. commit (budget 0: one AR step)
             step = self.tree_round(st, cand, budget, timer, record_trees)
             # update
             step.record.t_draft = t_draft
@@ -290,7 +315,7 @@ class Decoder:
         self.builder.feedback(record)
         self.controller.feedback(record)
         st.start += step.record.accepted
-        st.features = step.features
+        st.features = torch.cat([st.features, step.features], dim=1)  # [1, pending + a, F]
         st.root = step.new[-1]
         for tok in step.new:
             if len(result.tokens) >= max_new_tokens:

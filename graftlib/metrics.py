@@ -2,7 +2,8 @@
 
 One record = one (prompt, method, budget) decode (see `graftlib.bench`). Aggregates follow
 DFlash/DDTree: MAT (tau) = accepted tokens per round including the bonus token, pooled over
-all rounds of all prompts; tokens/s = decoded tokens after the first / decode time (prefill
+all rounds of all prompts (a round an adaptive gate runs as a plain AR step counts, with 1: MAT
+stays tokens per target forward); tokens/s = decoded tokens after the first / decode time (prefill
 excluded), pooled; speedup = method tokens/s / AR tokens/s over the *same* prompts (= AR
 time-per-output-token / method TPOT, as the outputs are token-identical).
 """
@@ -26,6 +27,7 @@ def summarize(records: list[dict], baseline: str = "ar") -> list[dict]:
             "mat": sum(r["accepted_sum"] for r in recs) / rounds if rounds else 1.0,
             "tokens_per_s": decoded / decode_s if decode_s else float("nan"),
             "mean_nodes": sum(r["nodes_sum"] for r in recs) / rounds if rounds else 0.0,
+            "ar_share": sum(r.get("ar_rounds", 0) for r in recs) / rounds if rounds else 0.0,
             "exact": all(r.get("matches_ar") is not False for r in recs),
         }
         eligible = sum(r.get("eligible_sum", 0) for r in recs)
@@ -46,12 +48,13 @@ def summarize(records: list[dict], baseline: str = "ar") -> list[dict]:
 
 def format_table(rows: list[dict]) -> str:
     head = (f"{'run':<14} {'n':>3} {'MAT':>5} {'tok/s':>7} {'speedup':>7} {'nodes':>6} "
-            f"{'draft':>7} {'tree':>6} {'verify':>7} {'commit':>6} exact")
+            f"{'AR%':>4} {'draft':>7} {'tree':>6} {'verify':>7} {'commit':>6} exact")
     lines = [head, "-" * len(head)]
     for r in rows:
         lines.append(
             f"{r['key']:<14} {r['prompts']:>3} {r['mat']:>5.2f} {r['tokens_per_s']:>7.2f} {r['speedup']:>6.2f}x "
-            f"{r['mean_nodes']:>6.1f} {r['draft_ms']:>7.1f} {r['tree_ms']:>6.2f} {r['verify_ms']:>7.1f} "
+            f"{r['mean_nodes']:>6.1f} {100 * r['ar_share']:>4.0f} {r['draft_ms']:>7.1f} {r['tree_ms']:>6.2f} {r['verify_ms']:>7.1f} "
             f"{r['commit_ms']:>6.2f} {'yes' if r['exact'] else 'NO'}")
-    lines.append("per-stage columns: ms per round; tok/s: decoded tokens / decode time (prefill excluded)")
+    lines.append("per-stage columns: ms per round; tok/s: decoded tokens / decode time (prefill excluded); "
+                 "AR%: rounds an adaptive gate ran as plain AR steps")
     return "\n".join(lines)

@@ -12,7 +12,11 @@ Per (round, B) a `ReplayRecord` holds a_t(B) (accepted, bonus included), the sta
 emitted tokens and the SABA state s_t of the round. Latency l_t(B) = t_draft + t_tree + t_verify
 + t_commit: the whole round, since the draft step is paid once per round whatever B is (leaving
 it out would shift the throughput argmax towards larger trees). The reference round is recorded
-too (`reference=True`).
+too (`reference=True`). Budget 0 in the grid is one plain AR step at the round's prefix
+(`Decoder.ar_round`, no draft: t_draft = 0), so the oracle may also choose not to speculate. A
+reference controller with an AR gate (SABA with `c_ar`) is asked before the draft, as in the
+decode loop; the replay drafts anyway (the grid needs the candidates), and a gated reference
+round is recorded as budget 0.
 
 Oracle: TPS_t(B) = a_t(B) / l_t(B), B*_t = argmax over the grid, retained oracle throughput of the
 reference choice B_t: TPS_t(B_t) / TPS_t(B*_t) (B_t's grid measurement when B_t is on the grid,
@@ -71,8 +75,8 @@ class ReplayDecoder(Decoder):
                  window: int = 8, hist_prior: float = 2.0, eos_ids: list[int] | None = None):
         super().__init__(target, drafter, builder, controller, eos_ids)
         require(builder is not None, "replay needs a speculative method (not ar)")
-        require(len(grid) > 0 and all(isinstance(b, int) and b >= 1 for b in grid),
-                f"replay grid must be positive integers, got {grid}")
+        require(len(grid) > 0 and all(isinstance(b, int) and b >= 0 for b in grid),
+                f"replay grid must be integers >= 0 (0 = an AR step), got {grid}")
         require(repeats >= 1, f"repeats must be >= 1, got {repeats}")
         self.grid = sorted(set(grid))
         self.repeats = repeats
@@ -95,6 +99,8 @@ class ReplayDecoder(Decoder):
             runs.append(step)
         r = runs[0].record
         times = {k: statistics.median(getattr(s.record, k) for s in runs) for k in ("t_tree", "t_verify", "t_commit")}
+        if budget == 0:
+            base = {**base, "t_draft": 0.0}  # an AR step does not draft
         return ReplayRecord(budget=budget, nodes=r.nodes, accepted=r.accepted, tokens=runs[0].new, **times, **base)
 
     def _speculate(self, result, cache, features, max_new_tokens, record_trees, stop_at_eos, timer, eos):
@@ -102,9 +108,11 @@ class ReplayDecoder(Decoder):
         k = max(self.grid[-1], self.controller.max_budget)
         t = 0
         while not eos and len(result.tokens) < max_new_tokens:
+            go = self.controller.speculate(st.start)
+            timer.lap()
             cand = self.draft(st, k)
             t_draft = timer.lap()
-            budget = self.controller.budget(cand, st.start)
+            budget = self.controller.budget(cand, st.start) if go else 0
             t_choose = timer.lap()
             base = dict(round=t, prefix_len=st.start, t_draft=t_draft, state=self.tracker.signals(cand).tolist(),
                         reference_budget=budget)
@@ -112,13 +120,14 @@ class ReplayDecoder(Decoder):
                 self.records.append(self._measure(st, cand, b, timer, base))
             timer.lap()
             step = self.tree_round(st, cand, budget, timer, record_trees)
-            step.record.t_draft = t_draft
+            step.record.t_draft = t_draft if budget else 0.0
             step.record.t_tree += t_choose
             r = step.record
             self.records.append(ReplayRecord(budget=budget, nodes=r.nodes, accepted=r.accepted, tokens=step.new,
                                              t_tree=r.t_tree, t_verify=r.t_verify, t_commit=r.t_commit,
-                                             reference=True, **base))
-            self.tracker.feedback(asdict(r))
+                                             reference=True, **{**base, "t_draft": r.t_draft}))
+            if budget:
+                self.tracker.feedback(asdict(r))
             eos = self.advance(result, st, step, max_new_tokens, stop_at_eos)
             timer.lap()
             t += 1
@@ -138,6 +147,13 @@ def replay_decoder(target, drafter, method: str, budget: int, grid: list[int], p
     require(builder is not None and method != "dflash", f"replay needs a tree method, got {method!r}")
     return ReplayDecoder(target, drafter, builder, controller, grid, repeats, params.window, params.hist_prior,
                          eos_ids)
+
+
+def within_grid(params, grid: list[int]):
+    """SABA params that choose within a replay grid (oracle tracking): the grid's positive budgets,
+    and the AR gate only when the grid has budget 0 (the AR step) to compare it with."""
+    require(any(b > 0 for b in grid), f"replay grid {grid} has no positive budget")
+    return replace(params, grid=sorted(b for b in set(grid) if b > 0), c_ar=params.c_ar if 0 in grid else None)
 
 
 def oracle_rows(records: list[ReplayRecord]) -> list[dict]:
@@ -178,7 +194,8 @@ def add_parser(sub) -> None:
     p.add_argument("--budget", type=int, default=64, help="ddtree: its budget; ddtree+saba / caddtree: the cap")
     p.add_argument("--params", default=None, help="SABA calibration JSON (default: graftlib.saba.default_params)")
     p.add_argument("--grid", nargs="+", type=int, default=[1, 2, 4, 8, 16, 32, 64],
-                   help="budgets replayed every round; SABA (ddtree+saba, graft) chooses within them")
+                   help="budgets replayed every round (0 = a plain AR step); SABA (ddtree+saba, graft) chooses "
+                   "within them, its AR gate only when 0 is among them")
     p.add_argument("--task", default="gsm8k")
     p.add_argument("--split", default="eval", help="eval (oracle tracking) or val (SABA fitting data)")
     p.add_argument("--prompts", type=int, default=1)
@@ -244,7 +261,7 @@ def run(args) -> int:
     from graftlib.saba import SabaParams, default_params
 
     params = SabaParams.load(args.params) if args.params else default_params()
-    params = replace(params, grid=sorted(args.grid))  # oracle tracking: SABA chooses within the replayed set
+    params = within_grid(params, args.grid)
     pair = load_pair(args.target, args.drafter, args.device, args.device_map)
     items = load_items(args.task, args.split, args.prompts)
     out = args.out or results_dir() / "replay.jsonl"

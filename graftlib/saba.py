@@ -30,6 +30,16 @@ U_t(B) = G_t(B) / C_t(B) (utility="paper") ignores the always-emitted bonus toke
 state-dependent saturation level, which biases it towards larger trees; it is kept as an option.
 Ties go to the smallest budget.
 
+AR gate (graftlib extension, for hardware where a speculative round can cost more than it
+returns; on this 2-core CPU a 4-node verify costs ~1.4 AR steps). Before the draft the controller
+compares the best utility over the grid with one plain AR step's, U_AR = 1 / C_AR(prefix_t),
+C_AR(P) = a0 + a1 P (`c_ar`, fitted by `graft calibrate` on the same replayed rounds, budget 0).
+The draft has not run yet, so it uses the last drafted round's conf/degen with the current hist.
+When AR wins the round is a plain AR step (budget 0, no draft) and the next `skip - 1` rounds are
+too; then one probe round drafts regardless (fresh state), and `skip` doubles up to `max_skip`
+while the probes keep losing; a round that prefers drafting resets it to 1. `c_ar = None` turns
+the gate off (the paper's SABA). hist_t counts drafted rounds only.
+
 Invariants: the controller returns a budget from its grid (capped at `cap`); its per-round cost is
 a few scalar ops plus one vectorized pass over the grid (numpy), microseconds per round.
 """
@@ -69,6 +79,8 @@ class SabaParams:
     hist_prior: float = 2.0
     lam_min: float = 0.5
     utility: str = "throughput"
+    c_ar: list[float] | None = None  # AR step cost a0 + a1 * prefix [s]; None: never skip drafting
+    max_skip: int = 16  # longest run of AR steps between two probe rounds
     meta: dict = field(default_factory=lambda: {"source": "builtin-uncalibrated"})
 
     def __post_init__(self):
@@ -80,6 +92,8 @@ class SabaParams:
         require(self.window >= 1, f"SABA params: window must be >= 1, got {self.window}")
         require(self.utility in UTILITIES, f"SABA params: utility must be one of {UTILITIES}, got {self.utility!r}")
         require(self.lam_min > 0, f"SABA params: lam_min must be > 0, got {self.lam_min}")
+        require(self.c_ar is None or len(self.c_ar) == 2, "SABA params: c_ar needs 2 entries (a0, a1) or null")
+        require(self.max_skip >= 1, f"SABA params: max_skip must be >= 1, got {self.max_skip}")
 
     @property
     def id(self) -> str:
@@ -147,8 +161,10 @@ class StateTracker:
 
     def signals(self, cand: Candidates) -> np.ndarray:
         conf = sum(cand.top1_prob) / len(cand.top1_prob) if cand.top1_prob else 0.0
-        hist = sum(self.history) / len(self.history) if self.history else self.hist_prior
-        return np.array([conf, degeneration(cand.hidden), hist, 1.0])
+        return np.array([conf, degeneration(cand.hidden), self.hist(), 1.0])
+
+    def hist(self) -> float:
+        return sum(self.history) / len(self.history) if self.history else self.hist_prior
 
     def feedback(self, record: dict) -> None:
         self.history.append(record["accepted"])
@@ -189,6 +205,15 @@ def choose(params: SabaParams, budgets: np.ndarray, s: np.ndarray, prefix_len: i
     return int(budgets[int(np.argmax(utility(params, budgets, s, prefix_len, depth)))])
 
 
+def prefers_ar(params: SabaParams, budgets: np.ndarray, s: np.ndarray, prefix_len: int,
+               depth: int | None = None) -> bool:
+    """The AR gate: one AR step's utility 1 / C_AR(prefix) beats max_B U_t(B) (False without c_ar)."""
+    if params.c_ar is None:
+        return False
+    c_ar = params.c_ar[0] + params.c_ar[1] * prefix_len
+    return 1.0 / c_ar > float(utility(params, budgets, s, prefix_len, depth).max())
+
+
 class SabaController:
     """BudgetController: argmax of U_t over the grid (capped at `cap`), state from `StateTracker`."""
 
@@ -201,13 +226,33 @@ class SabaController:
         self.max_budget = int(self.grid[-1])
         self.tracker = StateTracker(params.window, params.hist_prior)
         self.last_state: np.ndarray | None = None
+        self.depth: int | None = None
+        self.skip, self.skip_left, self.probe = 1, 0, False
+
+    def speculate(self, prefix_len: int) -> bool:
+        """The AR gate (module doc): False = run this round as one plain AR step."""
+        if self.skip_left > 0:
+            self.skip_left -= 1
+            return False
+        if self.probe or self.last_state is None:
+            self.probe = False
+            return True
+        s = self.last_state.copy()
+        s[2] = self.tracker.hist()  # hist_t now; conf/degen of the last draft
+        if not prefers_ar(self.params, self.grid, s, prefix_len, self.depth):
+            self.skip = 1
+            return True
+        self.skip_left, self.probe = self.skip - 1, True
+        self.skip = min(2 * self.skip, self.params.max_skip)
+        return False
 
     def budget(self, cand: Candidates, prefix_len: int) -> int:
-        self.last_state = self.tracker.signals(cand)
+        self.last_state, self.depth = self.tracker.signals(cand), cand.depth
         return choose(self.params, self.grid, self.last_state, prefix_len, cand.depth)
 
     def feedback(self, record: dict) -> None:
-        self.tracker.feedback(record)
+        if record["budget"] > 0:  # hist_t is over drafted rounds
+            self.tracker.feedback(record)
 
 
 # ----------------------------------------------------------------------------- fits

@@ -2,10 +2,11 @@
 leaves the state untouched (the continued decode equals AR), oracle bookkeeping, and the
 calibration pipeline end to end."""
 
+import numpy as np
 import pytest
 from tiny import random_prompt, tiny_drafter, tiny_target
 
-from graftlib.calibrate import fit_params, measure_cost_grid, offline_tracking, replay_rounds
+from graftlib.calibrate import fit_params, offline_tracking, replay_rounds
 from graftlib.decode import Decoder
 from graftlib.errors import GraftError
 from graftlib.replay import ReplayDecoder, oracle_rows, replay_decoder, tracking_summary
@@ -55,20 +56,23 @@ def test_replay_repeats_and_errors(pair):
     res = dec.replay(random_prompt(3, 5), 12)
     assert res.records and all(r.latency > 0 for r in res.records)
     with pytest.raises(GraftError, match="grid"):
-        replay_decoder(target, drafter, "ddtree", 4, [0, 4])
+        replay_decoder(target, drafter, "ddtree", 4, [-1, 4])
     with pytest.raises(GraftError, match="speculative"):
         ReplayDecoder(target, drafter, None, None, [4])
 
 
 def test_calibration_pipeline(pair, tmp_path):
     target, drafter = pair
-    samples = measure_cost_grid(target, drafter, [1, 4, 16], [8, 32], repeats=1)
-    assert len(samples) == 6 and all(s["latency_s"] > 0 for s in samples)
-    records = replay_rounds(target, drafter, [random_prompt(11, 9), random_prompt(12, 4)], GRID, 4, 20)
+    records = replay_rounds(target, drafter, [random_prompt(11, 9), random_prompt(12, 4)], [0, *GRID], 4, 20)
     rounds = sorted({r.round for r in records})
     assert rounds == list(range(len(rounds)))  # numbered across prompts
-    params = fit_params(samples, records, GRID, drafter.block_size - 1, meta={"source": "test"})
+    ar = [r for r in records if r.budget == 0]
+    assert len(ar) == len(rounds) and all(r.accepted == 1 and r.t_draft == 0 and r.latency > 0 for r in ar)
+    params = fit_params(records, GRID, drafter.block_size - 1, meta={"source": "test"})
     assert params.grid == GRID and params.meta["fit"]["rounds"] == len(rounds)
+    prefix = np.mean([r.prefix_len for r in ar])
+    assert len(params.c_ar) == 2 and params.c_ar[0] + params.c_ar[1] * prefix > 0
+    assert fit_params([r for r in records if r.budget], GRID, drafter.block_size - 1).c_ar is None
     track = offline_tracking(params, records, drafter.block_size - 1)
     assert track["rounds"] == len(rounds) and 0 < track["mean_retained"] <= 1
     assert SabaParams.load(params.save(tmp_path / "saba.json")).id == params.id

@@ -98,7 +98,7 @@ def test_controller_overhead_is_microseconds():
     t0 = time.perf_counter()
     for i in range(n):
         ctl.budget(cand, 300 + i)
-        ctl.feedback({"accepted": 3})
+        ctl.feedback({"accepted": 3, "budget": 4})
     us = 1e6 * (time.perf_counter() - t0) / n
     print(f"SABA controller: {us:.1f} us/round (D=15, H=576, 31 budgets)")
     assert us < 500
@@ -210,3 +210,50 @@ def test_saba_budgets_vary_with_state(pairs):
     dec = Decoder(target, drafter, HeapTreeBuilder(), SabaController(params))
     res = dec.decode(prompts[1], MAX_NEW)
     assert len({r.budget for r in res.rounds}) > 1
+
+
+def gated_params(c_ar: list[float], max_skip: int = 4) -> SabaParams:
+    return SabaParams(phi=[0, 0, 0, 4.0], alpha=[0, 0, 0, 2.0], c=[0.05, 1e-3, 0.0], grid=[1, 2, 4, 8],
+                      c_ar=c_ar, max_skip=max_skip)
+
+
+def test_gate_schedule_skips_double_then_probe():
+    """AR always wins: the first round drafts (no state yet), then AR runs of 1, 2, 4, 4 between probes."""
+    ctl = SabaController(gated_params([1e-4, 0.0], max_skip=4))
+    pattern = []
+    for _ in range(20):
+        go = ctl.speculate(100)
+        pattern.append(int(go))
+        if go:
+            ctl.budget(hand_candidates([0.5, 0.4, 0.3]), 100)
+        ctl.feedback({"accepted": 2 if go else 1, "budget": 1 if go else 0})
+    assert pattern == [1, 0, 1, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0]
+    assert list(ctl.tracker.history) == [2] * 5  # hist_t counts drafted rounds only
+    never = SabaController(gated_params([10.0, 0.0]))  # an AR step slower than any round: always draft
+    for _ in range(5):
+        assert never.speculate(100)
+        never.budget(hand_candidates([0.5, 0.4, 0.3]), 100)
+    assert SabaController(gated_params(None)).params.c_ar is None
+
+
+class ContextCheckingDecoder(Decoder):
+    """Asserts at every draft that the drafter has seen every committed position's features."""
+
+    def draft(self, st, k):
+        cand = super().draft(st, k)
+        assert st.draft_cache.keys[0].shape[2] == st.start, "drafter context misses positions"
+        assert st.features.shape[1] == 0
+        return cand
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_gated_decode_exact_and_context_complete(pairs, arch):
+    target, drafter, prompts, ar = pairs[arch]
+    for c_ar, expect_ar in (([1e-4, 0.0], True), ([10.0, 0.0], False)):
+        for p, ref in zip(prompts, ar):
+            dec = ContextCheckingDecoder(target, drafter, HeapTreeBuilder(), SabaController(gated_params(c_ar)))
+            res = dec.decode(p, MAX_NEW)
+            assert res.tokens == ref, f"{arch} gate {c_ar}: differs from AR"
+            ar_rounds = [r for r in res.rounds if r.budget == 0]
+            assert all(r.accepted == 1 and r.nodes == 0 and r.t_draft == 0 for r in ar_rounds)
+            assert bool(ar_rounds) == expect_ar or len(res.rounds) < 2
