@@ -48,12 +48,16 @@ class BenchPrompt:
 def parse_runs(methods: list[str], budgets: list[int], chain_budgets: list[int],
                caps: list[int] | None = None) -> list[Run]:
     """ar/hf -> one run; dflash -> one per chain budget; fixed-budget trees -> one per budget;
-    adaptive methods -> one per cap (default: the budgets)."""
+    adaptive methods -> one per cap (default: the budgets); `method@B` -> that one run."""
     runs = []
     for m in methods:
+        m, at, b = m.partition("@")
         require(m in METHODS or m in BASELINES,
                 f"unknown method {m!r}: choose from {', '.join(METHODS + BASELINES)}")
-        if m in ("ar", "hf"):
+        if at:
+            require(b.isdigit() and m not in ("ar", "hf"), f"bad run {m}@{b}: expected method@budget, e.g. ddtree@16")
+            runs.append(Run(m, int(b)))
+        elif m in ("ar", "hf"):
             runs.append(Run(m, None))
         else:
             sizes = chain_budgets if m == "dflash" else (caps or budgets) if m in ADAPTIVE_METHODS else budgets
@@ -228,7 +232,8 @@ def add_parser(sub) -> None:
     add_model_args(p)
     add_method_args(p)
     p.add_argument("--methods", nargs="+", default=["ar", "dflash", "ddtree"],
-                   help=f"from {', '.join(METHODS + BASELINES)} (ar is always included)")
+                   help=f"from {', '.join(METHODS + BASELINES)} (ar is always included); "
+                   "method@B runs that method at budget B only")
     p.add_argument("--budgets", nargs="+", type=int, default=[16, 32, 64], help="tree budgets")
     p.add_argument("--chain-budgets", nargs="+", type=int, default=[15], help="dflash drafts per round")
     p.add_argument("--caps", nargs="+", type=int, default=None,

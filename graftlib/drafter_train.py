@@ -18,10 +18,13 @@ count, anchors without replacement inside a row.
 CPU savers (all options of `TrainConfig`): a reduced draft vocabulary (the most frequent ids of
 the training responses, then of the prompts; stored as the drafter's `d2t` buffer, so decoding
 maps it back; training takes logits over the draft ids only and ignores labels outside it),
-bf16 autocast, the drafter's layers initialized from the target's last layers (Llama/Qwen3
-names map one to one; q_norm/k_norm start at ones) and `fc` starting as the identity on the
-deepest stored layer with `hidden_norm` = that next layer's input norm, so the context starts
-as what the target's next layer sees. The target's embeddings and LM head stay frozen and are
+bf16 autocast. Optionally (`init_from_target`) the drafter's layers start from the target's last
+layers (Llama/Qwen3 names map one to one; q_norm/k_norm start at ones) and `fc` as the identity
+on the deepest stored layer with `hidden_norm` = that next layer's input norm, so the context
+starts as what the target's next layer sees. Measured against random init at equal time (6 CPU
+minutes, same data and held-out split, `make drafter-ablation`), random init reached twice the
+depth-1 top-1 rate (0.26 vs 0.13) and offline chain tau 1.34 vs 1.15, so it is the default; a
+second layer (-37% steps) and a 16k draft vocabulary (-30% steps) were also worse at equal time. The target's embeddings and LM head stay frozen and are
 never saved with the drafter.
 
 Evaluation (every `eval_every` steps, on sequences held out by a hash of their uid): loss and
@@ -76,7 +79,7 @@ class TrainConfig:
     grad_clip: float = 1.0
     gamma: float = 7.0
     bf16: bool = True
-    init_from_target: bool = True
+    init_from_target: bool = False  # measured: worse at equal time (ablation.json)
     fc_init: str = "last"  # "last": identity on the deepest stored layer; "random"
     minutes: float | None = 50.0  # time budget (the schedule follows it when max_steps is None)
     max_steps: int | None = None
@@ -558,6 +561,37 @@ def train(data_dir: str | Path | list[str | Path], out_dir: str | Path, cfg: Tra
     return final
 
 
+def ablation_summary(run_dirs: list[str | Path], baseline: str = "base") -> list[dict]:
+    """One row per finished training run (its `drafter/training.json`): what differs from the
+    `baseline` run's config, the work done in the same time budget, and the final held-out
+    evaluation (top-1 / top-4 at depths 1, 2, 4, offline and in-loop chain tau). Runs without a
+    finished drafter are skipped, so a partial sweep summarizes what it has."""
+    runs = {Path(d).name: json.loads((Path(d) / "drafter" / "training.json").read_text())
+            for d in run_dirs if (Path(d) / "drafter" / "training.json").is_file()}
+    require(baseline in runs, f"ablation: no finished baseline run named {baseline!r} among {sorted(runs)}")
+    ignore = {"minutes", "max_steps", "eval_every", "log_every", "tau_prompts", "tau_tokens", "eval_blocks"}
+    base_cfg = runs[baseline]["config"]
+    rows = []
+    for name, r in runs.items():
+        e, cfg = r["final_eval"], r["config"]
+        rows.append({
+            "run": name, "changes": {k: v for k, v in cfg.items() if k not in ignore and base_cfg.get(k) != v},
+            "minutes": round(r["train_s"] / 60, 1), "steps": r["steps"], "blocks_seen": r["blocks_seen"],
+            **{f"top1_d{d}": e["acc_by_depth"][d - 1] for d in (1, 2, 4)},
+            **{f"top4_d{d}": e["top4_by_depth"][d - 1] for d in (1, 2, 4)},
+            "heldout_loss": e["heldout_loss"], "offline_tau": e["offline_tau"], "loop_tau": e.get("tau"),
+        })
+    return sorted(rows, key=lambda row: (row["run"] != baseline, -row["offline_tau"]))
+
+
+def write_ablation(root: str | Path, out: str | Path, baseline: str = "base",
+                   command: str = "make drafter-ablation") -> list[dict]:
+    """`ablation_summary` of every run under `root`, saved as JSON at `out` (with the command)."""
+    rows = ablation_summary(sorted(Path(root).iterdir()), baseline)
+    Path(out).write_text(json.dumps({"command": command, "baseline": baseline, "runs": rows}, indent=1) + "\n")
+    return rows
+
+
 def _eval_line(e: dict) -> str:
     acc = e["acc_by_depth"]
     picks = ", ".join(f"d{d} {acc[d - 1]:.2f}" for d in (1, 2, 4, 8) if d <= len(acc))
@@ -573,7 +607,7 @@ def _main(args) -> int:
         layers=args.layers, target_layer_ids=args.target_layer_ids, draft_vocab=args.draft_vocab,
         blocks_per_step=args.blocks_per_step, blocks_per_seq=args.blocks_per_seq, lr=args.lr,
         eval_every=args.eval_every, minutes=args.minutes, max_steps=args.max_steps,
-        bf16=not args.fp32, fc_init=args.fc_init, init_from_target=not args.random_init,
+        bf16=not args.fp32, fc_init=args.fc_init, init_from_target=args.init_from_target,
         tau_prompts=args.tau_prompts, tau_tokens=args.tau_tokens, seed=args.seed,
     )
     train(args.data, args.out, cfg, resume=args.resume, command="graft " + " ".join(sys.argv[1:]))
@@ -605,7 +639,9 @@ def add_parser(subparsers) -> None:
     p.add_argument("--tau-tokens", type=int, default=d.tau_tokens, help=f"tokens per loop-tau prompt (default {d.tau_tokens})")
     p.add_argument("--fp32", action="store_true", help="no bf16 autocast")
     p.add_argument("--fc-init", default=d.fc_init, choices=("last", "random"), help=f"default {d.fc_init}")
-    p.add_argument("--random-init", action="store_true", help="do not start the layers from the target's last ones")
+    p.add_argument("--init-from-target", action="store_true",
+                   help="start the layers from the target's last ones (default: random init, which learned ~2x "
+                        "faster at equal time in the shipped drafter's ablation)")
     p.add_argument("--seed", type=int, default=d.seed)
     p.add_argument("--resume", action="store_true", help="continue out/checkpoint")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")

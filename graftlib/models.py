@@ -2,9 +2,12 @@
 
 `load_pair` loads the target (`graftlib.target`), then the drafter (`graftlib.drafter`) on the
 same device and dtype, checks that they fit each other, and reports whether the drafter is
-trained. `Pair.prompt_ids(text)` wraps raw text in the target's chat template.
+trained. `Pair.prompt_ids(text)` wraps raw text in the target's chat template. `Pair.describe()`
+is what every result's setting starts from; it names the drafter by a hash of its weights
+(`weights_id`), so results of a retrained drafter never mix with an older one's.
 """
 
+import hashlib
 import os
 import platform
 from dataclasses import dataclass
@@ -23,6 +26,7 @@ class Pair:
     drafter_trained: bool
     target_name: str
     drafter_name: str
+    drafter_id: str = ""  # weights_id(drafter), computed once (by load_pair or on first describe)
 
     @property
     def device(self) -> torch.device:
@@ -41,10 +45,25 @@ class Pair:
 
         return list(self.tokenizer.encode(chat_text(self.tokenizer, text), add_special_tokens=False))
 
+    def _drafter_id(self) -> str:
+        self.drafter_id = weights_id(self.drafter)
+        return self.drafter_id
+
     def describe(self) -> dict:
         return {"target": self.target_name, "drafter": self.drafter_name, "drafter_trained": self.drafter_trained,
+                "drafter_id": self.drafter_id or self._drafter_id(),
                 "device": self.device.type, "dtype": str(self.target.dtype).removeprefix("torch."),
                 "threads": torch.get_num_threads(), "hardware": hardware(self.device)}
+
+
+def weights_id(module: torch.nn.Module) -> str:
+    """12 hex digits of sha256 over the module's parameter and buffer names, dtypes and bytes."""
+    h = hashlib.sha256()
+    for name, t in sorted(module.state_dict().items()):
+        t = t.detach().contiguous().cpu()
+        h.update(f"{name}:{t.dtype}:{tuple(t.shape)}".encode())
+        h.update(t.view(torch.uint8).numpy().tobytes() if t.numel() else b"")
+    return h.hexdigest()[:12]
 
 
 def hardware(device: torch.device) -> str:

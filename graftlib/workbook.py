@@ -25,20 +25,20 @@ PROFILES: dict[str, dict] = {
               "budgets": "4,16", "chain_budgets": "7", "budget": 8, "cap": 16, "betas": "0,0.2",
               "grid": "2,4,8", "paper_grid": "32,64", "val_prompts": 1, "trace_prompts": 1, "epochs": 1,
               "data_prompts": 2, "data_tokens": 8, "train_minutes": 0.0, "train_steps": 2, "eval_every": 2,
-              "tau_prompts": 1},
+              "tau_prompts": 1, "data_pools": "tdes"},
     "quick": {"profile": "quick", "task": "gsm8k", "pool": "tdes", "n_prompts": 2, "max_new_tokens": 64,
               "tasks": "gsm8k,mbpp,alpaca", "budgets": "4,8,16,32", "chain_budgets": "3,7,15", "budget": 16,
               "cap": 64, "betas": "0,0.05,0.1,0.2,0.4", "grid": "2,4,8,12,16,24,32",
               "paper_grid": "32,48,64,80,96,128", "val_prompts": 2, "trace_prompts": 8, "epochs": 8,
               "data_prompts": 48, "data_tokens": 64, "train_minutes": 3.0, "train_steps": 0, "eval_every": 100,
-              "tau_prompts": 2},
+              "tau_prompts": 2, "data_pools": "tdes"},
     "full": {"profile": "full", "task": "gsm8k", "pool": "tdes", "n_prompts": 128, "max_new_tokens": 2048,
              "tasks": "gsm8k,math500,aime24,aime25,humaneval,mbpp,swe-bench,alpaca",
              "budgets": "16,32,64,128,256,512", "chain_budgets": "15", "budget": 256, "cap": 512,
              "betas": "0,0.05,0.1,0.2,0.4", "grid": "32,48,64,96,128,192,256,384,512",
              "paper_grid": "32,48,64,80,96,128", "val_prompts": 80, "trace_prompts": 2702, "epochs": 8,
-             "data_prompts": 1200, "data_tokens": 192, "train_minutes": 50.0, "train_steps": 0, "eval_every": 400,
-             "tau_prompts": 4},
+             "data_prompts": 800, "data_tokens": 192, "train_minutes": 40.0, "train_steps": 0, "eval_every": 400,
+             "tau_prompts": 4, "data_pools": "tdes,drafter"},
 }
 
 
@@ -59,7 +59,7 @@ def check_params(tasks: str | None = None, budgets: str | None = None, chain_bud
                  n_prompts: int | None = None, max_new_tokens: int | None = None, methods: str | None = None,
                  beta: float | None = None, profile: str | None = None, budget: int | None = None,
                  cap: int | None = None, betas: str | None = None, grid: str | None = None,
-                 paper_grid: str | None = None) -> dict:
+                 paper_grid: str | None = None, pools: str | None = None) -> dict:
     """Validate notebook parameters; return them parsed (lists for comma strings)."""
     from graftlib import data
     from graftlib.bench import BASELINES
@@ -74,6 +74,12 @@ def check_params(tasks: str | None = None, budgets: str | None = None, chain_bud
         for t in out["tasks"]:
             require(t in data.TASKS, f"parameter tasks: unknown task {t!r}; choose from {', '.join(data.TASKS)}")
             require(t != "livecodebench", data.LIVECODEBENCH_MESSAGE)
+    if pools is not None:
+        out["pools"] = [x.strip() for x in pools.split(",") if x.strip()]
+        require(out["pools"], "parameter data_pools is empty")
+        for x in out["pools"]:
+            require(x in data.POOLS and x != "val", f"parameter data_pools: unknown training pool {x!r}; choose from "
+                    f"{', '.join(q for q in data.POOLS if q != 'val')}")
     if methods is not None:
         out["methods"] = [m.strip() for m in methods.split(",") if m.strip()]
         for m in out["methods"]:

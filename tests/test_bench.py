@@ -4,6 +4,7 @@ import json
 from types import SimpleNamespace
 
 import pytest
+import torch
 from tiny import random_prompt, tiny_drafter, tiny_target
 
 from graftlib.bench import BenchPrompt, Run, parse_runs, run_bench
@@ -40,6 +41,13 @@ def test_parse_runs():
         parse_runs(["beam"], [4], [3])
     with pytest.raises(GraftError, match="budget must be >= 1"):
         parse_runs(["ddtree"], [0], [3])
+    runs = parse_runs(["ddtree", "ddtree+tdes@8", "graft"], [4, 16], [3], caps=[64])
+    assert [r.key for r in runs] == ["ar", "ddtree@4", "ddtree@16", "ddtree+tdes@8", "graft@64"]
+    for bad in ("ddtree@x", "ar@4", "ddtree@"):
+        with pytest.raises(GraftError, match="expected method@budget"):
+            parse_runs([bad], [4], [3])
+    with pytest.raises(GraftError, match="budget must be >= 1"):
+        parse_runs(["ddtree@0"], [4], [3])
 
 
 def _rec(uid, key, method, new, decode_s, rounds, acc, nodes=0):
@@ -109,3 +117,14 @@ def test_run_bench_under_torchrun_writes_rank_files_that_merge(tiny_pair, tmp_pa
     monkeypatch.setenv("RANK", "0")
     recs = run_bench(tiny_pair, prompts, runs, 12, out, progress=False, warmup=False)
     assert len(recs) == 6 and not out.exists() and all(r["matches_ar"] for r in recs if r["method"] != "ar")
+
+
+def test_setting_names_the_drafter_weights():
+    """Results of a retrained drafter never share a setting with an older one's."""
+    target, drafter = tiny_target("qwen3", seed=1), tiny_drafter(seed=2)
+    a = Pair(target, SimpleNamespace(eos_token_id=None), drafter, True, "t", "d").describe()
+    with torch.no_grad():
+        drafter.fc.weight[0, 0] += 1.0
+    b = Pair(target, SimpleNamespace(eos_token_id=None), drafter, True, "t", "d").describe()
+    assert len(a["drafter_id"]) == 12 and a["drafter_id"] != b["drafter_id"]
+    assert {k: v for k, v in a.items() if k != "drafter_id"} == {k: v for k, v in b.items() if k != "drafter_id"}

@@ -13,7 +13,15 @@ from graftlib.data import Item
 from graftlib.decode import Decoder
 from graftlib.drafter import init_weights, load_drafter
 from graftlib.drafter_data import DataConfig, Sequence, build_dataset, generate_sequences, load_dataset
-from graftlib.drafter_train import IGNORE, TrainConfig, Trainer, pack_blocks, train
+from graftlib.drafter_train import (
+    IGNORE,
+    TrainConfig,
+    Trainer,
+    ablation_summary,
+    pack_blocks,
+    train,
+    write_ablation,
+)
 from graftlib.errors import GraftError
 
 LAYERS = [0, 2]
@@ -246,3 +254,21 @@ def test_training_reads_several_data_dirs_and_refuses_mixed_layers(tmp_path, tar
     with pytest.raises(GraftError, match="does not match"):
         train([tmp_path / "a", tmp_path / "c"], tmp_path / "run2", small_train_config(max_steps=2),
               log=lambda _: None)
+
+
+def test_ablation_summary_names_changes_and_skips_unfinished(tmp_path, target):
+    tdir = write_target_dir(tmp_path / "target", seed=0, initializer_range=0.1)
+    cfg = DataConfig(target=str(tdir), n_prompts=6, shard_size=6, batch_size=6, max_prompt_tokens=40,
+                     max_response_tokens=12)
+    build_dataset(tmp_path / "data", cfg, target, tiny_tokenizer(), items(6), LAYERS, log=lambda _: None)
+    root = tmp_path / "ablation"
+    train(tmp_path / "data", root / "base", small_train_config(max_steps=2), log=lambda _: None)
+    train(tmp_path / "data", root / "layers2", small_train_config(max_steps=2, layers=2), log=lambda _: None)
+    (root / "unfinished").mkdir()
+    rows = write_ablation(root, tmp_path / "ablation.json")
+    assert [r["run"] for r in rows] == ["base", "layers2"]
+    assert rows[0]["changes"] == {} and rows[1]["changes"] == {"layers": 2}
+    assert rows[1]["steps"] == 2 and 0 <= rows[1]["top1_d1"] <= 1 and rows[1]["offline_tau"] >= 1
+    assert json.loads((tmp_path / "ablation.json").read_text())["runs"] == rows
+    with pytest.raises(GraftError, match="baseline"):
+        ablation_summary([root / "layers2"])

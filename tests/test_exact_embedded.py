@@ -60,3 +60,21 @@ def test_shipped_drafter_is_trained_and_accepts(embedded_pair, references):
 def test_references_are_nontrivial(references):
     # the comparison must cover long outputs, not just an immediate EOS
     assert sum(len(ref) for _, ref in references.values()) >= 2 * MAX_NEW
+
+
+def test_gated_graft_mixes_ar_steps_and_stays_exact(embedded_pair, references):
+    """SABA's AR gate on the real model: with an AR step made (artificially) cheap, the decode mixes
+    plain AR steps, probe rounds and drafted rounds, and still equals greedy AR."""
+    from dataclasses import replace
+
+    from graftlib.builders import HeapTreeBuilder
+    from graftlib.saba import SabaController, default_params
+
+    p = embedded_pair
+    params = replace(default_params(), c_ar=[0.02, 0.0], max_skip=4)
+    for ids, ref in references.values():
+        dec = Decoder(p.target, p.drafter, HeapTreeBuilder(), SabaController(params, cap=16), p.eos_ids)
+        res = dec.decode(ids, MAX_NEW)
+        check_exact(p.target, ids, ref, res.tokens)
+        kinds = {r.budget == 0 for r in res.rounds}
+        assert kinds == {True, False}, "expected both AR steps and drafted rounds"

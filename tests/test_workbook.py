@@ -23,6 +23,8 @@ from graftlib.workbook import PROFILES, check_params, notebooks, run_workbook
     ({"budget": 0}, "parameter budget=0"),
     ({"cap": 5000}, "parameter cap=5000"),
     ({"grid": "2,0"}, "grid='2,0'"),
+    ({"pools": "tdes,val"}, "unknown training pool 'val'"),
+    ({"pools": " , "}, "data_pools is empty"),
 ])
 def test_bad_parameters_are_named(kwargs, message):
     with pytest.raises(GraftError, match=message):
@@ -30,8 +32,9 @@ def test_bad_parameters_are_named(kwargs, message):
 
 
 def test_good_parameters_parse():
-    p = check_params(tasks="gsm8k, mbpp", budgets="4,8", chain_budgets="7", n_prompts=2, beta=0.2)
-    assert p == {"tasks": ["gsm8k", "mbpp"], "budgets": [4, 8], "chain_budgets": [7]}
+    p = check_params(tasks="gsm8k, mbpp", budgets="4,8", chain_budgets="7", n_prompts=2, beta=0.2,
+                     pools="tdes, drafter")
+    assert p == {"tasks": ["gsm8k", "mbpp"], "budgets": [4, 8], "chain_budgets": [7], "pools": ["tdes", "drafter"]}
 
 
 def test_every_notebook_has_a_parameters_cell_of_primitives():
