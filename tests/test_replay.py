@@ -7,7 +7,7 @@ import pytest
 from tiny import random_prompt, tiny_drafter, tiny_target
 
 from graftlib.calibrate import fit_params, offline_tracking, replay_rounds
-from graftlib.decode import Decoder
+from graftlib.decode import Decoder, make_parts
 from graftlib.errors import GraftError
 from graftlib.replay import ReplayDecoder, oracle_rows, replay_decoder, tracking_summary
 from graftlib.saba import SabaParams
@@ -24,13 +24,21 @@ def pair(request):
     return tiny_target(request.param, seed=seed, initializer_range=0.1), tiny_drafter(seed=seed)
 
 
-@pytest.mark.parametrize("method,budget", [("ddtree", 8), ("ddtree", 3), ("caddtree", 16), ("ddtree+saba", 16)])
-def test_replay_reproduces_rounds_and_keeps_state(pair, method, budget):
+GATED = SabaParams(c_ar=[0.02, 0.0], max_skip=2)  # AR steps cheap enough that the gate fires
+
+
+@pytest.mark.parametrize("method,budget,params", [("ddtree", 8, None), ("ddtree", 3, None), ("caddtree", 16, None),
+                                                  ("ddtree+saba", 16, None), ("ddtree+saba", 16, GATED)],
+                         ids=["ddtree8", "ddtree3", "caddtree", "saba", "saba-gated"])
+def test_replay_reproduces_rounds_and_keeps_state(pair, method, budget, params):
     target, drafter = pair
+    params = params or SabaParams()
     prompt = random_prompt(7, 11)
     ar = Decoder.for_method(target, drafter, "ar").decode(prompt, MAX_NEW).tokens
-    plain = Decoder.for_method(target, drafter, method, budget).decode(prompt, MAX_NEW)
-    res = replay_decoder(target, drafter, method, budget, GRID, SabaParams()).replay(prompt, MAX_NEW)
+    plain = Decoder(target, drafter, *make_parts(method, budget, drafter.block_size, saba=params)).decode(prompt, MAX_NEW)
+    if params is GATED:
+        assert any(r.budget == 0 for r in plain.rounds) and any(r.budget for r in plain.rounds)
+    res = replay_decoder(target, drafter, method, budget, GRID, params).replay(prompt, MAX_NEW)
     assert res.decode.tokens == ar == plain.tokens  # replays left cache and prefix exactly as before
     assert [r.accepted for r in res.decode.rounds] == [r.accepted for r in plain.rounds]
     refs = [r for r in res.records if r.reference]

@@ -200,7 +200,7 @@ def test_exact_vs_ar(pairs, arch, method, budget, monkeypatch):
     for p, ref in zip(prompts, ar):
         res = Decoder.for_method(target, drafter, method, budget).decode(p, MAX_NEW, record_trees=True)
         assert res.tokens == ref, f"{arch} {method}@{budget}: differs from AR"
-        assert all(1 <= r.nodes <= budget for r in res.rounds)
+        assert all(1 <= r.nodes <= budget or (r.budget, r.nodes, r.accepted) == (0, 0, 1) for r in res.rounds)
 
 
 def test_saba_budgets_vary_with_state(pairs):
