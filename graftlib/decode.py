@@ -315,7 +315,8 @@ class Decoder:
         self.builder.feedback(record)
         self.controller.feedback(record)
         st.start += step.record.accepted
-        st.features = torch.cat([st.features, step.features], dim=1)  # [1, pending + a, F]
+        # [1, pending + a, F]: after a draft nothing is pending; after AR steps their features are
+        st.features = torch.cat([st.features, step.features], dim=1) if st.features.shape[1] else step.features
         st.root = step.new[-1]
         for tok in step.new:
             if len(result.tokens) >= max_new_tokens:
