@@ -99,17 +99,17 @@ def hf_generate(pair, prompt_ids: list[int], max_new_tokens: int) -> tuple[list[
 
 
 def method_setting(runs: list[Run], tdes: str | None = None, beta: float | None = None, saba=None) -> dict:
-    """What the runs' results depend on beyond the pair: the TDES scorer and beta, and the SABA
+    """What the runs' results depend on beyond the pair: the TDES scorer (path, weights id) and beta, and the SABA
     calibration (`saba`, default: the shipped one; its id and file) for adaptive methods. Goes into
     the setting (and its id)."""
     methods = {r.method for r in runs}
     out: dict = {}
     if methods & set(TDES_METHODS):
-        from graftlib.tdes import default_scorer_path, scorer_config
+        from graftlib.tdes import default_scorer_path, scorer_config, scorer_id
 
         path = tdes or default_scorer_path()
         config = scorer_config(path)
-        out.update(tdes=str(path), tdes_tasks=config.get("tasks", "all"),
+        out.update(tdes=str(path), tdes_id=scorer_id(path), tdes_tasks=config.get("tasks", "all"),
                    beta=config["beta"] if beta is None else beta)
     if methods & set(ADAPTIVE_METHODS):
         from graftlib.saba import default_params

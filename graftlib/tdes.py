@@ -34,6 +34,7 @@ summary, the command); `--out DIR` uses DIR/tdes.*. Loading takes the target's e
 rebuilds P and C from it, refusing a table of another shape.
 """
 
+import hashlib
 import json
 import math
 import os
@@ -222,6 +223,14 @@ def scorer_config(path: str | Path) -> dict:
         raise GraftError(f"TDES config {meta} is malformed: {e}") from None
     require(config.get("format") == FORMAT, f"TDES scorer {meta} has format {config.get('format')}, expected {FORMAT}")
     return config
+
+
+def scorer_id(path: str | Path) -> str:
+    """12 hex digits of sha256 over the scorer's weights file: results of a retrained scorer saved
+    at the same path never share a setting (or a resume) with the old one's."""
+    weights, _ = scorer_paths(path)
+    require(weights.is_file(), f"no TDES scorer at {path}: expected {weights}")
+    return hashlib.sha256(weights.read_bytes()).hexdigest()[:12]
 
 
 def default_scorer_path() -> Path:

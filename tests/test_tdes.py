@@ -12,7 +12,7 @@ from tiny import random_prompt, tiny_drafter, tiny_target
 from graftlib.builders import FixedBudget, HeapTreeBuilder
 from graftlib.decode import Decoder
 from graftlib.errors import GraftError
-from graftlib.tdes import TDESConfig, TDESNet, TDESScorer, build_data, mismatch_pairs, train_tdes
+from graftlib.tdes import TDESConfig, TDESNet, TDESScorer, build_data, mismatch_pairs, scorer_id, train_tdes
 from graftlib.traces import TraceRound, collect_prompt, mismatch_stats
 from graftlib.tree import greedy_walk, verify_inputs
 
@@ -183,6 +183,25 @@ def test_save_load_round_trip(tmp_path, form):
         TDESScorer.load(tmp_path / "missing", net.embed)
     with pytest.raises(GraftError, match="trained on a 100 x 24 embedding table"):
         TDESScorer.load(path, net.embed[:50])
+
+
+def test_scorer_id_names_the_weights_and_enters_the_bench_setting(tmp_path):
+    """A scorer retrained at the same path gets a new id, so its bench results get a new setting."""
+    from graftlib.bench import Run, method_setting
+
+    scorer, net = random_scorer(5, beta=0.2)
+    path = tmp_path / "s.safetensors"
+    scorer.save(path, net)
+    first = scorer_id(path)
+    assert len(first) == 12 and scorer_id(path) == first
+    setting = method_setting([Run("ddtree+tdes", 8)], tdes=str(path))
+    assert setting["tdes_id"] == first and setting["beta"] == 0.2
+    with torch.no_grad():
+        net.s_raw += 0.5
+    scorer.save(path, net)
+    assert scorer_id(path) != first
+    assert method_setting([Run("ddtree+tdes", 8)], tdes=str(path))["tdes_id"] == scorer_id(path)
+    assert "tdes_id" not in method_setting([Run("ddtree", 8)])
 
 
 # ---------------------------------------------------------------- decoding with TDES
