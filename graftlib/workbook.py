@@ -25,20 +25,20 @@ PROFILES: dict[str, dict] = {
               "budgets": "4,16", "chain_budgets": "7", "budget": 8, "cap": 16, "betas": "0,0.2",
               "grid": "2,4,8", "paper_grid": "32,64", "val_prompts": 1, "trace_prompts": 1, "epochs": 1,
               "data_prompts": 2, "data_tokens": 8, "train_minutes": 0.0, "train_steps": 2, "eval_every": 2,
-              "tau_prompts": 1, "data_pools": "tdes"},
+              "tau_prompts": 1, "data_pools": "tdes", "repeats": 1},
     "quick": {"profile": "quick", "task": "gsm8k", "pool": "tdes", "n_prompts": 2, "max_new_tokens": 64,
               "tasks": "gsm8k,mbpp,alpaca", "budgets": "4,8,16,32", "chain_budgets": "3,7,15", "budget": 16,
               "cap": 64, "betas": "0,0.05,0.1,0.2,0.4", "grid": "2,4,8,12,16,24,32",
               "paper_grid": "32,48,64,80,96,128", "val_prompts": 2, "trace_prompts": 8, "epochs": 8,
               "data_prompts": 48, "data_tokens": 64, "train_minutes": 3.0, "train_steps": 0, "eval_every": 100,
-              "tau_prompts": 2, "data_pools": "tdes"},
+              "tau_prompts": 2, "data_pools": "tdes", "repeats": 3},
     "full": {"profile": "full", "task": "gsm8k", "pool": "tdes", "n_prompts": 128, "max_new_tokens": 2048,
              "tasks": "gsm8k,math500,aime24,aime25,humaneval,mbpp,swe-bench,alpaca",
              "budgets": "16,32,64,128,256,512", "chain_budgets": "15", "budget": 256, "cap": 512,
              "betas": "0,0.05,0.1,0.2,0.4", "grid": "32,48,64,96,128,192,256,384,512",
              "paper_grid": "32,48,64,80,96,128", "val_prompts": 80, "trace_prompts": 2702, "epochs": 8,
              "data_prompts": 800, "data_tokens": 192, "train_minutes": 40.0, "train_steps": 0, "eval_every": 400,
-             "tau_prompts": 4, "data_pools": "tdes,drafter"},
+             "tau_prompts": 4, "data_pools": "tdes,drafter", "repeats": 3},
 }
 
 
@@ -59,7 +59,8 @@ def check_params(tasks: str | None = None, budgets: str | None = None, chain_bud
                  n_prompts: int | None = None, max_new_tokens: int | None = None, methods: str | None = None,
                  beta: float | None = None, profile: str | None = None, budget: int | None = None,
                  cap: int | None = None, betas: str | None = None, grid: str | None = None,
-                 paper_grid: str | None = None, pools: str | None = None) -> dict:
+                 paper_grid: str | None = None, pools: str | None = None,
+                 repeats: int | None = None) -> dict:
     """Validate notebook parameters; return them parsed (lists for comma strings)."""
     from graftlib import data
     from graftlib.bench import BASELINES
@@ -102,9 +103,11 @@ def check_params(tasks: str | None = None, budgets: str | None = None, chain_bud
             raise GraftError(f"parameter betas={betas!r}: expected comma-separated numbers") from None
         require(out["betas"] and all(0.0 <= b <= 10.0 for b in out["betas"]),
                 f"parameter betas={betas!r}: each beta must lie in [0, 10]")
-    for name, value in (("n_prompts", n_prompts), ("max_new_tokens", max_new_tokens)):
+    for name, value in (("n_prompts", n_prompts), ("max_new_tokens", max_new_tokens), ("repeats", repeats)):
         if value is not None:
             require(isinstance(value, int) and value >= 1, f"parameter {name}={value!r}: must be an integer >= 1")
+    if repeats is not None:
+        out["repeats"] = repeats
     if beta is not None:
         require(0.0 <= beta <= 10.0, f"parameter beta={beta!r}: must lie in [0, 10]")
     return out

@@ -17,6 +17,7 @@ from graftlib.workbook import PROFILES, check_params, notebooks, run_workbook
     ({"methods": "ar,beam"}, "unknown method 'beam'"),
     ({"beta": -0.1}, "beta=-0.1"),
     ({"n_prompts": 0}, "n_prompts=0"),
+    ({"repeats": 0}, "repeats=0"),
     ({"profile": "huge"}, "profile='huge'"),
     ({"betas": "0,0.2,11"}, "each beta must lie in"),
     ({"betas": "0,x"}, "comma-separated numbers"),
@@ -33,8 +34,9 @@ def test_bad_parameters_are_named(kwargs, message):
 
 def test_good_parameters_parse():
     p = check_params(tasks="gsm8k, mbpp", budgets="4,8", chain_budgets="7", n_prompts=2, beta=0.2,
-                     pools="tdes, drafter")
-    assert p == {"tasks": ["gsm8k", "mbpp"], "budgets": [4, 8], "chain_budgets": [7], "pools": ["tdes", "drafter"]}
+                     pools="tdes, drafter", repeats=3)
+    assert p == {"tasks": ["gsm8k", "mbpp"], "budgets": [4, 8], "chain_budgets": [7], "pools": ["tdes", "drafter"],
+                 "repeats": 3}
 
 
 def test_every_notebook_has_a_parameters_cell_of_primitives():
