@@ -34,10 +34,11 @@ bench-drafter: data  ## issue 4: chain and DDTree acceptance and CPU speedups wi
 		$(B) --methods ar dflash ddtree --chain-budgets 15 --budgets 4 8 16 32 64 --task $$t --n 2 \
 			--out results/drafter-tasks.jsonl || exit 1; done
 
+N ?= 6
 bench-graft: data  ## issues 5-6: chain, DDTree at B = 4, 8, 16, +TDES at 8 vs +SABA / GRAFT / CaDDTree capped at 64
 	for t in gsm8k math500 humaneval mbpp alpaca mt-bench; do \
 		$(B) --methods ar dflash ddtree ddtree+tdes@8 ddtree+saba graft caddtree --chain-budgets 3 \
-			--budgets 4 8 16 --caps 64 --task $$t --n 2 --out results/graft-components.jsonl || exit 1; done
+			--budgets 4 8 16 --caps 64 --task $$t --n $(N) --out results/graft-components.jsonl || exit 1; done
 
 # Issue 4: the drafter's design choices, each against the shipped recipe at the same time budget,
 # on the same data and held-out split (the train_drafter notebook shows the shipped ablation.json;

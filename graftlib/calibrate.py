@@ -30,6 +30,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from graftlib import saba
 from graftlib.builders import FixedBudget, HeapTreeBuilder
 from graftlib.errors import require
 from graftlib.replay import ReplayDecoder, ReplayRecord
@@ -78,19 +79,20 @@ def offline_tracking(params: SabaParams, records: list[ReplayRecord], depth: int
     for r in records:
         if not r.reference:
             rounds.setdefault(r.round, []).append(r)
-    retained, prev = [], None
+    retained, prev, corr = [], None, saba.GainCorrection(params.gain_prior)
     for t in sorted(rounds):
         recs = rounds[t]
         by_b = {r.budget: r for r in recs}
         grid = np.array(sorted(b for b in by_b if b in params.grid) or sorted(b for b in by_b if b > 0), dtype=float)
         s, prefix = np.array(recs[0].state), recs[0].prefix_len
-        if prev is not None and prev[1] >= prefix:  # a new prompt starts: no previous draft
-            prev = None
+        if prev is not None and prev[1] >= prefix:  # a new prompt starts: no previous draft, no evidence
+            prev, corr = None, saba.GainCorrection(params.gain_prior)
         gate = s.copy() if prev is None else np.array([*prev[0][:2], s[2], s[3]])
-        if 0 in by_b and prev is not None and prefers_ar(params, grid, gate, prefix, depth):
+        if 0 in by_b and prev is not None and prefers_ar(params, grid, gate, prefix, depth, corr.k):
             b = 0
         else:
-            b = choose(params, grid, s, prefix, depth)
+            b = choose(params, grid, s, prefix, depth, corr.k)
+            corr.add(saba.predicted_extra(params, s, b, depth), by_b[b].accepted)
         prev = (s, prefix)
         retained.append(by_b[b].tps / max(r.tps for r in recs))
     ret = np.array(retained)
@@ -136,10 +138,12 @@ def run(args) -> int:
                             command="graft " + " ".join(sys.argv[1:]))
     params = fit_params(records, args.grid, depth, args.window, args.utility, meta=meta)
     params.meta["offline_tracking"] = offline_tracking(params, records, depth)
+    params.meta["offline_tracking_uncorrected"] = offline_tracking(replace(params, gain_prior=None), records, depth)
     path = params.save(args.out)
     fit = params.meta["fit"]
     print(f"c = {params.c} (R^2 {fit['cost_r2']:.3f}); c_ar = {params.c_ar}; phi = {params.phi}; alpha = {params.alpha} "
           f"(RMSE {fit['gain_rmse_tokens']:.2f} tokens); hist_prior = {params.hist_prior:.2f}")
-    print(f"in-sample retained oracle throughput: {params.meta['offline_tracking']}")
+    print(f"in-sample retained oracle throughput: {params.meta['offline_tracking']} "
+          f"(without the online gain correction: {params.meta['offline_tracking_uncorrected']})")
     print(f"saved {path} (id {params.id})")
     return 0

@@ -40,6 +40,16 @@ too; then one probe round drafts regardless (fresh state), and `skip` doubles up
 while the probes keep losing; a round that prefers drafting resets it to 1. `c_ar = None` turns
 the gate off (the paper's SABA). hist_t counts drafted rounds only.
 
+Online gain correction (graftlib extension). In the loop the fitted gain over-predicts: the
+controller drafts, and picks B, exactly where the prediction is high, so realized acceptance
+regresses below it (measured on the embedded pair: 0.1-0.3 tokens per round on every task,
+which is what lets the gate draft at a loss on chat prompts). The controller keeps, per decode,
+P = sum of predicted extra tokens A_t G_t(B_t) and R = sum of realized extra tokens a_t - 1 over
+its drafted rounds, and scales the extra-token term by
+  k_t = (n0 + R) / (n0 + P),      U_t(B) = (1 + k_t A_t G_t(B)) / C_t(B),
+with n0 = `gain_prior` pseudo-tokens at k = 1 (so k_t = 1 before evidence). It acts on the
+budget choice and on the gate alike; `gain_prior = None` turns it off (k_t = 1: the paper's model).
+
 Invariants: the controller returns a budget from its grid (capped at `cap`); its per-round cost is
 a few scalar ops plus one vectorized pass over the grid (numpy), microseconds per round.
 """
@@ -81,6 +91,7 @@ class SabaParams:
     utility: str = "throughput"
     c_ar: list[float] | None = None  # AR step cost a0 + a1 * prefix [s]; None: never skip drafting
     max_skip: int = 16  # longest run of AR steps between two probe rounds
+    gain_prior: float | None = 8.0  # n0 of the online gain correction (pseudo extra tokens); None: off
     meta: dict = field(default_factory=lambda: {"source": "builtin-uncalibrated"})
 
     def __post_init__(self):
@@ -94,6 +105,8 @@ class SabaParams:
         require(self.lam_min > 0, f"SABA params: lam_min must be > 0, got {self.lam_min}")
         require(self.c_ar is None or len(self.c_ar) == 2, "SABA params: c_ar needs 2 entries (a0, a1) or null")
         require(self.max_skip >= 1, f"SABA params: max_skip must be >= 1, got {self.max_skip}")
+        require(self.gain_prior is None or self.gain_prior > 0,
+                f"SABA params: gain_prior must be > 0 or null, got {self.gain_prior}")
 
     @property
     def id(self) -> str:
@@ -192,26 +205,49 @@ def cost(budgets: np.ndarray, prefix_len: int, c: list[float]) -> np.ndarray:
 
 
 def utility(params: SabaParams, budgets: np.ndarray, s: np.ndarray, prefix_len: int,
-            depth: int | None = None) -> np.ndarray:
-    """U_t(B) over the budgets (eq. 14): expected tokens / cost, or the paper's G / C."""
+            depth: int | None = None, k: float = 1.0) -> np.ndarray:
+    """U_t(B) over the budgets (eq. 14): expected tokens / cost (extra tokens scaled by the online
+    correction k_t), or the paper's G / C."""
     lam, a_sat = saturation(params, s, depth)
     g = gain(budgets, lam)
-    num = 1.0 + a_sat * g if params.utility == "throughput" else g
+    num = 1.0 + k * a_sat * g if params.utility == "throughput" else g
     return num / cost(budgets, prefix_len, params.c)
 
 
-def choose(params: SabaParams, budgets: np.ndarray, s: np.ndarray, prefix_len: int, depth: int | None = None) -> int:
+def choose(params: SabaParams, budgets: np.ndarray, s: np.ndarray, prefix_len: int, depth: int | None = None,
+           k: float = 1.0) -> int:
     """B_t = argmax_B U_t(B); the smallest budget on ties."""
-    return int(budgets[int(np.argmax(utility(params, budgets, s, prefix_len, depth)))])
+    return int(budgets[int(np.argmax(utility(params, budgets, s, prefix_len, depth, k)))])
 
 
 def prefers_ar(params: SabaParams, budgets: np.ndarray, s: np.ndarray, prefix_len: int,
-               depth: int | None = None) -> bool:
+               depth: int | None = None, k: float = 1.0) -> bool:
     """The AR gate: one AR step's utility 1 / C_AR(prefix) beats max_B U_t(B) (False without c_ar)."""
     if params.c_ar is None:
         return False
     c_ar = params.c_ar[0] + params.c_ar[1] * prefix_len
-    return 1.0 / c_ar > float(utility(params, budgets, s, prefix_len, depth).max())
+    return 1.0 / c_ar > float(utility(params, budgets, s, prefix_len, depth, k).max())
+
+
+def predicted_extra(params: SabaParams, s: np.ndarray, budget: int, depth: int | None = None) -> float:
+    """A_t G_t(B): the draft tokens the uncorrected model expects a round to accept at budget B."""
+    lam, a_sat = saturation(params, s, depth)
+    return a_sat * float(gain(np.array([budget]), lam)[0])
+
+
+class GainCorrection:
+    """k_t = (n0 + R) / (n0 + P) of the online gain correction (module doc); n0 = None: k_t = 1."""
+
+    def __init__(self, n0: float | None):
+        self.n0, self.predicted, self.realized = n0, 0.0, 0.0
+
+    @property
+    def k(self) -> float:
+        return 1.0 if self.n0 is None else (self.n0 + self.realized) / (self.n0 + self.predicted)
+
+    def add(self, predicted_extra: float, accepted: int) -> None:
+        self.predicted += predicted_extra
+        self.realized += accepted - 1
 
 
 class SabaController:
@@ -228,6 +264,8 @@ class SabaController:
         self.last_state: np.ndarray | None = None
         self.depth: int | None = None
         self.skip, self.skip_left, self.probe = 1, 0, False
+        self.correction = GainCorrection(params.gain_prior)
+        self.predicted_extra = 0.0  # A_t G_t(B_t) of the last drafted round, uncorrected
 
     def speculate(self, prefix_len: int) -> bool:
         """The AR gate (module doc): False = run this round as one plain AR step."""
@@ -239,7 +277,7 @@ class SabaController:
             return True
         s = self.last_state.copy()
         s[2] = self.tracker.hist()  # hist_t now; conf/degen of the last draft
-        if not prefers_ar(self.params, self.grid, s, prefix_len, self.depth):
+        if not prefers_ar(self.params, self.grid, s, prefix_len, self.depth, self.correction.k):
             self.skip = 1
             return True
         self.skip_left, self.probe = self.skip - 1, True
@@ -248,11 +286,14 @@ class SabaController:
 
     def budget(self, cand: Candidates, prefix_len: int) -> int:
         self.last_state, self.depth = self.tracker.signals(cand), cand.depth
-        return choose(self.params, self.grid, self.last_state, prefix_len, cand.depth)
+        b = choose(self.params, self.grid, self.last_state, prefix_len, cand.depth, self.correction.k)
+        self.predicted_extra = predicted_extra(self.params, self.last_state, b, cand.depth)
+        return b
 
     def feedback(self, record: dict) -> None:
-        if record["budget"] > 0:  # hist_t is over drafted rounds
+        if record["budget"] > 0:  # hist_t and the gain correction are over drafted rounds
             self.tracker.feedback(record)
+            self.correction.add(self.predicted_extra, record["accepted"])
 
 
 # ----------------------------------------------------------------------------- fits

@@ -3,6 +3,7 @@ ddtree+saba / caddtree against AR on tiny Llama and Qwen3 targets."""
 
 import math
 import time
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -14,6 +15,7 @@ from graftlib.caddtree import CaDDTree
 from graftlib.decode import Decoder
 from graftlib.errors import GraftError
 from graftlib.saba import (
+    GainCorrection,
     SabaController,
     SabaParams,
     StateTracker,
@@ -24,6 +26,7 @@ from graftlib.saba import (
     fit_cost,
     fit_gain,
     gain,
+    predicted_extra,
     utility,
 )
 
@@ -234,6 +237,39 @@ def test_gate_schedule_skips_double_then_probe():
         assert never.speculate(100)
         never.budget(hand_candidates([0.5, 0.4, 0.3]), 100)
     assert SabaController(gated_params(None)).params.c_ar is None
+
+
+def test_gain_correction_math():
+    corr = GainCorrection(8.0)
+    assert corr.k == 1.0
+    corr.add(4.0, 3)  # predicted 4 extra tokens, realized 2
+    assert corr.k == pytest.approx((8 + 2) / (8 + 4))
+    corr.add(0.5, 9)  # realized above prediction raises k past 1
+    assert corr.k == pytest.approx((8 + 10) / (8 + 4.5)) and corr.k > 1
+    off = GainCorrection(None)
+    off.add(4.0, 1)
+    assert off.k == 1.0
+    s = np.array([0.0, 0.0, 0.0, 1.0])
+    assert predicted_extra(gated_params(None), s, 8) == pytest.approx(2 * (1 - math.exp(-2)))
+
+
+def test_gate_learns_from_overpredicted_rounds():
+    """The model expects 1.73 extra tokens at B = 8 (U = 47/s > an AR step's 40/s); the rounds accept
+    none. With the online correction the gate turns to AR steps after a few rounds; without it,
+    it keeps drafting."""
+    outcomes = {}
+    for prior in (8.0, None):
+        ctl = SabaController(replace(gated_params([0.025, 0.0]), gain_prior=prior))
+        pattern = []
+        for _ in range(8):
+            go = ctl.speculate(100)
+            pattern.append(int(go))
+            if go:
+                ctl.budget(hand_candidates([0.5, 0.4, 0.3]), 100)
+            ctl.feedback({"accepted": 1, "budget": 8 if go else 0})
+        outcomes[prior] = pattern
+    assert outcomes[None] == [1] * 8
+    assert outcomes[8.0][:2] == [1, 1] and outcomes[8.0][2:].count(0) >= 4
 
 
 class ContextCheckingDecoder(Decoder):
