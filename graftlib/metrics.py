@@ -8,6 +8,7 @@ excluded), pooled; speedup = method tokens/s / AR tokens/s over the *same* promp
 time-per-output-token / method TPOT, as the outputs are token-identical).
 """
 
+import math
 from collections import defaultdict
 
 
@@ -48,13 +49,16 @@ def summarize(records: list[dict], baseline: str = "ar") -> list[dict]:
 
 def format_table(rows: list[dict]) -> str:
     head = (f"{'run':<14} {'n':>3} {'MAT':>5} {'tok/s':>7} {'speedup':>7} {'nodes':>6} "
-            f"{'AR%':>4} {'draft':>7} {'tree':>6} {'verify':>7} {'commit':>6} exact")
+            f"{'AR%':>4} {'mism%':>5} {'draft':>7} {'tree':>6} {'verify':>7} {'commit':>6} exact")
     lines = [head, "-" * len(head)]
     for r in rows:
+        mism = r.get("mismatch_rate", float("nan"))
+        mism = f"{'-':>5}" if math.isnan(mism) else f"{100 * mism:>5.1f}"
         lines.append(
             f"{r['key']:<14} {r['prompts']:>3} {r['mat']:>5.2f} {r['tokens_per_s']:>7.2f} {r['speedup']:>6.2f}x "
-            f"{r['mean_nodes']:>6.1f} {100 * r['ar_share']:>4.0f} {r['draft_ms']:>7.1f} {r['tree_ms']:>6.2f} {r['verify_ms']:>7.1f} "
-            f"{r['commit_ms']:>6.2f} {'yes' if r['exact'] else 'NO'}")
+            f"{r['mean_nodes']:>6.1f} {100 * r['ar_share']:>4.0f} {mism} {r['draft_ms']:>7.1f} {r['tree_ms']:>6.2f} "
+            f"{r['verify_ms']:>7.1f} {r['commit_ms']:>6.2f} {'yes' if r['exact'] else 'NO'}")
     lines.append("per-stage columns: ms per round; tok/s: decoded tokens / decode time (prefill excluded); "
-                 "AR%: rounds an adaptive gate ran as plain AR steps")
+                 "AR%: rounds an adaptive gate ran as plain AR steps; mism%: parent-child mismatch rate "
+                 "(graftlib.tree.parent_mismatch) over drafted rounds that could continue")
     return "\n".join(lines)
