@@ -4,11 +4,12 @@ Both models are fitted on the same data: same-prefix replay (`graftlib.replay`) 
 ddtree trajectories on held-out validation prompts (`data.pool("val")`, never evaluation prompts)
 over the budget grid plus budget 0 (one plain AR step).
 
-Cost: (c0, c1, c2) by least squares of the replayed rounds' in-loop latencies (tree build + verify
+Cost: (c0, c1, c2) by non-negative least squares (`saba.nonneg_lstsq`: a node never gets cheaper
+with the prefix) of the replayed rounds' in-loop latencies (tree build + verify
 + commit, with real candidates, so the LM-head rows of the greedy walk are paid as in decoding)
 on (B, prefix); c0 then gets the median draft-step time (constant in B), so C_t(B) is the whole
 round latency. The AR step's cost C_AR(P) = a0 + a1 P (`c_ar`, SABA's AR gate) is fitted on the
-budget-0 replays. (A first version timed rounds on random candidates instead: the walk then stops
+budget-0 replays, also with a0, a1 >= 0. (A first version timed rounds on random candidates instead: the walk then stops
 at the root, and the fit missed ~10 ms per round of LM-head rows on this CPU.)
 
 Gain: the replay (`graftlib.replay`) of a reference ddtree trajectory on held-out
@@ -21,7 +22,8 @@ The saved JSON (`SabaParams`) records hardware, target, drafter, date, grid, pro
 fit quality; its `id` (a hash of the numbers) is what replay records name as their calibration.
 `offline_tracking` scores any parameters on replay records: retained oracle throughput of the
 budgets SABA would have picked, using the measured a_t(B) / l_t(B) (its AR gate, when budget 0 was
-replayed, sees the previous round's conf/degen, as in the decode loop; no probe schedule).
+replayed, sees the previous round's conf/degen, as in the decode loop, and the online gain
+correction runs over each prompt's rounds; no probe schedule).
 """
 
 import statistics
@@ -62,7 +64,7 @@ def fit_params(records: list[ReplayRecord], grid: list[int], depth: int, window:
     c_ar = None
     if ar:
         x = np.stack([np.ones(len(ar)), [r.prefix_len for r in ar]], axis=1)
-        c_ar = np.linalg.lstsq(x, np.array([r.latency for r in ar]), rcond=None)[0].tolist()
+        c_ar = saba.nonneg_lstsq(x, np.array([r.latency for r in ar])).tolist()  # an AR step never gets cheaper
     phi, alpha, rmse = fit_gain([r.state for r in on_grid], [r.budget for r in on_grid],
                                 [r.accepted for r in on_grid], lam_min, depth)
     hist_prior = float(np.mean([r.accepted for r in ref]))

@@ -299,15 +299,37 @@ class SabaController:
 # ----------------------------------------------------------------------------- fits
 
 
+def nonneg_lstsq(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """argmin ||x c - y|| subject to c >= 0, exactly, by least squares over every subset of free
+    columns (x has a handful of columns: 2^k - 1 small solves)."""
+    k = x.shape[1]
+    best, best_sse = np.zeros(k), float(y @ y)
+    for mask in range(1, 2 ** k):
+        free = [j for j in range(k) if mask >> j & 1]
+        sol, *_ = np.linalg.lstsq(x[:, free], y, rcond=None)
+        if (sol < 0).any():
+            continue
+        coef = np.zeros(k)
+        coef[free] = sol
+        sse = float(((y - x @ coef) ** 2).sum())
+        if sse < best_sse:
+            best, best_sse = coef, sse
+    return best
+
+
 def fit_cost(budgets, prefix_lens, latency_s) -> tuple[list[float], float]:
-    """Least squares for (c0, c1, c2) of eq. 17; returns the coefficients and R^2."""
+    """Non-negative least squares for (c0, c1, c2) of eq. 17; returns the coefficients and R^2.
+
+    A negative c1 or c2 fitted on noisy timings over short validation prefixes would make a
+    node cheaper the longer the prefix (for P > -c1/c2 the model then prefers the largest tree),
+    so the coefficients are constrained to >= 0 (`nonneg_lstsq`)."""
     b = np.asarray(budgets, dtype=float)
     p = np.asarray(prefix_lens, dtype=float)
     y = np.asarray(latency_s, dtype=float)
     require(len(y) >= 3 and len(set(zip(b.tolist(), p.tolist()))) >= 3,
             "cost fit needs at least 3 distinct (budget, prefix) points")
     x = np.stack([np.ones_like(b), b, b * p], axis=1)
-    coef, *_ = np.linalg.lstsq(x, y, rcond=None)
+    coef = nonneg_lstsq(x, y)
     resid = y - x @ coef
     r2 = 1.0 - float(resid @ resid) / max(float(((y - y.mean()) ** 2).sum()), 1e-30)
     return coef.tolist(), r2

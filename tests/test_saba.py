@@ -137,6 +137,21 @@ def test_fit_cost_recovers_known_c():
         fit_cost([1, 1], [5, 5], [0.1, 0.1])
 
 
+def test_fit_cost_never_makes_nodes_cheaper_with_prefix():
+    """Timings whose unconstrained fit has c2 < 0 (per-node cost falling with the prefix) get c2 = 0
+    and the best fit of (c0, c1) instead."""
+    b = np.repeat([1, 8, 32, 64], 3).astype(float)
+    p = np.tile([100, 200, 400], 4).astype(float)
+    y = 0.05 + 2e-3 * b - 1e-6 * b * p
+    x = np.stack([np.ones_like(b), b, b * p], axis=1)
+    assert np.linalg.lstsq(x, y, rcond=None)[0][2] < 0
+    got, _ = fit_cost(b, p, y)
+    assert min(got) >= 0 and got[2] == 0.0
+    want = np.linalg.lstsq(x[:, :2], y, rcond=None)[0]
+    assert got[:2] == pytest.approx(want.tolist())
+    assert cost(np.array([64.0]), 10_000, got)[0] > cost(np.array([1.0]), 10_000, got)[0]
+
+
 def test_fit_gain_recovers_known_phi():
     rng = np.random.default_rng(1)
     n = 120
