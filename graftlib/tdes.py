@@ -476,7 +476,8 @@ def _main(args) -> int:
                      weight_decay=args.weight_decay, lambda_kl=args.lambda_kl, lambda_pair=args.lambda_pair,
                      lambda_bce=args.lambda_bce, batch_groups=args.batch_groups, val_fraction=args.val_fraction,
                      seed=args.seed, device=args.device or "cpu")
-    meta = {"target": name, "traces": str(args.traces), "drafter": index.get("drafter"), "pool": index.get("pool"),
+    meta = {"target": name, "traces": str(args.traces), "drafter": index.get("drafter"),
+            "drafter_id": index.get("drafter_id"), "pool": index.get("pool"),
             "trace_budget": index.get("budget"), "tasks": args.tasks or "all",
             "command": "graft " + " ".join(sys.argv[1:])}
     scorer, net, _ = train_tdes(rounds, target_embedding(name), cfg, meta)

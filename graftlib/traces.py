@@ -49,8 +49,8 @@ from graftlib.verify import commit_cache, target_forward
 INDEX = "index.json"
 FORMAT = 1
 LOGIT_ROWS = ("all", "accepted")
-SHARED_KEYS = ("target", "drafter", "pool", "budget", "max_new_tokens", "max_prompt_tokens", "shard_size",
-               "child_logits")
+SHARED_KEYS = ("target", "drafter", "drafter_id", "pool", "budget", "max_new_tokens", "max_prompt_tokens",
+               "shard_size", "child_logits")
 
 
 # ----------------------------------------------------------------------------- rounds + metric
@@ -233,7 +233,8 @@ def collect_traces(target, drafter, prompts: list[list[int]], budget: int, max_n
     require(shard_size >= 1, f"shard_size must be >= 1, got {shard_size}")
     require(child_logits in LOGIT_ROWS, f"child_logits must be one of {LOGIT_ROWS}, got {child_logits!r}")
     out = Path(out)
-    shared = {"target": "?", "drafter": "?", "pool": "?", "max_prompt_tokens": None, **(settings or {}),
+    shared = {"target": "?", "drafter": "?", "drafter_id": "?", "pool": "?", "max_prompt_tokens": None,
+              **(settings or {}),
               "budget": budget, "max_new_tokens": max_new_tokens, "shard_size": shard_size,
               "child_logits": child_logits}
     index = open_index(out, {k: shared[k] for k in SHARED_KEYS})
@@ -391,19 +392,20 @@ class TraceConfig:
     max_minutes: float | None = None
 
 
-def make_traces(out: str | Path, cfg: TraceConfig, device: str | None = None) -> dict:
-    """Load the pair and the pool, then collect (or resume) traces in `out`."""
+def make_traces(out: str | Path, cfg: TraceConfig, device: str | None = None, pair=None) -> dict:
+    """Load the pair (unless given) and the pool, then collect (or resume) traces in `out`. The index
+    names the drafter's weights (`drafter_id`): traces of a retrained drafter never resume old ones."""
     from graftlib.data import format_prompt, pool
     from graftlib.models import load_pair
 
     require(cfg.n >= 1, f"n must be >= 1, got {cfg.n}")
     items = pool(cfg.pool, limit=cfg.n)
-    pair = load_pair(cfg.target, cfg.drafter, device)
+    pair = pair or load_pair(cfg.target, cfg.drafter, device)
     if not pair.drafter_trained:
         print("warning: the drafter is untrained; traces of an untrained drafter teach TDES little")
     prompts = [format_prompt(item, pair.tokenizer, cfg.max_prompt_tokens).input_ids for item in items]
-    settings = {"target": cfg.target, "drafter": cfg.drafter, "pool": cfg.pool,
-                "max_prompt_tokens": cfg.max_prompt_tokens}
+    settings = {"target": cfg.target, "drafter": cfg.drafter, "drafter_id": pair.describe()["drafter_id"],
+                "pool": cfg.pool, "max_prompt_tokens": cfg.max_prompt_tokens}
     return collect_traces(pair.target, pair.drafter, prompts, cfg.budget, cfg.max_new_tokens, out,
                           eos_ids=pair.eos_ids, shard_size=cfg.shard_size, child_logits=cfg.child_logits,
                           settings=settings, uids=[i.uid for i in items], max_minutes=cfg.max_minutes)

@@ -162,3 +162,6 @@ def test_collect_and_resume(tiny_pair, tmp_path):
         load_traces(uid_dir, ["humaneval"])
     with pytest.raises(GraftError, match="other settings"):
         collect_traces(target, drafter, prompts, 8, 20, tmp_path, **kw)
+    retrained = dict(kw, settings={"target": "tiny", "drafter_id": "0123456789ab"})
+    with pytest.raises(GraftError, match="drafter_id '\\?' \\(asked '0123456789ab'\\)"):
+        collect_traces(target, drafter, prompts, 6, 20, tmp_path, **retrained)
