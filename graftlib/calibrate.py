@@ -32,11 +32,21 @@ from dataclasses import replace
 
 import numpy as np
 
-from graftlib import saba
 from graftlib.builders import FixedBudget, HeapTreeBuilder
 from graftlib.errors import require
 from graftlib.replay import ReplayDecoder, ReplayRecord
-from graftlib.saba import CPU_GRID, DEFAULT_PATH, SabaParams, choose, fit_cost, fit_gain, prefers_ar
+from graftlib.saba import (
+    CPU_GRID,
+    DEFAULT_PATH,
+    GainCorrection,
+    SabaParams,
+    choose,
+    fit_cost,
+    fit_gain,
+    nonneg_lstsq,
+    predicted_extra,
+    prefers_ar,
+)
 
 
 def replay_rounds(target, drafter, prompts: list[list[int]], grid: list[int], ref_budget: int,
@@ -64,7 +74,7 @@ def fit_params(records: list[ReplayRecord], grid: list[int], depth: int, window:
     c_ar = None
     if ar:
         x = np.stack([np.ones(len(ar)), [r.prefix_len for r in ar]], axis=1)
-        c_ar = saba.nonneg_lstsq(x, np.array([r.latency for r in ar])).tolist()  # an AR step never gets cheaper
+        c_ar = nonneg_lstsq(x, np.array([r.latency for r in ar])).tolist()  # an AR step never gets cheaper
     phi, alpha, rmse = fit_gain([r.state for r in on_grid], [r.budget for r in on_grid],
                                 [r.accepted for r in on_grid], lam_min, depth)
     hist_prior = float(np.mean([r.accepted for r in ref]))
@@ -81,20 +91,20 @@ def offline_tracking(params: SabaParams, records: list[ReplayRecord], depth: int
     for r in records:
         if not r.reference:
             rounds.setdefault(r.round, []).append(r)
-    retained, prev, corr = [], None, saba.GainCorrection(params.gain_prior)
+    retained, prev, corr = [], None, GainCorrection(params.gain_prior)
     for t in sorted(rounds):
         recs = rounds[t]
         by_b = {r.budget: r for r in recs}
         grid = np.array(sorted(b for b in by_b if b in params.grid) or sorted(b for b in by_b if b > 0), dtype=float)
         s, prefix = np.array(recs[0].state), recs[0].prefix_len
         if prev is not None and prev[1] >= prefix:  # a new prompt starts: no previous draft, no evidence
-            prev, corr = None, saba.GainCorrection(params.gain_prior)
+            prev, corr = None, GainCorrection(params.gain_prior)
         gate = s.copy() if prev is None else np.array([*prev[0][:2], s[2], s[3]])
         if 0 in by_b and prev is not None and prefers_ar(params, grid, gate, prefix, depth, corr.k):
             b = 0
         else:
             b = choose(params, grid, s, prefix, depth, corr.k)
-            corr.add(saba.predicted_extra(params, s, b, depth), by_b[b].accepted)
+            corr.add(predicted_extra(params, s, b, depth), by_b[b].accepted)
         prev = (s, prefix)
         retained.append(by_b[b].tps / max(r.tps for r in recs))
     ret = np.array(retained)
