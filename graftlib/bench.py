@@ -139,6 +139,7 @@ def decode_record(pair, run: Run, prompt: BenchPrompt, max_new_tokens: int, tdes
         stage_s={k: sum(getattr(r, f"t_{k}") for r in rounds) for k in ("draft", "tree", "verify", "commit")},
         accepted=[r.accepted for r in rounds],
         ar_rounds=sum(r.budget == 0 for r in rounds),  # rounds an adaptive gate ran as plain AR steps
+        declined_rounds=sum(r.budget == 0 and r.t_draft > 0 for r in rounds),  # ... of them after a draft
         # parent-child mismatch (graftlib.tree.parent_mismatch) over drafted rounds that could continue (d* < D)
         eligible_sum=sum(r.budget > 0 and r.last_depth < pair.drafter.block_size - 1 for r in rounds),
         mismatch_sum=sum(r.mismatch for r in rounds),

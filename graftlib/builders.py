@@ -7,9 +7,10 @@ controller may read (top-1 probabilities, drafter hidden states).
 `TreeBuilder.build(root_token, cand, budget) -> Tree` turns them into a tree of at most
 `budget` draft nodes (root not counted). `BudgetController.speculate(prefix_len) -> bool` says
 before the draft whether the round drafts at all (False: one plain AR step, budget 0), and
-`BudgetController.budget(cand, prefix_len) -> int` picks a drafted round's budget. Both get `feedback(round_record)` after verification, so adaptive rules
-(SABA, CaDDTree-style stopping, learned scorers) plug in beside the fixed ones without touching
-the decode loop.
+`BudgetController.budget(cand, prefix_len) -> int` picks a drafted round's budget (0: the round
+turns into one plain AR step after all, its draft thrown away). Both get `feedback(round_record)`
+after verification, so adaptive rules (SABA, CaDDTree-style stopping, learned scorers) plug in
+beside the fixed ones without touching the decode loop.
 
 Builders here:
 - `ChainBuilder`: the DFlash chain (top-1 at depths 1..min(budget, D)).
@@ -71,6 +72,8 @@ class TreeBuilder(Protocol):
 class BudgetController(Protocol):
     name: str
     max_budget: int  # the largest budget it may return (sizes the per-depth candidate pools)
+
+    def reset(self) -> None: ...  # a new decode starts: forget the previous one's history
 
     def speculate(self, prefix_len: int) -> bool: ...
 
@@ -146,6 +149,9 @@ class FixedBudget:
 
     def __init__(self, budget: int):
         self.value = self.max_budget = budget
+
+    def reset(self) -> None:
+        pass
 
     def speculate(self, prefix_len: int) -> bool:
         return True

@@ -41,15 +41,20 @@ class CaDDTree:
 
     @classmethod
     def from_params(cls, params, cap: int, delta: float = 0.0) -> "CaDDTree":
-        """Cost from SABA's calibrated eq. 17: c0 + c1 n + c2 n prefix."""
-        c0, c1, c2 = params.c
-        return cls(lambda n, p: c0 + n * (c1 + c2 * p), cap, delta, params.id)
+        """Cost from SABA's calibrated eq. 17 (`graftlib.saba.round_cost`)."""
+        from graftlib.saba import round_cost
+
+        c = list(params.c)
+        return cls(lambda n, p: round_cost(n, p, c), cap, delta, params.id)
 
     @classmethod
     def from_curve(cls, verify_s: dict[int, float], draft_s: float, cap: int, delta: float = 0.0) -> "CaDDTree":
         """Cost from a measured verify curve {tokens: seconds} (root included) plus the draft time."""
         curve = {int(k): float(v) for k, v in verify_s.items()}
         return cls(lambda n, p: draft_s + interpolate(curve, n + 1), cap, delta, "verify-curve")
+
+    def reset(self) -> None:
+        self.prefix_len = 0
 
     def speculate(self, prefix_len: int) -> bool:
         return True

@@ -9,26 +9,31 @@ with the prefix) of the replayed rounds' in-loop latencies (tree build + verify
 + commit, with real candidates, so the LM-head rows of the greedy walk are paid as in decoding)
 on (B, prefix); c0 then gets the median draft-step time (constant in B), so C_t(B) is the whole
 round latency. The AR step's cost C_AR(P) = a0 + a1 P (`c_ar`, SABA's AR gate) is fitted on the
-budget-0 replays, also with a0, a1 >= 0. (A first version timed rounds on random candidates instead: the walk then stops
+budget-0 replays, also with a0, a1 >= 0; `c_draft` is that median draft time (sunk for SABA's
+post-draft gate). (A first version timed rounds on random candidates instead: the walk then stops
 at the root, and the fit missed ~10 ms per round of LM-head rows on this CPU.)
 
 Gain: the replay (`graftlib.replay`) of a reference ddtree trajectory on held-out
 validation prompts (`data.pool("val")`, never evaluation prompts) over the budget grid gives
-a_t(B) and s_t per round (B >= 1); (phi, alpha) are fitted by least squares (`saba.fit_gain`) and
-`hist_prior` is the mean accepted length of the reference rounds (while replaying, the first
+a_t(B) and s_t per round (B >= 1); (phi, alpha) are fitted by least squares (`saba.fit_gain`),
+and by default the gain table (`saba.fit_gain_table`, one linear model per budget; `--gain eq16`
+leaves it out: the paper's model), and `hist_prior` is the mean accepted length of the reference rounds (while replaying, the first
 round of each trajectory sees hist_t = 2.0, the builtin prior, as no fitted one exists yet).
 
 The saved JSON (`SabaParams`) records hardware, target, drafter, date, grid, prompt count and
 fit quality; its `id` (a hash of the numbers) is what replay records name as their calibration.
 `offline_tracking` scores any parameters on replay records: retained oracle throughput of the
 budgets SABA would have picked, using the measured a_t(B) / l_t(B) (its AR gate, when budget 0 was
-replayed, sees the previous round's conf/degen, as in the decode loop, and the online gain
-correction runs over each prompt's rounds; no probe schedule).
+replayed, sees the previous round's conf/degen, as in the decode loop; the post-draft gate sees
+the round's own state and, when it declines, pays the draft time on top of the AR step; the
+online gain correction runs over each prompt's rounds; no probe schedule).
 """
 
+import json
 import statistics
 import sys
-from dataclasses import replace
+from dataclasses import asdict, replace
+from pathlib import Path
 
 import numpy as np
 
@@ -43,10 +48,14 @@ from graftlib.saba import (
     choose,
     fit_cost,
     fit_gain,
+    fit_gain_table,
     nonneg_lstsq,
     predicted_extra,
     prefers_ar,
+    prefers_ar_after_draft,
 )
+
+GAIN_MODELS = ("table", "eq16")
 
 
 def replay_rounds(target, drafter, prompts: list[list[int]], grid: list[int], ref_budget: int,
@@ -62,14 +71,18 @@ def replay_rounds(target, drafter, prompts: list[list[int]], grid: list[int], re
 
 
 def fit_params(records: list[ReplayRecord], grid: list[int], depth: int, window: int = 8,
-               utility: str = "throughput", lam_min: float = 0.5, meta: dict | None = None) -> SabaParams:
-    """SabaParams from replay records (see module doc); `c_ar` when budget 0 was replayed."""
+               utility: str = "throughput", lam_min: float = 0.5, meta: dict | None = None,
+               concave: bool = True, gain_model: str = "table") -> SabaParams:
+    """SabaParams from replay records (see module doc); `c_ar` when budget 0 was replayed;
+    `concave=False`: the paper's linear cost (no c3 term); `gain_model="eq16"`: no gain table."""
+    require(gain_model in GAIN_MODELS, f"gain model must be one of {GAIN_MODELS}, got {gain_model!r}")
     ref = [r for r in records if r.reference and r.budget > 0]
     on_grid = [r for r in records if not r.reference and r.budget > 0]
     require(len(ref) > 0 and len(on_grid) > 0, "no replayed rounds to fit the gain on")
     c, r2 = fit_cost([r.budget for r in on_grid], [r.prefix_len for r in on_grid],
-                     [r.latency - r.t_draft for r in on_grid])
-    c[0] += statistics.median(r.t_draft for r in ref)
+                     [r.latency - r.t_draft for r in on_grid], concave)
+    c_draft = statistics.median(r.t_draft for r in ref)
+    c[0] += c_draft
     ar = [r for r in records if not r.reference and r.budget == 0]
     c_ar = None
     if ar:
@@ -80,8 +93,14 @@ def fit_params(records: list[ReplayRecord], grid: list[int], depth: int, window:
     hist_prior = float(np.mean([r.accepted for r in ref]))
     fit = {"cost_r2": r2, "gain_rmse_tokens": rmse, "cost_points": len(on_grid), "ar_points": len(ar),
            "rounds": len(ref)}
+    table = None
+    if gain_model == "table":
+        table, fit["gain_table_rmse_tokens"] = fit_gain_table([r.state for r in on_grid],
+                                                              [r.budget for r in on_grid],
+                                                              [r.accepted for r in on_grid])
     return SabaParams(phi=phi, alpha=alpha, c=c, grid=sorted(b for b in set(grid) if b > 0), window=window,
-                      hist_prior=hist_prior, lam_min=lam_min, utility=utility, c_ar=c_ar,
+                      hist_prior=hist_prior, lam_min=lam_min, utility=utility, c_ar=c_ar, c_draft=c_draft,
+                      gain_table=table,
                       meta={**(meta or {}), "fit": fit})
 
 
@@ -100,15 +119,35 @@ def offline_tracking(params: SabaParams, records: list[ReplayRecord], depth: int
         if prev is not None and prev[1] >= prefix:  # a new prompt starts: no previous draft, no evidence
             prev, corr = None, GainCorrection(params.gain_prior)
         gate = s.copy() if prev is None else np.array([*prev[0][:2], s[2], s[3]])
+        best = max(r.tps for r in recs)
         if 0 in by_b and prev is not None and prefers_ar(params, grid, gate, prefix, depth, corr.k):
-            b = 0
+            tps = by_b[0].tps
+        elif 0 in by_b and prefers_ar_after_draft(params, grid, s, prefix, depth, corr.k):
+            t_draft = max(r.t_draft for r in recs)  # the drafted budgets' draft time (the AR step's is 0)
+            tps = by_b[0].accepted / (by_b[0].latency + t_draft)
         else:
             b = choose(params, grid, s, prefix, depth, corr.k)
             corr.add(predicted_extra(params, s, b, depth), by_b[b].accepted)
+            tps = by_b[b].tps
         prev = (s, prefix)
-        retained.append(by_b[b].tps / max(r.tps for r in recs))
+        retained.append(tps / best)
     ret = np.array(retained)
     return {"rounds": len(ret), "mean_retained": float(ret.mean()), "frac_ge_95": float((ret >= 0.95).mean())}
+
+
+def write_records(path, records: list[ReplayRecord]) -> None:
+    """Replay records as JSONL (written whole to a temporary file, then renamed)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".partial")
+    tmp.write_text("".join(json.dumps(asdict(r)) + "\n" for r in records))
+    tmp.replace(path)
+
+
+def read_replay_records(path) -> list[ReplayRecord]:
+    path = Path(path)
+    require(path.is_file(), f"replay records not found: {path} (written by `graft calibrate --records PATH`)")
+    return [ReplayRecord(**json.loads(line)) for line in path.read_text().splitlines() if line]
 
 
 # ----------------------------------------------------------------------------- CLI
@@ -127,7 +166,11 @@ def add_parser(sub) -> None:
     p.add_argument("--max-prompt-tokens", type=int, default=384)
     p.add_argument("--window", type=int, default=8, help="acceptance history window w")
     p.add_argument("--utility", default="throughput", help="throughput (default) or paper (G/C)")
+    p.add_argument("--gain", default="table", choices=GAIN_MODELS, help="gain model: a per-budget linear "
+                   "table on s_t (default; `graftlib.saba`, 'Gain table') or the paper's eq. 16 alone")
     p.add_argument("--out", default=str(DEFAULT_PATH), help="parameters JSON (default: what ddtree+saba loads)")
+    p.add_argument("--records", default=None, help="also write the replay records here (JSONL, one per "
+                   "(round, budget)), to refit variants with `calibrate.fit_params` without measuring again")
     p.set_defaults(func=run)
 
 
@@ -148,7 +191,9 @@ def run(args) -> int:
     meta = calibration_meta(pair.describe(), grid=args.grid,
                             val_prompts=len(prompts), ref_budget=args.ref_budget, max_new_tokens=args.max_new_tokens,
                             command="graft " + " ".join(sys.argv[1:]))
-    params = fit_params(records, args.grid, depth, args.window, args.utility, meta=meta)
+    if args.records:
+        write_records(args.records, records)
+    params = fit_params(records, args.grid, depth, args.window, args.utility, meta=meta, gain_model=args.gain)
     params.meta["offline_tracking"] = offline_tracking(params, records, depth)
     params.meta["offline_tracking_uncorrected"] = offline_tracking(replace(params, gain_prior=None), records, depth)
     path = params.save(args.out)

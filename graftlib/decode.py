@@ -5,7 +5,7 @@ commit, for a given budget, restorable by a crop) and `advance` (update) are sep
 `graftlib.replay` can run the same round with other budgets from a saved `SpecState`:
   gate        controller.speculate(start): draft this round, or take one plain AR step (budget 0)
   draft       drafter([root, mask x D] at positions start.., new context features) -> logits [D, V]
-  build tree  budget = controller.budget(cand, start); tree = builder.build(root, cand, budget)
+  build tree  budget = controller.budget(cand, start) (0: an AR step after all); tree = builder.build(..)
   verify      target body over [root, nodes] (N+1 tokens, positions start + depth, 4D mask)
   accept      greedy walk: longest root path whose tokens equal the target's argmax tokens
   commit      compact the target KV cache to the accepted nodes; emit their tokens + the bonus
@@ -14,7 +14,9 @@ commit, for a given budget, restorable by a crop) and `advance` (update) are sep
 Budget 0 is the AR step inside the speculative loop: the root alone through the target (no mask,
 no draft, exactly `_autoregress`'s step), emitting one token; its target features join the ones
 the drafter has not seen yet, so the next draft's context is complete. An adaptive controller
-(SABA's gate) uses it for rounds where drafting is not expected to pay for itself.
+(SABA's gates) uses it for rounds where drafting is not expected to pay for itself: before the
+draft (no draft step), or after it (the draft is thrown away; the drafter cache keeps the
+context it consumed, which the next draft needs anyway).
 
 Exactness: every emitted token is the target's argmax given the committed prefix, so the output
 equals greedy AR decoding (up to floating-point near-ties between multi-token and one-token
@@ -292,6 +294,7 @@ class Decoder:
     def _speculate(self, result: DecodeResult, cache, features: torch.Tensor, max_new_tokens: int,
                    record_trees: bool, stop_at_eos: bool, timer: StageTimer, eos: bool):
         st = self.start_state(result, cache, features)
+        self.controller.reset()  # a Decoder may decode many prompts: no history crosses between them
         while not eos and len(result.tokens) < max_new_tokens:
             # gate + draft (budget choice counted in the tree step)
             cand, budget, t_draft = None, 0, 0.0

@@ -29,6 +29,7 @@ def summarize(records: list[dict], baseline: str = "ar") -> list[dict]:
             "tokens_per_s": decoded / decode_s if decode_s else float("nan"),
             "mean_nodes": sum(r["nodes_sum"] for r in recs) / rounds if rounds else 0.0,
             "ar_share": sum(r.get("ar_rounds", 0) for r in recs) / rounds if rounds else 0.0,
+            "declined_share": sum(r.get("declined_rounds", 0) for r in recs) / rounds if rounds else 0.0,
             "exact": all(r.get("matches_ar") is not False for r in recs),
         }
         eligible = sum(r.get("eligible_sum", 0) for r in recs)
@@ -49,16 +50,17 @@ def summarize(records: list[dict], baseline: str = "ar") -> list[dict]:
 
 def format_table(rows: list[dict]) -> str:
     head = (f"{'run':<14} {'n':>3} {'MAT':>5} {'tok/s':>7} {'speedup':>7} {'nodes':>6} "
-            f"{'AR%':>4} {'mism%':>5} {'draft':>7} {'tree':>6} {'verify':>7} {'commit':>6} exact")
+            f"{'AR%':>4} {'decl%':>5} {'mism%':>5} {'draft':>7} {'tree':>6} {'verify':>7} {'commit':>6} exact")
     lines = [head, "-" * len(head)]
     for r in rows:
         mism = r.get("mismatch_rate", float("nan"))
         mism = f"{'-':>5}" if math.isnan(mism) else f"{100 * mism:>5.1f}"
         lines.append(
             f"{r['key']:<14} {r['prompts']:>3} {r['mat']:>5.2f} {r['tokens_per_s']:>7.2f} {r['speedup']:>6.2f}x "
-            f"{r['mean_nodes']:>6.1f} {100 * r['ar_share']:>4.0f} {mism} {r['draft_ms']:>7.1f} {r['tree_ms']:>6.2f} "
+            f"{r['mean_nodes']:>6.1f} {100 * r['ar_share']:>4.0f} {100 * r.get('declined_share', 0.0):>5.0f} {mism} {r['draft_ms']:>7.1f} {r['tree_ms']:>6.2f} "
             f"{r['verify_ms']:>7.1f} {r['commit_ms']:>6.2f} {'yes' if r['exact'] else 'NO'}")
     lines.append("per-stage columns: ms per round; tok/s: decoded tokens / decode time (prefill excluded); "
-                 "AR%: rounds an adaptive gate ran as plain AR steps; mism%: parent-child mismatch rate "
+                 "AR%: rounds an adaptive gate ran as plain AR steps (decl%: of all rounds, those it declined "
+                 "after drafting); mism%: parent-child mismatch rate "
                  "(graftlib.tree.parent_mismatch) over drafted rounds that could continue")
     return "\n".join(lines)

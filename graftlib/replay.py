@@ -16,7 +16,9 @@ too (`reference=True`). Budget 0 in the grid is one plain AR step at the round's
 (`Decoder.ar_round`, no draft: t_draft = 0), so the oracle may also choose not to speculate. A
 reference controller with an AR gate (SABA with `c_ar`) is asked before the draft, as in the
 decode loop; the replay drafts anyway (the grid needs the candidates), and a gated reference
-round is recorded as budget 0.
+round is recorded as budget 0 without a draft time. A round its post-draft gate declines is
+budget 0 too, with the draft time it paid (and is scored by its own latency, not the grid's AR
+step).
 
 Oracle: TPS_t(B) = a_t(B) / l_t(B), B*_t = argmax over the grid, retained oracle throughput of the
 reference choice B_t: TPS_t(B_t) / TPS_t(B*_t) (B_t's grid measurement when B_t is on the grid,
@@ -105,6 +107,7 @@ class ReplayDecoder(Decoder):
 
     def _speculate(self, result, cache, features, max_new_tokens, record_trees, stop_at_eos, timer, eos):
         st = self.start_state(result, cache, features)
+        self.controller.reset()
         k = max(self.grid[-1], self.controller.max_budget)
         t = 0
         while not eos and len(result.tokens) < max_new_tokens:
@@ -120,7 +123,7 @@ class ReplayDecoder(Decoder):
                 self.records.append(self._measure(st, cand, b, timer, base))
             timer.lap()
             step = self.tree_round(st, cand, budget, timer, record_trees)
-            step.record.t_draft = t_draft if budget else 0.0
+            step.record.t_draft = t_draft if go else 0.0  # a post-gated round (go, budget 0) paid its draft
             step.record.t_tree += t_choose
             r = step.record
             self.records.append(ReplayRecord(budget=budget, nodes=r.nodes, accepted=r.accepted, tokens=step.new,
@@ -165,7 +168,8 @@ def oracle_rows(records: list[ReplayRecord]) -> list[dict]:
     for t, recs in sorted(rounds.items()):
         grid = [r for r in recs if not r.reference]
         ref = next(r for r in recs if r.reference)
-        chosen = next((r for r in grid if r.budget == ref.budget), ref)
+        paid_draft = ref.budget == 0 and ref.t_draft > 0  # an AR step after a draft: the grid's has no draft
+        chosen = ref if paid_draft else next((r for r in grid if r.budget == ref.budget), ref)
         best = max(grid + [chosen], key=lambda r: r.tps)
         rows.append(dict(round=t, prefix_len=ref.prefix_len, budget=ref.budget, best_budget=best.budget,
                          tps=chosen.tps, best_tps=best.tps, retained=chosen.tps / best.tps,

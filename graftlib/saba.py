@@ -18,9 +18,26 @@ i.e. A_t is the number of draft tokens a round would accept with an unbounded tr
 token is always emitted). phi and alpha are fitted jointly by least squares on same-prefix replay
 data (`graftlib.replay`): for every validation round t and every grid budget B, a_t(B) is measured.
 
-Cost (eq. 17): C_t(B) = c0 + c1 B + c2 B prefix_t, in seconds per round, fitted by linear least
-squares on measured tree build + verify + commit latencies over a grid of (B, prefix); c0 also
-absorbs the draft step (constant in B), so C_t is the whole round latency.
+Cost (eq. 17): C_t(B) = c0 + c1 B + c2 B prefix_t [+ c3 log2(1 + B)], in seconds per round,
+fitted by non-negative least squares on measured tree build + verify + commit latencies over a
+grid of (B, prefix); c0 also absorbs the draft step (constant in B), so C_t is the whole round
+latency. The optional c3 term is a graftlib extension: on a GPU verify cost is flat to linear in B
+(c3 = 0 is the paper's model), but on a CPU it is concave (measured on the embedded target at
+prefix 256: +13 ms for the first node, +2.8 ms/node from 4 to 16 tokens, +1.6 ms/node from 32 to
+64), and a line through the whole grid under-prices small trees' growth by ~10-20 ms, which
+biases the argmax towards larger trees exactly where the CPU's best budgets lie (2..8). A
+3-entry c (older calibrations) means c3 = 0.
+
+Gain table (graftlib extension, `gain_table`; what `graft calibrate` fits by default). Measured on
+the embedded pair, the mean a_t(B) grows about linearly in log B (1.31, 1.44, 1.57, 1.71, 1.85,
+1.97, 2.09 at B = 1, 2, 4, .., 64: +0.13 tokens per doubling) from a first node that is worth
++0.31 at once; eq. 16's exponential saturation cannot follow that shape (its fit under-predicts
+B = 1-2 by 0.1 and over-predicts 6-16), which biases the argmax towards mid-size trees. The table
+keeps eq. 16's inputs but drops its shape: one linear model per grid budget,
+  E[a_t(B)] = w_B^T s_t,   fitted by least squares per B on the same replay data,
+made non-decreasing in B (running max over the table's budgets) and clipped to [1, 1 + D]; a
+budget between the table's is interpolated on log2 B (flat beyond its ends). It needs
+utility="throughput"; A_t G_t(B) then reads E[a_t(B)] - 1 everywhere (correction, gates).
 
 Utility (eq. 14): B_t = argmax_B U_t(B) over the budget grid. With G normalized as above the
 throughput of a round is expected tokens over cost, so the default utility is
@@ -39,6 +56,16 @@ When AR wins the round is a plain AR step (budget 0, no draft) and the next `ski
 too; then one probe round drafts regardless (fresh state), and `skip` doubles up to `max_skip`
 while the probes keep losing; a round that prefers drafting resets it to 1. `c_ar = None` turns
 the gate off (the paper's SABA). hist_t counts drafted rounds only.
+
+Post-draft gate (`post_gate`, on by default with `c_ar`). The pre-draft gate decides on a stale
+state, exactly wrong at the transitions. Once the round has drafted, conf_t and degen_t are this
+round's own (the state the gain model was fitted on) and the draft step is sunk, so the
+controller compares again, on the remaining cost:
+  AR step after all  iff  1 / C_AR(prefix_t) > max_B (1 + k_t A_t G_t(B)) / (C_t(B) - c_draft),
+with `c_draft` the draft step's share of c0 (the calibration's median draft time; 0 before it
+was fitted, which only makes the post gate stricter). A declined round is one plain AR step
+(budget 0) whose draft is thrown away; it makes the probe rounds cheap: a probe that finds
+the state still bad costs one draft step, not a losing verify.
 
 Online gain correction (graftlib extension). In the loop the fitted gain over-predicts: the
 controller drafts, and picks B, exactly where the prediction is high, so realized acceptance
@@ -83,7 +110,7 @@ class SabaParams:
 
     phi: list[float] = field(default_factory=lambda: [0.0, 0.0, 0.0, 6.0])  # lambda_t = phi^T s_t
     alpha: list[float] = field(default_factory=lambda: [3.0, 0.0, 0.3, 0.0])  # A_t = alpha^T s_t
-    c: list[float] = field(default_factory=lambda: [0.065, 1.5e-3, 2e-6])  # c0 [s], c1 [s/node], c2
+    c: list[float] = field(default_factory=lambda: [0.065, 1.5e-3, 2e-6])  # c0 [s], c1 [s/node], c2 [, c3]
     grid: list[int] = field(default_factory=lambda: list(CPU_GRID))
     window: int = 8
     hist_prior: float = 2.0
@@ -92,12 +119,15 @@ class SabaParams:
     c_ar: list[float] | None = None  # AR step cost a0 + a1 * prefix [s]; None: never skip drafting
     max_skip: int = 16  # longest run of AR steps between two probe rounds
     gain_prior: float | None = 8.0  # n0 of the online gain correction (pseudo extra tokens); None: off
+    post_gate: bool = True  # after the draft, with this round's state, an AR step may still win (needs c_ar)
+    c_draft: float = 0.0  # the draft step's share of c0 [s], sunk once the round has drafted
+    gain_table: dict[str, list[float]] | None = None  # {budget: w_B}: E[a_t(B)] = w_B^T s_t; None: eq. 16
     meta: dict = field(default_factory=lambda: {"source": "builtin-uncalibrated"})
 
     def __post_init__(self):
         require(len(self.phi) == 4 and len(self.alpha) == 4, "SABA params: phi and alpha need 4 entries "
                 "(conf, degen, hist, bias)")
-        require(len(self.c) == 3, "SABA params: c needs 3 entries (c0, c1, c2)")
+        require(len(self.c) in (3, 4), "SABA params: c needs 3 or 4 entries (c0, c1, c2[, c3])")
         require(len(self.grid) > 0 and all(isinstance(b, int) and b >= 1 for b in self.grid),
                 f"SABA params: the budget grid must be positive integers, got {self.grid}")
         require(self.window >= 1, f"SABA params: window must be >= 1, got {self.window}")
@@ -107,6 +137,13 @@ class SabaParams:
         require(self.max_skip >= 1, f"SABA params: max_skip must be >= 1, got {self.max_skip}")
         require(self.gain_prior is None or self.gain_prior > 0,
                 f"SABA params: gain_prior must be > 0 or null, got {self.gain_prior}")
+        require(0 <= self.c_draft <= self.c[0], f"SABA params: c_draft must be in [0, c0 = {self.c[0]}], "
+                f"got {self.c_draft}")
+        if self.gain_table is not None:
+            self.gain_table = {str(int(b)): [float(x) for x in w] for b, w in self.gain_table.items()}
+            require(len(self.gain_table) > 0 and all(len(w) == 4 and int(b) >= 1 for b, w in self.gain_table.items()),
+                    "SABA params: gain_table maps budgets >= 1 to 4 weights (conf, degen, hist, bias)")
+            require(self.utility == "throughput", "SABA params: a gain_table needs utility 'throughput'")
 
     @property
     def id(self) -> str:
@@ -199,19 +236,44 @@ def gain(budgets: np.ndarray, lam: float) -> np.ndarray:
 
 
 def cost(budgets: np.ndarray, prefix_len: int, c: list[float]) -> np.ndarray:
-    """C_t(B) = c0 + c1 B + c2 B prefix_t (eq. 17), seconds per round."""
+    """C_t(B) = c0 + c1 B + c2 B prefix_t (eq. 17) [+ c3 log2(1 + B)], seconds per round."""
     b = np.asarray(budgets, dtype=float)
-    return c[0] + b * (c[1] + c[2] * prefix_len)
+    out = c[0] + b * (c[1] + c[2] * prefix_len)
+    return out + c[3] * np.log2(1.0 + b) if len(c) > 3 else out
+
+
+def round_cost(budget: int, prefix_len: int, c: list[float]) -> float:
+    """`cost` of one budget as a Python float (for per-node loops such as CaDDTree's)."""
+    out = c[0] + budget * (c[1] + c[2] * prefix_len)
+    return out + c[3] * math.log2(1.0 + budget) if len(c) > 3 else out
+
+
+def extra_tokens(params: SabaParams, budgets: np.ndarray, s: np.ndarray, depth: int | None = None) -> np.ndarray:
+    """E[a_t(B)] - 1, the draft tokens a round is expected to accept: A_t G_t(B) (eq. 16), or from
+    the gain table (module doc)."""
+    budgets = np.asarray(budgets, dtype=float)
+    if params.gain_table is None:
+        lam, a_sat = saturation(params, s, depth)
+        return a_sat * gain(budgets, lam)
+    table = sorted((int(b), w) for b, w in params.gain_table.items())
+    a = np.maximum.accumulate(np.array([float(np.dot(w, s)) for _, w in table]))  # non-decreasing in B
+    extra = np.interp(np.log2(budgets), np.log2([b for b, _ in table]), a) - 1.0
+    return np.clip(extra, 0.0, depth if depth is not None else None)
+
+
+def numerator(params: SabaParams, budgets: np.ndarray, s: np.ndarray, depth: int | None = None,
+              k: float = 1.0) -> np.ndarray:
+    """U_t's numerator: expected tokens 1 + k_t (E[a_t(B)] - 1) (extra tokens scaled by the online
+    correction k_t), or the paper's G_t(B)."""
+    if params.utility == "throughput":
+        return 1.0 + k * extra_tokens(params, budgets, s, depth)
+    return gain(budgets, saturation(params, s, depth)[0])
 
 
 def utility(params: SabaParams, budgets: np.ndarray, s: np.ndarray, prefix_len: int,
             depth: int | None = None, k: float = 1.0) -> np.ndarray:
-    """U_t(B) over the budgets (eq. 14): expected tokens / cost (extra tokens scaled by the online
-    correction k_t), or the paper's G / C."""
-    lam, a_sat = saturation(params, s, depth)
-    g = gain(budgets, lam)
-    num = 1.0 + k * a_sat * g if params.utility == "throughput" else g
-    return num / cost(budgets, prefix_len, params.c)
+    """U_t(B) over the budgets (eq. 14): expected tokens / cost, or the paper's G / C."""
+    return numerator(params, budgets, s, depth, k) / cost(budgets, prefix_len, params.c)
 
 
 def choose(params: SabaParams, budgets: np.ndarray, s: np.ndarray, prefix_len: int, depth: int | None = None,
@@ -229,10 +291,20 @@ def prefers_ar(params: SabaParams, budgets: np.ndarray, s: np.ndarray, prefix_le
     return 1.0 / c_ar > float(utility(params, budgets, s, prefix_len, depth, k).max())
 
 
+def prefers_ar_after_draft(params: SabaParams, budgets: np.ndarray, s: np.ndarray, prefix_len: int,
+                           depth: int | None = None, k: float = 1.0) -> bool:
+    """The post-draft gate (module doc): with the draft sunk, one AR step 1 / C_AR(prefix) still
+    beats max_B (1 + k A G(B)) / (C(B) - c_draft) (False without c_ar or with `post_gate` off)."""
+    if params.c_ar is None or not params.post_gate:
+        return False
+    c_ar = params.c_ar[0] + params.c_ar[1] * prefix_len
+    remaining = cost(budgets, prefix_len, params.c) - params.c_draft
+    return 1.0 / c_ar > float((numerator(params, budgets, s, depth, k) / remaining).max())
+
+
 def predicted_extra(params: SabaParams, s: np.ndarray, budget: int, depth: int | None = None) -> float:
-    """A_t G_t(B): the draft tokens the uncorrected model expects a round to accept at budget B."""
-    lam, a_sat = saturation(params, s, depth)
-    return a_sat * float(gain(np.array([budget]), lam)[0])
+    """E[a_t(B)] - 1 at one budget: the draft tokens the uncorrected model expects a round to accept."""
+    return float(extra_tokens(params, np.array([budget]), s, depth)[0])
 
 
 class GainCorrection:
@@ -260,11 +332,15 @@ class SabaController:
         self.params = params
         self.grid = np.array(grid or [cap], dtype=float)
         self.max_budget = int(self.grid[-1])
-        self.tracker = StateTracker(params.window, params.hist_prior)
+        self.reset()
+
+    def reset(self) -> None:
+        """Per-decode state: history, last state, gate schedule and gain correction start afresh."""
+        self.tracker = StateTracker(self.params.window, self.params.hist_prior)
         self.last_state: np.ndarray | None = None
         self.depth: int | None = None
         self.skip, self.skip_left, self.probe = 1, 0, False
-        self.correction = GainCorrection(params.gain_prior)
+        self.correction = GainCorrection(self.params.gain_prior)
         self.predicted_extra = 0.0  # A_t G_t(B_t) of the last drafted round, uncorrected
 
     def speculate(self, prefix_len: int) -> bool:
@@ -285,8 +361,13 @@ class SabaController:
         return False
 
     def budget(self, cand: Candidates, prefix_len: int) -> int:
+        """B_t = argmax_B U_t(B) on this round's state, or 0 (an AR step) when the post-draft gate
+        declines the drafted round."""
         self.last_state, self.depth = self.tracker.signals(cand), cand.depth
-        b = choose(self.params, self.grid, self.last_state, prefix_len, cand.depth, self.correction.k)
+        k = self.correction.k
+        if prefers_ar_after_draft(self.params, self.grid, self.last_state, prefix_len, cand.depth, k):
+            return 0
+        b = choose(self.params, self.grid, self.last_state, prefix_len, cand.depth, k)
         self.predicted_extra = predicted_extra(self.params, self.last_state, b, cand.depth)
         return b
 
@@ -317,18 +398,20 @@ def nonneg_lstsq(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     return best
 
 
-def fit_cost(budgets, prefix_lens, latency_s) -> tuple[list[float], float]:
-    """Non-negative least squares for (c0, c1, c2) of eq. 17; returns the coefficients and R^2.
+def fit_cost(budgets, prefix_lens, latency_s, concave: bool = True) -> tuple[list[float], float]:
+    """Non-negative least squares for (c0, c1, c2[, c3]) of eq. 17 (c3: the concave term, module
+    doc; `concave=False` fits the paper's three); returns the coefficients and R^2.
 
     A negative c1 or c2 fitted on noisy timings over short validation prefixes would make a
     node cheaper the longer the prefix (for P > -c1/c2 the model then prefers the largest tree),
-    so the coefficients are constrained to >= 0 (`nonneg_lstsq`)."""
+    so the coefficients are constrained to >= 0 (`nonneg_lstsq`): C_t stays increasing in B."""
     b = np.asarray(budgets, dtype=float)
     p = np.asarray(prefix_lens, dtype=float)
     y = np.asarray(latency_s, dtype=float)
     require(len(y) >= 3 and len(set(zip(b.tolist(), p.tolist()))) >= 3,
             "cost fit needs at least 3 distinct (budget, prefix) points")
-    x = np.stack([np.ones_like(b), b, b * p], axis=1)
+    cols = [np.ones_like(b), b, b * p] + ([np.log2(1.0 + b)] if concave else [])
+    x = np.stack(cols, axis=1)
     coef = nonneg_lstsq(x, y)
     resid = y - x @ coef
     r2 = 1.0 - float(resid @ resid) / max(float(((y - y.mean()) ** 2).sum()), 1e-30)
@@ -375,6 +458,23 @@ def fit_gain(states, budgets, accepted, lam_min: float = 0.5, depth: int | None 
     with torch.no_grad():
         rmse = float(((predict(phi, alpha) - a) ** 2).mean().sqrt())
     return phi.detach().tolist(), alpha.detach().tolist(), rmse
+
+
+def fit_gain_table(states, budgets, accepted) -> tuple[dict[str, list[float]], float]:
+    """Least squares w_B per budget of E[a_t(B)] = w_B^T s_t (the gain table, module doc); returns
+    the table and the RMSE in accepted tokens (before the monotone/clip post-processing)."""
+    s = np.asarray(states, dtype=float)
+    b = np.asarray(budgets)
+    a = np.asarray(accepted, dtype=float)
+    require(s.ndim == 2 and s.shape[1] == 4 and len(s) == len(b) == len(a), "gain table fit needs 4-entry states")
+    table, sse = {}, 0.0
+    for budget in sorted(set(b.tolist())):
+        rows = b == budget
+        require(rows.sum() >= 4, f"gain table fit: budget {budget} has fewer than 4 samples")
+        w, *_ = np.linalg.lstsq(s[rows], a[rows], rcond=None)
+        table[str(int(budget))] = w.tolist()
+        sse += float(((s[rows] @ w - a[rows]) ** 2).sum())
+    return table, math.sqrt(sse / len(a))
 
 
 def calibration_meta(pair_desc: dict, **extra) -> dict:

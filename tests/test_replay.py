@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from tiny import random_prompt, tiny_drafter, tiny_target
 
-from graftlib.calibrate import fit_params, offline_tracking, replay_rounds
+from graftlib.calibrate import fit_params, offline_tracking, read_replay_records, replay_rounds, write_records
 from graftlib.decode import Decoder, make_parts
 from graftlib.errors import GraftError
 from graftlib.replay import ReplayDecoder, oracle_rows, replay_decoder, tracking_summary
@@ -24,12 +24,14 @@ def pair(request):
     return tiny_target(request.param, seed=seed, initializer_range=0.1), tiny_drafter(seed=seed)
 
 
-GATED = SabaParams(c_ar=[0.02, 0.0], max_skip=2)  # AR steps cheap enough that the gate fires
+GATED = SabaParams(c_ar=[0.02, 0.0], max_skip=2, post_gate=False)  # AR steps cheap enough that the gate fires
+POST_GATED = SabaParams(c_ar=[0.02, 0.0], max_skip=2, c_draft=0.005)  # probes drafted, then declined
 
 
 @pytest.mark.parametrize("method,budget,params", [("ddtree", 8, None), ("ddtree", 3, None), ("caddtree", 16, None),
-                                                  ("ddtree+saba", 16, None), ("ddtree+saba", 16, GATED)],
-                         ids=["ddtree8", "ddtree3", "caddtree", "saba", "saba-gated"])
+                                                  ("ddtree+saba", 16, None), ("ddtree+saba", 16, GATED),
+                                                  ("ddtree+saba", 16, POST_GATED)],
+                         ids=["ddtree8", "ddtree3", "caddtree", "saba", "saba-gated", "saba-post-gated"])
 def test_replay_reproduces_rounds_and_keeps_state(pair, method, budget, params):
     target, drafter = pair
     params = params or SabaParams()
@@ -38,6 +40,8 @@ def test_replay_reproduces_rounds_and_keeps_state(pair, method, budget, params):
     plain = Decoder(target, drafter, *make_parts(method, budget, drafter.block_size, saba=params)).decode(prompt, MAX_NEW)
     if params is GATED:
         assert any(r.budget == 0 for r in plain.rounds) and any(r.budget for r in plain.rounds)
+    if params is POST_GATED:
+        assert any(r.budget == 0 and r.t_draft > 0 for r in plain.rounds)
     res = replay_decoder(target, drafter, method, budget, GRID, params).replay(prompt, MAX_NEW)
     assert res.decode.tokens == ar == plain.tokens  # replays left cache and prefix exactly as before
     assert [r.accepted for r in res.decode.rounds] == [r.accepted for r in plain.rounds]
@@ -51,8 +55,12 @@ def test_replay_reproduces_rounds_and_keeps_state(pair, method, budget, params):
             assert (grid[ref.budget].accepted, grid[ref.budget].tokens) == (ref.accepted, ref.tokens)
         if method == "ddtree":
             assert all(grid[b].nodes == b for b in grid)
+    assert [r.t_draft > 0 for r in refs] == [r.t_draft > 0 for r in plain.rounds]  # drafted, also when declined
     rows = oracle_rows(res.records)
     assert len(rows) == len(refs) and all(0 < r["retained"] <= 1 for r in rows)
+    for ref, row in zip(refs, rows):  # a declined draft is scored with its draft time, not as the grid's AR step
+        if ref.budget == 0 and ref.t_draft > 0:
+            assert row["tps"] == pytest.approx(1 / ref.latency)
     assert all(r["best_tps"] >= r["tps"] for r in rows)
     s = tracking_summary(rows)
     assert 0 < s["mean_retained"] <= 1 and 0 <= s["frac_ge_95"] <= 1
@@ -84,6 +92,12 @@ def test_calibration_pipeline(pair, tmp_path):
     track = offline_tracking(params, records, drafter.block_size - 1)
     assert track["rounds"] == len(rounds) and 0 < track["mean_retained"] <= 1
     assert SabaParams.load(params.save(tmp_path / "saba.json")).id == params.id
+    write_records(tmp_path / "replay.jsonl", records)
+    again = read_replay_records(tmp_path / "replay.jsonl")
+    assert again == records and fit_params(again, GRID, drafter.block_size - 1).c == params.c
+    assert len(params.c) == 4 and len(fit_params(records, GRID, drafter.block_size - 1, concave=False).c) == 3
+    assert params.c_draft > 0 and params.c_draft == pytest.approx(np.median([r.t_draft for r in records
+                                                                             if r.reference and r.budget]))
 
 
 def test_replay_prompts_resumes_and_numbers_rounds(pair, tmp_path):

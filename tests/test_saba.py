@@ -23,10 +23,15 @@ from graftlib.saba import (
     cost,
     default_params,
     degeneration,
+    extra_tokens,
     fit_cost,
     fit_gain,
+    fit_gain_table,
     gain,
     predicted_extra,
+    prefers_ar,
+    prefers_ar_after_draft,
+    round_cost,
     utility,
 )
 
@@ -131,7 +136,7 @@ def test_fit_cost_recovers_known_c():
     b = np.repeat([1, 2, 4, 8, 16, 32, 64], 4)
     p = np.tile([64, 128, 256, 512], 7)
     y = cost(b, 0, [c[0], c[1], 0]) + c[2] * b * p + rng.normal(0, 1e-5, len(b))
-    got, r2 = fit_cost(b, p, y)
+    got, r2 = fit_cost(b, p, y, concave=False)
     assert got == pytest.approx(c, rel=0.05) and r2 > 0.999
     with pytest.raises(GraftError, match="at least 3"):
         fit_cost([1, 1], [5, 5], [0.1, 0.1])
@@ -145,11 +150,63 @@ def test_fit_cost_never_makes_nodes_cheaper_with_prefix():
     y = 0.05 + 2e-3 * b - 1e-6 * b * p
     x = np.stack([np.ones_like(b), b, b * p], axis=1)
     assert np.linalg.lstsq(x, y, rcond=None)[0][2] < 0
-    got, _ = fit_cost(b, p, y)
+    got, _ = fit_cost(b, p, y, concave=False)
     assert min(got) >= 0 and got[2] == 0.0
     want = np.linalg.lstsq(x[:, :2], y, rcond=None)[0]
     assert got[:2] == pytest.approx(want.tolist())
     assert cost(np.array([64.0]), 10_000, got)[0] > cost(np.array([1.0]), 10_000, got)[0]
+
+
+def test_fit_cost_concave_term():
+    """A CPU-like concave curve (c3 log2(1 + B)) is recovered; the line through it misprices
+    the step from B = 1 to 8 that the argmax weighs; CaDDTree prices nodes with the same model."""
+    rng = np.random.default_rng(2)
+    c = [0.06, 1.2e-3, 1e-6, 8e-3]
+    b = np.repeat([1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64], 4)
+    p = np.tile([64, 128, 256, 512], 12)
+    y = cost(b, 0, [c[0], c[1], 0, c[3]]) + c[2] * b * p + rng.normal(0, 1e-5, len(b))
+    got, r2 = fit_cost(b, p, y)
+    assert got == pytest.approx(c, rel=0.05) and r2 > 0.999
+    line, _ = fit_cost(b, p, y, concave=False)
+    step = lambda cc: float(np.diff(cost(np.array([1.0, 8.0]), 256, cc))[0])
+    assert step(got) == pytest.approx(step(c), rel=0.02) and step(line) < 0.7 * step(c)
+    assert cost(np.array([3.0]), 256, c)[0] == pytest.approx(round_cost(3, 256, c))
+    rule = CaDDTree.from_params(SabaParams(c=c), cap=8)
+    assert rule.cost(5, 300) == pytest.approx(round_cost(5, 300, c))
+    with pytest.raises(GraftError, match="3 or 4 entries"):
+        SabaParams(c=[0.1, 0.2])
+
+
+def test_gain_table_fit_and_prediction(tmp_path):
+    """Per-budget least squares recovers w_B; predictions are non-decreasing in B, interpolated on
+    log2 B between table budgets, flat beyond them, clipped to [0, D] extra tokens; the controller,
+    the correction and the gates read the same numbers."""
+    rng = np.random.default_rng(3)
+    w = {1: [0.5, 0.0, 0.1, 1.0], 4: [0.9, 0.0, 0.2, 1.0], 16: [1.2, 0.1, 0.3, 1.0]}
+    states, budgets, acc = [], [], []
+    for b, wb in w.items():
+        s = np.stack([rng.uniform(0, 1, 40), rng.uniform(0, 1, 40), rng.uniform(1, 3, 40), np.ones(40)], 1)
+        states += s.tolist(); budgets += [b] * 40; acc += (s @ wb + rng.normal(0, 1e-3, 40)).tolist()
+    table, rmse = fit_gain_table(states, budgets, acc)
+    assert rmse < 0.01 and sorted(table) == ["1", "16", "4"]
+    for b, wb in w.items():
+        assert table[str(b)] == pytest.approx(wb, abs=0.01)
+    params = SabaParams(gain_table=table, grid=[1, 2, 4, 16, 64])
+    s = np.array([0.5, 0.5, 2.0, 1.0])
+    a = {b: 1 + float(extra_tokens(params, np.array([b]), s)[0]) for b in (1, 2, 4, 16, 64)}
+    assert a[1] == pytest.approx(np.dot(w[1], s), abs=0.02) and a[16] == pytest.approx(np.dot(w[16], s), abs=0.02)
+    assert a[2] == pytest.approx((a[1] + a[4]) / 2, abs=1e-6) and a[64] == a[16]  # log2 midpoint; flat beyond
+    dipping = SabaParams(gain_table={"1": [0, 0, 0, 2.0], "2": [0, 0, 0, 1.5], "4": [0, 0, 0, 3.0]})
+    assert extra_tokens(dipping, np.array([1, 2, 4]), s).tolist() == [1.0, 1.0, 2.0]  # running max
+    assert extra_tokens(dipping, np.array([4]), s, depth=1).tolist() == [1.0]  # clipped to D
+    assert predicted_extra(params, s, 4) == pytest.approx(a[4] - 1)
+    assert choose(params, np.array([1.0, 2, 4, 16, 64]), s, 100) in (1, 2, 4, 16)
+    with pytest.raises(GraftError, match="throughput"):
+        SabaParams(gain_table=table, utility="paper")
+    with pytest.raises(GraftError, match="4 weights"):
+        SabaParams(gain_table={"4": [1.0, 2.0]})
+    again = SabaParams.load(params.save(tmp_path / "p.json"))
+    assert again.id == params.id and again.gain_table == params.gain_table
 
 
 def test_fit_gain_recovers_known_phi():
@@ -218,7 +275,8 @@ def test_exact_vs_ar(pairs, arch, method, budget, monkeypatch):
     for p, ref in zip(prompts, ar):
         res = Decoder.for_method(target, drafter, method, budget).decode(p, MAX_NEW, record_trees=True)
         assert res.tokens == ref, f"{arch} {method}@{budget}: differs from AR"
-        assert all(1 <= r.nodes <= budget or (r.budget, r.nodes, r.accepted) == (0, 0, 1) for r in res.rounds)
+        # a SABA gate's AR step (budget 0), or a CaDDTree tree that stops at its root: one token, no drafts
+        assert all(1 <= r.nodes <= budget or (r.nodes, r.accepted) == (0, 1) for r in res.rounds)
 
 
 def test_saba_budgets_vary_with_state(pairs):
@@ -230,9 +288,9 @@ def test_saba_budgets_vary_with_state(pairs):
     assert len({r.budget for r in res.rounds}) > 1
 
 
-def gated_params(c_ar: list[float], max_skip: int = 4) -> SabaParams:
+def gated_params(c_ar: list[float], max_skip: int = 4, post_gate: bool = False) -> SabaParams:
     return SabaParams(phi=[0, 0, 0, 4.0], alpha=[0, 0, 0, 2.0], c=[0.05, 1e-3, 0.0], grid=[1, 2, 4, 8],
-                      c_ar=c_ar, max_skip=max_skip)
+                      c_ar=c_ar, max_skip=max_skip, post_gate=post_gate, c_draft=0.01)
 
 
 def test_gate_schedule_skips_double_then_probe():
@@ -297,14 +355,50 @@ class ContextCheckingDecoder(Decoder):
         return cand
 
 
+def test_post_gate_weighs_the_remaining_cost():
+    """s_t = bias only: 1 + 2 G(B) expected tokens, G = 1 - exp(-B / 4). The best round (B = 8: 2.73
+    tokens in 58 ms) loses to an AR step of 20 ms before the draft (47 vs 50 tokens/s) but wins once
+    its 10 ms draft is sunk (57/s); an AR step of 15 ms (67/s) beats it either way."""
+    s = np.array([0.0, 0.0, 0.0, 1.0])
+    grid = np.array([1, 2, 4, 8], dtype=float)
+    slow, fast = gated_params([0.020, 0.0], post_gate=True), gated_params([0.015, 0.0], post_gate=True)
+    assert prefers_ar(slow, grid, s, 100) and not prefers_ar_after_draft(slow, grid, s, 100)
+    assert prefers_ar(fast, grid, s, 100) and prefers_ar_after_draft(fast, grid, s, 100)
+    assert not prefers_ar_after_draft(replace(fast, post_gate=False), grid, s, 100)
+    assert not prefers_ar_after_draft(replace(fast, c_ar=None), grid, s, 100)
+    ctl = SabaController(fast)
+    assert ctl.speculate(100)  # no state yet: draft, then decline with this round's state
+    assert ctl.budget(hand_candidates([0.5, 0.4, 0.3]), 100) == 0
+    ctl.feedback({"accepted": 1, "budget": 0})
+    assert not ctl.speculate(101) and list(ctl.tracker.history) == []
+    with pytest.raises(GraftError, match="c_draft"):
+        replace(fast, c_draft=1.0)
+
+
 @pytest.mark.parametrize("arch", ARCHS)
 def test_gated_decode_exact_and_context_complete(pairs, arch):
+    """Pre-draft gate (AR steps without a draft), post-draft gate (AR steps after a draft) and no
+    gate: the tokens equal AR's and the drafter sees every committed position."""
     target, drafter, prompts, ar = pairs[arch]
-    for c_ar, expect_ar in (([1e-4, 0.0], True), ([10.0, 0.0], False)):
+    for c_ar, post, expect_ar in (([1e-4, 0.0], False, True), ([1e-4, 0.0], True, True),
+                                  ([10.0, 0.0], True, False)):
         for p, ref in zip(prompts, ar):
-            dec = ContextCheckingDecoder(target, drafter, HeapTreeBuilder(), SabaController(gated_params(c_ar)))
-            res = dec.decode(p, MAX_NEW)
-            assert res.tokens == ref, f"{arch} gate {c_ar}: differs from AR"
+            ctl = SabaController(gated_params(c_ar, post_gate=post))
+            res = ContextCheckingDecoder(target, drafter, HeapTreeBuilder(), ctl).decode(p, MAX_NEW)
+            assert res.tokens == ref, f"{arch} gate {c_ar} post {post}: differs from AR"
             ar_rounds = [r for r in res.rounds if r.budget == 0]
-            assert all(r.accepted == 1 and r.nodes == 0 and r.t_draft == 0 for r in ar_rounds)
+            assert all(r.accepted == 1 and r.nodes == 0 for r in ar_rounds)
             assert bool(ar_rounds) == expect_ar or len(res.rounds) < 2
+            drafted_ar = [r for r in ar_rounds if r.t_draft > 0]  # declined by the post-draft gate
+            assert bool(drafted_ar) == (post and expect_ar) or len(res.rounds) < 2
+
+
+def test_decoder_reuse_starts_each_decode_afresh(pairs):
+    """One Decoder, two prompts, then the first again: the repeat chooses the same budgets and gates as
+    the first decode (the controller's history, gate schedule and correction do not cross decodes)."""
+    target, drafter, prompts, _ = pairs["llama"]
+    dec = Decoder(target, drafter, HeapTreeBuilder(), SabaController(gated_params([0.03, 0.0], post_gate=True)))
+    first = [r.budget for r in dec.decode(prompts[0], MAX_NEW).rounds]
+    dec.decode(prompts[1], MAX_NEW)
+    assert [r.budget for r in dec.decode(prompts[0], MAX_NEW).rounds] == first
+    assert len(set(first)) > 1 or len(first) < 3
