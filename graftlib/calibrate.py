@@ -4,13 +4,13 @@ Both models are fitted on the same data: same-prefix replay (`graftlib.replay`) 
 ddtree trajectories on held-out validation prompts (`data.pool("val")`, never evaluation prompts)
 over the budget grid plus budget 0 (one plain AR step).
 
-Cost: (c0, c1, c2) by non-negative least squares (`saba.nonneg_lstsq`: a node never gets cheaper
-with the prefix) of the replayed rounds' in-loop latencies (tree build + verify
-+ commit, with real candidates, so the LM-head rows of the greedy walk are paid as in decoding)
-on (B, prefix); c0 then gets the median draft-step time (constant in B), so C_t(B) is the whole
-round latency. The AR step's cost C_AR(P) = a0 + a1 P (`c_ar`, SABA's AR gate) is fitted on the
-budget-0 replays, also with a0, a1 >= 0; `c_draft` is that median draft time (sunk for SABA's
-post-draft gate). (A first version timed rounds on random candidates instead: the walk then stops
+Cost: (c0, c1, c2, c3, c4) and the AR step's C_AR(P) = a0 + c4 P (`c_ar`, SABA's AR gate), jointly
+by non-negative least squares (`saba.fit_cost`: a node never gets cheaper with the prefix; c4 is
+the prefix term rounds and AR steps share) of the replayed rounds' in-loop latencies (tree build
++ verify + commit, with real candidates, so the LM-head rows of the greedy walk are paid as in
+decoding) on (B, prefix), budget 0 being the AR step; c0 then gets the median draft-step time
+(constant in B), so C_t(B) is the whole round latency; `c_draft` is that median draft time (sunk
+for SABA's post-draft gate). (A first version timed rounds on random candidates instead: the walk then stops
 at the root, and the fit missed ~10 ms per round of LM-head rows on this CPU.)
 
 Gain: the replay (`graftlib.replay`) of a reference ddtree trajectory on held-out
@@ -49,7 +49,6 @@ from graftlib.saba import (
     fit_cost,
     fit_gain,
     fit_gain_table,
-    nonneg_lstsq,
     predicted_extra,
     prefers_ar,
     prefers_ar_after_draft,
@@ -72,22 +71,20 @@ def replay_rounds(target, drafter, prompts: list[list[int]], grid: list[int], re
 
 def fit_params(records: list[ReplayRecord], grid: list[int], depth: int, window: int = 8,
                utility: str = "throughput", lam_min: float = 0.5, meta: dict | None = None,
-               concave: bool = True, gain_model: str = "table") -> SabaParams:
+               concave: bool = True, gain_model: str = "table", shared_prefix: bool = True) -> SabaParams:
     """SabaParams from replay records (see module doc); `c_ar` when budget 0 was replayed;
-    `concave=False`: the paper's linear cost (no c3 term); `gain_model="eq16"`: no gain table."""
+    `concave=False`, `shared_prefix=False`: without the c3 / c4 cost terms (`saba.fit_cost`);
+    `gain_model="eq16"`: no gain table."""
     require(gain_model in GAIN_MODELS, f"gain model must be one of {GAIN_MODELS}, got {gain_model!r}")
     ref = [r for r in records if r.reference and r.budget > 0]
     on_grid = [r for r in records if not r.reference and r.budget > 0]
     require(len(ref) > 0 and len(on_grid) > 0, "no replayed rounds to fit the gain on")
-    c, r2 = fit_cost([r.budget for r in on_grid], [r.prefix_len for r in on_grid],
-                     [r.latency - r.t_draft for r in on_grid], concave)
+    ar = [r for r in records if not r.reference and r.budget == 0]
+    timed = on_grid + ar
+    c, c_ar, r2 = fit_cost([r.budget for r in timed], [r.prefix_len for r in timed],
+                           [r.latency - r.t_draft for r in timed], concave, shared_prefix)
     c_draft = statistics.median(r.t_draft for r in ref)
     c[0] += c_draft
-    ar = [r for r in records if not r.reference and r.budget == 0]
-    c_ar = None
-    if ar:
-        x = np.stack([np.ones(len(ar)), [r.prefix_len for r in ar]], axis=1)
-        c_ar = nonneg_lstsq(x, np.array([r.latency for r in ar])).tolist()  # an AR step never gets cheaper
     phi, alpha, rmse = fit_gain([r.state for r in on_grid], [r.budget for r in on_grid],
                                 [r.accepted for r in on_grid], lam_min, depth)
     hist_prior = float(np.mean([r.accepted for r in ref]))
@@ -171,6 +168,8 @@ def add_parser(sub) -> None:
     p.add_argument("--out", default=str(DEFAULT_PATH), help="parameters JSON (default: what ddtree+saba loads)")
     p.add_argument("--records", default=None, help="also write the replay records here (JSONL, one per "
                    "(round, budget)), to refit variants with `calibrate.fit_params` without measuring again")
+    p.add_argument("--from-records", default=None, help="fit on replay records written by --records instead "
+                   "of replaying (no measuring; the records' machine is the calibration's)")
     p.set_defaults(func=run)
 
 
@@ -184,9 +183,14 @@ def run(args) -> int:
     pair = load_pair(args.target, args.drafter, args.device, args.device_map)
     prompts = [format_prompt(item, pair.tokenizer, args.max_prompt_tokens).input_ids
                for item in pool("val", args.val_prompts)]
-    print(f"replaying {len(prompts)} validation prompts over the grid {args.grid} and an AR step ...", flush=True)
-    records = replay_rounds(pair.target, pair.drafter, prompts, [0, *args.grid], args.ref_budget, args.max_new_tokens,
-                            pair.eos_ids, args.window)
+    if args.from_records:
+        records = read_replay_records(args.from_records)
+        require({r.budget for r in records if not r.reference} >= {0, *args.grid},
+                f"records {args.from_records} do not cover the grid {args.grid} and the AR step")
+    else:
+        print(f"replaying {len(prompts)} validation prompts over the grid {args.grid} and an AR step ...", flush=True)
+        records = replay_rounds(pair.target, pair.drafter, prompts, [0, *args.grid], args.ref_budget,
+                                args.max_new_tokens, pair.eos_ids, args.window)
     depth = pair.drafter.block_size - 1
     meta = calibration_meta(pair.describe(), grid=args.grid,
                             val_prompts=len(prompts), ref_budget=args.ref_budget, max_new_tokens=args.max_new_tokens,

@@ -18,15 +18,21 @@ i.e. A_t is the number of draft tokens a round would accept with an unbounded tr
 token is always emitted). phi and alpha are fitted jointly by least squares on same-prefix replay
 data (`graftlib.replay`): for every validation round t and every grid budget B, a_t(B) is measured.
 
-Cost (eq. 17): C_t(B) = c0 + c1 B + c2 B prefix_t [+ c3 log2(1 + B)], in seconds per round,
-fitted by non-negative least squares on measured tree build + verify + commit latencies over a
-grid of (B, prefix); c0 also absorbs the draft step (constant in B), so C_t is the whole round
-latency. The optional c3 term is a graftlib extension: on a GPU verify cost is flat to linear in B
-(c3 = 0 is the paper's model), but on a CPU it is concave (measured on the embedded target at
-prefix 256: +13 ms for the first node, +2.8 ms/node from 4 to 16 tokens, +1.6 ms/node from 32 to
-64), and a line through the whole grid under-prices small trees' growth by ~10-20 ms, which
-biases the argmax towards larger trees exactly where the CPU's best budgets lie (2..8). A
-3-entry c (older calibrations) means c3 = 0.
+Cost (eq. 17): C_t(B) = c0 + c1 B + c2 B prefix_t [+ c3 log2(1 + B)] [+ c4 prefix_t], in seconds
+per round, fitted by non-negative least squares on measured tree build + verify + commit
+latencies over a grid of (B, prefix); c0 also absorbs the draft step (constant in B), so C_t is
+the whole round latency. Two optional terms are graftlib extensions (a 3-entry c, as in the
+paper, means c3 = c4 = 0; 4 entries, c4 = 0):
+- c3 log2(1 + B): on a GPU verify cost is flat to linear in B, but on a CPU it is concave
+  (measured on the embedded target at prefix 256: +13 ms for the first node, +2.8 ms/node from 4
+  to 16 tokens, +1.6 ms/node from 32 to 64); a line through the whole grid under-prices small
+  trees' growth by ~10-20 ms, which biases the argmax towards larger trees exactly where the
+  CPU's best budgets lie (2..8).
+- c4 prefix_t, shared with the AR step (C_AR(P) = a0 + c4 P, fitted jointly): every round runs
+  the root's attention over the prefix, so round and AR-step latencies grow alike with it
+  (measured: 26, 23, 26 us per prefix token at B = 1, 2, 4 and 31 us for the AR step). Without
+  it the fit put the prefix slope into the AR step alone, and at long prefixes the gates saw a
+  one-node round as cheaper than an AR step when it costs ~1.2 of one.
 
 Gain table (graftlib extension, `gain_table`; what `graft calibrate` fits by default). Measured on
 the embedded pair, the mean a_t(B) grows about linearly in log B (1.31, 1.44, 1.57, 1.71, 1.85,
@@ -110,7 +116,7 @@ class SabaParams:
 
     phi: list[float] = field(default_factory=lambda: [0.0, 0.0, 0.0, 6.0])  # lambda_t = phi^T s_t
     alpha: list[float] = field(default_factory=lambda: [3.0, 0.0, 0.3, 0.0])  # A_t = alpha^T s_t
-    c: list[float] = field(default_factory=lambda: [0.065, 1.5e-3, 2e-6])  # c0 [s], c1 [s/node], c2 [, c3]
+    c: list[float] = field(default_factory=lambda: [0.065, 1.5e-3, 2e-6])  # c0 [s], c1 [s/node], c2 [, c3, c4]
     grid: list[int] = field(default_factory=lambda: list(CPU_GRID))
     window: int = 8
     hist_prior: float = 2.0
@@ -127,7 +133,7 @@ class SabaParams:
     def __post_init__(self):
         require(len(self.phi) == 4 and len(self.alpha) == 4, "SABA params: phi and alpha need 4 entries "
                 "(conf, degen, hist, bias)")
-        require(len(self.c) in (3, 4), "SABA params: c needs 3 or 4 entries (c0, c1, c2[, c3])")
+        require(len(self.c) in (3, 4, 5), "SABA params: c needs 3 to 5 entries (c0, c1, c2[, c3[, c4]])")
         require(len(self.grid) > 0 and all(isinstance(b, int) and b >= 1 for b in self.grid),
                 f"SABA params: the budget grid must be positive integers, got {self.grid}")
         require(self.window >= 1, f"SABA params: window must be >= 1, got {self.window}")
@@ -236,16 +242,20 @@ def gain(budgets: np.ndarray, lam: float) -> np.ndarray:
 
 
 def cost(budgets: np.ndarray, prefix_len: int, c: list[float]) -> np.ndarray:
-    """C_t(B) = c0 + c1 B + c2 B prefix_t (eq. 17) [+ c3 log2(1 + B)], seconds per round."""
+    """C_t(B) = c0 + c1 B + c2 B prefix_t (eq. 17) [+ c3 log2(1 + B)] [+ c4 prefix_t], seconds per round."""
     b = np.asarray(budgets, dtype=float)
     out = c[0] + b * (c[1] + c[2] * prefix_len)
-    return out + c[3] * np.log2(1.0 + b) if len(c) > 3 else out
+    if len(c) > 3:
+        out = out + c[3] * np.log2(1.0 + b)
+    return out + c[4] * prefix_len if len(c) > 4 else out
 
 
 def round_cost(budget: int, prefix_len: int, c: list[float]) -> float:
     """`cost` of one budget as a Python float (for per-node loops such as CaDDTree's)."""
     out = c[0] + budget * (c[1] + c[2] * prefix_len)
-    return out + c[3] * math.log2(1.0 + budget) if len(c) > 3 else out
+    if len(c) > 3:
+        out += c[3] * math.log2(1.0 + budget)
+    return out + c[4] * prefix_len if len(c) > 4 else out
 
 
 def extra_tokens(params: SabaParams, budgets: np.ndarray, s: np.ndarray, depth: int | None = None) -> np.ndarray:
@@ -398,24 +408,40 @@ def nonneg_lstsq(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     return best
 
 
-def fit_cost(budgets, prefix_lens, latency_s, concave: bool = True) -> tuple[list[float], float]:
-    """Non-negative least squares for (c0, c1, c2[, c3]) of eq. 17 (c3: the concave term, module
-    doc; `concave=False` fits the paper's three); returns the coefficients and R^2.
+def fit_cost(budgets, prefix_lens, latency_s, concave: bool = True,
+             shared_prefix: bool = True) -> tuple[list[float], list[float] | None, float]:
+    """Non-negative least squares for eq. 17's c and the AR step's c_ar, from rounds measured at
+    (B, prefix); rows with B = 0 are AR steps (without any, c_ar is None). Returns (c, c_ar, R^2).
 
-    A negative c1 or c2 fitted on noisy timings over short validation prefixes would make a
+    `concave` adds c3 log2(1 + B), `shared_prefix` the prefix term c4 P common to rounds and AR
+    steps (module doc; c_ar = (a0, c4)); without it an AR step gets its own slope (a0, a1). c has
+    3 entries (the paper's), 4 (c3) or 5 (c3, c4; c3 = 0 when not `concave`).
+    A negative coefficient fitted on noisy timings over short validation prefixes would make a
     node cheaper the longer the prefix (for P > -c1/c2 the model then prefers the largest tree),
-    so the coefficients are constrained to >= 0 (`nonneg_lstsq`): C_t stays increasing in B."""
+    so all are constrained to >= 0 (`nonneg_lstsq`): C_t stays increasing in B and P."""
     b = np.asarray(budgets, dtype=float)
     p = np.asarray(prefix_lens, dtype=float)
     y = np.asarray(latency_s, dtype=float)
-    require(len(y) >= 3 and len(set(zip(b.tolist(), p.tolist()))) >= 3,
-            "cost fit needs at least 3 distinct (budget, prefix) points")
-    cols = [np.ones_like(b), b, b * p] + ([np.log2(1.0 + b)] if concave else [])
+    spec, ar = (b > 0).astype(float), (b == 0).astype(float)
+    require(len(y) >= 3 and len({(bb, pp) for bb, pp in zip(b.tolist(), p.tolist()) if bb > 0}) >= 3,
+            "cost fit needs at least 3 distinct (budget, prefix) points with budget > 0")
+    cols = [spec, spec * b, spec * b * p]
+    if concave or shared_prefix:
+        cols.append(spec * np.log2(1.0 + b) if concave else np.zeros_like(b))
+    if shared_prefix:
+        cols.append(p)
+    n_c = len(cols)
+    if ar.any():
+        cols += [ar] if shared_prefix else [ar, ar * p]
     x = np.stack(cols, axis=1)
     coef = nonneg_lstsq(x, y)
     resid = y - x @ coef
     r2 = 1.0 - float(resid @ resid) / max(float(((y - y.mean()) ** 2).sum()), 1e-30)
-    return coef.tolist(), r2
+    c = coef[:n_c].tolist()
+    c_ar = None
+    if ar.any():
+        c_ar = [float(coef[n_c]), c[4]] if shared_prefix else coef[n_c:].tolist()
+    return c, c_ar, r2
 
 
 def fit_gain(states, budgets, accepted, lam_min: float = 0.5, depth: int | None = None,

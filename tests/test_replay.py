@@ -95,7 +95,9 @@ def test_calibration_pipeline(pair, tmp_path):
     write_records(tmp_path / "replay.jsonl", records)
     again = read_replay_records(tmp_path / "replay.jsonl")
     assert again == records and fit_params(again, GRID, drafter.block_size - 1).c == params.c
-    assert len(params.c) == 4 and len(fit_params(records, GRID, drafter.block_size - 1, concave=False).c) == 3
+    assert len(params.c) == 5 and params.c_ar[1] == params.c[4]  # the shared prefix term
+    paper = fit_params(records, GRID, drafter.block_size - 1, concave=False, shared_prefix=False, gain_model="eq16")
+    assert len(paper.c) == 3 and paper.gain_table is None
     assert params.c_draft > 0 and params.c_draft == pytest.approx(np.median([r.t_draft for r in records
                                                                              if r.reference and r.budget]))
 

@@ -136,8 +136,8 @@ def test_fit_cost_recovers_known_c():
     b = np.repeat([1, 2, 4, 8, 16, 32, 64], 4)
     p = np.tile([64, 128, 256, 512], 7)
     y = cost(b, 0, [c[0], c[1], 0]) + c[2] * b * p + rng.normal(0, 1e-5, len(b))
-    got, r2 = fit_cost(b, p, y, concave=False)
-    assert got == pytest.approx(c, rel=0.05) and r2 > 0.999
+    got, c_ar, r2 = fit_cost(b, p, y, concave=False, shared_prefix=False)
+    assert got == pytest.approx(c, rel=0.05) and r2 > 0.999 and c_ar is None
     with pytest.raises(GraftError, match="at least 3"):
         fit_cost([1, 1], [5, 5], [0.1, 0.1])
 
@@ -150,7 +150,7 @@ def test_fit_cost_never_makes_nodes_cheaper_with_prefix():
     y = 0.05 + 2e-3 * b - 1e-6 * b * p
     x = np.stack([np.ones_like(b), b, b * p], axis=1)
     assert np.linalg.lstsq(x, y, rcond=None)[0][2] < 0
-    got, _ = fit_cost(b, p, y, concave=False)
+    got, _, _ = fit_cost(b, p, y, concave=False, shared_prefix=False)
     assert min(got) >= 0 and got[2] == 0.0
     want = np.linalg.lstsq(x[:, :2], y, rcond=None)[0]
     assert got[:2] == pytest.approx(want.tolist())
@@ -165,16 +165,36 @@ def test_fit_cost_concave_term():
     b = np.repeat([1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64], 4)
     p = np.tile([64, 128, 256, 512], 12)
     y = cost(b, 0, [c[0], c[1], 0, c[3]]) + c[2] * b * p + rng.normal(0, 1e-5, len(b))
-    got, r2 = fit_cost(b, p, y)
+    got, _, r2 = fit_cost(b, p, y, shared_prefix=False)
     assert got == pytest.approx(c, rel=0.05) and r2 > 0.999
-    line, _ = fit_cost(b, p, y, concave=False)
+    line, _, _ = fit_cost(b, p, y, concave=False, shared_prefix=False)
     step = lambda cc: float(np.diff(cost(np.array([1.0, 8.0]), 256, cc))[0])
     assert step(got) == pytest.approx(step(c), rel=0.02) and step(line) < 0.7 * step(c)
     assert cost(np.array([3.0]), 256, c)[0] == pytest.approx(round_cost(3, 256, c))
     rule = CaDDTree.from_params(SabaParams(c=c), cap=8)
     assert rule.cost(5, 300) == pytest.approx(round_cost(5, 300, c))
-    with pytest.raises(GraftError, match="3 or 4 entries"):
+    with pytest.raises(GraftError, match="3 to 5 entries"):
         SabaParams(c=[0.1, 0.2])
+
+
+def test_fit_cost_shared_prefix_term():
+    """Rounds and AR steps (B = 0) whose latencies share a prefix slope: the joint fit recovers c4
+    as both the rounds' and the AR step's slope, so the gap between a one-node round and an AR step
+    stays the same at every prefix; a fit without the shared term gives the slope to the AR step
+    alone and prices the round below the AR step at long prefixes."""
+    rng = np.random.default_rng(4)
+    c, a0 = [0.06, 1e-3, 1e-6, 0.01, 3e-5], 0.045
+    b = np.repeat([0, 1, 2, 4, 8, 16], 30)
+    p = rng.uniform(50, 350, len(b))
+    y = np.where(b > 0, [round_cost(int(bb), pp, c) for bb, pp in zip(b, p)], a0 + c[4] * p)
+    y = y + rng.normal(0, 1e-5, len(b))
+    got, c_ar, r2 = fit_cost(b, p, y)
+    assert got == pytest.approx(c, rel=0.05, abs=2e-7) and c_ar == pytest.approx([a0, c[4]], rel=0.05) and r2 > 0.999
+    gap = lambda cc, ar, pp: round_cost(1, pp, cc) - (ar[0] + ar[1] * pp)  # noqa: E731
+    assert gap(got, c_ar, 1500) == pytest.approx(gap(got, c_ar, 100), abs=2e-3) and gap(got, c_ar, 1500) > 0
+    alone, ar_alone, _ = fit_cost(b, p, y, shared_prefix=False)
+    assert len(alone) == 4 and ar_alone[1] == pytest.approx(c[4], rel=0.05)
+    assert cost(np.array([1.0, 4.0]), 200, got) == pytest.approx([round_cost(1, 200, got), round_cost(4, 200, got)])
 
 
 def test_gain_table_fit_and_prediction(tmp_path):
