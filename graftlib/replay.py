@@ -177,6 +177,19 @@ def oracle_rows(records: list[ReplayRecord]) -> list[dict]:
     return rows
 
 
+def fixed_budget_retained(records: list[ReplayRecord]) -> dict[int, float]:
+    """Mean retained oracle throughput of always choosing budget B (each grid budget), the
+    state-blind reference a per-round controller has to beat; max over B = the best fixed budget
+    chosen after the fact."""
+    rounds: dict[int, dict[int, ReplayRecord]] = {}
+    for r in records:
+        if not r.reference:
+            rounds.setdefault(r.round, {})[r.budget] = r
+    budgets = sorted(set.intersection(*(set(g) for g in rounds.values()))) if rounds else []
+    return {b: float(np.mean([g[b].tps / max(x.tps for x in g.values()) for g in rounds.values()]))
+            for b in budgets}
+
+
 def tracking_summary(rows: list[dict]) -> dict:
     """Mean retained oracle throughput and the share of rounds at >= 95% of the oracle."""
     ret = np.array([r["retained"] for r in rows])

@@ -9,7 +9,13 @@ from tiny import random_prompt, tiny_drafter, tiny_target
 from graftlib.calibrate import fit_params, offline_tracking, read_replay_records, replay_rounds, write_records
 from graftlib.decode import Decoder, make_parts
 from graftlib.errors import GraftError
-from graftlib.replay import ReplayDecoder, oracle_rows, replay_decoder, tracking_summary
+from graftlib.replay import (
+    ReplayDecoder,
+    fixed_budget_retained,
+    oracle_rows,
+    replay_decoder,
+    tracking_summary,
+)
 from graftlib.saba import SabaParams
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -64,6 +70,12 @@ def test_replay_reproduces_rounds_and_keeps_state(pair, method, budget, params):
     assert all(r["best_tps"] >= r["tps"] for r in rows)
     s = tracking_summary(rows)
     assert 0 < s["mean_retained"] <= 1 and 0 <= s["frac_ge_95"] <= 1
+    fixed = fixed_budget_retained(res.records)
+    assert sorted(fixed) == GRID and all(0 < v <= 1 for v in fixed.values())
+    per_round_best = [max(GRID, key=lambda b: grid_tps[b]) for grid_tps in
+                      ({r.budget: r.tps for r in res.records if r.round == t and not r.reference} for t in range(len(refs)))]
+    if len(set(per_round_best)) == 1:  # one budget is the oracle's every round: it retains everything
+        assert fixed[per_round_best[0]] == pytest.approx(1.0)
 
 
 def test_replay_repeats_and_errors(pair):

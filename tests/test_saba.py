@@ -190,7 +190,7 @@ def test_fit_cost_shared_prefix_term():
     y = y + rng.normal(0, 1e-5, len(b))
     got, c_ar, r2 = fit_cost(b, p, y)
     assert got == pytest.approx(c, rel=0.05, abs=2e-7) and c_ar == pytest.approx([a0, c[4]], rel=0.05) and r2 > 0.999
-    gap = lambda cc, ar, pp: round_cost(1, pp, cc) - (ar[0] + ar[1] * pp)  # noqa: E731
+    gap = lambda cc, ar, pp: round_cost(1, pp, cc) - (ar[0] + ar[1] * pp)
     assert gap(got, c_ar, 1500) == pytest.approx(gap(got, c_ar, 100), abs=2e-3) and gap(got, c_ar, 1500) > 0
     alone, ar_alone, _ = fit_cost(b, p, y, shared_prefix=False)
     assert len(alone) == 4 and ar_alone[1] == pytest.approx(c[4], rel=0.05)
