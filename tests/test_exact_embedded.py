@@ -63,8 +63,9 @@ def test_references_are_nontrivial(references):
 
 
 def test_gated_graft_mixes_ar_steps_and_stays_exact(embedded_pair, references):
-    """SABA's AR gate on the real model: with an AR step made (artificially) cheap, the decode mixes
-    plain AR steps, probe rounds and drafted rounds, and still equals greedy AR."""
+    """SABA's AR gates on the real model: with an AR step made (artificially) cheap, the pre-draft
+    gate alone mixes plain AR steps, probe rounds and drafted rounds; with the post-draft gate too,
+    probes are drafted and then declined (AR steps after a draft). Both still equal greedy AR."""
     from dataclasses import replace
 
     from graftlib.builders import HeapTreeBuilder
@@ -72,9 +73,13 @@ def test_gated_graft_mixes_ar_steps_and_stays_exact(embedded_pair, references):
 
     p = embedded_pair
     params = replace(default_params(), c_ar=[0.02, 0.0], max_skip=4)
-    for ids, ref in references.values():
-        dec = Decoder(p.target, p.drafter, HeapTreeBuilder(), SabaController(params, cap=16), p.eos_ids)
-        res = dec.decode(ids, MAX_NEW)
-        check_exact(p.target, ids, ref, res.tokens)
-        kinds = {r.budget == 0 for r in res.rounds}
-        assert kinds == {True, False}, "expected both AR steps and drafted rounds"
+    for post in (False, True):
+        for ids, ref in references.values():
+            ctl = SabaController(replace(params, post_gate=post), cap=16)
+            res = Decoder(p.target, p.drafter, HeapTreeBuilder(), ctl, p.eos_ids).decode(ids, MAX_NEW)
+            check_exact(p.target, ids, ref, res.tokens)
+            if post:
+                assert any(r.budget == 0 and r.t_draft > 0 for r in res.rounds), "expected declined drafts"
+            else:
+                kinds = {r.budget == 0 for r in res.rounds}
+                assert kinds == {True, False}, "expected both AR steps and drafted rounds"
