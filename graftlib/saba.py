@@ -150,6 +150,9 @@ class SabaParams:
             require(len(self.gain_table) > 0 and all(len(w) == 4 and int(b) >= 1 for b, w in self.gain_table.items()),
                     "SABA params: gain_table maps budgets >= 1 to 4 weights (conf, degen, hist, bias)")
             require(self.utility == "throughput", "SABA params: a gain_table needs utility 'throughput'")
+            rows = sorted((int(b), w) for b, w in self.gain_table.items())  # derived once, read every round
+            self._table_log2b = np.log2([b for b, _ in rows])
+            self._table_w = np.array([w for _, w in rows])  # [n_budgets, 4]
 
     @property
     def id(self) -> str:
@@ -265,9 +268,8 @@ def extra_tokens(params: SabaParams, budgets: np.ndarray, s: np.ndarray, depth: 
     if params.gain_table is None:
         lam, a_sat = saturation(params, s, depth)
         return a_sat * gain(budgets, lam)
-    table = sorted((int(b), w) for b, w in params.gain_table.items())
-    a = np.maximum.accumulate(np.array([float(np.dot(w, s)) for _, w in table]))  # non-decreasing in B
-    extra = np.interp(np.log2(budgets), np.log2([b for b, _ in table]), a) - 1.0
+    a = np.maximum.accumulate(params._table_w @ s)  # E[a_t(B)] at the table's budgets, non-decreasing in B
+    extra = np.interp(np.log2(budgets), params._table_log2b, a) - 1.0
     return np.clip(extra, 0.0, depth if depth is not None else None)
 
 
