@@ -4,6 +4,11 @@ Protocol (the AR baseline is the denominator of every speedup, so it gets the sa
 - every run (method@budget) is warmed up once on the first prompt before anything is timed;
 - prompts are the outer loop and runs the inner loop, so slow drifts of the machine (thermal,
   other load) hit all methods alike;
+- the AR baseline brackets each prompt's other runs: it is decoded first (its tokens are the
+  exactness reference) and again after the last of them; its record keeps both times
+  (`decode_s_runs`) and their mean as `decode_s`, so a drift within a prompt's block (minutes
+  on a CPU) moves the denominator as much as the average method instead of favouring whichever
+  side ran first;
 - every decode is checked against AR's tokens for the same prompt (`matches_ar`);
 - `hf` runs `transformers`' own greedy `generate` on the same target, timed the same way
   (first-token timestamp from a streamer, so prefill is excluded like ours).
@@ -163,12 +168,13 @@ def run_bench(pair, prompts: list[BenchPrompt], runs: list[Run], max_new_tokens:
     done = {(r["uid"], r["key"]): r for r in merged_records(out) if r.get("setting_id") == sid}
     rank, world = rank_world()
     write_to = shard_path(out, rank, world)
-    todo = [(p, r) for p in shard(prompts, rank, world) for r in runs if (p.uid, r.key) not in done]
+    ordered = sorted(runs, key=lambda r: r.method != "ar")  # per prompt, AR first (the reference tokens)
+    todo = [(p, r) for p in shard(prompts, rank, world) for r in ordered if (p.uid, r.key) not in done]
     if warmup and todo:
         for r in runs:
             decode_record(pair, r, todo[0][0], min(16, max_new_tokens), tdes, beta)
-    bar = tqdm(todo, desc="bench", unit="decode", disable=not progress)
-    for p, r in bar:
+    bar = tqdm(total=len(todo), desc="bench", unit="decode", disable=not progress)
+    for i, (p, r) in enumerate(todo):
         bar.set_postfix_str(f"{p.uid} {r.key}")
         rec = decode_record(pair, r, p, max_new_tokens, tdes, beta)
         ar = done.get((p.uid, "ar"))
@@ -176,15 +182,37 @@ def run_bench(pair, prompts: list[BenchPrompt], runs: list[Run], max_new_tokens:
             setting_id=sid, key=r.key, method=r.method, budget=r.budget, task=p.task, uid=p.uid,
             prompt_tokens=len(p.input_ids), truncated_from=p.truncated_from,
             matches_ar=None if r.method == "ar" or ar is None else rec["tokens"] == ar["tokens"],
-            mat=rec["accepted_sum"] / rec["rounds"] if rec["rounds"] else 1.0,
-            tokens_per_s=(rec["new_tokens"] - 1) / rec["decode_s"] if rec["decode_s"] else None,
-            setting=setting, graftlib=__version__, host=platform.node(), time=time.time(),
+            setting=setting, graftlib=__version__, host=platform.node(),
         )
-        append_record(write_to, rec)
         done[(p.uid, r.key)] = rec
+        bar.update()
+        if r.method != "ar":
+            append_record(write_to, finish(rec))
+        if i + 1 == len(todo) or todo[i + 1][0] is not p:  # the prompt's block ends: AR's second timing
+            pending = done.get((p.uid, "ar"))
+            if pending is not None and "time" not in pending:
+                append_record(write_to, finish(bracket(pending, decode_record(pair, Run("ar", None), p,
+                                                                                max_new_tokens))))
+    bar.close()
     keys = {r.key for r in runs}
     uids = {p.uid for p in prompts}
     return [rec for (uid, key), rec in done.items() if uid in uids and key in keys]
+
+
+def finish(rec: dict) -> dict:
+    """Derived fields and the time stamp, set when a record is final (then it is appended)."""
+    rec.update(mat=rec["accepted_sum"] / rec["rounds"] if rec["rounds"] else 1.0,
+               tokens_per_s=(rec["new_tokens"] - 1) / rec["decode_s"] if rec["decode_s"] else None, time=time.time())
+    return rec
+
+
+def bracket(first: dict, second: dict) -> dict:
+    """The AR record of a prompt from its two decodes (before and after the other runs)."""
+    require(second["tokens"] == first["tokens"], "AR decoded the same prompt twice with different tokens "
+            "(nondeterministic target?)")
+    first["decode_s_runs"] = [first["decode_s"], second["decode_s"]]
+    first["decode_s"] = (first["decode_s"] + second["decode_s"]) / 2
+    return first
 
 
 def bench_tasks(pair, tasks: list[str], runs: list[Run], n_prompts: int, max_new_tokens: int, out: Path,

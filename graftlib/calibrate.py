@@ -54,7 +54,7 @@ from graftlib.saba import (
     prefers_ar_after_draft,
 )
 
-GAIN_MODELS = ("table", "eq16")
+GAIN_MODELS = ("mass", "table", "eq16")
 
 
 def replay_rounds(target, drafter, prompts: list[list[int]], grid: list[int], ref_budget: int,
@@ -91,10 +91,15 @@ def fit_params(records: list[ReplayRecord], grid: list[int], depth: int, window:
     fit = {"cost_r2": r2, "gain_rmse_tokens": rmse, "cost_points": len(on_grid), "ar_points": len(ar),
            "rounds": len(ref)}
     table = None
-    if gain_model == "table":
+    if gain_model in ("table", "mass"):
+        mass = None
+        if gain_model == "mass":
+            require(all(r.mass is not None for r in on_grid), "gain model 'mass' needs replay records with the "
+                    "draft mass (recorded since graftlib's draft_mass; replay again, or use --gain table)")
+            mass = [r.mass for r in on_grid]
         table, fit["gain_table_rmse_tokens"] = fit_gain_table([r.state for r in on_grid],
                                                               [r.budget for r in on_grid],
-                                                              [r.accepted for r in on_grid])
+                                                              [r.accepted for r in on_grid], mass)
     return SabaParams(phi=phi, alpha=alpha, c=c, grid=sorted(b for b in set(grid) if b > 0), window=window,
                       hist_prior=hist_prior, lam_min=lam_min, utility=utility, c_ar=c_ar, c_draft=c_draft,
                       gain_table=table,
@@ -107,26 +112,30 @@ def offline_tracking(params: SabaParams, records: list[ReplayRecord], depth: int
     for r in records:
         if not r.reference:
             rounds.setdefault(r.round, []).append(r)
+    require(all(b in {r.budget for r in recs} for recs in rounds.values() for b in params.mass_budgets),
+            f"offline tracking: the gain table reads the draft mass at {params.mass_budgets}, which these replay "
+            "records do not all have")
     retained, prev, corr = [], None, GainCorrection(params.gain_prior)
     for t in sorted(rounds):
         recs = rounds[t]
         by_b = {r.budget: r for r in recs}
         grid = np.array(sorted(b for b in by_b if b in params.grid) or sorted(b for b in by_b if b > 0), dtype=float)
         s, prefix = np.array(recs[0].state), recs[0].prefix_len
+        mass = np.array([by_b[b].mass for b in params.mass_budgets]) if params.uses_mass else None
         if prev is not None and prev[1] >= prefix:  # a new prompt starts: no previous draft, no evidence
             prev, corr = None, GainCorrection(params.gain_prior)
         gate = s.copy() if prev is None else np.array([*prev[0][:2], s[2], s[3]])
         best = max(r.tps for r in recs)
-        if 0 in by_b and prev is not None and prefers_ar(params, grid, gate, prefix, depth, corr.k):
+        if 0 in by_b and prev is not None and prefers_ar(params, grid, gate, prefix, depth, corr.k, prev[2]):
             tps = by_b[0].tps
-        elif 0 in by_b and prefers_ar_after_draft(params, grid, s, prefix, depth, corr.k):
+        elif 0 in by_b and prefers_ar_after_draft(params, grid, s, prefix, depth, corr.k, mass):
             t_draft = max(r.t_draft for r in recs)  # the drafted budgets' draft time (the AR step's is 0)
             tps = by_b[0].accepted / (by_b[0].latency + t_draft)
         else:
-            b = choose(params, grid, s, prefix, depth, corr.k)
-            corr.add(predicted_extra(params, s, b, depth), by_b[b].accepted)
+            b = choose(params, grid, s, prefix, depth, corr.k, mass)
+            corr.add(predicted_extra(params, s, b, depth, mass), by_b[b].accepted)
             tps = by_b[b].tps
-        prev = (s, prefix)
+        prev = (s, prefix, mass)
         retained.append(tps / best)
     ret = np.array(retained)
     return {"rounds": len(ret), "mean_retained": float(ret.mean()), "frac_ge_95": float((ret >= 0.95).mean())}
@@ -164,7 +173,8 @@ def add_parser(sub) -> None:
     p.add_argument("--window", type=int, default=8, help="acceptance history window w")
     p.add_argument("--utility", default="throughput", help="throughput (default) or paper (G/C)")
     p.add_argument("--gain", default="table", choices=GAIN_MODELS, help="gain model: a per-budget linear "
-                   "table on s_t (default; `graftlib.saba`, 'Gain table') or the paper's eq. 16 alone")
+                   "table on s_t (default; `graftlib.saba`, 'Gain table'), the same with the draft mass M_t(B) "
+                   "(mass), or the paper's eq. 16 alone")
     p.add_argument("--out", default=str(DEFAULT_PATH), help="parameters JSON (default: what ddtree+saba loads)")
     p.add_argument("--records", default=None, help="also write the replay records here (JSONL, one per "
                    "(round, budget)), to refit variants with `calibrate.fit_params` without measuring again")

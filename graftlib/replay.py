@@ -9,7 +9,7 @@ drafter outputs are reused). Then the reference round itself runs and the trajec
 the emitted tokens are those of the reference decode (and equal greedy AR).
 
 Per (round, B) a `ReplayRecord` holds a_t(B) (accepted, bonus included), the stage times, the
-emitted tokens and the SABA state s_t of the round. Latency l_t(B) = t_draft + t_tree + t_verify
+emitted tokens, the SABA state s_t of the round and its draft mass M_t(B) (`saba.draft_mass`). Latency l_t(B) = t_draft + t_tree + t_verify
 + t_commit: the whole round, since the draft step is paid once per round whatever B is (leaving
 it out would shift the throughput argmax towards larger trees). The reference round is recorded
 too (`reference=True`). Budget 0 in the grid is one plain AR step at the round's prefix
@@ -35,7 +35,7 @@ import numpy as np
 
 from graftlib.decode import Decoder, DecodeResult, StageTimer
 from graftlib.errors import require
-from graftlib.saba import StateTracker
+from graftlib.saba import StateTracker, draft_mass
 from graftlib.verify import commit_cache
 
 
@@ -54,6 +54,7 @@ class ReplayRecord:
     state: list[float]  # s_t = [conf, degen, hist, 1]
     reference_budget: int
     reference: bool = False
+    mass: float | None = None  # M_t(B) of the round's draft at this budget (saba.draft_mass; 0 for B = 0)
 
     @property
     def latency(self) -> float:
@@ -119,8 +120,9 @@ class ReplayDecoder(Decoder):
             t_choose = timer.lap()
             base = dict(round=t, prefix_len=st.start, t_draft=t_draft, state=self.tracker.signals(cand).tolist(),
                         reference_budget=budget)
+            mass = dict(zip(self.grid, draft_mass(cand, np.maximum(self.grid, 1)).tolist()))
             for b in self.grid:
-                self.records.append(self._measure(st, cand, b, timer, base))
+                self.records.append(replace(self._measure(st, cand, b, timer, base), mass=mass[b] if b else 0.0))
             timer.lap()
             step = self.tree_round(st, cand, budget, timer, record_trees)
             step.record.t_draft = t_draft if go else 0.0  # a post-gated round (go, budget 0) paid its draft
@@ -128,7 +130,8 @@ class ReplayDecoder(Decoder):
             r = step.record
             self.records.append(ReplayRecord(budget=budget, nodes=r.nodes, accepted=r.accepted, tokens=step.new,
                                              t_tree=r.t_tree, t_verify=r.t_verify, t_commit=r.t_commit,
-                                             reference=True, **{**base, "t_draft": r.t_draft}))
+                                             reference=True, **{**base, "t_draft": r.t_draft},
+                                             mass=float(draft_mass(cand, [budget])[0]) if budget else 0.0))
             if budget:
                 self.tracker.feedback(asdict(r))
             eos = self.advance(result, st, step, max_new_tokens, stop_at_eos)

@@ -88,6 +88,7 @@ a few scalar ops plus one vectorized pass over the grid (numpy), microseconds pe
 """
 
 import hashlib
+import heapq
 import json
 import math
 import os
@@ -147,12 +148,25 @@ class SabaParams:
                 f"got {self.c_draft}")
         if self.gain_table is not None:
             self.gain_table = {str(int(b)): [float(x) for x in w] for b, w in self.gain_table.items()}
-            require(len(self.gain_table) > 0 and all(len(w) == 4 and int(b) >= 1 for b, w in self.gain_table.items()),
-                    "SABA params: gain_table maps budgets >= 1 to 4 weights (conf, degen, hist, bias)")
+            widths = {len(w) for w in self.gain_table.values()}
+            require(len(self.gain_table) > 0 and widths in ({4}, {5}) and all(int(b) >= 1 for b in self.gain_table),
+                    "SABA params: gain_table maps budgets >= 1 to 4 weights (conf, degen, hist, bias), "
+                    "or 5 with the draft mass M_t(B)")
             require(self.utility == "throughput", "SABA params: a gain_table needs utility 'throughput'")
             rows = sorted((int(b), w) for b, w in self.gain_table.items())  # derived once, read every round
-            self._table_log2b = np.log2([b for b, _ in rows])
-            self._table_w = np.array([w for _, w in rows])  # [n_budgets, 4]
+            self._table_b = np.array([b for b, _ in rows])
+            self._table_log2b = np.log2(self._table_b)
+            self._table_w = np.array([w for _, w in rows])  # [n_budgets, 4 or 5]
+
+    @property
+    def uses_mass(self) -> bool:
+        """The gain table reads the draft mass M_t(B) (`draft_mass`) at its budgets."""
+        return self.gain_table is not None and self._table_w.shape[1] == 5
+
+    @property
+    def mass_budgets(self) -> list[int]:
+        """The budgets at which the gain table reads M_t(B) (empty without a mass term)."""
+        return self._table_b.tolist() if self.uses_mass else []
 
     @property
     def id(self) -> str:
@@ -211,6 +225,31 @@ def degeneration(hidden: torch.Tensor | None) -> float:
     return sum(r) / len(r) + (r[-1] - r[0])
 
 
+def draft_mass(cand: Candidates, budgets) -> np.ndarray:
+    """M_t(B) at each budget: the summed draft probability prod_d q_{t,d}(u_d) of the B best draft
+    prefixes u (DDTree's best-first tree under eq. 3's scores, ties by depth then rank).
+
+    Under the drafter's own per-depth distributions this is the number of draft tokens a B-node
+    tree would accept, so it is the round's own forecast of a_t(B) - 1; the gain table calibrates
+    it (a 5th weight per budget) to what the target accepts. Non-decreasing in B; flat once the
+    candidates run out. One heap pass up to max(budgets) pops (about 2 us a pop)."""
+    budgets = np.asarray(budgets, dtype=int)
+    n, logq = int(budgets.max()), cand.logq
+    if cand.depth == 0 or n < 1:
+        return np.zeros(len(budgets))
+    heap = [(-logq[0][0], 0, 0, 0.0)]  # (-path score, depth index, rank, parent's path score)
+    curve, total = [], 0.0
+    while heap and len(curve) < n:
+        neg, d, r, parent = heapq.heappop(heap)
+        total += math.exp(-neg)
+        curve.append(total)
+        if r + 1 < len(logq[d]):  # next sibling
+            heapq.heappush(heap, (-(parent + logq[d][r + 1]), d, r + 1, parent))
+        if d + 1 < len(logq):  # first child
+            heapq.heappush(heap, (neg - logq[d + 1][0], d + 1, 0, -neg))
+    return np.array(curve)[np.minimum(budgets, len(curve)) - 1]
+
+
 class StateTracker:
     """Builds s_t = [conf_t, degen_t, hist_t, 1] from a round's candidates and the past rounds."""
 
@@ -261,62 +300,70 @@ def round_cost(budget: int, prefix_len: int, c: list[float]) -> float:
     return out + c[4] * prefix_len if len(c) > 4 else out
 
 
-def extra_tokens(params: SabaParams, budgets: np.ndarray, s: np.ndarray, depth: int | None = None) -> np.ndarray:
+def extra_tokens(params: SabaParams, budgets: np.ndarray, s: np.ndarray, depth: int | None = None,
+                 mass: np.ndarray | None = None) -> np.ndarray:
     """E[a_t(B)] - 1, the draft tokens a round is expected to accept: A_t G_t(B) (eq. 16), or from
-    the gain table (module doc)."""
+    the gain table (module doc); a 5-weight table also reads `mass`, M_t(B) at `params.mass_budgets`."""
     budgets = np.asarray(budgets, dtype=float)
     if params.gain_table is None:
         lam, a_sat = saturation(params, s, depth)
         return a_sat * gain(budgets, lam)
-    a = np.maximum.accumulate(params._table_w @ s)  # E[a_t(B)] at the table's budgets, non-decreasing in B
+    if params.uses_mass:
+        require(mass is not None and len(mass) == len(params._table_b),
+                "this gain table needs the draft mass M_t(B) at its budgets (saba.draft_mass)")
+        a = params._table_w[:, :4] @ s + params._table_w[:, 4] * mass
+    else:
+        a = params._table_w @ s
+    a = np.maximum.accumulate(a)  # E[a_t(B)] at the table's budgets, non-decreasing in B
     extra = np.interp(np.log2(budgets), params._table_log2b, a) - 1.0
     return np.clip(extra, 0.0, depth if depth is not None else None)
 
 
 def numerator(params: SabaParams, budgets: np.ndarray, s: np.ndarray, depth: int | None = None,
-              k: float = 1.0) -> np.ndarray:
+              k: float = 1.0, mass: np.ndarray | None = None) -> np.ndarray:
     """U_t's numerator: expected tokens 1 + k_t (E[a_t(B)] - 1) (extra tokens scaled by the online
     correction k_t), or the paper's G_t(B)."""
     if params.utility == "throughput":
-        return 1.0 + k * extra_tokens(params, budgets, s, depth)
+        return 1.0 + k * extra_tokens(params, budgets, s, depth, mass)
     return gain(budgets, saturation(params, s, depth)[0])
 
 
 def utility(params: SabaParams, budgets: np.ndarray, s: np.ndarray, prefix_len: int,
-            depth: int | None = None, k: float = 1.0) -> np.ndarray:
+            depth: int | None = None, k: float = 1.0, mass: np.ndarray | None = None) -> np.ndarray:
     """U_t(B) over the budgets (eq. 14): expected tokens / cost, or the paper's G / C."""
-    return numerator(params, budgets, s, depth, k) / cost(budgets, prefix_len, params.c)
+    return numerator(params, budgets, s, depth, k, mass) / cost(budgets, prefix_len, params.c)
 
 
 def choose(params: SabaParams, budgets: np.ndarray, s: np.ndarray, prefix_len: int, depth: int | None = None,
-           k: float = 1.0) -> int:
+           k: float = 1.0, mass: np.ndarray | None = None) -> int:
     """B_t = argmax_B U_t(B); the smallest budget on ties."""
-    return int(budgets[int(np.argmax(utility(params, budgets, s, prefix_len, depth, k)))])
+    return int(budgets[int(np.argmax(utility(params, budgets, s, prefix_len, depth, k, mass)))])
 
 
 def prefers_ar(params: SabaParams, budgets: np.ndarray, s: np.ndarray, prefix_len: int,
-               depth: int | None = None, k: float = 1.0) -> bool:
+               depth: int | None = None, k: float = 1.0, mass: np.ndarray | None = None) -> bool:
     """The AR gate: one AR step's utility 1 / C_AR(prefix) beats max_B U_t(B) (False without c_ar)."""
     if params.c_ar is None:
         return False
     c_ar = params.c_ar[0] + params.c_ar[1] * prefix_len
-    return 1.0 / c_ar > float(utility(params, budgets, s, prefix_len, depth, k).max())
+    return 1.0 / c_ar > float(utility(params, budgets, s, prefix_len, depth, k, mass).max())
 
 
 def prefers_ar_after_draft(params: SabaParams, budgets: np.ndarray, s: np.ndarray, prefix_len: int,
-                           depth: int | None = None, k: float = 1.0) -> bool:
+                           depth: int | None = None, k: float = 1.0, mass: np.ndarray | None = None) -> bool:
     """The post-draft gate (module doc): with the draft sunk, one AR step 1 / C_AR(prefix) still
     beats max_B (1 + k A G(B)) / (C(B) - c_draft) (False without c_ar or with `post_gate` off)."""
     if params.c_ar is None or not params.post_gate:
         return False
     c_ar = params.c_ar[0] + params.c_ar[1] * prefix_len
     remaining = cost(budgets, prefix_len, params.c) - params.c_draft
-    return 1.0 / c_ar > float((numerator(params, budgets, s, depth, k) / remaining).max())
+    return 1.0 / c_ar > float((numerator(params, budgets, s, depth, k, mass) / remaining).max())
 
 
-def predicted_extra(params: SabaParams, s: np.ndarray, budget: int, depth: int | None = None) -> float:
+def predicted_extra(params: SabaParams, s: np.ndarray, budget: int, depth: int | None = None,
+                    mass: np.ndarray | None = None) -> float:
     """E[a_t(B)] - 1 at one budget: the draft tokens the uncorrected model expects a round to accept."""
-    return float(extra_tokens(params, np.array([budget]), s, depth)[0])
+    return float(extra_tokens(params, np.array([budget]), s, depth, mass)[0])
 
 
 class GainCorrection:
@@ -350,6 +397,7 @@ class SabaController:
         """Per-decode state: history, last state, gate schedule and gain correction start afresh."""
         self.tracker = StateTracker(self.params.window, self.params.hist_prior)
         self.last_state: np.ndarray | None = None
+        self.last_mass: np.ndarray | None = None  # M_t(B) of the last draft at the table's budgets
         self.depth: int | None = None
         self.skip, self.skip_left, self.probe = 1, 0, False
         self.correction = GainCorrection(self.params.gain_prior)
@@ -365,7 +413,7 @@ class SabaController:
             return True
         s = self.last_state.copy()
         s[2] = self.tracker.hist()  # hist_t now; conf/degen of the last draft
-        if not prefers_ar(self.params, self.grid, s, prefix_len, self.depth, self.correction.k):
+        if not prefers_ar(self.params, self.grid, s, prefix_len, self.depth, self.correction.k, self.last_mass):
             self.skip = 1
             return True
         self.skip_left, self.probe = self.skip - 1, True
@@ -375,12 +423,14 @@ class SabaController:
     def budget(self, cand: Candidates, prefix_len: int) -> int:
         """B_t = argmax_B U_t(B) on this round's state, or 0 (an AR step) when the post-draft gate
         declines the drafted round."""
-        self.last_state, self.depth = self.tracker.signals(cand), cand.depth
+        p, s = self.params, self.tracker.signals(cand)
+        mass = draft_mass(cand, p.mass_budgets) if p.uses_mass else None
+        self.last_state, self.last_mass, self.depth = s, mass, cand.depth
         k = self.correction.k
-        if prefers_ar_after_draft(self.params, self.grid, self.last_state, prefix_len, cand.depth, k):
+        if prefers_ar_after_draft(p, self.grid, s, prefix_len, cand.depth, k, mass):
             return 0
-        b = choose(self.params, self.grid, self.last_state, prefix_len, cand.depth, k)
-        self.predicted_extra = predicted_extra(self.params, self.last_state, b, cand.depth)
+        b = choose(p, self.grid, s, prefix_len, cand.depth, k, mass)
+        self.predicted_extra = predicted_extra(p, s, b, cand.depth, mass)
         return b
 
     def feedback(self, record: dict) -> None:
@@ -488,13 +538,17 @@ def fit_gain(states, budgets, accepted, lam_min: float = 0.5, depth: int | None 
     return phi.detach().tolist(), alpha.detach().tolist(), rmse
 
 
-def fit_gain_table(states, budgets, accepted) -> tuple[dict[str, list[float]], float]:
-    """Least squares w_B per budget of E[a_t(B)] = w_B^T s_t (the gain table, module doc); returns
-    the table and the RMSE in accepted tokens (before the monotone/clip post-processing)."""
+def fit_gain_table(states, budgets, accepted, mass=None) -> tuple[dict[str, list[float]], float]:
+    """Least squares w_B per budget of E[a_t(B)] = w_B^T s_t (the gain table, module doc), with
+    `mass` (M_t(B) of each sample) E[a_t(B)] = w_B^T s_t + v_B M_t(B); returns the table and the
+    RMSE in accepted tokens (before the monotone/clip post-processing)."""
     s = np.asarray(states, dtype=float)
     b = np.asarray(budgets)
     a = np.asarray(accepted, dtype=float)
     require(s.ndim == 2 and s.shape[1] == 4 and len(s) == len(b) == len(a), "gain table fit needs 4-entry states")
+    if mass is not None:
+        require(len(mass) == len(s), "gain table fit: one draft mass per sample")
+        s = np.column_stack([s, np.asarray(mass, dtype=float)])
     table, sse = {}, 0.0
     for budget in sorted(set(b.tolist())):
         rows = b == budget

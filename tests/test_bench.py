@@ -82,6 +82,9 @@ def test_run_bench_checks_exactness_and_resumes(tiny_pair, tmp_path):
     assert len(recs) == 6 and len(read_records(out)) == 6
     assert all(r["matches_ar"] for r in recs if r["method"] != "ar")
     assert all(r["new_tokens"] == 24 for r in recs)
+    for r in (r for r in recs if r["method"] == "ar"):  # AR brackets each prompt's block: timed before and after
+        assert len(r["decode_s_runs"]) == 2 and r["decode_s"] == pytest.approx(sum(r["decode_s_runs"]) / 2)
+    assert [r["key"] for r in read_records(out)] == ["dflash@3", "ddtree@16", "ar"] * 2  # AR's record ends the block
     # a re-run with the same settings decodes nothing new
     again = run_bench(tiny_pair, prompts, runs, 24, out, progress=False)
     assert len(read_records(out)) == 6 and len(again) == 6

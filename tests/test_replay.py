@@ -2,6 +2,8 @@
 leaves the state untouched (the continued decode equals AR), oracle bookkeeping, and the
 calibration pipeline end to end."""
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 from tiny import random_prompt, tiny_drafter, tiny_target
@@ -110,6 +112,16 @@ def test_calibration_pipeline(pair, tmp_path):
     assert len(params.c) == 5 and params.c_ar[1] == params.c[4]  # the shared prefix term
     paper = fit_params(records, GRID, drafter.block_size - 1, concave=False, shared_prefix=False, gain_model="eq16")
     assert len(paper.c) == 3 and paper.gain_table is None
+    for r in records:  # the draft mass of each replayed budget (0 for the AR step), non-decreasing in B
+        assert r.mass is not None and (r.mass == 0.0) == (r.budget == 0)
+    grid_masses = [[r.mass for r in sorted(records, key=lambda r: r.budget) if r.round == t and not r.reference]
+                   for t in rounds]
+    assert all(np.all(np.diff(m) >= -1e-12) for m in grid_masses)
+    with_mass = fit_params(records, GRID, drafter.block_size - 1, gain_model="mass")
+    assert with_mass.uses_mass and with_mass.mass_budgets == GRID
+    assert 0 < offline_tracking(with_mass, records, drafter.block_size - 1)["mean_retained"] <= 1
+    with pytest.raises(GraftError, match="draft mass"):
+        fit_params([replace(r, mass=None) for r in records], GRID, drafter.block_size - 1, gain_model="mass")
     assert params.c_draft > 0 and params.c_draft == pytest.approx(np.median([r.t_draft for r in records
                                                                              if r.reference and r.budget]))
 

@@ -23,6 +23,7 @@ from graftlib.saba import (
     cost,
     default_params,
     degeneration,
+    draft_mass,
     extra_tokens,
     fit_cost,
     fit_gain,
@@ -227,6 +228,45 @@ def test_gain_table_fit_and_prediction(tmp_path):
         SabaParams(gain_table={"4": [1.0, 2.0]})
     again = SabaParams.load(params.save(tmp_path / "p.json"))
     assert again.id == params.id and again.gain_table == params.gain_table
+
+
+def test_draft_mass_is_the_heap_trees_probability_mass():
+    """M_t(B) = sum of prod_d q over the B best prefixes: hand-computed on 2 depths x 2 candidates,
+    equal to DDTree's own tree scores on random candidates, flat once the candidates run out."""
+    cand = Candidates([[1, 2], [3, 4]], [[math.log(0.6), math.log(0.3)], [math.log(0.5), math.log(0.4)]], [0.6, 0.5])
+    # prefixes by probability: (1) .6, (1,3) .3, (2) .3, (1,4) .24, (2,3) .15, (2,4) .12
+    assert draft_mass(cand, [1, 2, 3, 4, 6, 9]).tolist() == pytest.approx([0.6, 0.9, 1.2, 1.44, 1.71, 1.71])
+    torch.manual_seed(0)
+    rand = Candidates.from_logits(torch.randn(6, 50) * 3, 16)
+    tree = HeapTreeBuilder().build(0, rand, 40)
+    assert draft_mass(rand, list(range(1, 41))) == pytest.approx(np.cumsum(np.exp(tree.scores[1:])))
+
+
+def test_gain_table_with_draft_mass(tmp_path):
+    """A 5-weight table adds v_B M_t(B): the fit recovers v_B, the prediction reads M at the table's
+    budgets, and the controller computes M from the round's candidates."""
+    rng = np.random.default_rng(4)
+    w = {1: [0.2, 0.0, 0.0, 1.0, 0.8], 4: [0.2, 0.0, 0.0, 1.0, 0.5]}
+    states, budgets, acc, mass = [], [], [], []
+    for b, wb in w.items():
+        s = np.stack([rng.uniform(0, 1, 40), rng.uniform(0, 1, 40), rng.uniform(1, 3, 40), np.ones(40)], 1)
+        m = rng.uniform(0, b, 40)
+        states += s.tolist(); budgets += [b] * 40; mass += m.tolist()
+        acc += (s @ wb[:4] + wb[4] * m + rng.normal(0, 1e-3, 40)).tolist()
+    table, rmse = fit_gain_table(states, budgets, acc, mass)
+    assert rmse < 0.01 and table["1"][4] == pytest.approx(0.8, abs=0.01) and table["4"][4] == pytest.approx(0.5, abs=0.01)
+    params = SabaParams(gain_table=table, grid=[1, 2, 4])
+    assert params.uses_mass and params.mass_budgets == [1, 4]
+    s = np.array([0.5, 0.5, 2.0, 1.0])
+    low, high = (extra_tokens(params, np.array([1, 4]), s, mass=np.array(m)) for m in ([0.1, 0.2], [0.9, 3.0]))
+    assert high[1] - low[1] == pytest.approx(0.5 * 2.8, abs=0.02) and (high > low).all()
+    with pytest.raises(GraftError, match="draft mass"):
+        extra_tokens(params, np.array([1]), s)
+    ctl = SabaController(params)
+    cand = hand_candidates([0.9, 0.8, 0.7])
+    ctl.budget(cand, 100)
+    assert ctl.last_mass.tolist() == pytest.approx(draft_mass(cand, [1, 4]).tolist())
+    assert SabaParams.load(params.save(tmp_path / "m.json")).uses_mass
 
 
 def test_fit_gain_recovers_known_phi():
