@@ -163,7 +163,8 @@ def run_bench(pair, prompts: list[BenchPrompt], runs: list[Run], max_new_tokens:
     from graftlib.shard import merged_records, rank_world, shard, shard_path
 
     require(len(prompts) > 0, "no prompts to benchmark")
-    setting = dict(pair.describe(), max_new_tokens=max_new_tokens, **method_setting(runs, tdes, beta), **(extra or {}))
+    setting = dict(pair.describe(), max_new_tokens=max_new_tokens, ar_timing="bracketed",  # the protocol above
+                   **method_setting(runs, tdes, beta), **(extra or {}))
     sid = setting_id(**setting)
     done = {(r["uid"], r["key"]): r for r in merged_records(out) if r.get("setting_id") == sid}
     rank, world = rank_world()

@@ -30,6 +30,7 @@ online gain correction runs over each prompt's rounds; no probe schedule).
 """
 
 import json
+import math
 import statistics
 import sys
 from dataclasses import asdict, replace
@@ -107,7 +108,8 @@ def fit_params(records: list[ReplayRecord], grid: list[int], depth: int, window:
 
 
 def offline_tracking(params: SabaParams, records: list[ReplayRecord], depth: int | None = None) -> dict:
-    """Retained oracle throughput of SABA's choices on replay records (measured a_t(B) / l_t(B))."""
+    """Retained oracle throughput of SABA's choices on replay records (measured a_t(B) / l_t(B)); the
+    oracle chooses among the same budgets (the params' grid, and the AR step when it has `c_ar`)."""
     rounds: dict[int, list[ReplayRecord]] = {}
     for r in records:
         if not r.reference:
@@ -116,6 +118,7 @@ def offline_tracking(params: SabaParams, records: list[ReplayRecord], depth: int
             f"offline tracking: the gain table reads the draft mass at {params.mass_budgets}, which these replay "
             "records do not all have")
     retained, prev, corr = [], None, GainCorrection(params.gain_prior)
+    tokens = seconds = ar_seconds = 0.0
     for t in sorted(rounds):
         recs = rounds[t]
         by_b = {r.budget: r for r in recs}
@@ -125,20 +128,24 @@ def offline_tracking(params: SabaParams, records: list[ReplayRecord], depth: int
         if prev is not None and prev[1] >= prefix:  # a new prompt starts: no previous draft, no evidence
             prev, corr = None, GainCorrection(params.gain_prior)
         gate = s.copy() if prev is None else np.array([*prev[0][:2], s[2], s[3]])
-        best = max(r.tps for r in recs)
+        best = max(r.tps for r in recs if r.budget in grid or (r.budget == 0 and params.c_ar is not None))
         if 0 in by_b and prev is not None and prefers_ar(params, grid, gate, prefix, depth, corr.k, prev[2]):
-            tps = by_b[0].tps
+            a, latency = by_b[0].accepted, by_b[0].latency
         elif 0 in by_b and prefers_ar_after_draft(params, grid, s, prefix, depth, corr.k, mass):
             t_draft = max(r.t_draft for r in recs)  # the drafted budgets' draft time (the AR step's is 0)
-            tps = by_b[0].accepted / (by_b[0].latency + t_draft)
+            a, latency = by_b[0].accepted, by_b[0].latency + t_draft
         else:
             b = choose(params, grid, s, prefix, depth, corr.k, mass)
             corr.add(predicted_extra(params, s, b, depth, mass), by_b[b].accepted)
-            tps = by_b[b].tps
+            a, latency = by_b[b].accepted, by_b[b].latency
         prev = (s, prefix, mass)
-        retained.append(tps / best)
+        retained.append(a / latency / best)
+        tokens, seconds = tokens + a, seconds + latency
+        ar_seconds += by_b[0].latency if 0 in by_b else math.nan
     ret = np.array(retained)
-    return {"rounds": len(ret), "mean_retained": float(ret.mean()), "frac_ge_95": float((ret >= 0.95).mean())}
+    # pooled: tokens over seconds of the choices, over what AR steps would take per token (same rounds)
+    return {"rounds": len(ret), "mean_retained": float(ret.mean()), "frac_ge_95": float((ret >= 0.95).mean()),
+            "speedup_vs_ar": (tokens / seconds) / (len(ret) / ar_seconds)}
 
 
 def write_records(path, records: list[ReplayRecord]) -> None:

@@ -45,6 +45,17 @@ made non-decreasing in B (running max over the table's budgets) and clipped to [
 budget between the table's is interpolated on log2 B (flat beyond its ends). It needs
 utility="throughput"; A_t G_t(B) then reads E[a_t(B)] - 1 everywhere (correction, gates).
 
+Draft mass (graftlib extension, `draft_mass`; a gain table with 5 weights, `graft calibrate
+--gain mass`). s_t summarizes the draft by its mean top-1 probability over all D depths, but a
+B-node tree's acceptance depends on the few best prefixes' probabilities, which conf_t dilutes
+(on this pair's replay data the per-round error of the 4-weight table is ~0.7 tokens while the
+budgets' throughputs differ by a few percent, so the choice tracks the best fixed budget, not the
+round). The round's own forecast is the draft probability mass of the tree DDTree would build,
+  M_t(B) = sum over the B best prefixes u of prod_d q_{t,d}(u_d)      (eq. 3's scores, exp'd),
+the accepted draft tokens a B-node tree would expect if q were calibrated; the table calibrates
+it per budget:  E[a_t(B)] = w_B^T s_t + v_B M_t(B). It needs the draft, so the pre-draft gate
+reads the last drafted round's M (as it reads its conf/degen).
+
 Utility (eq. 14): B_t = argmax_B U_t(B) over the budget grid. With G normalized as above the
 throughput of a round is expected tokens over cost, so the default utility is
   U_t(B) = (1 + A_t G_t(B)) / C_t(B)        (utility="throughput", tokens per second)

@@ -66,6 +66,20 @@ def test_summarize_pools_and_pairs_with_ar():
     assert tree["speedup"] == pytest.approx((4.0 / 30) / (1.5 / 30))
     assert tree["mean_nodes"] == pytest.approx(96 / 12)
     assert rows["ar"]["speedup"] == pytest.approx(1.0)
+    assert tree["speedup_ci"] is None  # fewer than 3 prompts
+
+
+def test_speedup_ci_brackets_the_pooled_ratio():
+    """The bootstrap interval over prompts contains the pooled speedup, collapses when every prompt
+    has the same ratio, and widens with the spread across prompts."""
+    ar = [_rec(f"p{i}", "ar", "ar", 11, 1.0, 10, 10) for i in range(6)]
+    same = [_rec(f"p{i}", "g", "graft", 11, 0.8, 8, 10) for i in range(6)]
+    spread = [_rec(f"p{i}", "g", "graft", 11, t, 8, 10) for i, t in enumerate([0.6, 0.7, 0.8, 0.9, 1.0, 1.1])]
+    lo, hi = summarize(ar + same)[1]["speedup_ci"]
+    assert lo == pytest.approx(1.25) and hi == pytest.approx(1.25)
+    row = summarize(ar + spread)[1]
+    lo, hi = row["speedup_ci"]
+    assert lo < row["speedup"] < hi and hi - lo > 0.1 and lo > 0.9 and hi < 1.5
 
 
 @pytest.fixture(scope="module")
@@ -137,6 +151,8 @@ def test_table_shows_mismatch_rate_or_a_dash():
     row = dict(key="ddtree@8", prompts=2, mat=2.0, tokens_per_s=20.0, speedup=1.1, mean_nodes=8.0, ar_share=0.25,
                declined_share=0.125, draft_ms=8.0, tree_ms=0.3, verify_ms=60.0, commit_ms=0.9, exact=True, mismatch_rate=0.1234)
     lines = format_table([row, dict(row, key="ar", mismatch_rate=float("nan"), exact=False)]).splitlines()
-    assert lines[0].split()[:9] == ["run", "n", "MAT", "tok/s", "speedup", "nodes", "AR%", "decl%", "mism%"]
-    assert lines[2].split()[6:9] == ["25", "12", "12.3"] and lines[2].endswith("yes")
-    assert lines[3].split()[8] == "-" and lines[3].endswith("NO")
+    assert lines[0].split()[:10] == ["run", "n", "MAT", "tok/s", "speedup", "CI95", "nodes", "AR%", "decl%", "mism%"]
+    assert lines[2].split()[5] == "-" and lines[2].split()[7:10] == ["25", "12", "12.3"] and lines[2].endswith("yes")
+    assert lines[3].split()[9] == "-" and lines[3].endswith("NO")
+    with_ci = format_table([dict(row, speedup_ci=(0.912, 1.046))]).splitlines()[2].split()
+    assert with_ci[5] == "0.91-1.05"

@@ -105,6 +105,11 @@ def test_calibration_pipeline(pair, tmp_path):
     assert fit_params([r for r in records if r.budget], GRID, drafter.block_size - 1).c_ar is None
     track = offline_tracking(params, records, drafter.block_size - 1)
     assert track["rounds"] == len(rounds) and 0 < track["mean_retained"] <= 1
+    fixed4 = offline_tracking(replace(params, grid=[4], c_ar=None), records)  # always B = 4: pooled vs AR steps
+    grid = [r for r in records if not r.reference]
+    by = {b: [r for r in grid if r.budget == b] for b in (0, 4)}
+    assert fixed4["speedup_vs_ar"] == pytest.approx(sum(r.accepted for r in by[4]) / sum(r.latency for r in by[4])
+                                                    * sum(r.latency for r in by[0]) / len(by[0]))
     assert SabaParams.load(params.save(tmp_path / "saba.json")).id == params.id
     write_records(tmp_path / "replay.jsonl", records)
     again = read_replay_records(tmp_path / "replay.jsonl")
