@@ -109,7 +109,8 @@ def fit_params(records: list[ReplayRecord], grid: list[int], depth: int, window:
 
 def offline_tracking(params: SabaParams, records: list[ReplayRecord], depth: int | None = None) -> dict:
     """Retained oracle throughput of SABA's choices on replay records (measured a_t(B) / l_t(B)); the
-    oracle chooses among the same budgets (the params' grid, and the AR step when it has `c_ar`)."""
+    oracle chooses among the same budgets (the params' grid, and the AR step when it has `c_ar`).
+    `speedup_vs_ar`: the choices' pooled tokens per second over the AR steps' (None without them)."""
     rounds: dict[int, list[ReplayRecord]] = {}
     for r in records:
         if not r.reference:
@@ -144,8 +145,9 @@ def offline_tracking(params: SabaParams, records: list[ReplayRecord], depth: int
         ar_seconds += by_b[0].latency if 0 in by_b else math.nan
     ret = np.array(retained)
     # pooled: tokens over seconds of the choices, over what AR steps would take per token (same rounds)
+    speedup = (tokens / seconds) / (len(ret) / ar_seconds)
     return {"rounds": len(ret), "mean_retained": float(ret.mean()), "frac_ge_95": float((ret >= 0.95).mean()),
-            "speedup_vs_ar": (tokens / seconds) / (len(ret) / ar_seconds)}
+            "speedup_vs_ar": None if math.isnan(speedup) else speedup}
 
 
 def write_records(path, records: list[ReplayRecord]) -> None:

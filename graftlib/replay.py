@@ -9,8 +9,8 @@ drafter outputs are reused). Then the reference round itself runs and the trajec
 the emitted tokens are those of the reference decode (and equal greedy AR).
 
 Per (round, B) a `ReplayRecord` holds a_t(B) (accepted, bonus included), the stage times, the
-emitted tokens, the SABA state s_t of the round and its draft mass M_t(B) (`saba.draft_mass`). Latency l_t(B) = t_draft + t_tree + t_verify
-+ t_commit: the whole round, since the draft step is paid once per round whatever B is (leaving
+emitted tokens, the SABA state s_t of the round and its draft mass M_t(B) (`saba.draft_mass`).
+Latency l_t(B) = t_draft + t_tree + t_verify + t_commit: the whole round, since the draft step is paid once per round whatever B is (leaving
 it out would shift the throughput argmax towards larger trees). The reference round is recorded
 too (`reference=True`). Budget 0 in the grid is one plain AR step at the round's prefix
 (`Decoder.ar_round`, no draft: t_draft = 0), so the oracle may also choose not to speculate. A

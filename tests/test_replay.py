@@ -110,6 +110,7 @@ def test_calibration_pipeline(pair, tmp_path):
     by = {b: [r for r in grid if r.budget == b] for b in (0, 4)}
     assert fixed4["speedup_vs_ar"] == pytest.approx(sum(r.accepted for r in by[4]) / sum(r.latency for r in by[4])
                                                     * sum(r.latency for r in by[0]) / len(by[0]))
+    assert offline_tracking(replace(params, grid=[4], c_ar=None), [r for r in records if r.budget])["speedup_vs_ar"] is None
     assert SabaParams.load(params.save(tmp_path / "saba.json")).id == params.id
     write_records(tmp_path / "replay.jsonl", records)
     again = read_replay_records(tmp_path / "replay.jsonl")
