@@ -175,6 +175,7 @@ def run_bench(pair, prompts: list[BenchPrompt], runs: list[Run], max_new_tokens:
         for r in runs:
             decode_record(pair, r, todo[0][0], min(16, max_new_tokens), tdes, beta)
     bar = tqdm(total=len(todo), desc="bench", unit="decode", disable=not progress)
+    pending_ar = None  # this prompt's first AR decode, recorded once its second timing closes the block
     for i, (p, r) in enumerate(todo):
         bar.set_postfix_str(f"{p.uid} {r.key}")
         rec = decode_record(pair, r, p, max_new_tokens, tdes, beta)
@@ -187,13 +188,14 @@ def run_bench(pair, prompts: list[BenchPrompt], runs: list[Run], max_new_tokens:
         )
         done[(p.uid, r.key)] = rec
         bar.update()
-        if r.method != "ar":
+        if r.method == "ar":
+            pending_ar = rec
+        else:
             append_record(write_to, finish(rec))
-        if i + 1 == len(todo) or todo[i + 1][0] is not p:  # the prompt's block ends: AR's second timing
-            pending = done.get((p.uid, "ar"))
-            if pending is not None and "time" not in pending:
-                append_record(write_to, finish(bracket(pending, decode_record(pair, Run("ar", None), p,
-                                                                                max_new_tokens))))
+        if pending_ar is not None and (i + 1 == len(todo) or todo[i + 1][0] is not p):  # block ends: AR again
+            append_record(write_to, finish(bracket(pending_ar, decode_record(pair, Run("ar", None), p,
+                                                                               max_new_tokens))))
+            pending_ar = None
     bar.close()
     keys = {r.key for r in runs}
     uids = {p.uid for p in prompts}
