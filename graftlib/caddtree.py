@@ -9,7 +9,7 @@ the next node is added only while it increases R; the tree stops at the first no
 (convex on a CPU), so R is unimodal along the pop order and the first non-increase is its peak.
 
 `cost(n, prefix)` is the whole round cost with n draft nodes (C_draft + C_verify(n + 1; prefix)):
-either SABA's calibrated eq. 17 (`from_params`; c0 includes the draft step) or a measured verify
+either SABA's calibrated C_t (`from_params`: eq. 17 with its cost table; c0 includes the draft step) or a measured verify
 curve from `graft costs` plus a draft time (`from_curve`; that curve is measured at one prefix,
 so the context term is ignored there).
 
@@ -41,11 +41,12 @@ class CaDDTree:
 
     @classmethod
     def from_params(cls, params, cap: int, delta: float = 0.0) -> "CaDDTree":
-        """Cost from SABA's calibrated eq. 17 (`graftlib.saba.round_cost`)."""
-        from graftlib.saba import round_cost
+        """Cost from SABA's calibrated C_t (`graftlib.saba.round_cost` plus the cost table's correction)."""
+        from graftlib.saba import cost_correction, round_cost
 
         c = list(params.c)
-        return cls(lambda n, p: round_cost(n, p, c), cap, delta, params.id)
+        delta_n = cost_correction(params, range(cap + 1)).tolist()  # per tree size, computed once
+        return cls(lambda n, p: round_cost(n, p, c) + delta_n[min(n, cap)], cap, delta, params.id)
 
     @classmethod
     def from_curve(cls, verify_s: dict[int, float], draft_s: float, cap: int, delta: float = 0.0) -> "CaDDTree":

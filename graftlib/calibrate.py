@@ -10,7 +10,9 @@ the prefix term rounds and AR steps share) of the replayed rounds' in-loop laten
 + verify + commit, with real candidates, so the LM-head rows of the greedy walk are paid as in
 decoding) on (B, prefix), budget 0 being the AR step; c0 then gets the median draft-step time
 (constant in B), so C_t(B) is the whole round latency; `c_draft` is that median draft time (sunk
-for SABA's post-draft gate). (A first version timed rounds on random candidates instead: the walk then stops
+for SABA's post-draft gate). By default the cost table (`saba.fit_cost_table`) then adds each
+grid budget's median residual to eq. 17 (kernel steps in the verify cost; `--cost eq17` leaves it
+out). (A first version timed rounds on random candidates instead: the walk then stops
 at the root, and the fit missed ~10 ms per round of LM-head rows on this CPU.)
 
 Gain: the replay (`graftlib.replay`) of a reference ddtree trajectory on held-out
@@ -48,6 +50,7 @@ from graftlib.saba import (
     SabaParams,
     choose,
     fit_cost,
+    fit_cost_table,
     fit_gain,
     fit_gain_table,
     predicted_extra,
@@ -56,6 +59,7 @@ from graftlib.saba import (
 )
 
 GAIN_MODELS = ("mass", "table", "eq16")
+COST_MODELS = ("table", "eq17")
 
 
 def replay_rounds(target, drafter, prompts: list[list[int]], grid: list[int], ref_budget: int,
@@ -72,18 +76,22 @@ def replay_rounds(target, drafter, prompts: list[list[int]], grid: list[int], re
 
 def fit_params(records: list[ReplayRecord], grid: list[int], depth: int, window: int = 8,
                utility: str = "throughput", lam_min: float = 0.5, meta: dict | None = None,
-               concave: bool = True, gain_model: str = "table", shared_prefix: bool = True) -> SabaParams:
+               concave: bool = True, gain_model: str = "table", shared_prefix: bool = True,
+               cost_model: str = "table") -> SabaParams:
     """SabaParams from replay records (see module doc); `c_ar` when budget 0 was replayed;
     `concave=False`, `shared_prefix=False`: without the c3 / c4 cost terms (`saba.fit_cost`);
-    `gain_model="eq16"`: no gain table."""
+    `gain_model="eq16"`: no gain table; `cost_model="eq17"`: no cost table."""
     require(gain_model in GAIN_MODELS, f"gain model must be one of {GAIN_MODELS}, got {gain_model!r}")
+    require(cost_model in COST_MODELS, f"cost model must be one of {COST_MODELS}, got {cost_model!r}")
     ref = [r for r in records if r.reference and r.budget > 0]
     on_grid = [r for r in records if not r.reference and r.budget > 0]
     require(len(ref) > 0 and len(on_grid) > 0, "no replayed rounds to fit the gain on")
     ar = [r for r in records if not r.reference and r.budget == 0]
     timed = on_grid + ar
-    c, c_ar, r2 = fit_cost([r.budget for r in timed], [r.prefix_len for r in timed],
-                           [r.latency - r.t_draft for r in timed], concave, shared_prefix)
+    budgets, prefixes, latency = ([r.budget for r in timed], [r.prefix_len for r in timed],
+                                  [r.latency - r.t_draft for r in timed])
+    c, c_ar, r2 = fit_cost(budgets, prefixes, latency, concave, shared_prefix)
+    cost_table = fit_cost_table(budgets, prefixes, latency, c) if cost_model == "table" else None
     c_draft = statistics.median(r.t_draft for r in ref)
     c[0] += c_draft
     phi, alpha, rmse = fit_gain([r.state for r in on_grid], [r.budget for r in on_grid],
@@ -103,7 +111,7 @@ def fit_params(records: list[ReplayRecord], grid: list[int], depth: int, window:
                                                               [r.accepted for r in on_grid], mass)
     return SabaParams(phi=phi, alpha=alpha, c=c, grid=sorted(b for b in set(grid) if b > 0), window=window,
                       hist_prior=hist_prior, lam_min=lam_min, utility=utility, c_ar=c_ar, c_draft=c_draft,
-                      gain_table=table,
+                      gain_table=table, cost_table=cost_table,
                       meta={**(meta or {}), "fit": fit})
 
 
@@ -184,6 +192,8 @@ def add_parser(sub) -> None:
     p.add_argument("--gain", default="table", choices=GAIN_MODELS, help="gain model: a per-budget linear "
                    "table on s_t (default; `graftlib.saba`, 'Gain table'), the same with the draft mass M_t(B) "
                    "(mass), or the paper's eq. 16 alone")
+    p.add_argument("--cost", default="table", choices=COST_MODELS, help="cost model: eq. 17 plus a measured "
+                   "per-budget correction (default; `graftlib.saba`, 'Cost table'), or eq. 17 alone")
     p.add_argument("--out", default=str(DEFAULT_PATH), help="parameters JSON (default: what ddtree+saba loads)")
     p.add_argument("--records", default=None, help="also write the replay records here (JSONL, one per "
                    "(round, budget)), to refit variants with `calibrate.fit_params` without measuring again")
@@ -216,7 +226,8 @@ def run(args) -> int:
                             command="graft " + " ".join(sys.argv[1:]))
     if args.records:
         write_records(args.records, records)
-    params = fit_params(records, args.grid, depth, args.window, args.utility, meta=meta, gain_model=args.gain)
+    params = fit_params(records, args.grid, depth, args.window, args.utility, meta=meta, gain_model=args.gain,
+                        cost_model=args.cost)
     params.meta["offline_tracking"] = offline_tracking(params, records, depth)
     params.meta["offline_tracking_uncorrected"] = offline_tracking(replace(params, gain_prior=None), records, depth)
     path = params.save(args.out)

@@ -34,6 +34,19 @@ paper, means c3 = c4 = 0; 4 entries, c4 = 0):
   it the fit put the prefix slope into the AR step alone, and at long prefixes the gates saw a
   one-node round as cheaper than an AR step when it costs ~1.2 of one.
 
+Cost table (graftlib extension, `cost_table`; what `graft calibrate` fits by default). Verify cost
+is not smooth in the tree size: a GEMM's kernel and tiling change with the number of rows M, so
+latency steps where the shape crosses a kernel's threshold. On the embedded target on this CPU
+the replayed rounds cost, over an AR step at the same prefix (paired medians): +4 / +8 / +20 / +22 ms
+for B = 1 / 2 / 3 / 4 (verify M = 2, 3, 4, 5 tokens), the same on two days' calibrations; eq. 17
+(with c3) prices B = 2 ~5 ms too high and B = 3 ~6 ms too low against B = 1 and 2, which is 8-10%
+of such a round: the size of the choices the gates and the argmax make among the small trees.
+The table keeps eq. 17's prefix terms and adds a measured correction per grid budget,
+  C_t(B) = eq. 17 + delta_B,   delta_B = median over the rounds replayed at B of (l - eq. 17),
+made non-decreasing in B (running max of C(B, 0) over the table's budgets; c2, c4 >= 0 keep that
+for every prefix); between the table's budgets delta is interpolated linearly in B, flat beyond
+its ends. `round_costs(params, ..)` is the calibration's C_t (eq. 17 alone without a table).
+
 Gain table (graftlib extension, `gain_table`; what `graft calibrate` fits by default). Measured on
 the embedded pair, the mean a_t(B) grows about linearly in log B (1.31, 1.44, 1.57, 1.71, 1.85,
 1.97, 2.09 at B = 1, 2, 4, .., 64: +0.13 tokens per doubling) from a first node that is worth
@@ -144,6 +157,7 @@ class SabaParams:
     post_gate: bool = True  # after the draft, with this round's state, an AR step may still win (needs c_ar)
     c_draft: float = 0.0  # the draft step's share of c0 [s], sunk once the round has drafted
     gain_table: dict[str, list[float]] | None = None  # {budget: w_B}: E[a_t(B)] = w_B^T s_t; None: eq. 16
+    cost_table: dict[str, float] | None = None  # {budget: delta_B [s]} added to eq. 17; None: eq. 17 alone
     meta: dict = field(default_factory=lambda: {"source": "builtin-uncalibrated"})
 
     def __post_init__(self):
@@ -172,6 +186,14 @@ class SabaParams:
             self._table_b = np.array([b for b, _ in rows])
             self._table_log2b = np.log2(self._table_b)
             self._table_w = np.array([w for _, w in rows])  # [n_budgets, 4 or 5]
+        if self.cost_table is not None:
+            require(len(self.cost_table) > 0 and all(int(b) >= 1 for b in self.cost_table)
+                    and all(math.isfinite(float(d)) for d in self.cost_table.values()),
+                    "SABA params: cost_table maps budgets >= 1 to finite corrections in seconds")
+            self.cost_table = {str(int(b)): float(d) for b, d in self.cost_table.items()}
+            rows = sorted((int(b), d) for b, d in self.cost_table.items())
+            self._cost_b = np.array([b for b, _ in rows], dtype=float)
+            self._cost_d = np.array([d for _, d in rows])
 
     @property
     def uses_mass(self) -> bool:
@@ -188,6 +210,8 @@ class SabaParams:
         """Content hash of the numbers (not the metadata): what a result records as its calibration."""
         d = asdict(self)
         d.pop("meta")
+        if d["cost_table"] is None:  # a field added later: calibrations without it keep their id
+            d.pop("cost_table")
         return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:12]
 
     def describe(self) -> dict:
@@ -315,6 +339,19 @@ def round_cost(budget: int, prefix_len: int, c: list[float]) -> float:
     return out + c[4] * prefix_len if len(c) > 4 else out
 
 
+def cost_correction(params: SabaParams, budgets) -> np.ndarray:
+    """delta_B of the cost table at `budgets` (linear in B between its budgets, flat beyond); 0 without one."""
+    b = np.asarray(budgets, dtype=float)
+    if params.cost_table is None:
+        return np.zeros_like(b)
+    return np.interp(b, params._cost_b, params._cost_d)
+
+
+def round_costs(params: SabaParams, budgets, prefix_len: int) -> np.ndarray:
+    """The calibration's C_t(B) in seconds: eq. 17 (`cost`) plus the cost table's correction."""
+    return cost(budgets, prefix_len, params.c) + cost_correction(params, budgets)
+
+
 def extra_tokens(params: SabaParams, budgets: np.ndarray, s: np.ndarray, depth: int | None = None,
                  mass: np.ndarray | None = None) -> np.ndarray:
     """E[a_t(B)] - 1, the draft tokens a round is expected to accept: A_t G_t(B) (eq. 16), or from
@@ -346,7 +383,7 @@ def numerator(params: SabaParams, budgets: np.ndarray, s: np.ndarray, depth: int
 def utility(params: SabaParams, budgets: np.ndarray, s: np.ndarray, prefix_len: int,
             depth: int | None = None, k: float = 1.0, mass: np.ndarray | None = None) -> np.ndarray:
     """U_t(B) over the budgets (eq. 14): expected tokens / cost, or the paper's G / C."""
-    return numerator(params, budgets, s, depth, k, mass) / cost(budgets, prefix_len, params.c)
+    return numerator(params, budgets, s, depth, k, mass) / round_costs(params, budgets, prefix_len)
 
 
 def choose(params: SabaParams, budgets: np.ndarray, s: np.ndarray, prefix_len: int, depth: int | None = None,
@@ -371,7 +408,7 @@ def prefers_ar_after_draft(params: SabaParams, budgets: np.ndarray, s: np.ndarra
     if params.c_ar is None or not params.post_gate:
         return False
     c_ar = params.c_ar[0] + params.c_ar[1] * prefix_len
-    remaining = cost(budgets, prefix_len, params.c) - params.c_draft
+    remaining = round_costs(params, budgets, prefix_len) - params.c_draft
     return 1.0 / c_ar > float((numerator(params, budgets, s, depth, k, mass) / remaining).max())
 
 
@@ -509,6 +546,23 @@ def fit_cost(budgets, prefix_lens, latency_s, concave: bool = True,
     if ar.any():
         c_ar = [float(coef[n_c]), c[4]] if shared_prefix else coef[n_c:].tolist()
     return c, c_ar, r2
+
+
+def fit_cost_table(budgets, prefix_lens, latency_s, c: list[float]) -> dict[str, float]:
+    """The cost table (module doc) for eq. 17's fitted `c`: per budget B >= 1 the median residual
+    latency - C(B, P; c) of the rounds measured at B, raised where needed so that C(B, 0) + delta_B is
+    non-decreasing in B (a bigger tree never costs less). Rows with B = 0 (AR steps) are ignored."""
+    b = np.asarray(budgets, dtype=float)
+    p = np.asarray(prefix_lens, dtype=float)
+    y = np.asarray(latency_s, dtype=float)
+    spec = b > 0
+    require(spec.any(), "cost table fit needs rounds with budget >= 1")
+    resid = y - cost(b, p, c)  # elementwise over (B, P)
+    budgets_ = sorted(set(b[spec].tolist()))
+    delta = np.array([float(np.median(resid[b == bb])) for bb in budgets_])
+    base = np.maximum.accumulate(cost(np.array(budgets_), 0, c) + delta)
+    delta = base - cost(np.array(budgets_), 0, c)
+    return {str(int(bb)): float(d) for bb, d in zip(budgets_, delta)}
 
 
 def fit_gain(states, budgets, accepted, lam_min: float = 0.5, depth: int | None = None,

@@ -18,7 +18,7 @@ from graftlib.replay import (
     replay_decoder,
     tracking_summary,
 )
-from graftlib.saba import SabaParams
+from graftlib.saba import SabaParams, round_costs
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -118,6 +118,14 @@ def test_calibration_pipeline(pair, tmp_path):
     assert len(params.c) == 5 and params.c_ar[1] == params.c[4]  # the shared prefix term
     paper = fit_params(records, GRID, drafter.block_size - 1, concave=False, shared_prefix=False, gain_model="eq16")
     assert len(paper.c) == 3 and paper.gain_table is None
+    # the cost table (default): one correction per grid budget, the medians of eq. 17's residuals
+    assert sorted(map(int, params.cost_table)) == GRID
+    smooth = replace(params, cost_table=None)
+    resid = {b: [(r.latency - r.t_draft) - (float(round_costs(smooth, [b], r.prefix_len)[0]) - params.c_draft)
+                 for r in records if not r.reference and r.budget == b] for b in GRID}
+    assert all(params.cost_table[str(b)] >= np.median(resid[b]) - 1e-9 for b in GRID)  # raised only for monotony
+    assert params.cost_table[str(GRID[0])] == pytest.approx(np.median(resid[GRID[0]]))
+    assert fit_params(records, GRID, drafter.block_size - 1, cost_model="eq17").cost_table is None
     for r in records:  # the draft mass of each replayed budget (0 for the AR step), non-decreasing in B
         assert r.mass is not None and (r.mass == 0.0) == (r.budget == 0)
     grid_masses = [[r.mass for r in sorted(records, key=lambda r: r.budget) if r.round == t and not r.reference]

@@ -21,11 +21,13 @@ from graftlib.saba import (
     StateTracker,
     choose,
     cost,
+    cost_correction,
     default_params,
     degeneration,
     draft_mass,
     extra_tokens,
     fit_cost,
+    fit_cost_table,
     fit_gain,
     fit_gain_table,
     gain,
@@ -33,6 +35,7 @@ from graftlib.saba import (
     prefers_ar,
     prefers_ar_after_draft,
     round_cost,
+    round_costs,
     utility,
 )
 
@@ -128,6 +131,17 @@ def test_params_roundtrip_and_errors(tmp_path, monkeypatch):
         SabaParams(utility="max")
 
 
+def test_shipped_calibration_keeps_its_recorded_id():
+    """The id saved in the shipped JSON is the one it loads with: results name calibrations by it,
+    so a field added to SabaParams must not change the id of files written before it."""
+    import json
+
+    from graftlib.saba import DEFAULT_PATH
+
+    stored = json.loads(DEFAULT_PATH.read_text())["id"]
+    assert SabaParams.load(DEFAULT_PATH).id == stored
+
+
 # ----------------------------------------------------------------------------- fits
 
 
@@ -196,6 +210,46 @@ def test_fit_cost_shared_prefix_term():
     alone, ar_alone, _ = fit_cost(b, p, y, shared_prefix=False)
     assert len(alone) == 4 and ar_alone[1] == pytest.approx(c[4], rel=0.05)
     assert cost(np.array([1.0, 4.0]), 200, got) == pytest.approx([round_cost(1, 200, got), round_cost(4, 200, got)])
+
+
+def test_cost_table_captures_a_kernel_step(tmp_path):
+    """Latencies with a step the smooth eq. 17 cannot follow (B = 2 nearly free over B = 1, +12 ms at
+    B = 3, as the embedded target's verify on this CPU): the table's medians recover the step at
+    every prefix, stay non-decreasing in B, survive a save/load, interpolate linearly between its
+    budgets, are flat beyond them; CaDDTree and the controller price rounds with them."""
+    rng = np.random.default_rng(5)
+    step = {1: 0.0, 2: 0.001, 3: 0.013, 4: 0.014, 8: 0.022, 16: 0.035}
+    b = np.repeat(list(step), 40)
+    p = rng.uniform(50, 350, len(b))
+    y = 0.05 + np.array([step[int(bb)] for bb in b]) + 3e-5 * p + rng.normal(0, 5e-4, len(b))
+    y[::17] += 0.05  # timing outliers: the medians ignore them
+    c, _, _ = fit_cost(b, p, y)
+    table = fit_cost_table(b, p, y, c)
+    params = SabaParams(c=c, cost_table=table, grid=sorted(step))
+    for pp in (60, 300):
+        want = 0.05 + np.array(list(step.values())) + 3e-5 * pp
+        assert round_costs(params, np.array(list(step), dtype=float), pp) == pytest.approx(want, abs=1.5e-3)
+    smooth_err = np.abs(cost(np.array([2.0, 3.0]), 200, c) - (0.05 + np.array([0.001, 0.013]) + 3e-5 * 200))
+    assert smooth_err.max() > 3e-3  # eq. 17 alone misprices the step
+    assert np.all(np.diff(cost(np.array(sorted(step), dtype=float), 0, c) + cost_correction(params, sorted(step))) >= 0)
+    again = SabaParams.load(params.save(tmp_path / "p.json"))
+    assert again.cost_table == table and again.id == params.id != replace(params, cost_table=None).id
+    mid = cost_correction(params, [6.0])[0]
+    assert mid == pytest.approx((table["4"] + table["8"]) / 2)
+    assert cost_correction(params, [64.0])[0] == pytest.approx(table["16"])
+    assert cost_correction(replace(params, cost_table=None), [3.0])[0] == 0.0
+    rule = CaDDTree.from_params(params, cap=16)
+    assert rule.cost(3, 200) == pytest.approx(float(round_costs(params, [3], 200)[0]))
+    # a step the smooth model hides changes the choice: with B = 2 ~free over B = 1, 2 wins
+    flat = SabaParams(c=[0.05, 0.0, 0.0], grid=[1, 2, 3], gain_table={"1": [0, 0, 0, 1.3], "2": [0, 0, 0, 1.42],
+                                                                      "3": [0, 0, 0, 1.5]})
+    s = np.array([0.5, 1.0, 1.5, 1.0])
+    pricey = replace(flat, c=[0.05, 0.0, 0.0, 0.01])  # log2(1 + B): B = 2 costs 5.8 ms more than B = 1
+    assert choose(pricey, np.array([1.0, 2.0, 3.0]), s, 100) == 1
+    tabled = replace(pricey, cost_table={"1": 0.0, "2": -0.0048, "3": 0.01})
+    assert choose(tabled, np.array([1.0, 2.0, 3.0]), s, 100) == 2
+    with pytest.raises(GraftError, match="cost_table"):
+        SabaParams(cost_table={"0": 0.01})
 
 
 def test_gain_table_fit_and_prediction(tmp_path):
