@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 # torch==2.13.0 is the CPU build on this machine's disk; GPU users: install their CUDA torch 2.13.0 first.
 EXTRAS ?= notebooks,dev
 
-.PHONY: setup data main bench-drafter bench-graft drafter-ablation test lint clean-results
+.PHONY: setup data main bench-drafter bench-graft bench-goals drafter-ablation test lint clean-results
 
 $(BIN)/graft: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -39,6 +39,12 @@ bench-graft: data  ## issues 5-6: chain, DDTree at B = 4, 8, 16, +TDES at 8 vs +
 	for t in gsm8k math500 humaneval mbpp alpaca mt-bench; do \
 		$(B) --methods ar dflash ddtree ddtree+tdes@8 ddtree+saba graft caddtree --chain-budgets 3 \
 			--budgets 4 8 16 --caps 64 --task $$t --n $(N) --out results/graft-components.jsonl || exit 1; done
+
+GOALS_N ?= 10
+bench-goals: data  ## issue 6 goals: GRAFT vs AR, the chain and DDTree at its best fixed budgets (4, 8), per task
+	for t in mbpp math500 humaneval alpaca mt-bench gsm8k; do \
+		$(B) --methods ar dflash@3 ddtree@4 ddtree@8 graft@64 --task $$t --n $(GOALS_N) \
+			--out results/graft-goals.jsonl || exit 1; done
 
 # Issue 4: the drafter's design choices, each against the shipped recipe at the same time budget,
 # on the same data and held-out split (the train_drafter notebook shows the shipped ablation.json;

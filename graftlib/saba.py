@@ -38,7 +38,7 @@ Cost table (graftlib extension, `cost_table`; what `graft calibrate` fits by def
 is not smooth in the tree size: a GEMM's kernel and tiling change with the number of rows M, so
 latency steps where the shape crosses a kernel's threshold. On the embedded target on this CPU
 the replayed rounds cost, over an AR step at the same prefix (paired medians): +4 / +8 / +20 / +22 ms
-for B = 1 / 2 / 3 / 4 (verify M = 2, 3, 4, 5 tokens), the same on two days' calibrations; eq. 17
+for B = 1 / 2 / 3 / 4 (verify M = 2, 3, 4, 5 tokens), the same in two calibration runs hours apart; eq. 17
 (with c3) prices B = 2 ~5 ms too high and B = 3 ~6 ms too low against B = 1 and 2, which is 8-10%
 of such a round: the size of the choices the gates and the argmax make among the small trees.
 The table keeps eq. 17's prefix terms and adds a measured correction per grid budget,
