@@ -1,6 +1,7 @@
 """SABA math (eqs. 14-17), signals, fits, controller behaviour, CaDDTree stopping, and exactness of
 ddtree+saba / caddtree against AR on tiny Llama and Qwen3 targets."""
 
+import json
 import math
 import time
 from dataclasses import replace
@@ -15,6 +16,7 @@ from graftlib.caddtree import CaDDTree
 from graftlib.decode import Decoder
 from graftlib.errors import GraftError
 from graftlib.saba import (
+    DEFAULT_PATH,
     GainCorrection,
     SabaController,
     SabaParams,
@@ -134,10 +136,6 @@ def test_params_roundtrip_and_errors(tmp_path, monkeypatch):
 def test_shipped_calibration_keeps_its_recorded_id():
     """The id saved in the shipped JSON is the one it loads with: results name calibrations by it,
     so a field added to SabaParams must not change the id of files written before it."""
-    import json
-
-    from graftlib.saba import DEFAULT_PATH
-
     stored = json.loads(DEFAULT_PATH.read_text())["id"]
     assert SabaParams.load(DEFAULT_PATH).id == stored
 
