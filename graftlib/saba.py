@@ -558,11 +558,11 @@ def fit_cost_table(budgets, prefix_lens, latency_s, c: list[float]) -> dict[str,
     spec = b > 0
     require(spec.any(), "cost table fit needs rounds with budget >= 1")
     resid = y - cost(b, p, c)  # elementwise over (B, P)
-    budgets_ = sorted(set(b[spec].tolist()))
-    delta = np.array([float(np.median(resid[b == bb])) for bb in budgets_])
-    base = np.maximum.accumulate(cost(np.array(budgets_), 0, c) + delta)
-    delta = base - cost(np.array(budgets_), 0, c)
-    return {str(int(bb)): float(d) for bb, d in zip(budgets_, delta)}
+    grid = np.unique(b[spec])
+    smooth0 = cost(grid, 0, c)  # eq. 17 at prefix 0 on the table's budgets
+    delta = np.array([np.median(resid[b == bb]) for bb in grid])
+    delta = np.maximum.accumulate(smooth0 + delta) - smooth0
+    return {str(int(bb)): float(d) for bb, d in zip(grid, delta)}
 
 
 def fit_gain(states, budgets, accepted, lam_min: float = 0.5, depth: int | None = None,
