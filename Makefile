@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 # torch==2.13.0 is the CPU build on this machine's disk; GPU users: install their CUDA torch 2.13.0 first.
 EXTRAS ?= notebooks,dev
 
-.PHONY: setup data main bench-drafter bench-graft bench-goals drafter-ablation test lint clean-results
+.PHONY: setup data main bench-drafter bench-graft bench-goals drafter-ablation drafter-gpu test lint clean-results
 
 $(BIN)/graft: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -59,6 +59,24 @@ drafter-ablation: data
 			--eval-every 100000 --tau-prompts 4 $$resume $$@ || exit 1; done
 	$(BIN)/python -c "from graftlib.drafter_train import write_ablation as w; \
 		w('runs/drafter-ablation', 'graftlib/assets/drafters/smollm2-135m-dflash/ablation.json')"
+
+# Issue 21 on a GPU: target data (batched, top-k log-probs, a tenth sampled) for GPU_DATA_MIN minutes,
+# then three drafters trained side by side for GPU_TRAIN_MIN minutes each on the same data: distilled
+# (d1), hard labels (h1), two layers distilled (d2). ~9 min on one H200. GRAFT: how to call graftlib
+# (`python3 -m graftlib.cli` where it is not installed); GPU_PROMPTS: e.g. `--prompts FILE` written by
+# `graft drafter-data --export-prompts FILE --n-prompts 100000` where the prompt sets are not fetched.
+GRAFT ?= $(BIN)/graft
+GPU_DATA_MIN ?= 2.4
+GPU_TRAIN_MIN ?= 4
+GPU_OUT ?= runs/gpu
+GPU_PROMPTS ?=
+drafter-gpu:
+	$(GRAFT) drafter-data --device cuda --out $(GPU_OUT)/data --n-prompts 100000 --batch-size 512 --shard-size 512 \
+		--max-response-tokens 512 --sample-share 0.1 --max-minutes $(GPU_DATA_MIN) $(GPU_PROMPTS)
+	for v in "d1 --distill 0.5" "h1 --distill 0" "d2 --distill 0.5 --layers 2"; do set -- $$v; n=$$1; shift; \
+		$(GRAFT) train-drafter --device cuda --data $(GPU_OUT)/data --out $(GPU_OUT)/$$n --minutes $(GPU_TRAIN_MIN) \
+			--blocks-per-step 1024 --lr 8e-4 --eval-every 500 --tau-prompts 4 --tau-tokens 64 $$@ \
+			> $(GPU_OUT)/train-$$n.log 2>&1 & done; wait
 
 test: data  ## unit tests + exactness on tiny models and on the embedded model
 	$(BIN)/python -m pytest -q

@@ -40,7 +40,6 @@ config in JSON; `--resume` continues it exactly), `metrics.jsonl` (train and eva
 import hashlib
 import json
 import math
-import platform
 import shutil
 import sys
 import time
@@ -55,12 +54,13 @@ from safetensors.torch import load_file, save_file
 from graftlib.drafter import DFlashConfig, DFlashDrafter, init_weights, load_state_strict, save_drafter
 from graftlib.drafter_data import Sequence, eos_ids, load_dataset
 from graftlib.errors import GraftError, require
+from graftlib.paths import portable
 from graftlib.records import append_record
 
 IGNORE = -100
 # Settings a resumed run may change; every other TrainConfig field must match the checkpoint.
 RESUMABLE_CHANGES = ("minutes", "max_steps", "eval_every", "log_every", "tau_prompts", "tau_tokens",
-                     "eval_blocks")
+                     "eval_blocks", "checkpoint_minutes")
 
 
 @dataclass
@@ -74,7 +74,9 @@ class TrainConfig:
     blocks_per_seq: int = 32
     lr: float = 6e-4
     warmup: float = 0.04  # fraction of the run (steps or time budget)
-    schedule: str = "cosine"  # or "linear"
+    schedule: str = "wsd"  # warmup-stable-decay (resumable, extendable), "cosine" or "linear"
+    decay: float = 0.2  # wsd: the last fraction of the run decays linearly to zero
+    distill: float = 0.0  # weight of the soft loss on the target's stored top-k (0: hard labels only)
     weight_decay: float = 0.01
     grad_clip: float = 1.0
     gamma: float = 7.0
@@ -89,6 +91,7 @@ class TrainConfig:
     tau_prompts: int = 4
     tau_tokens: int = 64
     log_every: int = 20
+    checkpoint_minutes: float = 5.0  # a checkpoint at least this often (besides every evaluation)
     seed: int = 0
 
     def check(self) -> None:
@@ -97,7 +100,10 @@ class TrainConfig:
         require(self.blocks_per_step >= 1 and self.blocks_per_seq >= 1, "blocks_per_step and blocks_per_seq must be >= 1")
         require(self.lr > 0, f"lr must be > 0, got {self.lr}")
         require(0 <= self.warmup < 1, f"warmup must be in [0, 1), got {self.warmup}")
-        require(self.schedule in ("cosine", "linear"), f"schedule {self.schedule!r} is not 'cosine' or 'linear'")
+        require(self.schedule in ("wsd", "cosine", "linear"),
+                f"schedule {self.schedule!r} is not 'wsd', 'cosine' or 'linear'")
+        require(0 < self.decay <= 1, f"decay must be in (0, 1], got {self.decay}")
+        require(0 <= self.distill <= 1, f"distill must be in [0, 1], got {self.distill}")
         require(self.fc_init in ("last", "random"), f"fc_init {self.fc_init!r} is not 'last' or 'random'")
         require(self.minutes is not None or self.max_steps is not None, "give a time budget (minutes) or max_steps")
         require(self.minutes is None or self.minutes > 0, f"minutes must be > 0, got {self.minutes}")
@@ -194,6 +200,13 @@ class Batch:
     labels: torch.Tensor  # [R, Q] target ids, IGNORE where there is none
     depth: torch.Tensor  # [Q] k = position inside the block
     n_blocks: int
+    soft_ids: torch.Tensor | None = None  # [R, Q, K] the target's top-k ids for each label, IGNORE if none
+    soft_logp: torch.Tensor | None = None  # [R, Q, K] their log-probs
+
+    def to(self, device) -> "Batch":
+        moved = {k: (v.to(device, non_blocking=True) if isinstance(v, torch.Tensor) else v)
+                 for k, v in self.__dict__.items()}
+        return Batch(**moved)
 
 
 def pack_blocks(seqs: list[Sequence], anchors: list[list[int]], block_size: int, mask_id: int) -> Batch:
@@ -203,14 +216,22 @@ def pack_blocks(seqs: list[Sequence], anchors: list[list[int]], block_size: int,
     feat_dim = seqs[0].features.shape[1]
     A = torch.zeros(R, B, dtype=torch.long)
     valid = torch.zeros(R, B, dtype=torch.bool)
-    ctx = torch.zeros(R, C, feat_dim, dtype=seqs[0].features.dtype)
+    ctx = torch.zeros(R, C, feat_dim, dtype=seqs[0].features.dtype, device=seqs[0].features.device)
     width = max(len(s.tokens) for s in seqs) + bs
     toks = torch.full((R, width), IGNORE, dtype=torch.long)
+    soft = all(s.topk_ids is not None for s in seqs)
+    if soft:  # the target's top-k by sequence position (row p: its distribution over tokens[p])
+        K = seqs[0].topk_ids.shape[1]
+        tk_ids = torch.full((R, width, K), IGNORE, dtype=torch.long)
+        tk_logp = torch.zeros(R, width, K, dtype=torch.float32)
     for r, (s, a) in enumerate(zip(seqs, anchors)):
         A[r, :len(a)] = torch.tensor(a)
         valid[r, :len(a)] = True
         ctx[r, :max(a)] = s.features[:max(a)]
         toks[r, :len(s.tokens)] = s.tokens
+        if soft:
+            tk_ids[r, s.prompt_len:len(s.tokens)] = s.topk_ids.to("cpu", torch.long)
+            tk_logp[r, s.prompt_len:len(s.tokens)] = s.topk_logp.to("cpu", torch.float32)
     k = torch.arange(bs)
     pos = A[:, :, None] + k  # [R, B, bs]
     labels = toks.gather(1, pos.reshape(R, Q)).view(R, B, bs)
@@ -223,8 +244,13 @@ def pack_blocks(seqs: list[Sequence], anchors: list[list[int]], block_size: int,
     block_id = torch.arange(Q) // bs
     own = (block_id[:, None] == block_id[None, :]).expand(R, Q, Q)
     mask = torch.cat([sees_ctx, own], dim=-1)[:, None]
+    soft_ids = soft_logp = None
+    if soft:
+        flat = pos.reshape(R, Q, 1).expand(R, Q, K)
+        soft_ids = tk_ids.gather(1, flat).masked_fill((labels.view(R, Q) < 0)[..., None], IGNORE)
+        soft_logp = tk_logp.gather(1, flat)
     return Batch(ids.view(R, Q), ctx, torch.arange(C).expand(R, C), pos.view(R, Q), mask, labels.view(R, Q),
-                 k.repeat(B), int(valid.sum()))
+                 k.repeat(B), int(valid.sum()), soft_ids, soft_logp)
 
 
 def n_anchors(s: Sequence) -> int:
@@ -248,9 +274,14 @@ def heldout_split(seqs: list[Sequence], frac: float) -> tuple[list[Sequence], li
 # ----------------------------------------------------------------------------- trainer
 
 
-def lr_factor(progress: float, warmup: float, schedule: str) -> float:
+def lr_factor(progress: float, warmup: float, schedule: str, decay: float = 0.2) -> float:
+    """The lr multiplier at `progress` in [0, 1] of the run. "wsd" (warmup-stable-decay) holds the
+    peak until the last `decay` of the run, so a run resumed with a larger budget continues on the
+    plateau and decays once, at its new end; "cosine" and "linear" decay from the warmup on."""
     if progress < warmup:
         return progress / warmup
+    if schedule == "wsd":
+        return min(1.0, max(0.0, (1 - progress) / decay))
     q = min(max((progress - warmup) / (1 - warmup), 0.0), 1.0)
     return 0.5 * (1 + math.cos(math.pi * q)) if schedule == "cosine" else 1 - q
 
@@ -262,15 +293,16 @@ class Trainer:
                  layer_ids: list[int], eos: list[int]):
         cfg.check()
         self.cfg, self.target, self.train_seqs, self.heldout_seqs, self.eos = cfg, target, train, heldout, eos
+        self.device = target.device
         vocab = target.config.vocab_size
         d2t = choose_draft_vocab(train, cfg.draft_vocab, vocab) if 0 < cfg.draft_vocab < vocab else None
-        self.drafter = make_drafter(cfg, target, layer_ids, d2t)
+        self.drafter = make_drafter(cfg, target, layer_ids, d2t).to(self.device)
         self.embed = target.get_input_embeddings()
         self.compute_dtype = torch.bfloat16 if cfg.bf16 else torch.float32
         self._use_vocab()
         bs = self.drafter.block_size
         k = torch.arange(bs, dtype=torch.float32)
-        self.depth_weight = torch.where(k > 0, torch.exp(-(k - 1) / cfg.gamma), torch.zeros(bs))
+        self.depth_weight = torch.where(k > 0, torch.exp(-(k - 1) / cfg.gamma), torch.zeros(bs)).to(self.device)
         decay = [p for n, p in self.drafter.named_parameters() if p.ndim >= 2]
         other = [p for n, p in self.drafter.named_parameters() if p.ndim < 2]
         self.opt = torch.optim.AdamW([{"params": decay, "weight_decay": cfg.weight_decay},
@@ -282,10 +314,10 @@ class Trainer:
 
     def _use_vocab(self) -> None:
         """Target-id <-> draft-id maps and the frozen LM head rows of the drafter's vocabulary."""
-        vocab = self.target.config.vocab_size
-        self.d2t = self.drafter.d2t.clone() if self.drafter.config.draft_vocab_size else torch.arange(vocab)
-        self.t2d = torch.full((vocab,), IGNORE, dtype=torch.long)
-        self.t2d[self.d2t] = torch.arange(len(self.d2t))
+        vocab, dev = self.target.config.vocab_size, self.device
+        self.d2t = self.drafter.d2t.clone() if self.drafter.config.draft_vocab_size else torch.arange(vocab, device=dev)
+        self.t2d = torch.full((vocab,), IGNORE, dtype=torch.long, device=dev)
+        self.t2d[self.d2t] = torch.arange(len(self.d2t), device=dev)
         self.head = self.target.lm_head.weight.detach()[self.d2t].to(self.compute_dtype)
 
     # -- sampling and loss
@@ -299,25 +331,41 @@ class Trainer:
             perm = torch.randperm(n_anchors(s), generator=gen)[:per]
             picked.append(s)
             anchors.append(sorted((perm + s.prompt_len).tolist()))
-        return pack_blocks(picked, anchors, self.drafter.block_size, self.drafter.config.mask_token_id)
+        return pack_blocks(picked, anchors, self.drafter.block_size, self.drafter.config.mask_token_id).to(self.device)
 
     def hidden(self, batch: Batch) -> torch.Tensor:
         with torch.no_grad():
             emb = self.embed(batch.ids) * self.drafter.config.input_embedding_scale
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.cfg.bf16):
+        with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.cfg.bf16):
             return self.drafter(emb, batch.ctx.to(self.compute_dtype), 0, block_mask=batch.mask,
                                 ctx_positions=batch.ctx_pos, q_positions=batch.q_pos)
 
     def loss(self, batch: Batch, h: torch.Tensor) -> tuple[torch.Tensor, dict]:
+        """Depth-weighted (1 - distill) * CE(hard label) + distill * soft CE on the target's top-k.
+
+        The soft term is -sum_i p_i log q(i) over the stored top-k ids that lie in the draft
+        vocabulary, p renormalized over them: the forward KL(p || q) up to p's entropy."""
         labels = self.t2d[batch.labels.clamp(min=0)].masked_fill(batch.labels < 0, IGNORE)
         sel = labels >= 0
         w = self.depth_weight[batch.depth].expand_as(labels)[sel]
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.cfg.bf16):
+        with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.cfg.bf16):
             logits = F.linear(h[sel], self.head).float()
-        ce = F.cross_entropy(logits, labels[sel], reduction="none")
-        loss = (ce * w).sum() / w.sum().clamp(min=1e-9)
+        per = F.cross_entropy(logits, labels[sel], reduction="none")
+        stats = {}
+        if self.cfg.distill > 0:
+            require(batch.soft_ids is not None, "distill > 0 needs drafter data with top-k log-probs "
+                                                "(graft drafter-data --top-k 16)")
+            ids = batch.soft_ids[sel]  # [N, K] target ids
+            did = self.t2d[ids.clamp(min=0)].masked_fill(ids < 0, IGNORE)
+            ok = did >= 0
+            p = torch.softmax(batch.soft_logp[sel].float().masked_fill(~ok, float("-inf")), -1).nan_to_num(0.0)
+            logq = torch.log_softmax(logits, -1).gather(1, did.clamp(min=0))
+            soft = -(p * logq).sum(-1)
+            per = (1 - self.cfg.distill) * per + self.cfg.distill * soft
+            stats["soft"] = ((soft * w).sum() / w.sum().clamp(min=1e-9)).item()
+        loss = (per * w).sum() / w.sum().clamp(min=1e-9)
         pred = logits.detach().argmax(-1)
-        return loss, {"acc": (pred == labels[sel]).float().mean().item(), "labels": int(sel.sum())}
+        return loss, {"acc": (pred == labels[sel]).float().mean().item(), "labels": int(sel.sum()), **stats}
 
     def progress(self) -> float:
         cfg, p = self.cfg, 0.0
@@ -330,7 +378,7 @@ class Trainer:
     def step(self) -> dict:
         """One optimizer step on `blocks_per_step` fresh blocks."""
         t0 = time.perf_counter()
-        lr = self.cfg.lr * lr_factor(self.progress(), self.cfg.warmup, self.cfg.schedule)
+        lr = self.cfg.lr * lr_factor(self.progress(), self.cfg.warmup, self.cfg.schedule, self.cfg.decay)
         for g in self.opt.param_groups:
             g["lr"] = lr
         batch = self.sample(self.gen, self.train_seqs, self.weights, self.cfg.blocks_per_step)
@@ -363,14 +411,15 @@ class Trainer:
         bs = self.drafter.block_size
         tot_loss, tot_w = 0.0, 0.0
         ks = (1, 4, 16)
-        hits, counts, tau_blocks = torch.zeros(len(ks), bs), torch.zeros(bs), []
+        dev = self.device
+        hits, counts, tau_blocks = torch.zeros(len(ks), bs, device=dev), torch.zeros(bs, device=dev), []
         for batch in self.eval_batches:
             h = self.hidden(batch)
             loss, _ = self.loss(batch, h)
             labels = self.t2d[batch.labels.clamp(min=0)].masked_fill(batch.labels < 0, IGNORE)
             w = self.depth_weight[batch.depth].expand_as(labels)[labels >= 0].sum().item()
             tot_loss, tot_w = tot_loss + loss.item() * w, tot_w + w
-            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.cfg.bf16):
+            with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=self.cfg.bf16):
                 top = self.d2t[F.linear(h, self.head).topk(min(max(ks), len(self.d2t)), dim=-1).indices]  # [R, Q, 16]
             has = batch.labels >= 0
             depth = batch.depth.expand_as(has)
@@ -418,11 +467,12 @@ class Trainer:
         tmp = path.with_name(path.name + ".partial")
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir(parents=True)
-        save_file({k: v.detach().contiguous() for k, v in self.drafter.state_dict().items()},
+        save_file({k: v.detach().contiguous().cpu() for k, v in self.drafter.state_dict().items()},
                   tmp / "model.safetensors", metadata={"format": "pt"})
         opt = self.opt.state_dict()
         tensors = {f"state.{pid}.{k}": v.contiguous() for pid, st in opt["state"].items() for k, v in st.items()}
         tensors["rng.sampler"] = self.gen.get_state()
+        tensors = {k: v.cpu() for k, v in tensors.items()}
         save_file(tensors, tmp / "optimizer.safetensors", metadata={"format": "pt"})
         state = {"step": self.step_no, "elapsed_s": self.elapsed_s, "blocks_seen": self.blocks_seen,
                  "param_groups": opt["param_groups"], "config": asdict(self.cfg), **(extra or {})}
@@ -492,6 +542,9 @@ def train(data_dir: str | Path | list[str | Path], out_dir: str | Path, cfg: Tra
     layer_ids = cfg.target_layer_ids or index.target_layer_ids
     train_seqs, held = heldout_split(seqs, cfg.heldout)
     target, tokenizer = load_target(index.target, device=device, dtype=torch.float32)
+    if target.device.type != "cpu":  # features (memory-mapped on disk) move to the accelerator once
+        for s in seqs:
+            s.features = s.features.to(target.device, non_blocking=True)
     trainer = Trainer(cfg, target, train_seqs, held, layer_ids, eos_ids(target, tokenizer))
     out.mkdir(parents=True, exist_ok=True)
     data_info = {"sequences": len(seqs), "train_sequences": len(train_seqs)}
@@ -505,7 +558,7 @@ def train(data_dir: str | Path | list[str | Path], out_dir: str | Path, cfg: Tra
         f"{len(held)} held out), layers {layer_ids}, draft vocab {len(trainer.d2t)}, "
         f"{cfg.blocks_per_step} blocks/step, {'bf16' if cfg.bf16 else 'fp32'}")
     last_eval: dict = {}
-    t_wall = time.perf_counter()
+    t_wall = last_ckpt = time.perf_counter()
 
     def done() -> bool:
         if cfg.max_steps is not None and trainer.step_no >= cfg.max_steps:
@@ -526,7 +579,11 @@ def train(data_dir: str | Path | list[str | Path], out_dir: str | Path, cfg: Tra
                 append_record(metrics, last_eval)
                 log(_eval_line(last_eval))
                 trainer.save_checkpoint(ckpt, {"data": data_info})
-                trainer.elapsed_s += time.perf_counter() - t0  # evaluation counts against the budget
+                last_ckpt = time.perf_counter()
+                trainer.elapsed_s += last_ckpt - t0  # evaluation counts against the budget
+            elif time.perf_counter() - last_ckpt > 60 * cfg.checkpoint_minutes:
+                trainer.save_checkpoint(ckpt, {"data": data_info})
+                last_ckpt = time.perf_counter()
     except KeyboardInterrupt:
         trainer.save_checkpoint(ckpt, {"data": data_info})
         log(f"interrupted: checkpoint saved at step {trainer.step_no}; continue with --resume")
@@ -542,9 +599,9 @@ def train(data_dir: str | Path | list[str | Path], out_dir: str | Path, cfg: Tra
     tot = {k: sum(t[k] for t in tots) for k in ("n_seqs", "prompt_tokens", "response_tokens", "seconds")}
     record = {
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
-        "host": platform.node(), "hardware": hardware(torch.device(device)), "threads": torch.get_num_threads(),
+        "hardware": hardware(target.device), "threads": torch.get_num_threads(),
         "torch": torch.__version__, "target": index.target,
-        "data": {"dirs": [str(Path(d).resolve()) for d in data_dirs], "pools": [ix.pool for ix in indexes],
+        "data": {"dirs": [portable(d) for d in data_dirs], "pools": [ix.pool for ix in indexes],
                  "sequences": tot["n_seqs"],
                  "prompt_tokens": tot["prompt_tokens"], "response_tokens": tot["response_tokens"],
                  "max_response_tokens": index.max_response_tokens, "generation_s": tot["seconds"],
@@ -601,6 +658,8 @@ def _eval_line(e: dict) -> str:
 
 
 def _main(args) -> int:
+    from graftlib.target import default_device
+
     if args.threads:
         torch.set_num_threads(args.threads)
     cfg = TrainConfig(
@@ -608,9 +667,11 @@ def _main(args) -> int:
         blocks_per_step=args.blocks_per_step, blocks_per_seq=args.blocks_per_seq, lr=args.lr,
         eval_every=args.eval_every, minutes=args.minutes, max_steps=args.max_steps,
         bf16=not args.fp32, fc_init=args.fc_init, init_from_target=args.init_from_target,
-        tau_prompts=args.tau_prompts, tau_tokens=args.tau_tokens, seed=args.seed,
+        tau_prompts=args.tau_prompts, tau_tokens=args.tau_tokens, seed=args.seed, schedule=args.schedule,
+        decay=args.decay, distill=args.distill, checkpoint_minutes=args.checkpoint_minutes,
     )
-    train(args.data, args.out, cfg, resume=args.resume, command="graft " + " ".join(sys.argv[1:]))
+    train(args.data, args.out, cfg, resume=args.resume, device=args.device or default_device(),
+          command="graft " + " ".join(sys.argv[1:]))
     return 0
 
 
@@ -638,6 +699,14 @@ def add_parser(subparsers) -> None:
     p.add_argument("--tau-prompts", type=int, default=d.tau_prompts, help=f"held-out prompts for loop tau (default {d.tau_prompts})")
     p.add_argument("--tau-tokens", type=int, default=d.tau_tokens, help=f"tokens per loop-tau prompt (default {d.tau_tokens})")
     p.add_argument("--fp32", action="store_true", help="no bf16 autocast")
+    p.add_argument("--schedule", default=d.schedule, choices=("wsd", "cosine", "linear"),
+                   help=f"lr schedule (default {d.schedule}: warmup, plateau, decay over the last --decay)")
+    p.add_argument("--decay", type=float, default=d.decay, help=f"wsd: decaying fraction of the run (default {d.decay})")
+    p.add_argument("--distill", type=float, default=d.distill,
+                   help=f"weight of the soft loss on the target's stored top-k log-probs (default {d.distill})")
+    p.add_argument("--checkpoint-minutes", type=float, default=d.checkpoint_minutes,
+                   help=f"checkpoint at least this often (default {d.checkpoint_minutes})")
+    p.add_argument("--device", default=None, help="cpu or cuda (default: cuda if available)")
     p.add_argument("--fc-init", default=d.fc_init, choices=("last", "random"), help=f"default {d.fc_init}")
     p.add_argument("--init-from-target", action="store_true",
                    help="start the layers from the target's last ones (default: random init, which learned ~2x "

@@ -18,3 +18,17 @@ def graft_home() -> Path:
 
 def results_dir() -> Path:
     return Path(os.environ.get("GRAFT_RESULTS", "results"))
+
+
+def portable(path: str | Path) -> str:
+    """`path` as a record may store it: relative to the project root (the checkout holding
+    graftlib/), else `$GRAFT_HOME/...`, else as given when relative; never a machine's absolute
+    path (an absolute path elsewhere is reduced to its name)."""
+    p = Path(path).expanduser()
+    if not p.is_absolute():
+        return p.as_posix()
+    p = p.resolve()
+    for base, prefix in ((PACKAGE_DIR.parent, ""), (graft_home().expanduser().resolve(), "$GRAFT_HOME/")):
+        if p.is_relative_to(base):
+            return prefix + p.relative_to(base).as_posix()
+    return p.name

@@ -234,7 +234,7 @@ def test_cli_registers_both_commands():
     from graftlib.cli import build_parser
 
     a = build_parser().parse_args(["drafter-data", "--out", "d", "--n-prompts", "10", "--batch-size", "8"])
-    assert a.n_prompts == 10 and a.batch_size == 8 and a.max_response_tokens == 192
+    assert a.n_prompts == 10 and a.batch_size == 8 and a.max_response_tokens == 384
     b = build_parser().parse_args(["train-drafter", "--data", "d", "--out", "o", "--minutes", "5", "--layers", "2",
                                    "--target-layer-ids", "2", "15", "--draft-vocab", "4096", "--resume"])
     assert b.minutes == 5 and b.layers == 2 and b.target_layer_ids == [2, 15] and b.draft_vocab == 4096 and b.resume
