@@ -1,0 +1,180 @@
+"""Drafter data v2 and distillation on tiny models: the stored top-k log-probs are the target's own
+distribution at each response position, sampled responses are reproducible and greedy ones stay
+exact, shards map their features from disk, prompts files round-trip, the soft loss is the forward
+KL on the stored top-k, the WSD schedule holds its plateau until the decay, and records store
+portable paths."""
+
+import json
+
+import pytest
+import torch
+from tiny import random_prompt, tiny_target, tiny_tokenizer
+
+from graftlib.data import Item
+from graftlib.decode import Decoder
+from graftlib.drafter_data import (
+    DataConfig,
+    build_dataset,
+    generate_sequences,
+    load_dataset,
+    read_prompts,
+    read_shard,
+    sampled,
+    write_prompts,
+)
+from graftlib.drafter_train import IGNORE, TrainConfig, Trainer, lr_factor, pack_blocks
+from graftlib.errors import GraftError
+from graftlib.paths import PACKAGE_DIR, portable
+
+LAYERS = [0, 2]
+EOS = 5
+K = 6
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+@pytest.fixture(scope="module")
+def target():
+    return tiny_target("llama", seed=0, initializer_range=0.1)
+
+
+def prompts_of(lengths, seed=0):
+    return [random_prompt(seed + i, n) for i, n in enumerate(lengths)]
+
+
+def test_topk_logprobs_are_the_targets_distribution(target):
+    prompts = prompts_of([3, 11, 7, 20], seed=3)
+    seqs = generate_sequences(target, prompts, LAYERS, 24, [EOS], batch_size=3, feature_dtype=torch.float32,
+                              top_k=K)
+    for s in seqs:
+        assert s.topk_ids.shape == (s.response_len, K) and s.topk_logp.shape == (s.response_len, K)
+        with torch.inference_mode():
+            logits = target(s.tokens[None]).logits[0].float()
+        # response token j is predicted at position prompt_len - 1 + j
+        want = torch.log_softmax(logits[s.prompt_len - 1:len(s.tokens) - 1], -1).topk(K, dim=-1)
+        assert torch.equal(s.topk_ids.long(), want.indices)
+        assert torch.allclose(s.topk_logp.float(), want.values, atol=2e-3)
+        # greedy: the generated token is the target's first choice
+        assert torch.equal(s.tokens[s.prompt_len:], s.topk_ids[:, 0].long())
+
+
+def test_sampled_rows_are_reproducible_and_greedy_rows_stay_exact(target):
+    prompts = prompts_of([4, 9, 6, 12], seed=20)
+    temps = [0.0, 1.0, 0.0, 1.0]
+
+    def run(seed):
+        return generate_sequences(target, prompts, LAYERS, 20, [], batch_size=4, top_k=K, temperatures=temps,
+                                  generator=torch.Generator().manual_seed(seed))
+
+    a, b, c = run(0), run(0), run(1)
+    assert all(torch.equal(x.tokens, y.tokens) for x, y in zip(a, b))
+    assert any(not torch.equal(x.tokens, y.tokens) for x, y, t in zip(a, c, temps) if t > 0)
+    ar = Decoder.for_method(target, None, "ar")
+    for p, s, t in zip(prompts, a, temps):
+        if t == 0:
+            assert s.tokens[len(p):].tolist() == ar.decode(p, 20).tokens
+    greedy_picks = torch.cat([s.tokens[s.prompt_len:] == s.topk_ids[:, 0] for s, t in zip(a, temps) if t > 0])
+    assert not greedy_picks.all()  # sampling at T = 1 leaves the argmax somewhere
+    assert sampled("x/1", 1.0) and not sampled("x/1", 0.0)
+    share = sum(sampled(f"u/{i}", 0.3) for i in range(2000)) / 2000
+    assert 0.25 < share < 0.35
+
+
+def items(n):
+    return [Item("alpaca", f"alpaca/{i}", f"say {i} things please", f"say {i} things please") for i in range(n)]
+
+
+def test_shards_store_topk_and_map_features(tmp_path, target):
+    cfg = DataConfig(target="tiny", n_prompts=6, shard_size=3, batch_size=3, max_prompt_tokens=40,
+                     max_response_tokens=10, top_k=K, sample_share=0.5)
+    index = build_dataset(tmp_path / "d", cfg, target, tiny_tokenizer(), items(6), LAYERS, log=lambda _: None)
+    assert index.top_k == K and index.totals()["bytes"] > 0
+    assert sum(s["sampled"] for s in index.shards) == sum(sampled(f"alpaca/{i}", 0.5) for i in range(6))
+    _, seqs = load_dataset(tmp_path / "d")
+    path = tmp_path / "d" / "shard-00000.safetensors"
+    mapped, loaded = read_shard(path), read_shard(path, mmap=False)
+    for a, b in zip(mapped, loaded):
+        assert torch.equal(a.features, b.features) and torch.equal(a.topk_ids, b.topk_ids)
+    assert seqs[0].topk_ids.shape == (seqs[0].response_len, K)
+    cfg2 = DataConfig(**{**cfg.__dict__, "top_k": 4})
+    with pytest.raises(GraftError, match="other settings: top_k"):
+        build_dataset(tmp_path / "d", cfg2, target, tiny_tokenizer(), items(6), LAYERS, log=lambda _: None)
+    # a shard whose features file is lost is made again
+    (tmp_path / "d" / "shard-00001.features.npy").unlink()
+    build_dataset(tmp_path / "d", cfg, target, tiny_tokenizer(), items(6), LAYERS, log=lambda _: None)
+    _, again = load_dataset(tmp_path / "d")
+    assert all(torch.equal(x.tokens, y.tokens) for x, y in zip(seqs, again))
+
+
+def test_prompts_file_round_trip(tmp_path):
+    its = items(5)
+    for name in ("p.jsonl", "p.jsonl.gz"):
+        write_prompts(tmp_path / name, its)
+        assert read_prompts(tmp_path / name) == its
+    (tmp_path / "bad.jsonl").write_text('{"task": "alpaca"}\n')
+    with pytest.raises(GraftError, match="malformed"):
+        read_prompts(tmp_path / "bad.jsonl")
+    with pytest.raises(GraftError, match="not found"):
+        read_prompts(tmp_path / "missing.jsonl")
+
+
+def test_soft_loss_is_forward_kl_on_the_stored_topk(target):
+    prompts = prompts_of([5, 8, 6, 9, 7, 10], seed=40)
+    seqs = generate_sequences(target, prompts, LAYERS, 16, [], batch_size=6, top_k=K)
+    for i, s in enumerate(seqs):
+        s.uid = f"t/{i}"
+    cfg = TrainConfig(block_size=4, mask_token_id=16, draft_vocab=0, blocks_per_step=8, blocks_per_seq=4,
+                      minutes=None, max_steps=4, eval_blocks=8, tau_prompts=0, bf16=False, distill=1.0)
+    trainer = Trainer(cfg, target, seqs[:5], seqs[5:], LAYERS, [])
+    batch = pack_blocks(seqs[:2], [[seqs[0].prompt_len, seqs[0].prompt_len + 3], [seqs[1].prompt_len + 1]], 4, 16)
+    # the packed soft targets are the stored rows of each label's position
+    r, q = 0, 2  # row 0, block 0, depth 2: label tokens[a + 2]
+    a = seqs[0].prompt_len
+    assert batch.labels[r, q] == seqs[0].tokens[a + 2]
+    assert torch.equal(batch.soft_ids[r, q], seqs[0].topk_ids[a + 2 - a].long())
+    assert (batch.soft_ids[batch.labels < 0] == IGNORE).all()
+    h = trainer.hidden(batch)
+    loss, stats = trainer.loss(batch, h)
+    assert stats["soft"] > 0
+    sel = batch.labels >= 0
+    logq = torch.log_softmax(torch.nn.functional.linear(h[sel], trainer.head).float(), -1)
+    p = torch.softmax(batch.soft_logp[sel].float(), -1)
+    soft = -(p * logq.gather(1, batch.soft_ids[sel])).sum(-1)
+    w = trainer.depth_weight[batch.depth].expand_as(batch.labels)[sel]
+    assert torch.allclose(loss, (soft * w).sum() / w.sum(), atol=1e-5)
+    # with a one-hot top-k on the label, the soft loss is the hard cross-entropy
+    onehot = batch.soft_logp.clone().fill_(-1e4)
+    onehot[..., 0] = 0.0
+    ids = batch.soft_ids.clone()
+    ids[..., 0] = batch.labels
+    hard_trainer = Trainer(TrainConfig(**{**cfg.__dict__, "distill": 0.0}), target, seqs[:5], seqs[5:], LAYERS, [])
+    hard_trainer.drafter.load_state_dict(trainer.drafter.state_dict())
+    hard, _ = hard_trainer.loss(batch, h)
+    batch.soft_ids, batch.soft_logp = ids, onehot
+    assert torch.allclose(trainer.loss(batch, h)[0], hard, atol=1e-4)
+    batch.soft_ids = batch.soft_logp = None
+    with pytest.raises(GraftError, match="top-k log-probs"):
+        trainer.loss(batch, h)
+    losses = [trainer.step()["loss"] for _ in range(4)]
+    assert all(x == x for x in losses)  # finite while training on the soft loss
+
+
+def test_wsd_holds_the_plateau_then_decays_once():
+    f = [lr_factor(p / 100, 0.05, "wsd", 0.2) for p in range(101)]
+    assert f[0] == 0 and f[5] == 1 and all(v == 1 for v in f[5:80]) and f[90] == pytest.approx(0.5) and f[100] == 0
+    # a run resumed with twice the budget is still on the plateau where the first would decay
+    assert lr_factor(0.45, 0.05, "wsd", 0.2) == 1 and lr_factor(0.9, 0.05, "wsd", 0.2) < 1
+    assert lr_factor(0.5, 0.05, "cosine") < 1
+    with pytest.raises(GraftError, match="schedule"):
+        TrainConfig(schedule="step").check()
+
+
+def test_portable_paths(tmp_path, monkeypatch):
+    root = PACKAGE_DIR.parent
+    assert portable(root / "runs" / "x") == "runs/x"
+    assert portable("runs/x") == "runs/x"
+    monkeypatch.setenv("GRAFT_HOME", str(tmp_path / "home"))
+    assert portable(tmp_path / "home" / "data" / "y") == "$GRAFT_HOME/data/y"
+    assert portable("/somewhere/else/z.json") == "z.json"
+    record = json.dumps({"dirs": [portable(tmp_path / "home" / "d")]})
+    assert str(tmp_path) not in record
