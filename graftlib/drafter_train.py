@@ -537,6 +537,7 @@ def train(data_dir: str | Path | list[str | Path], out_dir: str | Path, cfg: Tra
     require(resume or not ckpt.exists(), f"{ckpt} exists: pass --resume to continue it, or choose another --out")
     require(not resume or ckpt.exists(), f"nothing to resume: {ckpt} does not exist")
     data_dirs = list(data_dir) if isinstance(data_dir, (list, tuple)) else [data_dir]
+    t_start = time.perf_counter()
     indexes, seqs = load_data(data_dirs, cfg.target_layer_ids)
     index = indexes[0]
     layer_ids = cfg.target_layer_ids or index.target_layer_ids
@@ -545,6 +546,7 @@ def train(data_dir: str | Path | list[str | Path], out_dir: str | Path, cfg: Tra
     if target.device.type != "cpu":  # features (memory-mapped on disk) move to the accelerator once
         for s in seqs:
             s.features = s.features.to(target.device, non_blocking=True)
+    t_data = time.perf_counter() - t_start
     trainer = Trainer(cfg, target, train_seqs, held, layer_ids, eos_ids(target, tokenizer))
     out.mkdir(parents=True, exist_ok=True)
     data_info = {"sequences": len(seqs), "train_sequences": len(train_seqs)}
@@ -554,6 +556,7 @@ def train(data_dir: str | Path | list[str | Path], out_dir: str | Path, cfg: Tra
         if state.get("data") != data_info:
             log(f"note: the data changed since the checkpoint ({state.get('data')} -> {data_info})")
     anchors = int(trainer.weights.sum())
+    log(f"start-up: data + target {t_data:.0f} s, trainer {time.perf_counter() - t_start - t_data:.0f} s")
     log(f"training a {cfg.layers}-layer drafter on {len(train_seqs)} sequences ({anchors} anchors; "
         f"{len(held)} held out), layers {layer_ids}, draft vocab {len(trainer.d2t)}, "
         f"{cfg.blocks_per_step} blocks/step, {'bf16' if cfg.bf16 else 'fp32'}")
