@@ -57,7 +57,7 @@ drafter-ablation: data
 		resume=; [ -d $$out/checkpoint ] && resume=--resume; \
 		$(BIN)/graft train-drafter --data $(ABLATE_DATA) --out $$out --minutes $(ABLATE_MIN) \
 			--eval-every 100000 --tau-prompts 4 $$resume $$@ || exit 1; done
-	$(BIN)/python -c "from graftlib.drafter_train import write_ablation as w; \
+	$(BIN)/python -c "from graftlib.training.drafter_train import write_ablation as w; \
 		w('runs/drafter-ablation', 'graftlib/assets/drafters/smollm2-135m-dflash/ablation.json')"
 
 test: data  ## unit tests + exactness on tiny models and on the embedded model
