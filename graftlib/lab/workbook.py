@@ -16,8 +16,9 @@ import time
 from pathlib import Path
 
 from graftlib.core.errors import GraftError, require
+from graftlib.core.paths import PROJECT_DIR
 
-NOTEBOOK_DIR = Path(__file__).resolve().parent.parent / "notebooks"
+NOTEBOOK_DIR = PROJECT_DIR / "notebooks"
 
 # Each notebook receives the profile values of the parameters it declares (and no others).
 PROFILES: dict[str, dict] = {

@@ -132,7 +132,7 @@ import torch
 
 from graftlib.core.builders import Candidates
 from graftlib.core.errors import GraftError, require
-from graftlib.core.paths import ASSETS_DIR
+from graftlib.core.paths import ASSETS_DIR, portable
 
 PAPER_GRID = tuple(range(32, 513, 16))
 CPU_GRID = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
@@ -238,7 +238,7 @@ class SabaParams:
         unknown = set(d) - set(cls.__dataclass_fields__)
         require(not unknown, f"SABA params file {path}: unknown keys {sorted(unknown)}")
         params = cls(**d)
-        params.meta = {**params.meta, "path": str(path)}
+        params.meta = {**params.meta, "path": portable(path)}
         return params
 
 
