@@ -29,7 +29,7 @@ bonus token, budget, nodes, prefix length, stage times; optionally the tree and 
 Layering: the loop knows the `TreeBuilder` / `BudgetController` interfaces
 (`graftlib.core.builders`) and the `Drafter` protocol (`graftlib.core.drafting`), never a method
 or a concrete model. Methods by name (`ddtree`, `graft`, ...) are built one layer up, in
-`graftlib.methods.registry`; `graftlib.methods.Decoder` is this loop with `for_method`.
+`graftlib.methods.registry`; `graftlib.methods.decoder.Decoder` is this loop with `for_method`.
 """
 
 from dataclasses import asdict, dataclass, field

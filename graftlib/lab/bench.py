@@ -212,7 +212,7 @@ def bench_tasks(pair, tasks: list[str], runs: list[Run], n_prompts: int, max_new
 
 
 def load_prompts(pair, args) -> list[BenchPrompt]:
-    """From --prompt / --prompts-file (raw user messages) or --task/--n/--split (graftlib.data)."""
+    """From --prompt / --prompts-file (raw user messages) or --task/--n/--split (graftlib.data.prompts)."""
     texts = list(args.prompt or [])
     if args.prompts_file:
         path = Path(args.prompts_file)

@@ -5,20 +5,20 @@ ddtree trajectories on held-out validation prompts (`data.pool("val")`, never ev
 over the budget grid plus budget 0 (one plain AR step).
 
 Cost: (c0, c1, c2, c3, c4) and the AR step's C_AR(P) = a0 + c4 P (`c_ar`, SABA's AR gate), jointly
-by non-negative least squares (`saba.fit_cost`: a node never gets cheaper with the prefix; c4 is
+by non-negative least squares (`saba_fit.fit_cost`: a node never gets cheaper with the prefix; c4 is
 the prefix term rounds and AR steps share) of the replayed rounds' in-loop latencies (tree build
 + verify + commit, with real candidates, so the LM-head rows of the greedy walk are paid as in
 decoding) on (B, prefix), budget 0 being the AR step; c0 then gets the median draft-step time
 (constant in B), so C_t(B) is the whole round latency; `c_draft` is that median draft time (sunk
-for SABA's post-draft gate). By default the cost table (`saba.fit_cost_table`) then adds each
+for SABA's post-draft gate). By default the cost table (`saba_fit.fit_cost_table`) then adds each
 grid budget's median residual to eq. 17 (kernel steps in the verify cost; `--cost eq17` leaves it
 out). (A first version timed rounds on random candidates instead: the walk then stops
 at the root, and the fit missed ~10 ms per round of LM-head rows on this CPU.)
 
 Gain: the replay (`graftlib.training.replay`) of a reference ddtree trajectory on held-out
 validation prompts (`data.pool("val")`, never evaluation prompts) over the budget grid gives
-a_t(B) and s_t per round (B >= 1); (phi, alpha) are fitted by least squares (`saba.fit_gain`),
-and by default the gain table (`saba.fit_gain_table`, one linear model per budget; `--gain eq16`
+a_t(B) and s_t per round (B >= 1); (phi, alpha) are fitted by least squares (`saba_fit.fit_gain`),
+and by default the gain table (`saba_fit.fit_gain_table`, one linear model per budget; `--gain eq16`
 leaves it out: the paper's model), and `hist_prior` is the mean accepted length of the reference rounds (while replaying, the first
 round of each trajectory sees hist_t = 2.0, the builtin prior, as no fitted one exists yet).
 
@@ -77,7 +77,7 @@ def fit_params(records: list[ReplayRecord], grid: list[int], depth: int, window:
                concave: bool = True, gain_model: str = "table", shared_prefix: bool = True,
                cost_model: str = "table") -> SabaParams:
     """SabaParams from replay records (see module doc); `c_ar` when budget 0 was replayed;
-    `concave=False`, `shared_prefix=False`: without the c3 / c4 cost terms (`saba.fit_cost`);
+    `concave=False`, `shared_prefix=False`: without the c3 / c4 cost terms (`saba_fit.fit_cost`);
     `gain_model="eq16"`: no gain table; `cost_model="eq17"`: no cost table."""
     require(gain_model in GAIN_MODELS, f"gain model must be one of {GAIN_MODELS}, got {gain_model!r}")
     require(cost_model in COST_MODELS, f"cost model must be one of {COST_MODELS}, got {cost_model!r}")
