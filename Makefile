@@ -57,13 +57,13 @@ drafter-ablation: data
 		resume=; [ -d $$out/checkpoint ] && resume=--resume; \
 		$(BIN)/graft train-drafter --data $(ABLATE_DATA) --out $$out --minutes $(ABLATE_MIN) \
 			--eval-every 100000 --tau-prompts 4 $$resume $$@ || exit 1; done
-	$(BIN)/python -c "from graftlib.drafter_train import write_ablation as w; \
+	$(BIN)/python -c "from graftlib.training.drafter_train import write_ablation as w; \
 		w('runs/drafter-ablation', 'graftlib/assets/drafters/smollm2-135m-dflash/ablation.json')"
 
 # Issue 21 on a GPU: target data (batched, top-k log-probs, a tenth sampled) for GPU_DATA_MIN minutes,
 # then three drafters trained side by side for GPU_TRAIN_MIN minutes each on the same data: distilled
 # (d1), hard labels (h1), two layers distilled (d2). ~9 min on one H200. GRAFT: how to call graftlib
-# (`python3 -m graftlib.cli` where it is not installed); GPU_PROMPTS: e.g. `--prompts FILE` written by
+# (`python3 -m graftlib` where it is not installed); GPU_PROMPTS: e.g. `--prompts FILE` written by
 # `graft drafter-data --export-prompts FILE --n-prompts 100000` where the prompt sets are not fetched.
 GRAFT ?= $(BIN)/graft
 GPU_DATA_MIN ?= 2.4

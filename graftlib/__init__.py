@@ -1,7 +1,42 @@
 """graftlib: exact speculative decoding with DFlash drafters and DDTree / GRAFT draft trees.
 
-Modules are small and flat, one concept each (see README "Layout"). Importing the package is
-cheap: heavy modules (torch models, data) are imported by the caller, not here.
+Layers, lowest first; a module imports only from its own layer or lower ones, and no import
+cycle exists (`tests/test_layers.py` reads every import with `ast` and checks both):
+  core      the exact core: trees, builders, verify, KV cache, timing, the decode loop
+  models    target, DFlash drafter, the pair, the chat template
+  data      offline prompt sets, splits and pools
+  methods   the method registry (name -> builder + controller), TDES scorer, SABA controller, CaDDTree
+  training  drafter data and training, traces, TDES training, replay, SABA fitting and calibration
+  lab       benchmark, costs, metrics, sharding, paper numbers, plots, workbook, the `graft` command
+This module is the public face above them all. Importing it is cheap: the names below are
+loaded on first use.
 """
 
-__version__ = "0.1.0"
+from graftlib.core.version import __version__
+
+LAYERS = ("core", "models", "data", "methods", "training", "lab")
+__all__ = [
+    "LAYERS",
+    "METHODS",
+    "DecodeResult",
+    "Decoder",
+    "GraftError",
+    "Pair",
+    "__version__",
+    "load_pair",
+    "make_parts",
+]
+
+
+def __getattr__(name: str):
+    """The public names (`__all__`), imported on first use."""
+    if name not in __all__:
+        raise AttributeError(f"module 'graftlib' has no attribute {name!r}")
+    from graftlib.core import decode, errors
+    from graftlib.methods import decoder, registry
+    from graftlib.models import pair
+
+    face = {"DecodeResult": decode.DecodeResult, "Decoder": decoder.Decoder, "GraftError": errors.GraftError,
+            "METHODS": registry.METHODS, "Pair": pair.Pair, "load_pair": pair.load_pair,
+            "make_parts": registry.make_parts}
+    return face[name]

@@ -7,11 +7,11 @@ import pytest
 import torch
 from tiny import random_prompt, tiny_drafter, tiny_target
 
-from graftlib.bench import BenchPrompt, Run, parse_runs, run_bench
-from graftlib.errors import GraftError
-from graftlib.metrics import format_table, summarize
+from graftlib.core.errors import GraftError
+from graftlib.core.records import append_record, read_records, setting_id
+from graftlib.lab.bench import BenchPrompt, Run, parse_runs, run_bench
+from graftlib.lab.metrics import format_table, summarize
 from graftlib.models import Pair
-from graftlib.records import append_record, read_records, setting_id
 
 
 def test_records_survive_a_torn_line(tmp_path):
@@ -116,7 +116,7 @@ def test_run_bench_checks_exactness_and_resumes(tiny_pair, tmp_path):
 
 
 def test_run_bench_under_torchrun_writes_rank_files_that_merge(tiny_pair, tmp_path, monkeypatch):
-    from graftlib.shard import merged_records
+    from graftlib.lab.shard import merged_records
 
     out = tmp_path / "bench.jsonl"
     prompts = [BenchPrompt("custom", f"p{i}", tuple(random_prompt(i, 7))) for i in range(3)]

@@ -6,8 +6,8 @@ import math
 import pytest
 import torch
 
-from graftlib.builders import Candidates, ChainBuilder, FixedBudget, HeapTreeBuilder
-from graftlib.tree import Tree
+from graftlib.core.builders import Candidates, ChainBuilder, FixedBudget, HeapTreeBuilder
+from graftlib.core.tree import Tree
 
 ROOT = 99
 

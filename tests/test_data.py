@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from graftlib import data
-from graftlib.errors import GraftError
+from graftlib.core.errors import GraftError
+from graftlib.data import prompts as data
 
 FIXTURE_FILES = Path(__file__).parent / "fixtures" / "data" / "files"
 ROOT = Path(__file__).resolve().parents[1]
@@ -161,7 +161,7 @@ def test_order_is_seed0_shuffle_of_file_order_and_stable_across_runs():
     assert ev == items[:128]
     assert data.load_items("gsm8k", "val") == items[128:144]
     code = (
-        "import json; from graftlib import data; "
+        "import json; from graftlib.data import prompts as data; "
         "print(json.dumps([[i.uid for i in data.load_items(t, s)] for t in data.SHIPPED_TASKS "
         "for s in data.SPLITS] + [[i.uid for i in data.pool(p)] for p in data.POOLS]))"
     )
@@ -231,7 +231,7 @@ def test_truncation_keeps_templates_and_records_counts():
 def smollm2():
     """The real SmolLM2 tokenizer, loaded under the session's own GRAFT_HOME (where the
     embedded target is dequantized once), before any test redirects it."""
-    target = pytest.importorskip("graftlib.target")
+    target = pytest.importorskip("graftlib.models.target")
     try:
         return target.load_tokenizer("smollm2-135m")
     except (GraftError, AttributeError, OSError) as e:

@@ -9,7 +9,8 @@ import torch
 from safetensors.torch import save_file
 from tiny import target_config, tiny_drafter
 
-from graftlib.drafter import (
+from graftlib.core.errors import GraftError
+from graftlib.models.drafter import (
     DFlashConfig,
     DraftCache,
     check_pair,
@@ -17,7 +18,6 @@ from graftlib.drafter import (
     load_drafter,
     save_drafter,
 )
-from graftlib.errors import GraftError
 
 H, I, NH, NKV, HD, V = 64, 128, 4, 2, 16, 32
 

@@ -11,9 +11,11 @@ import pytest
 import torch
 from tiny import random_prompt, tiny_target, tiny_tokenizer
 
-from graftlib.data import Item
-from graftlib.decode import Decoder
-from graftlib.drafter_data import (
+from graftlib.core.errors import GraftError
+from graftlib.core.paths import PACKAGE_DIR, portable
+from graftlib.data.prompts import Item
+from graftlib.methods.decoder import Decoder
+from graftlib.training.drafter_data import (
     DataConfig,
     build_dataset,
     generate_sequences,
@@ -23,9 +25,7 @@ from graftlib.drafter_data import (
     sampled,
     write_prompts,
 )
-from graftlib.drafter_train import IGNORE, TrainConfig, Trainer, lr_factor, pack_blocks
-from graftlib.errors import GraftError
-from graftlib.paths import PACKAGE_DIR, portable
+from graftlib.training.drafter_train import IGNORE, TrainConfig, Trainer, lr_factor, pack_blocks
 
 LAYERS = [0, 2]
 EOS = 5

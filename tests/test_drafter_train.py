@@ -8,12 +8,19 @@ import pytest
 import torch
 from tiny import MASK_ID, random_prompt, tiny_drafter, tiny_target, tiny_tokenizer, write_target_dir
 
-from graftlib import drafter_data
-from graftlib.data import Item
-from graftlib.decode import Decoder
-from graftlib.drafter import init_weights, load_drafter
-from graftlib.drafter_data import DataConfig, Sequence, build_dataset, generate_sequences, load_dataset
-from graftlib.drafter_train import (
+from graftlib.core.errors import GraftError
+from graftlib.data.prompts import Item
+from graftlib.methods.decoder import Decoder
+from graftlib.models.drafter import init_weights, load_drafter
+from graftlib.training import drafter_data
+from graftlib.training.drafter_data import (
+    DataConfig,
+    Sequence,
+    build_dataset,
+    generate_sequences,
+    load_dataset,
+)
+from graftlib.training.drafter_train import (
     IGNORE,
     TrainConfig,
     Trainer,
@@ -22,7 +29,6 @@ from graftlib.drafter_train import (
     train,
     write_ablation,
 )
-from graftlib.errors import GraftError
 
 LAYERS = [0, 2]
 EOS = 5
@@ -231,7 +237,7 @@ def test_trained_reduced_vocab_drafter_saves_loads_and_decodes_exactly(tmp_path)
 
 
 def test_cli_registers_both_commands():
-    from graftlib.cli import build_parser
+    from graftlib.lab.cli import build_parser
 
     a = build_parser().parse_args(["drafter-data", "--out", "d", "--n-prompts", "10", "--batch-size", "8"])
     assert a.n_prompts == 10 and a.batch_size == 8 and a.max_response_tokens == 384

@@ -14,10 +14,11 @@ from tiny import (
     write_target_dir,
 )
 
-from graftlib.decode import MAX_BUDGET, Decoder
-from graftlib.drafter import DFlashConfig, check_pair, load_drafter
-from graftlib.errors import GraftError
-from graftlib.target import load_target
+from graftlib.core.errors import GraftError
+from graftlib.methods.decoder import Decoder
+from graftlib.methods.registry import MAX_BUDGET
+from graftlib.models.drafter import DFlashConfig, check_pair, load_drafter
+from graftlib.models.target import load_target
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -162,7 +163,7 @@ def test_over_long_prompt(pair):
 
 # ------------------------------------------------------------------ CLI
 
-HAVE_GENERATE = importlib.util.find_spec("graftlib.generate") is not None
+HAVE_GENERATE = importlib.util.find_spec("graftlib.lab.generate") is not None
 
 
 @pytest.fixture(scope="module")
@@ -172,14 +173,14 @@ def model_dirs(tmp_path_factory):
 
 
 def cli(capsys, *argv):
-    from graftlib.cli import main
+    from graftlib.lab.cli import main
 
     code = main(list(argv))
     out = capsys.readouterr()
     return code, out.out, out.err
 
 
-@pytest.mark.skipif(not HAVE_GENERATE, reason="graftlib.generate (graft generate) not present")
+@pytest.mark.skipif(not HAVE_GENERATE, reason="graftlib.lab.generate (graft generate) not present")
 @pytest.mark.parametrize("argv,needle", [
     (["--target", "/nonexistent"], "target '/nonexistent' not found"),
     (["--method", "beam"], "unknown method 'beam'"),
@@ -202,7 +203,7 @@ def test_cli_generate_errors(capsys, model_dirs, argv, needle):
     assert "Traceback" not in err
 
 
-@pytest.mark.skipif(not HAVE_GENERATE, reason="graftlib.generate (graft generate) not present")
+@pytest.mark.skipif(not HAVE_GENERATE, reason="graftlib.lab.generate (graft generate) not present")
 def test_cli_generate_runs_exactly(capsys, model_dirs):
     target, drafter = model_dirs
     texts = []

@@ -2,13 +2,13 @@
 
 Four real prompts of different kinds, 128 new tokens, the shipped embedded drafter (whatever its
 training state: exactness must not depend on drafter quality). Any difference must be a genuine
-top-2 near-tie of the target's logits (graftlib.exactness), never a loosened comparison.
+top-2 near-tie of the target's logits (graftlib.core.exactness), never a loosened comparison.
 """
 
 import pytest
 
-from graftlib.decode import Decoder
-from graftlib.exactness import check_exact
+from graftlib.core.exactness import check_exact
+from graftlib.methods.decoder import Decoder
 
 PROMPTS = [
     ("Natalia sold clips to 48 of her friends in April, and then she sold half as many clips in May. "
@@ -68,8 +68,8 @@ def test_gated_graft_mixes_ar_steps_and_stays_exact(embedded_pair, references):
     probes are drafted and then declined (AR steps after a draft). Both still equal greedy AR."""
     from dataclasses import replace
 
-    from graftlib.builders import HeapTreeBuilder
-    from graftlib.saba import SabaController, default_params
+    from graftlib.core.builders import HeapTreeBuilder
+    from graftlib.methods.saba import SabaController, default_params
 
     p = embedded_pair
     params = replace(default_params(), c_ar=[0.02, 0.0], max_skip=4)

@@ -8,8 +8,8 @@ import pytest
 import torch
 from tiny import ARCH_SEEDS, tiny_pairs
 
-from graftlib.decode import Decoder
-from graftlib.tree import Tree
+from graftlib.core.tree import Tree
+from graftlib.methods.decoder import Decoder
 
 MAX_NEW = 37  # not a multiple of the block or of any budget
 ARCHS = ARCH_SEEDS

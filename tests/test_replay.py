@@ -8,17 +8,24 @@ import numpy as np
 import pytest
 from tiny import random_prompt, tiny_drafter, tiny_target
 
-from graftlib.calibrate import fit_params, offline_tracking, read_replay_records, replay_rounds, write_records
-from graftlib.decode import Decoder, make_parts
-from graftlib.errors import GraftError
-from graftlib.replay import (
+from graftlib.core.errors import GraftError
+from graftlib.methods.decoder import Decoder
+from graftlib.methods.registry import make_parts
+from graftlib.methods.saba import SabaParams, round_costs
+from graftlib.training.calibrate import (
+    fit_params,
+    offline_tracking,
+    read_replay_records,
+    replay_rounds,
+    write_records,
+)
+from graftlib.training.replay import (
     ReplayDecoder,
     fixed_budget_retained,
     oracle_rows,
     replay_decoder,
     tracking_summary,
 )
-from graftlib.saba import SabaParams, round_costs
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -143,10 +150,10 @@ def test_calibration_pipeline(pair, tmp_path):
 def test_replay_prompts_resumes_and_numbers_rounds(pair, tmp_path):
     from tiny import tiny_tokenizer
 
-    from graftlib.data import Item
+    from graftlib.core.records import read_records
+    from graftlib.data.prompts import Item
     from graftlib.models import Pair
-    from graftlib.records import read_records
-    from graftlib.replay import records_of, replay_prompts
+    from graftlib.training.replay import records_of, replay_prompts
 
     target, drafter = pair
     p = Pair(target, tiny_tokenizer(), drafter, False, "tiny", "tiny")

@@ -11,11 +11,11 @@ import pytest
 import torch
 from tiny import ARCH_SEEDS, tiny_pairs
 
-from graftlib.builders import Candidates, HeapTreeBuilder
-from graftlib.caddtree import CaDDTree
-from graftlib.decode import Decoder
-from graftlib.errors import GraftError
-from graftlib.saba import (
+from graftlib.core.builders import Candidates, HeapTreeBuilder
+from graftlib.core.errors import GraftError
+from graftlib.methods.caddtree import CaDDTree
+from graftlib.methods.decoder import Decoder
+from graftlib.methods.saba import (
     DEFAULT_PATH,
     GainCorrection,
     SabaController,
@@ -28,10 +28,6 @@ from graftlib.saba import (
     degeneration,
     draft_mass,
     extra_tokens,
-    fit_cost,
-    fit_cost_table,
-    fit_gain,
-    fit_gain_table,
     gain,
     predicted_extra,
     prefers_ar,
@@ -40,6 +36,7 @@ from graftlib.saba import (
     round_costs,
     utility,
 )
+from graftlib.training.saba_fit import fit_cost, fit_cost_table, fit_gain, fit_gain_table
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -9,8 +9,8 @@ from transformers.generation.logits_process import (
     TopPLogitsWarper,
 )
 
-from graftlib.errors import GraftError
-from graftlib.sampling import GREEDY, LazySample, Sampling
+from graftlib.core.errors import GraftError
+from graftlib.core.sampling import GREEDY, LazySample, Sampling
 
 
 @pytest.mark.parametrize("t, top_k, top_p", [(1.0, 0, 1.0), (0.6, 0, 1.0), (0.7, 5, 1.0), (1.0, 0, 0.8),

@@ -2,9 +2,9 @@
 
 import pytest
 
-from graftlib.errors import GraftError
-from graftlib.records import append_record
-from graftlib.shard import merged_records, rank_world, shard, shard_path
+from graftlib.core.errors import GraftError
+from graftlib.core.records import append_record
+from graftlib.lab.shard import merged_records, rank_world, shard, shard_path
 
 
 def test_rank_world_from_environment(monkeypatch):

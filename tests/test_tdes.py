@@ -9,12 +9,13 @@ import torch
 from test_builders import ROOT, check_structure, greedy_frontier, make_cand, root_paths
 from tiny import random_prompt, tiny_drafter, tiny_target
 
-from graftlib.builders import FixedBudget, HeapTreeBuilder
-from graftlib.decode import Decoder
-from graftlib.errors import GraftError
-from graftlib.tdes import TDESConfig, TDESNet, TDESScorer, build_data, mismatch_pairs, scorer_id, train_tdes
-from graftlib.traces import TraceRound, collect_prompt, mismatch_stats
-from graftlib.tree import greedy_walk, verify_inputs
+from graftlib.core.builders import FixedBudget, HeapTreeBuilder
+from graftlib.core.errors import GraftError
+from graftlib.core.tree import greedy_walk, verify_inputs
+from graftlib.methods.decoder import Decoder
+from graftlib.methods.tdes import TDESNet, TDESScorer, scorer_id
+from graftlib.training.tdes_train import TDESConfig, build_data, mismatch_pairs, train_tdes
+from graftlib.training.traces import TraceRound, collect_prompt, mismatch_stats
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -112,7 +113,7 @@ def rule(t: int) -> int:
 def synthetic_round(rng: np.random.Generator, builder: HeapTreeBuilder) -> TraceRound:
     """Pools where depth d+1 holds the rule children of depth d's best tokens (in shuffled log q order);
     the target always continues token t with rule(t)."""
-    from graftlib.builders import Candidates
+    from graftlib.core.builders import Candidates
 
     root = int(rng.integers(SV))
     ids, prev = [], [root]
@@ -187,21 +188,21 @@ def test_save_load_round_trip(tmp_path, form):
 
 def test_scorer_id_names_the_weights_and_enters_the_bench_setting(tmp_path):
     """A scorer retrained at the same path gets a new id, so its bench results get a new setting."""
-    from graftlib.bench import Run, method_setting
+    from graftlib.methods.registry import method_setting
 
     scorer, net = random_scorer(5, beta=0.2)
     path = tmp_path / "s.safetensors"
     scorer.save(path, net)
     first = scorer_id(path)
     assert len(first) == 12 and scorer_id(path) == first
-    setting = method_setting([Run("ddtree+tdes", 8)], tdes=str(path))
+    setting = method_setting(["ddtree+tdes"], tdes=str(path))
     assert setting["tdes_id"] == first and setting["beta"] == 0.2
     with torch.no_grad():
         net.s_raw += 0.5
     scorer.save(path, net)
     assert scorer_id(path) != first
-    assert method_setting([Run("ddtree+tdes", 8)], tdes=str(path))["tdes_id"] == scorer_id(path)
-    assert "tdes_id" not in method_setting([Run("ddtree", 8)])
+    assert method_setting(["ddtree+tdes"], tdes=str(path))["tdes_id"] == scorer_id(path)
+    assert "tdes_id" not in method_setting(["ddtree"])
 
 
 # ---------------------------------------------------------------- decoding with TDES

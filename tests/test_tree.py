@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from graftlib.tree import Tree, greedy_walk, parent_mismatch, verify_inputs
+from graftlib.core.tree import Tree, greedy_walk, parent_mismatch, verify_inputs
 
 # A 5-draft-node tree (root excluded), drawn by hand:
 #

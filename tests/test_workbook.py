@@ -4,9 +4,9 @@ import ast
 
 import pytest
 
-from graftlib import data
-from graftlib.errors import GraftError
-from graftlib.workbook import PROFILES, check_params, notebooks, run_workbook
+from graftlib.core.errors import GraftError
+from graftlib.data import prompts as data
+from graftlib.lab.workbook import PROFILES, check_params, notebooks, run_workbook
 
 
 @pytest.mark.parametrize("kwargs,message", [

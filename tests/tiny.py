@@ -6,7 +6,7 @@ Vocabulary 32 on purpose: random drafts are then often right, so trees get multi
 
 import torch
 
-from graftlib.drafter import DFlashConfig, DFlashDrafter, init_weights
+from graftlib.models.drafter import DFlashConfig, DFlashDrafter, init_weights
 
 VOCAB = 32
 HIDDEN = 64
@@ -95,7 +95,7 @@ def write_target_dir(path, arch: str = "llama", seed: int = 0, tokenizer: bool =
 
 
 def write_drafter_dir(path, seed: int = 0, **overrides):
-    from graftlib.drafter import save_drafter
+    from graftlib.models.drafter import save_drafter
 
     save_drafter(tiny_drafter(seed=seed, **overrides), path)
     return path
@@ -106,7 +106,7 @@ ARCH_SEEDS = {"llama": 0, "qwen3": 1}
 
 def tiny_pairs(prompt_lens: tuple[int, ...] = (1, 9, 23), max_new: int = 37) -> dict:
     """Per architecture: (target, drafter, prompts, greedy AR outputs), the exactness-test fixture."""
-    from graftlib.decode import Decoder
+    from graftlib.methods.decoder import Decoder
 
     out = {}
     for arch, seed in ARCH_SEEDS.items():

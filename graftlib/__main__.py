@@ -1,0 +1,7 @@
+"""`python -m graftlib ...` is the `graft` command (also under torchrun: `torchrun ... -m graftlib bench ...`)."""
+
+import sys
+
+from graftlib.lab.cli import main
+
+sys.exit(main())

@@ -1,0 +1,280 @@
+"""The decoding loop: AR baseline and speculative decoding, one code path for CPU and CUDA.
+
+A speculative round is six named steps (batch size 1, T = 0); `draft`, `tree_round` (build tree ..
+commit, for a given budget, restorable by a crop) and `advance` (update) are separate methods so
+`graftlib.training.replay` can run the same round with other budgets from a saved `SpecState`:
+  gate        controller.speculate(start): draft this round, or take one plain AR step (budget 0)
+  draft       drafter([root, mask x D] at positions start.., new context features) -> logits [D, V]
+  build tree  budget = controller.budget(cand, start) (0: an AR step after all); tree = builder.build(..)
+  verify      target body over [root, nodes] (N+1 tokens, positions start + depth, 4D mask)
+  accept      greedy walk: longest root path whose tokens equal the target's argmax tokens
+  commit      compact the target KV cache to the accepted nodes; emit their tokens + the bonus
+  update      the accepted nodes' target features feed the next draft; feedback hooks
+
+Budget 0 is the AR step inside the speculative loop: the root alone through the target (no mask,
+no draft, exactly `_autoregress`'s step), emitting one token; its target features join the ones
+the drafter has not seen yet, so the next draft's context is complete. An adaptive controller
+(SABA's gates) uses it for rounds where drafting is not expected to pay for itself: before the
+draft (no draft step), or after it (the draft is thrown away; the drafter cache keeps the
+context it consumed, which the next draft needs anyway).
+
+Exactness: every emitted token is the target's argmax given the committed prefix, so the output
+equals greedy AR decoding (up to floating-point near-ties between multi-token and one-token
+forwards; tests check that any difference is such a tie).
+
+`DecodeLoop` holds the models and the method's parts; `decode(prompt_ids)` returns a
+`DecodeResult` with the tokens and one `RoundRecord` per round (accepted length including the
+bonus token, budget, nodes, prefix length, stage times; optionally the tree and verdicts).
+
+Layering: the loop knows the `TreeBuilder` / `BudgetController` interfaces
+(`graftlib.core.builders`) and the `Drafter` protocol (`graftlib.core.drafting`), never a method
+or a concrete model. Methods by name (`ddtree`, `graft`, ...) are built one layer up, in
+`graftlib.methods.registry`; `graftlib.methods.decoder.Decoder` is this loop with `for_method`.
+"""
+
+from dataclasses import asdict, dataclass, field
+
+import torch
+
+from graftlib.core.builders import BudgetController, Candidates, TreeBuilder
+from graftlib.core.drafting import Drafter
+from graftlib.core.errors import require
+from graftlib.core.kvcache import target_cache
+from graftlib.core.timing import StageTimer
+from graftlib.core.tree import greedy_walk, parent_mismatch, verify_inputs
+from graftlib.core.verify import LazyArgmax, commit_cache, target_forward
+
+
+@dataclass
+class DecodeConfig:
+    method: str = "ddtree"
+    budget: int = 32  # draft nodes per round (dflash: drafts per round, at most block_size - 1)
+    max_new_tokens: int = 256
+    record_trees: bool = False  # keep each round's tree and the target's token at every node
+    stop_at_eos: bool = True
+
+
+@dataclass
+class RoundRecord:
+    accepted: int  # a_t: accepted draft nodes + the bonus token
+    budget: int
+    nodes: int  # draft nodes in the verified tree (root excluded)
+    prefix_len: int  # tokens in the target cache before the round
+    t_draft: float
+    t_tree: float
+    t_verify: float
+    t_commit: float
+    last_depth: int = 0  # d*: depth of the last accepted node
+    mismatch: bool = False  # t* is in the tree at depth d* + 1 under another parent (tree.parent_mismatch)
+    tree: dict | None = None  # tokens / parents / depths (record_trees)
+    target_next: list[int] | None = None  # target argmax token at every node (record_trees)
+    accepted_nodes: list[int] | None = None
+
+
+@dataclass
+class DecodeResult:
+    tokens: list[int]
+    prompt_len: int
+    prefill_s: float
+    decode_s: float  # wall time after the first token (prefill excluded)
+    rounds: list[RoundRecord] = field(default_factory=list)
+    stop: str = "length"
+
+    @property
+    def mat(self) -> float:
+        """Mean accepted tokens per round (bonus included); AR: 1."""
+        return sum(r.accepted for r in self.rounds) / len(self.rounds) if self.rounds else 1.0
+
+    @property
+    def tokens_per_s(self) -> float:
+        """Decode throughput: tokens after the first one over decode time (prefill excluded)."""
+        return (len(self.tokens) - 1) / self.decode_s if self.decode_s > 0 else float("nan")
+
+    def stage_ms(self) -> dict[str, float]:
+        n = max(len(self.rounds), 1)
+        return {k: 1000 * sum(getattr(r, f"t_{k}") for r in self.rounds) / n
+                for k in ("draft", "tree", "verify", "commit")}
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+class DecodeLoop:
+    """Target + drafter + (builder, controller). `builder=None` means AR decoding."""
+
+    def __init__(self, target, drafter: Drafter | None, builder: TreeBuilder | None = None,
+                 controller: BudgetController | None = None, eos_ids: list[int] | None = None):
+        self.target = target
+        self.drafter = drafter
+        self.builder = builder
+        self.controller = controller
+        self.device = target.device
+        self.lm_head = target.lm_head.weight
+        self.embed = target.get_input_embeddings()
+        self.draft_head = drafter.head_weight(self.lm_head) if drafter is not None else None
+        self.eos_ids = set(eos_ids or [])
+        self.max_positions = target.config.max_position_embeddings
+        require(builder is None or drafter is not None, "speculative methods need a drafter")
+
+    def check_prompt(self, prompt_ids: list[int], max_new_tokens: int) -> None:
+        require(len(prompt_ids) > 0, "empty prompt: nothing to condition on")
+        require(max_new_tokens >= 1, f"max_new_tokens must be >= 1, got {max_new_tokens}")
+        slack = self.drafter.block_size if self.builder is not None else 0
+        need = len(prompt_ids) + max_new_tokens + slack
+        require(need <= self.max_positions,
+                f"prompt too long: {len(prompt_ids)} prompt tokens + {max_new_tokens} new + {slack} draft slack"
+                f" = {need} > the target's context of {self.max_positions} positions")
+
+    @torch.inference_mode()
+    def decode(self, prompt_ids: list[int], max_new_tokens: int = 256, record_trees: bool = False,
+               stop_at_eos: bool = True) -> DecodeResult:
+        self.check_prompt(prompt_ids, max_new_tokens)
+        speculative = self.builder is not None
+        tree_room = (self.controller.max_budget + 1) if speculative else 1
+        cache = target_cache(self.target.config, len(prompt_ids) + max_new_tokens + tree_room)
+        timer = StageTimer(self.device)
+        ids = torch.tensor([prompt_ids], device=self.device)
+        out = target_forward(self.target, ids, torch.arange(len(prompt_ids), device=self.device)[None],
+                             cache, with_states=speculative)
+        root = LazyArgmax(out.hidden[-1:], self.lm_head)[0]
+        result = DecodeResult([root], len(prompt_ids), timer.lap(), 0.0)
+        t_decode = timer.t
+        eos = stop_at_eos and root in self.eos_ids
+        if speculative:
+            features = self.drafter.context_features(out.hidden_states)  # [1, n, F]
+            self._speculate(result, cache, features, max_new_tokens, record_trees, stop_at_eos, timer, eos)
+        else:
+            self._autoregress(result, cache, max_new_tokens, stop_at_eos, eos)
+        result.decode_s = timer.now() - t_decode
+        return result
+
+    def _autoregress(self, result: DecodeResult, cache, max_new_tokens: int, stop_at_eos: bool, eos: bool):
+        pos = result.prompt_len
+        while not eos and len(result.tokens) < max_new_tokens:
+            tok = torch.tensor([[result.tokens[-1]]], device=self.device)
+            out = target_forward(self.target, tok, torch.tensor([[pos]], device=self.device), cache)
+            nxt = LazyArgmax(out.hidden, self.lm_head)[0]
+            result.tokens.append(nxt)
+            pos += 1
+            eos = stop_at_eos and nxt in self.eos_ids
+        result.stop = "eos" if eos else "length"
+
+    def start_state(self, result: DecodeResult, cache, features: torch.Tensor) -> "SpecState":
+        """The state before the first round: prompt in the target cache, root = the first token."""
+        return SpecState(cache, self.drafter.new_cache(), features, result.prompt_len,
+                         result.tokens[-1])
+
+    def draft(self, st: "SpecState", k: int) -> Candidates:
+        """Step `draft`: block [root, mask x D] -> per-depth top-k candidates (extends the draft cache
+        with the pending context features, which are then consumed)."""
+        drafter, D = self.drafter, self.drafter.block_size - 1
+        block = torch.tensor([[st.root] + [drafter.config.mask_token_id] * D], device=self.device)
+        noise = self.embed(block) * drafter.config.input_embedding_scale  # [1, D+1, H]
+        h = drafter(noise, st.features, st.start, st.draft_cache)[0, 1:]  # [D, H]
+        st.features = st.features[:, :0]
+        logits = drafter.draft_logits(h, self.draft_head)  # [D, V_draft]
+        return Candidates.from_logits(logits, k, h, drafter.id_map)
+
+    def tree_round(self, st: "SpecState", cand: Candidates, budget: int, timer: StageTimer,
+                   record_trees: bool = False) -> "RoundOutcome":
+        """Steps `build tree` .. `commit` of one round for a given budget; `st` itself is not advanced.
+
+        Afterwards the target cache holds `st.start + accepted` positions; cropping it back to
+        `st.start` (`commit_cache(cache, st.start, [])`) restores the state before the call, so
+        the same round can be replayed with another budget (`graftlib.training.replay`). Budget 0: one AR
+        step (`cand` is not read).
+        """
+        if budget == 0:
+            return self.ar_round(st, timer)
+        # build tree
+        tree = self.builder.build(st.root, cand, budget)
+        vi = verify_inputs(tree, st.start, self.device, self.lm_head.dtype)
+        t_tree = timer.lap()
+        # verify: [1, N+1] tokens at positions start + depth
+        out = target_forward(self.target, vi.input_ids, vi.position_ids, st.cache, vi.attention_mask, True)
+        verdict = LazyArgmax(out.hidden, self.lm_head)
+        # accept
+        accepted, bonus = greedy_walk(vi.children, verdict)
+        t_verify = timer.lap()
+        # commit: KV of accepted nodes; their features feed the next draft
+        commit_cache(st.cache, st.start, accepted)
+        idx = torch.tensor(accepted, device=self.device)
+        features = self.drafter.context_features(out.hidden_states)[:, idx]  # [1, a, F]
+        new = [tree.tokens[i] for i in accepted[1:]] + [bonus]
+        t_commit = timer.lap()
+        record = RoundRecord(len(accepted), budget, tree.num_nodes, st.start, 0.0, t_tree, t_verify, t_commit,
+                             tree.depths[accepted[-1]],
+                             parent_mismatch(tree.tokens, tree.parents, tree.depths, accepted[-1], bonus))
+        if record_trees:
+            record.tree = {"tokens": tree.tokens, "parents": tree.parents, "depths": tree.depths}
+            record.target_next = verdict.all_rows()
+            record.accepted_nodes = accepted
+        return RoundOutcome(record, new, features)
+
+    def ar_round(self, st: "SpecState", timer: StageTimer) -> "RoundOutcome":
+        """Budget 0: the root through the target at position `start` (causal, no mask), its argmax
+        is the round's token; restorable by the same crop as `tree_round`."""
+        t_tree = timer.lap()
+        out = target_forward(self.target, torch.tensor([[st.root]], device=self.device),
+                             torch.tensor([[st.start]], device=self.device), st.cache, None, True)
+        nxt = LazyArgmax(out.hidden, self.lm_head)[0]
+        t_verify = timer.lap()
+        features = self.drafter.context_features(out.hidden_states)  # [1, 1, F]
+        record = RoundRecord(1, 0, 0, st.start, 0.0, t_tree, t_verify, timer.lap())
+        return RoundOutcome(record, [nxt], features)
+
+    def _speculate(self, result: DecodeResult, cache, features: torch.Tensor, max_new_tokens: int,
+                   record_trees: bool, stop_at_eos: bool, timer: StageTimer, eos: bool):
+        st = self.start_state(result, cache, features)
+        self.controller.reset()  # a Decoder may decode many prompts: no history crosses between them
+        while not eos and len(result.tokens) < max_new_tokens:
+            # gate + draft (budget choice counted in the tree step)
+            cand, budget, t_draft = None, 0, 0.0
+            if self.controller.speculate(st.start):
+                cand = self.draft(st, self.controller.max_budget)
+                t_draft = timer.lap()
+                budget = self.controller.budget(cand, st.start)
+            # build tree .. commit (budget 0: one AR step)
+            step = self.tree_round(st, cand, budget, timer, record_trees)
+            # update
+            step.record.t_draft = t_draft
+            eos = self.advance(result, st, step, max_new_tokens, stop_at_eos)
+            timer.lap()
+        result.stop = "eos" if eos else "length"
+
+    def advance(self, result: DecodeResult, st: "SpecState", step: "RoundOutcome", max_new_tokens: int,
+                stop_at_eos: bool) -> bool:
+        """Step `update`: record + feedback hooks, move `st` past the round, emit tokens; True at EOS."""
+        result.rounds.append(step.record)
+        record = asdict(step.record)
+        self.builder.feedback(record)
+        self.controller.feedback(record)
+        st.start += step.record.accepted
+        # [1, pending + a, F]: after a draft nothing is pending; after AR steps their features are
+        st.features = torch.cat([st.features, step.features], dim=1) if st.features.shape[1] else step.features
+        st.root = step.new[-1]
+        for tok in step.new:
+            if len(result.tokens) >= max_new_tokens:
+                break
+            result.tokens.append(tok)
+            if stop_at_eos and tok in self.eos_ids:
+                return True
+        return False
+
+
+@dataclass
+class SpecState:
+    """What a round starts from: target cache (`start` positions), drafter cache, pending features."""
+
+    cache: object
+    draft_cache: object  # the drafter's context cache (`Drafter.new_cache`)
+    features: torch.Tensor  # [1, n, F] target features not yet seen by the drafter
+    start: int  # tokens in the target cache; the root sits at position `start`
+    root: int  # the previous round's bonus token (not yet in the target cache)
+
+
+@dataclass
+class RoundOutcome:
+    record: RoundRecord
+    new: list[int]  # accepted draft tokens + the bonus token
+    features: torch.Tensor  # [1, a, F] target features of the accepted nodes (next draft's context)

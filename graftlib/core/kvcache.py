@@ -1,0 +1,87 @@
+"""Target KV cache with preallocated buffers (no per-step concatenation), HF `Cache`-compatible.
+
+HF's `DynamicLayer.update` concatenates the new K/V onto the old ones, copying the whole cache
+of every layer at every forward: O(prefix) memory traffic per step for AR and speculative
+decoding alike. `BufferedLayer` keeps K/V in a [b, kv_heads, capacity, head_dim] buffer that
+grows by doubling; `keys`/`values` are views of the filled part, `update` writes in place, and
+`crop` only moves the length. The tree commit (`graftlib.core.verify.commit_cache`) gathers the
+accepted rows in place and crops, so nothing else is copied.
+
+Invariant: `layer.keys is buffer[:, :, :length]` (same for values) after every operation, so
+code written against `DynamicLayer` (reading `.keys` / `.values`, `get_seq_length`) sees the
+same tensors it would with the HF cache.
+"""
+
+import torch
+from transformers.cache_utils import Cache, DynamicCache, DynamicLayer
+
+
+class BufferedLayer(DynamicLayer):
+    def __init__(self, capacity: int = 1024):
+        super().__init__()
+        self.capacity = capacity
+        self.length = 0
+        self.kbuf: torch.Tensor | None = None
+        self.vbuf: torch.Tensor | None = None
+
+    def lazy_initialization(self, key_states: torch.Tensor, value_states: torch.Tensor) -> None:
+        b, h, _, d = key_states.shape
+        self.device = key_states.device
+        self.kbuf = key_states.new_empty(b, h, self.capacity, d)
+        self.vbuf = value_states.new_empty(b, h, self.capacity, value_states.shape[-1])
+        self.is_initialized = True
+        self._views()
+
+    def _views(self) -> None:
+        self.keys = self.kbuf[:, :, :self.length]
+        self.values = self.vbuf[:, :, :self.length]
+
+    def _grow(self, need: int) -> None:
+        cap = max(need, 2 * self.capacity)
+        kbuf = self.kbuf.new_empty(*self.kbuf.shape[:2], cap, self.kbuf.shape[-1])
+        vbuf = self.vbuf.new_empty(*self.vbuf.shape[:2], cap, self.vbuf.shape[-1])
+        kbuf[:, :, :self.length] = self.kbuf[:, :, :self.length]
+        vbuf[:, :, :self.length] = self.vbuf[:, :, :self.length]
+        self.kbuf, self.vbuf, self.capacity = kbuf, vbuf, cap
+
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs):
+        if not self.is_initialized:
+            self.lazy_initialization(key_states, value_states)
+        n = key_states.shape[-2]
+        if self.length + n > self.capacity:
+            self._grow(self.length + n)
+        self.kbuf[:, :, self.length:self.length + n] = key_states
+        self.vbuf[:, :, self.length:self.length + n] = value_states
+        self.length += n
+        self._views()
+        return self.keys, self.values
+
+    def get_seq_length(self) -> int:
+        return self.length
+
+    def crop(self, tokens_to_remove: int) -> None:
+        """HF semantics: a negative count removes that many tokens from the end."""
+        if tokens_to_remove > 0:
+            raise ValueError("BufferedLayer.crop takes a negative count of tokens to remove")
+        if self.is_initialized and tokens_to_remove:
+            self.length = max(self.length + tokens_to_remove, 0)
+            self._views()
+
+    def batch_select_indices(self, indices: torch.Tensor) -> None:
+        """Keep only the batch rows `indices` (batched generation drops finished rows)."""
+        if self.is_initialized:
+            self.kbuf, self.vbuf = self.kbuf[indices], self.vbuf[indices]
+            self._views()
+
+    def reset(self) -> None:
+        self.length = 0
+        if self.is_initialized:
+            self._views()
+
+
+def target_cache(config, capacity: int = 1024) -> Cache:
+    """`BufferedLayer`s for full-attention targets; HF's DynamicCache when some layers slide."""
+    layer_types = getattr(config, "layer_types", None) or []
+    if any(t != "full_attention" for t in layer_types):
+        return DynamicCache(config=config)
+    return Cache(layers=[BufferedLayer(capacity) for _ in range(config.num_hidden_layers)])

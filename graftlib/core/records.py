@@ -1,0 +1,75 @@
+"""Result records: append-only JSONL files that survive interruption.
+
+Each benchmark decode appends one JSON object on its own line, flushed and fsynced before the
+next one starts, so an interrupted sweep loses at most the decode in flight. Readers skip a
+torn last line. `setting_id` hashes everything that changes a measurement (models, device,
+dtype, max_new_tokens, ...), so a re-run with the same parameters finds its finished records
+and resumes, and records of other settings in the same file are left alone.
+"""
+
+import hashlib
+import json
+import os
+from pathlib import Path
+
+
+def setting_id(**setting) -> str:
+    blob = json.dumps(setting, sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:12]
+
+
+def read_records(path: str | Path) -> list[dict]:
+    path = Path(path)
+    if not path.exists():
+        return []
+    out = []
+    with path.open() as f:
+        for line in f:
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                out.append(json.loads(line))
+            except json.JSONDecodeError:
+                continue  # a torn line from an interrupted write
+    return out
+
+
+def append_record(path: str | Path, record: dict) -> None:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    line = json.dumps(record, sort_keys=True)
+    with path.open("a+b") as f:
+        f.seek(0, os.SEEK_END)
+        if f.tell() > 0:  # heal a torn last line so the new record starts on its own line
+            f.seek(-1, os.SEEK_END)
+            if f.read(1) != b"\n":
+                f.write(b"\n")
+        f.write(line.encode() + b"\n")
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def write_json_atomic(path: str | Path, obj) -> None:
+    """Write JSON via a `.partial` file and a rename, so readers never see half a file."""
+    path = Path(path)
+    tmp = path.with_name(path.name + ".partial")
+    tmp.write_text(json.dumps(obj, indent=1) + "\n")
+    tmp.replace(path)
+
+
+def read_json_index(path: str | Path, fmt, what: str) -> dict | None:
+    """A shard directory's JSON index (None if absent); GraftError if malformed or of another format."""
+    from graftlib.core.errors import GraftError, require
+
+    path = Path(path)
+    if not path.is_file():
+        return None
+    try:
+        index = json.loads(path.read_text())
+    except json.JSONDecodeError as e:
+        raise GraftError(f"{what} index {path} is malformed: {e}") from None
+    require(isinstance(index, dict) and index.get("format") == fmt,
+            f"{what} index {path} has format {index.get('format') if isinstance(index, dict) else None}, "
+            f"expected {fmt}")
+    return index

@@ -1,0 +1,94 @@
+"""Sampling at T > 0: the target's processed distribution and the lossless tree walk.
+
+Plain sampling draws each token from `probs(logits)`: logits / T, then top-k (keep the k largest),
+then top-p (the smallest set of most likely tokens whose mass reaches p, the first token always
+kept), renormalized. `Sampling.probs` is that function, used by the AR baseline and by every
+speculative method alike; T = 0 is greedy (argmax) and leaves every code path as it was.
+
+Why the speculative output is exactly the target's distribution. Every graftlib method (DFlash
+chain, DDTree, +TDES, +SABA, GRAFT, CaDDTree) builds its candidate set deterministically from the
+draft (top-k per depth, the chain's argmax per depth): given the committed prefix and the draft,
+the tree is fixed before the target is consulted. `LazySample` draws, at an accepted node i, the
+target's token x_i ~ probs(target logits at i) with the decode's seeded generator, and the walk
+(`tree.greedy_walk`, unchanged) moves to the child carrying x_i or stops and emits x_i as the
+bonus. Each emitted token is thus a draw from the target's processed distribution conditioned on
+exactly the tokens before it (node i's hidden state sees its root path only, by the tree mask),
+and which tokens the tree happened to hold only decides how many of those draws one target
+forward pays for: the output law equals AR sampling's, token by token. This reaches the target
+mass of the children, the most any lossless rule can accept from a fixed candidate set. (Rejection
+sampling over siblings accepts more only when the candidates are themselves drawn from the draft
+distribution, as in AR-drafter trees; with the draft's top-k it has no draw to correct.)
+
+Randomness: one `torch.Generator` per decode, seeded from `Sampling.seed`, on the target's device,
+consumed only by `LazySample` rows in the order the walk visits them, so a seed reproduces a decode
+run to run on the same device. The tree may be built from tempered draft log-probs
+(`Sampling.temper`), which changes which candidates are drafted, never the output law.
+"""
+
+from dataclasses import dataclass
+
+import torch
+
+from graftlib.core.errors import require
+
+
+@dataclass(frozen=True)
+class Sampling:
+    temperature: float = 0.0  # 0: greedy (argmax), bit for bit the T = 0 code path
+    top_p: float = 1.0
+    top_k: int = 0  # 0: no top-k cut
+    seed: int = 0
+
+    def check(self) -> "Sampling":
+        require(0 <= self.temperature <= 100, f"temperature must be in [0, 100], got {self.temperature}")
+        require(0 < self.top_p <= 1, f"top_p must be in (0, 1], got {self.top_p}")
+        require(self.top_k >= 0, f"top_k must be >= 0, got {self.top_k}")
+        return self
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0
+
+    def probs(self, logits: torch.Tensor) -> torch.Tensor:
+        """[..., V] logits -> [..., V] float32 probabilities after T, top-k and top-p (module doc)."""
+        x = logits.float() / self.temperature
+        if self.top_k and self.top_k < x.shape[-1]:
+            kth = x.topk(self.top_k, dim=-1).values[..., -1:]
+            x = x.masked_fill(x < kth, float("-inf"))
+        p = torch.softmax(x, dim=-1)
+        if self.top_p < 1:
+            sorted_p, order = p.sort(dim=-1, descending=True)
+            before = sorted_p.cumsum(-1) - sorted_p  # mass strictly before each token
+            drop = torch.zeros_like(p, dtype=torch.bool).scatter(-1, order, before >= self.top_p)
+            p = p.masked_fill(drop, 0.0)
+            p = p / p.sum(-1, keepdim=True)
+        return p
+
+    def temper(self, logits: torch.Tensor) -> torch.Tensor:
+        """Draft logits as the tree builders should rank them at this temperature (identity at T = 0)."""
+        return logits if self.greedy else logits.float() / self.temperature
+
+    def generator(self, device: torch.device) -> torch.Generator | None:
+        return None if self.greedy else torch.Generator(device).manual_seed(self.seed)
+
+
+GREEDY = Sampling()
+
+
+class LazySample:
+    """The target's token at tree node i, drawn on first access (list-like, like `LazyArgmax`)."""
+
+    def __init__(self, hidden: torch.Tensor, lm_head_weight: torch.Tensor, sampling: Sampling,
+                 generator: torch.Generator):
+        self.hidden, self.weight, self.sampling, self.gen = hidden, lm_head_weight, sampling, generator
+        self.rows: dict[int, int] = {}
+
+    def __getitem__(self, i: int) -> int:
+        if i not in self.rows:
+            p = self.sampling.probs(torch.mv(self.weight, self.hidden[i]))
+            self.rows[i] = int(torch.multinomial(p, 1, generator=self.gen))
+        return self.rows[i]
+
+    def all_rows(self) -> list[int]:
+        """Every node's target token: the visited rows' draws, then the others drawn in index order."""
+        return [self[i] for i in range(self.hidden.shape[0])]

@@ -1,0 +1,283 @@
+"""`graft bench`: methods x budgets over prompts, interleaved per prompt, resumable.
+
+Protocol (the AR baseline is the denominator of every speedup, so it gets the same care):
+- every run (method@budget) is warmed up once on the first prompt before anything is timed;
+- prompts are the outer loop and runs the inner loop, so slow drifts of the machine (thermal,
+  other load) hit all methods alike;
+- the AR baseline brackets each prompt's other runs: it is decoded first (its tokens are the
+  exactness reference) and again after the last of them; its record keeps both times
+  (`decode_s_runs`) and their mean as `decode_s`, so a drift within a prompt's block (minutes
+  on a CPU) moves the denominator as much as the average method instead of favouring whichever
+  side ran first;
+- every decode is checked against AR's tokens for the same prompt (`matches_ar`);
+- `hf` runs `transformers`' own greedy `generate` on the same target, timed the same way
+  (first-token timestamp from a streamer, so prefill is excluded like ours).
+One JSON record per (prompt, run) is appended to the output file (see `graftlib.core.records`);
+finished (setting, prompt, run) triples are skipped on a re-run.
+"""
+
+import json
+import platform
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from graftlib.core.errors import GraftError, require
+from graftlib.core.paths import results_dir
+from graftlib.core.records import append_record, setting_id
+from graftlib.core.version import __version__
+from graftlib.lab.metrics import format_table, summarize
+from graftlib.methods.args import add_method_args, add_model_args
+from graftlib.methods.decoder import Decoder
+from graftlib.methods.registry import ADAPTIVE_METHODS, METHODS, method_setting
+
+BASELINES = ("hf",)
+
+
+@dataclass(frozen=True)
+class Run:
+    method: str
+    budget: int | None
+
+    @property
+    def key(self) -> str:
+        return self.method if self.budget is None else f"{self.method}@{self.budget}"
+
+
+@dataclass(frozen=True)
+class BenchPrompt:
+    task: str
+    uid: str
+    input_ids: tuple[int, ...]
+    truncated_from: int | None = None
+
+
+def parse_runs(methods: list[str], budgets: list[int], chain_budgets: list[int],
+               caps: list[int] | None = None) -> list[Run]:
+    """ar/hf -> one run; dflash -> one per chain budget; fixed-budget trees -> one per budget;
+    adaptive methods -> one per cap (default: the budgets); `method@B` -> that one run."""
+    runs = []
+    for m in methods:
+        m, at, b = m.partition("@")
+        require(m in METHODS or m in BASELINES,
+                f"unknown method {m!r}: choose from {', '.join(METHODS + BASELINES)}")
+        if at:
+            require(b.isdigit() and m not in ("ar", "hf"), f"bad run {m}@{b}: expected method@budget, e.g. ddtree@16")
+            runs.append(Run(m, int(b)))
+        elif m in ("ar", "hf"):
+            runs.append(Run(m, None))
+        else:
+            sizes = chain_budgets if m == "dflash" else (caps or budgets) if m in ADAPTIVE_METHODS else budgets
+            runs.extend(Run(m, b) for b in sizes)
+    for r in runs:
+        require(r.budget is None or r.budget >= 1, f"budget must be >= 1, got {r.budget} for {r.method}")
+    if not any(r.method == "ar" for r in runs):
+        runs.insert(0, Run("ar", None))  # the denominator is always measured
+    return runs
+
+
+def hf_generate(pair, prompt_ids: list[int], max_new_tokens: int) -> tuple[list[int], float, float]:
+    """HF greedy generate; returns (new tokens, prefill_s, decode_s) with a first-token timestamp."""
+    import torch
+
+    class FirstToken:
+        def __init__(self):
+            self.calls, self.t_first = 0, None
+
+        def put(self, value):
+            self.calls += 1
+            if self.calls == 2:  # call 1 is the prompt, call 2 the first new token
+                self.t_first = time.perf_counter()
+
+        def end(self):
+            pass
+
+    streamer = FirstToken()
+    ids = torch.tensor([prompt_ids], device=pair.device)
+    t0 = time.perf_counter()
+    out = pair.target.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=max_new_tokens,
+                               do_sample=False, eos_token_id=pair.eos_ids, pad_token_id=pair.eos_ids[0],
+                               streamer=streamer)
+    if pair.device.type == "cuda":
+        torch.cuda.synchronize()
+    t1 = time.perf_counter()
+    t_first = streamer.t_first or t1
+    return out[0, len(prompt_ids):].tolist(), t_first - t0, t1 - t_first
+
+
+def decode_record(pair, run: Run, prompt: BenchPrompt, max_new_tokens: int, tdes: str | None = None,
+                  beta: float | None = None) -> dict:
+    ids = list(prompt.input_ids)
+    if run.method == "hf":
+        tokens, prefill_s, decode_s = hf_generate(pair, ids, max_new_tokens)
+        rounds = len(tokens) - 1
+        return dict(tokens=tokens, new_tokens=len(tokens), prefill_s=prefill_s, decode_s=decode_s,
+                    rounds=rounds, accepted_sum=rounds, nodes_sum=0,
+                    stage_s={k: 0.0 for k in ("draft", "tree", "verify", "commit")})
+    decoder = Decoder.for_method(pair.target, pair.drafter, run.method, run.budget or 1, pair.eos_ids, tdes, beta)
+    res = decoder.decode(ids, max_new_tokens)
+    rounds = res.rounds
+    n_rounds = len(rounds) if rounds else len(res.tokens) - 1
+    return dict(
+        tokens=res.tokens, new_tokens=len(res.tokens), prefill_s=res.prefill_s, decode_s=res.decode_s,
+        rounds=n_rounds, accepted_sum=sum(r.accepted for r in rounds) if rounds else n_rounds,
+        nodes_sum=sum(r.nodes for r in rounds),
+        stage_s={k: sum(getattr(r, f"t_{k}") for r in rounds) for k in ("draft", "tree", "verify", "commit")},
+        accepted=[r.accepted for r in rounds],
+        ar_rounds=sum(r.budget == 0 for r in rounds),  # rounds an adaptive gate ran as plain AR steps
+        declined_rounds=sum(r.budget == 0 and r.t_draft > 0 for r in rounds),  # ... of them after a draft
+        # parent-child mismatch (graftlib.core.tree.parent_mismatch) over drafted rounds that could continue (d* < D)
+        eligible_sum=sum(r.budget > 0 and r.last_depth < pair.drafter.block_size - 1 for r in rounds),
+        mismatch_sum=sum(r.mismatch for r in rounds),
+    )
+
+
+def run_bench(pair, prompts: list[BenchPrompt], runs: list[Run], max_new_tokens: int, out: Path,
+              warmup: bool = True, progress: bool = True, extra: dict | None = None, tdes: str | None = None,
+              beta: float | None = None) -> list[dict]:
+    """Decode every prompt with every run (interleaved), append records, return this setting's records.
+    `tdes` / `beta`: the TDES scorer and weight of the `ddtree+tdes` and `graft` runs. Under torchrun
+    (`graftlib.lab.shard`) this rank decodes its share of the prompts into its own file next to `out`;
+    records already in `out` or in any rank file count as done, so shards merge on reading."""
+    from tqdm.auto import tqdm
+
+    from graftlib.lab.shard import merged_records, rank_world, shard, shard_path
+
+    require(len(prompts) > 0, "no prompts to benchmark")
+    setting = dict(pair.describe(), max_new_tokens=max_new_tokens, ar_timing="bracketed",  # the protocol above
+                   **method_setting([r.method for r in runs], tdes, beta), **(extra or {}))
+    sid = setting_id(**setting)
+    done = {(r["uid"], r["key"]): r for r in merged_records(out) if r.get("setting_id") == sid}
+    rank, world = rank_world()
+    write_to = shard_path(out, rank, world)
+    ordered = sorted(runs, key=lambda r: r.method != "ar")  # per prompt, AR first (the reference tokens)
+    todo = [(p, r) for p in shard(prompts, rank, world) for r in ordered if (p.uid, r.key) not in done]
+    if warmup and todo:
+        for r in runs:
+            decode_record(pair, r, todo[0][0], min(16, max_new_tokens), tdes, beta)
+    bar = tqdm(total=len(todo), desc="bench", unit="decode", disable=not progress)
+    pending_ar = None  # this prompt's first AR decode, recorded once its second timing closes the block
+    for i, (p, r) in enumerate(todo):
+        bar.set_postfix_str(f"{p.uid} {r.key}")
+        rec = decode_record(pair, r, p, max_new_tokens, tdes, beta)
+        ar = done.get((p.uid, "ar"))
+        rec.update(
+            setting_id=sid, key=r.key, method=r.method, budget=r.budget, task=p.task, uid=p.uid,
+            prompt_tokens=len(p.input_ids), truncated_from=p.truncated_from,
+            matches_ar=None if r.method == "ar" or ar is None else rec["tokens"] == ar["tokens"],
+            setting=setting, graftlib=__version__, host=platform.node(),
+        )
+        done[(p.uid, r.key)] = rec
+        bar.update()
+        if r.method == "ar":
+            pending_ar = rec
+        else:
+            append_record(write_to, finish(rec))
+        if pending_ar is not None and (i + 1 == len(todo) or todo[i + 1][0] is not p):  # block ends: AR again
+            append_record(write_to, finish(bracket(pending_ar, decode_record(pair, Run("ar", None), p,
+                                                                               max_new_tokens))))
+            pending_ar = None
+    bar.close()
+    keys = {r.key for r in runs}
+    uids = {p.uid for p in prompts}
+    return [rec for (uid, key), rec in done.items() if uid in uids and key in keys]
+
+
+def finish(rec: dict) -> dict:
+    """Derived fields and the time stamp, set when a record is final (then it is appended)."""
+    rec.update(mat=rec["accepted_sum"] / rec["rounds"] if rec["rounds"] else 1.0,
+               tokens_per_s=(rec["new_tokens"] - 1) / rec["decode_s"] if rec["decode_s"] else None, time=time.time())
+    return rec
+
+
+def bracket(first: dict, second: dict) -> dict:
+    """The AR record of a prompt from its two decodes (before and after the other runs)."""
+    require(second["tokens"] == first["tokens"], "AR decoded the same prompt twice with different tokens "
+            "(nondeterministic target?)")
+    first["decode_s_runs"] = [first["decode_s"], second["decode_s"]]
+    first["decode_s"] = (first["decode_s"] + second["decode_s"]) / 2
+    return first
+
+
+def bench_tasks(pair, tasks: list[str], runs: list[Run], n_prompts: int, max_new_tokens: int, out: Path,
+                tdes: str | None = None, beta: float | None = None, progress: bool = False) -> list[dict]:
+    """`run_bench` over several tasks (first `n_prompts` eval prompts each); summary rows with `task`."""
+    rows = []
+    for task in tasks:
+        prompts = task_prompts(pair, task, n_prompts)
+        recs = run_bench(pair, prompts, runs, max_new_tokens, out, progress=progress, extra={"task": task},
+                         tdes=tdes, beta=beta)
+        rows += [dict(r, task=task) for r in summarize(recs)]
+    return rows
+
+
+def load_prompts(pair, args) -> list[BenchPrompt]:
+    """From --prompt / --prompts-file (raw user messages) or --task/--n/--split (graftlib.data.prompts)."""
+    texts = list(args.prompt or [])
+    if args.prompts_file:
+        path = Path(args.prompts_file)
+        require(path.is_file(), f"prompts file {path} does not exist")
+        for line in path.read_text().splitlines():
+            if line.strip():
+                texts.append(json.loads(line)["text"] if line.lstrip().startswith("{") else line)
+    if texts:
+        for t in texts:
+            require(t.strip() != "", "empty prompt in the prompt list")
+        return [BenchPrompt("custom", f"custom-{i}", tuple(pair.prompt_ids(t))) for i, t in enumerate(texts)]
+    return task_prompts(pair, args.task, args.n, args.split, args.max_prompt_tokens)
+
+
+def task_prompts(pair, task: str, n: int, split: str = "eval", max_prompt_tokens: int | None = None) -> list[BenchPrompt]:
+    """The first `n` items of a prompt set's split, chat-formatted for the pair's target."""
+    from graftlib.data import prompts
+
+    out = []
+    for it in prompts.load_items(task, split, n):
+        p = prompts.format_prompt(it, pair.tokenizer, max_prompt_tokens)
+        out.append(BenchPrompt(it.task, it.uid, tuple(p.input_ids), p.truncated_from))
+    return out
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("bench", help="benchmark methods x budgets over prompts (interleaved, resumable)")
+    add_model_args(p)
+    add_method_args(p)
+    p.add_argument("--methods", nargs="+", default=["ar", "dflash", "ddtree"],
+                   help=f"from {', '.join(METHODS + BASELINES)} (ar is always included); "
+                   "method@B runs that method at budget B only")
+    p.add_argument("--budgets", nargs="+", type=int, default=[16, 32, 64], help="tree budgets")
+    p.add_argument("--chain-budgets", nargs="+", type=int, default=[15], help="dflash drafts per round")
+    p.add_argument("--caps", nargs="+", type=int, default=None,
+                   help=f"largest budget of the adaptive methods ({', '.join(ADAPTIVE_METHODS)}); default: --budgets")
+    p.add_argument("--prompt", action="append", help="a raw user message (repeatable)")
+    p.add_argument("--prompts-file", help="text file, one prompt per line (or JSONL with a 'text' field)")
+    p.add_argument("--task", default="gsm8k", help="prompt set when no --prompt/--prompts-file is given")
+    p.add_argument("--split", default="eval")
+    p.add_argument("--n", type=int, default=4, help="number of prompts from --task")
+    p.add_argument("--max-prompt-tokens", type=int, default=None)
+    p.add_argument("--max-new-tokens", type=int, default=128)
+    p.add_argument("--out", default=None, help="JSONL results file (default results/bench.jsonl)")
+    p.add_argument("--no-warmup", action="store_true")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from graftlib.models.pair import load_pair
+
+    require(args.n >= 1, f"--n must be >= 1, got {args.n}")
+    runs = parse_runs(args.methods, args.budgets, args.chain_budgets, args.caps)
+    from graftlib.lab.shard import rank_device
+
+    pair = load_pair(args.target, args.drafter, args.device or rank_device(), args.device_map)
+    block = pair.drafter.block_size
+    for r in runs:
+        if r.method == "dflash" and r.budget > block - 1:
+            raise GraftError(f"dflash budget {r.budget} too large: at most block_size - 1 = {block - 1}")
+    prompts = load_prompts(pair, args)
+    out = Path(args.out) if args.out else results_dir() / "bench.jsonl"
+    print(f"graft bench: {len(prompts)} prompts x {len(runs)} runs -> {out} "
+          f"({pair.describe()}, drafter_trained={pair.drafter_trained})")
+    records = run_bench(pair, prompts, runs, args.max_new_tokens, out, warmup=not args.no_warmup, tdes=args.tdes,
+                        beta=args.beta)
+    print(format_table(summarize(records)))
+    return 0

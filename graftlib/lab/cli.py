@@ -1,0 +1,42 @@
+"""The `graft` console command.
+
+Each subcommand lives in the module that owns the concept and registers itself through an
+`add_parser(subparsers)` function that sets `func` (a callable taking the parsed args). This
+file only wires them together (imported statically, so the layering test sees them) and turns `GraftError` into one clear line and exit status 2.
+"""
+
+import argparse
+import sys
+
+from graftlib.core.errors import GraftError
+from graftlib.data import prompts
+from graftlib.lab import bench, costs, generate, workbook
+from graftlib.training import calibrate, drafter_data, drafter_train, replay, tdes_train, traces
+
+# subcommand modules, in the order shown by --help
+COMMAND_MODULES = (generate, bench, costs, calibrate, replay, prompts, drafter_data, drafter_train, traces,
+                   tdes_train, workbook)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="graft", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    for module in COMMAND_MODULES:
+        module.add_parser(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except GraftError as e:
+        print(f"graft {args.command}: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"graft {args.command}: interrupted (completed records are kept)", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

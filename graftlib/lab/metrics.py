@@ -1,0 +1,89 @@
+"""Metrics over benchmark records, defined once for the CLI, tests and notebooks.
+
+One record = one (prompt, method, budget) decode (see `graftlib.lab.bench`). Aggregates follow
+DFlash/DDTree: MAT (tau) = accepted tokens per round including the bonus token, pooled over
+all rounds of all prompts (a round an adaptive gate runs as a plain AR step counts, with 1: MAT
+stays tokens per target forward); tokens/s = decoded tokens after the first / decode time (prefill
+excluded), pooled; speedup = method tokens/s / AR tokens/s over the *same* prompts (= AR
+time-per-output-token / method TPOT, as the outputs are token-identical).
+"""
+
+import math
+from collections import defaultdict
+
+import numpy as np
+
+
+def summarize(records: list[dict], baseline: str = "ar") -> list[dict]:
+    """Rows per run key (method@budget), in first-seen order, with speedup vs `baseline`."""
+    groups: dict[str, list[dict]] = defaultdict(list)
+    for r in records:
+        groups[r["key"]].append(r)
+    base = {r["uid"]: r for r in groups.get(baseline, [])}
+    rows = []
+    for key, recs in groups.items():
+        rounds = sum(r["rounds"] for r in recs)
+        decoded = sum(r["new_tokens"] - 1 for r in recs)
+        decode_s = sum(r["decode_s"] for r in recs)
+        row = {
+            "key": key, "method": recs[0]["method"], "budget": recs[0]["budget"], "prompts": len(recs),
+            "mat": sum(r["accepted_sum"] for r in recs) / rounds if rounds else 1.0,
+            "tokens_per_s": decoded / decode_s if decode_s else float("nan"),
+            "mean_nodes": sum(r["nodes_sum"] for r in recs) / rounds if rounds else 0.0,
+            "ar_share": sum(r.get("ar_rounds", 0) for r in recs) / rounds if rounds else 0.0,
+            "declined_share": sum(r.get("declined_rounds", 0) for r in recs) / rounds if rounds else 0.0,
+            "exact": all(r.get("matches_ar") is not False for r in recs),
+        }
+        eligible = sum(r.get("eligible_sum", 0) for r in recs)
+        row["mismatch_rate"] = sum(r.get("mismatch_sum", 0) for r in recs) / eligible if eligible else float("nan")
+        for stage in ("draft", "tree", "verify", "commit"):
+            row[f"{stage}_ms"] = 1000 * sum(r["stage_s"][stage] for r in recs) / rounds if rounds else 0.0
+        paired = [(base[r["uid"]], r) for r in recs if r["uid"] in base]
+        row["speedup"] = pooled_speedup(paired) if paired else float("nan")
+        row["speedup_ci"] = speedup_ci(paired)
+        rows.append(row)
+    return rows
+
+
+def pooled_speedup(paired: list[tuple[dict, dict]]) -> float:
+    """Baseline time per output token / method time per output token, pooled over (baseline, method) pairs."""
+    t_method = sum(m["decode_s"] for _, m in paired) / sum(m["new_tokens"] - 1 for _, m in paired)
+    t_base = sum(b["decode_s"] for b, _ in paired) / sum(b["new_tokens"] - 1 for b, _ in paired)
+    return t_base / t_method
+
+
+def speedup_ci(paired: list[tuple[dict, dict]], level: float = 0.95, resamples: int = 2000,
+               seed: int = 0) -> tuple[float, float] | None:
+    """Percentile bootstrap interval of `pooled_speedup` over prompts (pairs resampled together, so
+    a prompt's own difficulty cancels; the spread is the method-vs-baseline noise across prompts,
+    machine drift included). None with fewer than 3 pairs. Deterministic (fixed seed)."""
+    if len(paired) < 3:
+        return None
+    rng = np.random.default_rng(seed)
+    m_s = np.array([m["decode_s"] for _, m in paired]); m_n = np.array([m["new_tokens"] - 1 for _, m in paired])
+    b_s = np.array([b["decode_s"] for b, _ in paired]); b_n = np.array([b["new_tokens"] - 1 for b, _ in paired])
+    idx = rng.integers(0, len(paired), size=(resamples, len(paired)))
+    ratios = (b_s[idx].sum(1) / b_n[idx].sum(1)) / (m_s[idx].sum(1) / m_n[idx].sum(1))
+    tail = 100 * (1 - level) / 2
+    return float(np.percentile(ratios, tail)), float(np.percentile(ratios, 100 - tail))
+
+
+def format_table(rows: list[dict]) -> str:
+    head = (f"{'run':<14} {'n':>3} {'MAT':>5} {'tok/s':>7} {'speedup':>7} {'CI95':>11} {'nodes':>6} "
+            f"{'AR%':>4} {'decl%':>5} {'mism%':>5} {'draft':>7} {'tree':>6} {'verify':>7} {'commit':>6} exact")
+    lines = [head, "-" * len(head)]
+    for r in rows:
+        mism = r.get("mismatch_rate", float("nan"))
+        mism = f"{'-':>5}" if math.isnan(mism) else f"{100 * mism:>5.1f}"
+        ci = r.get("speedup_ci")
+        ci = f"{'-':>11}" if ci is None else f"{ci[0]:>5.2f}-{ci[1]:<5.2f}"
+        lines.append(
+            f"{r['key']:<14} {r['prompts']:>3} {r['mat']:>5.2f} {r['tokens_per_s']:>7.2f} {r['speedup']:>6.2f}x {ci} "
+            f"{r['mean_nodes']:>6.1f} {100 * r['ar_share']:>4.0f} {100 * r.get('declined_share', 0.0):>5.0f} {mism} {r['draft_ms']:>7.1f} {r['tree_ms']:>6.2f} "
+            f"{r['verify_ms']:>7.1f} {r['commit_ms']:>6.2f} {'yes' if r['exact'] else 'NO'}")
+    lines.append("per-stage columns: ms per round; tok/s: decoded tokens / decode time (prefill excluded); "
+                 "CI95: bootstrap interval of the speedup over prompts (metrics.speedup_ci); "
+                 "AR%: rounds an adaptive gate ran as plain AR steps (decl%: of all rounds, those it declined "
+                 "after drafting); mism%: parent-child mismatch rate "
+                 "(graftlib.core.tree.parent_mismatch) over drafted rounds that could continue")
+    return "\n".join(lines)

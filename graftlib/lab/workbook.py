@@ -1,0 +1,162 @@
+"""The workbook runner: every notebook of a profile through papermill, failures reported by name.
+
+Profiles (parameter overrides applied to every notebook; each notebook's own defaults are the
+cheap interactive ones):
+- `smoke`: CI. Tiny prompt counts and lengths; checks that every notebook runs end to end.
+- `quick`: the README's main job on the embedded default, a 2-core CPU, about 30 minutes.
+- `full`: paper-scale prompt counts and lengths, meant for GPUs.
+
+`run_workbook` executes each notebook into `<out>/<name>.ipynb`, keeps going when one fails,
+and writes `<out>/summary.md` (name, status, seconds, first error line and cell). Notebooks
+validate their parameters in their first cell with `check_params`, so a bad value stops the
+notebook there with one clear message.
+"""
+
+import time
+from pathlib import Path
+
+from graftlib.core.errors import GraftError, require
+from graftlib.core.paths import PROJECT_DIR
+
+NOTEBOOK_DIR = PROJECT_DIR / "notebooks"
+
+# Each notebook receives the profile values of the parameters it declares (and no others).
+PROFILES: dict[str, dict] = {
+    "smoke": {"profile": "smoke", "task": "gsm8k", "pool": "tdes", "n_prompts": 1, "max_new_tokens": 16, "tasks": "gsm8k",
+              "budgets": "4,16", "chain_budgets": "7", "budget": 8, "cap": 16, "betas": "0,0.2",
+              "grid": "2,4,8", "paper_grid": "32,64", "val_prompts": 1, "trace_prompts": 1, "epochs": 1,
+              "data_prompts": 2, "data_tokens": 8, "train_minutes": 0.0, "train_steps": 2, "eval_every": 2,
+              "tau_prompts": 1, "data_pools": "tdes", "repeats": 1},
+    "quick": {"profile": "quick", "task": "gsm8k", "pool": "tdes", "n_prompts": 2, "max_new_tokens": 64,
+              "tasks": "gsm8k,mbpp,alpaca", "budgets": "4,8,16,32", "chain_budgets": "3,7,15", "budget": 16,
+              "cap": 64, "betas": "0,0.05,0.1,0.2,0.4", "grid": "2,4,8,12,16,24,32",
+              "paper_grid": "32,48,64,80,96,128", "val_prompts": 2, "trace_prompts": 8, "epochs": 8,
+              "data_prompts": 48, "data_tokens": 64, "train_minutes": 3.0, "train_steps": 0, "eval_every": 100,
+              "tau_prompts": 2, "data_pools": "tdes", "repeats": 3},
+    "full": {"profile": "full", "task": "gsm8k", "pool": "tdes", "n_prompts": 128, "max_new_tokens": 2048,
+             "tasks": "gsm8k,math500,aime24,aime25,humaneval,mbpp,swe-bench,alpaca",
+             "budgets": "16,32,64,128,256,512", "chain_budgets": "15", "budget": 256, "cap": 512,
+             "betas": "0,0.05,0.1,0.2,0.4", "grid": "32,48,64,96,128,192,256,384,512",
+             "paper_grid": "32,48,64,80,96,128", "val_prompts": 80, "trace_prompts": 2702, "epochs": 8,
+             "data_prompts": 800, "data_tokens": 192, "train_minutes": 40.0, "train_steps": 0, "eval_every": 400,
+             "tau_prompts": 4, "data_pools": "tdes,drafter", "repeats": 3},
+}
+
+
+def notebooks() -> list[Path]:
+    return sorted(NOTEBOOK_DIR.glob("[!_]*.ipynb"))
+
+
+def split_ints(text: str, name: str) -> list[int]:
+    try:
+        values = [int(x) for x in str(text).split(",") if x.strip()]
+    except ValueError:
+        raise GraftError(f"parameter {name}={text!r}: expected comma-separated integers") from None
+    require(values, f"parameter {name} is empty")
+    return values
+
+
+def check_params(tasks: str | None = None, budgets: str | None = None, chain_budgets: str | None = None,
+                 n_prompts: int | None = None, max_new_tokens: int | None = None, methods: str | None = None,
+                 beta: float | None = None, profile: str | None = None, budget: int | None = None,
+                 cap: int | None = None, betas: str | None = None, grid: str | None = None,
+                 paper_grid: str | None = None, pools: str | None = None,
+                 repeats: int | None = None) -> dict:
+    """Validate notebook parameters; return them parsed (lists for comma strings)."""
+    from graftlib.data import prompts
+    from graftlib.lab.bench import BASELINES
+    from graftlib.methods.registry import MAX_BUDGET, METHODS
+
+    out: dict = {}
+    if profile is not None:
+        require(profile in PROFILES, f"parameter profile={profile!r}: choose from {', '.join(PROFILES)}")
+    if tasks is not None:
+        out["tasks"] = [t.strip() for t in tasks.split(",") if t.strip()]
+        require(out["tasks"], "parameter tasks is empty")
+        for t in out["tasks"]:
+            require(t in prompts.TASKS, f"parameter tasks: unknown task {t!r}; choose from {', '.join(prompts.TASKS)}")
+            require(t != "livecodebench", prompts.LIVECODEBENCH_MESSAGE)
+    if pools is not None:
+        out["pools"] = [x.strip() for x in pools.split(",") if x.strip()]
+        require(out["pools"], "parameter data_pools is empty")
+        for x in out["pools"]:
+            require(x in prompts.POOLS and x != "val", f"parameter data_pools: unknown training pool {x!r}; choose from "
+                    f"{', '.join(q for q in prompts.POOLS if q != 'val')}")
+    if methods is not None:
+        out["methods"] = [m.strip() for m in methods.split(",") if m.strip()]
+        for m in out["methods"]:
+            require(m in METHODS + BASELINES, f"parameter methods: unknown method {m!r}; choose from "
+                    f"{', '.join(METHODS + BASELINES)}")
+    for name, value in (("budgets", budgets), ("chain_budgets", chain_budgets), ("grid", grid),
+                        ("paper_grid", paper_grid)):
+        if value is not None:
+            out[name] = split_ints(value, name)
+            require(all(1 <= b <= MAX_BUDGET for b in out[name]),
+                    f"parameter {name}={value!r}: budgets must lie in [1, {MAX_BUDGET}]")
+    for name, value in (("budget", budget), ("cap", cap)):
+        if value is not None:
+            require(isinstance(value, int) and 1 <= value <= MAX_BUDGET,
+                    f"parameter {name}={value!r}: must be an integer in [1, {MAX_BUDGET}]")
+    if betas is not None:
+        try:
+            out["betas"] = [float(x) for x in str(betas).split(",") if x.strip()]
+        except ValueError:
+            raise GraftError(f"parameter betas={betas!r}: expected comma-separated numbers") from None
+        require(out["betas"] and all(0.0 <= b <= 10.0 for b in out["betas"]),
+                f"parameter betas={betas!r}: each beta must lie in [0, 10]")
+    for name, value in (("n_prompts", n_prompts), ("max_new_tokens", max_new_tokens), ("repeats", repeats)):
+        if value is not None:
+            require(isinstance(value, int) and value >= 1, f"parameter {name}={value!r}: must be an integer >= 1")
+    if repeats is not None:
+        out["repeats"] = repeats
+    if beta is not None:
+        require(0.0 <= beta <= 10.0, f"parameter beta={beta!r}: must lie in [0, 10]")
+    return out
+
+
+def run_workbook(profile: str = "quick", out: str | Path = "results/notebooks", only: list[str] | None = None,
+                 extra: dict | None = None) -> list[dict]:
+    """Run the profile's notebooks with papermill; return one status row per notebook."""
+    import papermill as pm
+
+    require(profile in PROFILES, f"unknown profile {profile!r}: choose from {', '.join(PROFILES)}")
+    books = notebooks()
+    if only:
+        unknown = sorted(set(only) - {b.stem for b in books})
+        require(not unknown, f"unknown notebook(s) {unknown}: choose from {[b.stem for b in books]}")
+        books = [b for b in books if b.stem in only]
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for book in books:
+        declared = pm.inspect_notebook(str(book))
+        params = {k: v for k, v in dict(PROFILES[profile], **(extra or {})).items() if k in declared}
+        t0 = time.time()
+        row = {"notebook": book.stem, "status": "ok", "seconds": 0.0, "error": ""}
+        try:
+            pm.execute_notebook(str(book), str(out / book.name), parameters=params, kernel_name="python3",
+                                cwd=str(NOTEBOOK_DIR.parent), progress_bar=False)
+        except pm.PapermillExecutionError as e:
+            row.update(status="failed", error=f"cell {e.exec_count}: {e.ename}: {str(e.evalue).splitlines()[0]}")
+        row["seconds"] = round(time.time() - t0, 1)
+        rows.append(row)
+        print(f"[{row['status']:>6}] {book.stem} ({row['seconds']} s) {row['error']}", flush=True)
+    lines = ["| notebook | status | seconds | error |", "|---|---|---|---|"]
+    lines += [f"| {r['notebook']} | {r['status']} | {r['seconds']} | {r['error']} |" for r in rows]
+    (out / "summary.md").write_text(f"profile: {profile}\n\n" + "\n".join(lines) + "\n")
+    return rows
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("workbook", help="run every notebook of a profile with papermill")
+    p.add_argument("--profile", default="quick", help=f"one of {', '.join(PROFILES)}")
+    p.add_argument("--out", default="results/notebooks", help="folder for executed notebooks + summary.md")
+    p.add_argument("--only", nargs="+", help="notebook names (stems) to run")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    rows = run_workbook(args.profile, args.out, args.only)
+    failed = [r["notebook"] for r in rows if r["status"] != "ok"]
+    print(f"{len(rows) - len(failed)}/{len(rows)} notebooks ok; summary in {Path(args.out) / 'summary.md'}")
+    return 1 if failed else 0

@@ -1,0 +1,103 @@
+"""CaDDTree-style cost-aware stopping: DDTree's heap that sizes its own tree.
+
+Rule (FACTS section 3): pop prefixes best-first exactly like `HeapTreeBuilder` (DDTree, eq. 3),
+keeping Phi_n = sum over the n selected nodes of exp(path log-prob) (the drafter's estimate of
+the expected accepted drafts, TEV-style). With the ratio
+  R(n) = (1 + Phi_n + delta) / (C_draft + C_verify(n + 1; prefix)),
+the next node is added only while it increases R; the tree stops at the first node that does not
+(or at the cap). Heap pops come in non-increasing path probability and verify cost is increasing
+(convex on a CPU), so R is unimodal along the pop order and the first non-increase is its peak.
+
+`cost(n, prefix)` is the whole round cost with n draft nodes (C_draft + C_verify(n + 1; prefix)):
+either SABA's calibrated C_t (`from_params`: eq. 17 with its cost table; c0 includes the draft step) or a measured verify
+curve from `graft costs` plus a draft time (`from_curve`; that curve is measured at one prefix,
+so the context term is ignored there).
+
+`CaDDTree` is both the `TreeBuilder` and the `BudgetController` of the method: `budget` records the
+round's prefix length (the builder protocol does not carry it) and returns the cap.
+Invariant: the tree equals `HeapTreeBuilder().build(root, cand, n)` for the n it stops at.
+"""
+
+import heapq
+import itertools
+import math
+from collections.abc import Callable
+
+from graftlib.core.builders import Candidates
+from graftlib.core.errors import require
+from graftlib.core.tree import Tree
+from graftlib.methods.saba import cost_correction, round_cost
+
+
+def interpolate(curve: dict[int, float], n: int) -> float:
+    """Piecewise-linear value of a measured cost curve at size n (clamped to its range)."""
+    xs = sorted(curve)
+    if n <= xs[0]:
+        return curve[xs[0]]
+    for lo, hi in itertools.pairwise(xs):
+        if n <= hi:
+            return curve[lo] + (curve[hi] - curve[lo]) * (n - lo) / (hi - lo)
+    return curve[xs[-1]] * n / xs[-1]  # beyond the range: proportional extrapolation
+
+
+class CaDDTree:
+    name = "caddtree"
+
+    def __init__(self, cost: Callable[[int, int], float], cap: int, delta: float = 0.0, calibration: str = ""):
+        require(isinstance(cap, int) and cap >= 1, f"caddtree cap must be a positive integer, got {cap!r}")
+        self.cost = cost
+        self.max_budget = cap
+        self.delta = delta
+        self.prefix_len = 0
+        self.calibration = calibration
+
+    @classmethod
+    def from_params(cls, params, cap: int, delta: float = 0.0) -> "CaDDTree":
+        """Cost from SABA's calibrated C_t (`graftlib.methods.saba.round_cost` plus the cost table's correction)."""
+        c = list(params.c)
+        delta_n = cost_correction(params, range(cap + 1)).tolist()  # per tree size, computed once
+        return cls(lambda n, p: round_cost(n, p, c) + delta_n[min(n, cap)], cap, delta, params.id)
+
+    @classmethod
+    def from_curve(cls, verify_s: dict[int, float], draft_s: float, cap: int, delta: float = 0.0) -> "CaDDTree":
+        """Cost from a measured verify curve {tokens: seconds} (root included) plus the draft time."""
+        curve = {int(k): float(v) for k, v in verify_s.items()}
+        return cls(lambda n, p: draft_s + interpolate(curve, n + 1), cap, delta, "verify-curve")
+
+    def reset(self) -> None:
+        self.prefix_len = 0
+
+    def speculate(self, prefix_len: int) -> bool:
+        return True
+
+    def budget(self, cand: Candidates, prefix_len: int) -> int:
+        self.prefix_len = prefix_len
+        return self.max_budget
+
+    def build(self, root_token: int, cand: Candidates, budget: int) -> Tree:
+        tree = Tree.root_only(root_token)
+        if cand.depth == 0 or budget <= 0:
+            return tree
+        phi = 0.0
+        ratio = (1.0 + self.delta) / self.cost(0, self.prefix_len)
+        heap = [(-cand.logq[0][0], 0, 0, 0)]  # (-path log-prob, tiebreak, parent node, child rank)
+        counter = 1
+        while heap and tree.num_nodes < budget:
+            neg, _, parent, rank = heap[0]
+            nxt = (1.0 + phi + math.exp(-neg) + self.delta) / self.cost(tree.num_nodes + 1, self.prefix_len)
+            if nxt <= ratio:
+                break
+            heapq.heappop(heap)
+            phi, ratio = phi + math.exp(-neg), nxt
+            d = tree.depths[parent]  # the new node's depth index (0-based) in the candidates
+            node = tree.add(cand.ids[d][rank], parent, -neg)
+            if rank + 1 < len(cand.ids[d]):
+                heapq.heappush(heap, (neg + cand.logq[d][rank] - cand.logq[d][rank + 1], counter, parent, rank + 1))
+                counter += 1
+            if d + 1 < cand.depth:
+                heapq.heappush(heap, (neg - cand.logq[d + 1][0], counter, node, 0))
+                counter += 1
+        return tree
+
+    def feedback(self, record: dict) -> None:
+        pass

@@ -1,0 +1,120 @@
+"""The method registry: a decoding method's name -> its tree builder and budget controller.
+
+The decode loop (`graftlib.core.decode`) runs any `TreeBuilder` with any `BudgetController`; a
+method is a named pair of them, built here from one row of `REGISTRY`:
+  ar           no draft, no tree: greedy AR with a KV cache (the denominator of every speedup)
+  dflash       the drafter's chain, `budget` drafts per round (at most block_size - 1)
+  ddtree       best-first heap tree of `budget` nodes (DDTree)
+  ddtree+tdes  the same heap ranked by log q + beta * TDES (eq. 13; `graftlib.methods.tdes`)
+  ddtree+saba  the heap, SABA choosing each round's budget up to `budget` (`graftlib.methods.saba`)
+  graft        TDES + SABA
+  caddtree     cost-aware stopping: the heap sizes itself (`graftlib.methods.caddtree`)
+A new method is one factory and one row. `Method.tdes` marks methods that need a TDES scorer and
+the target's embeddings, `Method.adaptive` those whose budget caps a per-round choice made from
+a SABA calibration; `method_setting` names those inputs in every result's setting.
+"""
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+import torch
+
+from graftlib.core.builders import BudgetController, ChainBuilder, FixedBudget, HeapTreeBuilder, TreeBuilder
+from graftlib.core.errors import require
+from graftlib.core.paths import portable
+from graftlib.methods.caddtree import CaDDTree
+from graftlib.methods.saba import SabaController, SabaParams, default_params
+from graftlib.methods.tdes import default_scorer_path, load_scorer, scorer_config, scorer_id
+
+MAX_BUDGET = 4096
+Parts = tuple[TreeBuilder | None, BudgetController | None]
+
+
+@dataclass(frozen=True)
+class MethodArgs:
+    """What a method's factory may use: the budget (or cap), the drafter's block size, the TDES
+    scorer path and beta, the SABA calibration (None: the default) and the target's embeddings."""
+
+    budget: int
+    block_size: int
+    tdes: str | None = None
+    beta: float | None = None
+    saba: SabaParams | None = None
+    embed: torch.Tensor | None = None
+
+    def scorer_builder(self, method: str) -> HeapTreeBuilder:
+        """The heap ranked by a TDES scorer (eq. 13) over the target's embeddings."""
+        require(self.embed is not None, f"{method} needs the target's embeddings (embed=) for its TDES scorer")
+        return load_scorer(self.tdes, self.embed, self.beta).builder(self.block_size - 1)
+
+    def calibration(self) -> SabaParams:
+        return self.saba or default_params()
+
+
+@dataclass(frozen=True)
+class Method:
+    name: str
+    parts: Callable[[MethodArgs], Parts]
+    tdes: bool = False  # the heap is ranked by a TDES scorer
+    adaptive: bool = False  # `budget` caps a per-round choice (a SABA calibration)
+
+
+def _chain(a: MethodArgs) -> Parts:
+    require(a.budget <= a.block_size - 1, f"dflash budget {a.budget} too large: the chain has at most "
+            f"block_size - 1 = {a.block_size - 1} drafts")
+    return ChainBuilder(), FixedBudget(a.budget)
+
+
+def _caddtree(a: MethodArgs) -> Parts:
+    rule = CaDDTree.from_params(a.calibration(), cap=a.budget)  # the builder stops at its cost-aware peak
+    return rule, rule
+
+
+REGISTRY: dict[str, Method] = {m.name: m for m in (
+    Method("ar", lambda a: (None, None)),
+    Method("dflash", _chain),
+    Method("ddtree", lambda a: (HeapTreeBuilder(), FixedBudget(a.budget))),
+    Method("ddtree+tdes", lambda a: (a.scorer_builder("ddtree+tdes"), FixedBudget(a.budget)), tdes=True),
+    Method("ddtree+saba", lambda a: (HeapTreeBuilder(), SabaController(a.calibration(), cap=a.budget)),
+           adaptive=True),
+    Method("graft", lambda a: (a.scorer_builder("graft"), SabaController(a.calibration(), cap=a.budget)),
+           tdes=True, adaptive=True),
+    Method("caddtree", _caddtree, adaptive=True),
+)}
+METHODS = tuple(REGISTRY)
+TDES_METHODS = tuple(m.name for m in REGISTRY.values() if m.tdes)  # heap ranked by log q + beta * f~
+ADAPTIVE_METHODS = tuple(m.name for m in REGISTRY.values() if m.adaptive)  # budget = cap on a per-round choice
+
+
+def make_parts(method: str, budget: int, block_size: int, tdes: str | None = None, beta: float | None = None,
+               saba: SabaParams | None = None, embed: torch.Tensor | None = None) -> Parts:
+    """(tree builder, budget controller) of a method. `budget` is the fixed node budget, or the cap
+    of an adaptive method's grid; `tdes` / `beta` pick the TDES scorer (default: the shipped one,
+    `graftlib.methods.tdes.default_scorer_path()`) and its weight for `ddtree+tdes` and `graft`; `saba`
+    (SabaParams) the calibration of `ddtree+saba`, `graft` and `caddtree` (default:
+    `graftlib.methods.saba.default_params()`); `embed` the target's input embeddings [V, E] (TDES's tables)."""
+    require(method in REGISTRY, f"unknown method {method!r}: choose from {', '.join(METHODS)}")
+    require(beta is None or 0 <= beta <= 10, f"beta must be in [0, 10], got {beta}")
+    if method != "ar":
+        require(isinstance(budget, int) and budget >= 1, f"budget must be a positive integer, got {budget!r}")
+    if method not in ("ar", "dflash"):
+        require(budget <= MAX_BUDGET, f"budget {budget} too large: at most {MAX_BUDGET} nodes per tree")
+    return REGISTRY[method].parts(MethodArgs(budget, block_size, tdes, beta, saba, embed))
+
+
+def method_setting(methods: Iterable[str], tdes: str | None = None, beta: float | None = None,
+                   saba: SabaParams | None = None) -> dict:
+    """What results of these methods depend on beyond the pair: the TDES scorer (path, weights id)
+    and beta, and the SABA calibration (`saba`, default: the shipped one; its id and file) for
+    adaptive methods. Goes into the setting (and its id); paths are portable (`core.paths.portable`)."""
+    methods = set(methods)
+    out: dict = {}
+    if methods & set(TDES_METHODS):
+        path = tdes or default_scorer_path()
+        config = scorer_config(path)
+        out.update(tdes=portable(path), tdes_id=scorer_id(path), tdes_tasks=config.get("tasks", "all"),
+                   beta=config["beta"] if beta is None else beta)
+    if methods & set(ADAPTIVE_METHODS):
+        params = saba or default_params()
+        out.update(saba=params.id, saba_calibration=params.meta.get("path", "builtin"))
+    return out

@@ -1,0 +1,493 @@
+"""SABA: State-Aware Budget Allocation (paper eqs. 14-17), its state signals, models and controller.
+
+State (eq. 15), from the round's `Candidates` and the acceptance history:
+  conf_t  = (1/D) sum_d q_{t,d}(c^(1)_{t,d})                       mean top-1 draft probability
+  degen_t = (1/(D-1)) sum_d r_{t,d} + (r_{t,D-1} - r_{t,1}),  r_{t,d} = cos(h_{t,d}, h_{t,d+1})
+            (mean adjacent cosine of the drafter's per-depth hidden states plus its late-minus-early
+            increase; 0 when D < 2 or the hidden states are missing)
+  hist_t  = mean accepted length a (bonus included) over the last w rounds (w = 8); with fewer than
+            w rounds the mean of those there are, and before any round the prior `hist_prior` (the
+            mean a_t of the calibration trajectories, so the first round sees a typical state).
+  s_t = [conf_t, degen_t, hist_t, 1]: a bias term is appended so phi^T s_t has an intercept.
+
+Gain (eq. 16): G_t(B) = 1 - exp(-B / lambda_t), lambda_t = max(phi^T s_t, lam_min) (the clamp
+keeps the saturation scale positive). G is a fraction in [0, 1); it is tied to measured accepted
+lengths by the saturation model
+  E[a_t(B)] = 1 + A_t G_t(B),   A_t = clip(alpha^T s_t, 0, D),
+i.e. A_t is the number of draft tokens a round would accept with an unbounded tree (the bonus
+token is always emitted). phi and alpha are fitted jointly by least squares on same-prefix replay
+data (`graftlib.training.replay`): for every validation round t and every grid budget B, a_t(B) is measured.
+
+Cost (eq. 17): C_t(B) = c0 + c1 B + c2 B prefix_t [+ c3 log2(1 + B)] [+ c4 prefix_t], in seconds
+per round, fitted by non-negative least squares on measured tree build + verify + commit
+latencies over a grid of (B, prefix); c0 also absorbs the draft step (constant in B), so C_t is
+the whole round latency. Two optional terms are graftlib extensions (a 3-entry c, as in the
+paper, means c3 = c4 = 0; 4 entries, c4 = 0):
+- c3 log2(1 + B): on a GPU verify cost is flat to linear in B, but on a CPU it is concave
+  (measured on the embedded target at prefix 256: +13 ms for the first node, +2.8 ms/node from 4
+  to 16 tokens, +1.6 ms/node from 32 to 64); a line through the whole grid under-prices small
+  trees' growth by ~10-20 ms, which biases the argmax towards larger trees exactly where the
+  CPU's best budgets lie (2..8).
+- c4 prefix_t, shared with the AR step (C_AR(P) = a0 + c4 P, fitted jointly): every round runs
+  the root's attention over the prefix, so round and AR-step latencies grow alike with it
+  (measured: 26, 23, 26 us per prefix token at B = 1, 2, 4 and 31 us for the AR step). Without
+  it the fit put the prefix slope into the AR step alone, and at long prefixes the gates saw a
+  one-node round as cheaper than an AR step when it costs ~1.2 of one.
+
+Cost table (graftlib extension, `cost_table`; what `graft calibrate` fits by default). Verify cost
+is not smooth in the tree size: a GEMM's kernel and tiling change with the number of rows M, so
+latency steps where the shape crosses a kernel's threshold. On the embedded target on this CPU
+the replayed rounds cost, over an AR step at the same prefix (paired medians): +4 / +8 / +20 / +22 ms
+for B = 1 / 2 / 3 / 4 (verify M = 2, 3, 4, 5 tokens), the same in two calibration runs hours apart; eq. 17
+(with c3) prices B = 2 ~5 ms too high and B = 3 ~6 ms too low against B = 1 and 2, which is 8-10%
+of such a round: the size of the choices the gates and the argmax make among the small trees.
+The table keeps eq. 17's prefix terms and adds a measured correction per grid budget,
+  C_t(B) = eq. 17 + delta_B,   delta_B = median over the rounds replayed at B of (l - eq. 17),
+made non-decreasing in B (running max of C(B, 0) over the table's budgets; c2, c4 >= 0 keep that
+for every prefix); between the table's budgets delta is interpolated linearly in B, flat beyond
+its ends. `round_costs(params, ..)` is the calibration's C_t (eq. 17 alone without a table).
+
+Gain table (graftlib extension, `gain_table`; what `graft calibrate` fits by default). Measured on
+the embedded pair, the mean a_t(B) grows about linearly in log B (1.31, 1.44, 1.57, 1.71, 1.85,
+1.97, 2.09 at B = 1, 2, 4, .., 64: +0.13 tokens per doubling) from a first node that is worth
++0.31 at once; eq. 16's exponential saturation cannot follow that shape (its fit under-predicts
+B = 1-2 by 0.1 and over-predicts 6-16), which biases the argmax towards mid-size trees. The table
+keeps eq. 16's inputs but drops its shape: one linear model per grid budget,
+  E[a_t(B)] = w_B^T s_t,   fitted by least squares per B on the same replay data,
+made non-decreasing in B (running max over the table's budgets) and clipped to [1, 1 + D]; a
+budget between the table's is interpolated on log2 B (flat beyond its ends). It needs
+utility="throughput"; A_t G_t(B) then reads E[a_t(B)] - 1 everywhere (correction, gates).
+
+Draft mass (graftlib extension, `draft_mass`; a gain table with 5 weights, `graft calibrate
+--gain mass`). s_t summarizes the draft by its mean top-1 probability over all D depths, but a
+B-node tree's acceptance depends on the few best prefixes' probabilities, which conf_t dilutes
+(on this pair's replay data the per-round error of the 4-weight table is ~0.7 tokens while the
+budgets' throughputs differ by a few percent, so the choice tracks the best fixed budget, not the
+round). The round's own forecast is the draft probability mass of the tree DDTree would build,
+  M_t(B) = sum over the B best prefixes u of prod_d q_{t,d}(u_d)      (eq. 3's scores, exp'd),
+the accepted draft tokens a B-node tree would expect if q were calibrated; the table calibrates
+it per budget:  E[a_t(B)] = w_B^T s_t + v_B M_t(B). It needs the draft, so the pre-draft gate
+reads the last drafted round's M (as it reads its conf/degen). Measured on the embedded pair's
+validation replay: M_t(1) = q_1 is close to calibrated (first-node acceptance 0.13 .. 0.70 over
+q_1 bins 0-0.2 .. 0.8-1) and correlates 0.4 with a_t(B) - 1 (conf_t 0.1-0.2), but the gain RMSE
+only drops from 0.70 to 0.67 tokens and the retained oracle throughput moves by under a point:
+the per-round outcome noise dominates. So the 4-weight table stays the default.
+
+Utility (eq. 14): B_t = argmax_B U_t(B) over the budget grid. With G normalized as above the
+throughput of a round is expected tokens over cost, so the default utility is
+  U_t(B) = (1 + A_t G_t(B)) / C_t(B)        (utility="throughput", tokens per second)
+which is what the oracle B*_t = argmax a_t(B)/l_t(B) maximizes. The paper's literal ratio
+U_t(B) = G_t(B) / C_t(B) (utility="paper") ignores the always-emitted bonus token and the
+state-dependent saturation level, which biases it towards larger trees; it is kept as an option.
+Ties go to the smallest budget.
+
+AR gate (graftlib extension, for hardware where a speculative round can cost more than it
+returns; on this 2-core CPU a 4-node verify costs ~1.4 AR steps). Before the draft the controller
+compares the best utility over the grid with one plain AR step's, U_AR = 1 / C_AR(prefix_t),
+C_AR(P) = a0 + a1 P (`c_ar`, fitted by `graft calibrate` on the same replayed rounds, budget 0).
+The draft has not run yet, so it uses the last drafted round's conf/degen with the current hist.
+When AR wins the round is a plain AR step (budget 0, no draft) and the next `skip - 1` rounds are
+too; then one probe round drafts regardless (fresh state), and `skip` doubles up to `max_skip`
+while the probes keep losing; a round that prefers drafting resets it to 1. `c_ar = None` turns
+the gate off (the paper's SABA). hist_t counts drafted rounds only.
+
+Post-draft gate (`post_gate`, on by default with `c_ar`). The pre-draft gate decides on a stale
+state, exactly wrong at the transitions. Once the round has drafted, conf_t and degen_t are this
+round's own (the state the gain model was fitted on) and the draft step is sunk, so the
+controller compares again, on the remaining cost:
+  AR step after all  iff  1 / C_AR(prefix_t) > max_B (1 + k_t A_t G_t(B)) / (C_t(B) - c_draft),
+with `c_draft` the draft step's share of c0 (the calibration's median draft time; 0 before it
+was fitted, which only makes the post gate stricter). A declined round is one plain AR step
+(budget 0) whose draft is thrown away; it makes the probe rounds cheap: a probe that finds
+the state still bad costs one draft step, not a losing verify.
+
+Online gain correction (graftlib extension). In the loop the fitted gain over-predicts: the
+controller drafts, and picks B, exactly where the prediction is high, so realized acceptance
+regresses below it (measured on the embedded pair: 0.1-0.3 tokens per round on every task,
+which is what lets the gate draft at a loss on chat prompts). The controller keeps, per decode,
+P = sum of predicted extra tokens A_t G_t(B_t) and R = sum of realized extra tokens a_t - 1 over
+its drafted rounds, and scales the extra-token term by
+  k_t = (n0 + R) / (n0 + P),      U_t(B) = (1 + k_t A_t G_t(B)) / C_t(B),
+with n0 = `gain_prior` pseudo-tokens at k = 1 (so k_t = 1 before evidence). It acts on the
+budget choice and on the gate alike; `gain_prior = None` turns it off (k_t = 1: the paper's model).
+
+The fits of c, c_ar, phi/alpha and the tables live in `graftlib.training.saba_fit`; `graft calibrate`
+(`graftlib.training.calibrate`) runs them on replayed validation rounds.
+
+Invariants: the controller returns a budget from its grid (capped at `cap`); its per-round cost is
+a few scalar ops plus one vectorized pass over the grid (numpy), microseconds per round.
+"""
+
+import hashlib
+import heapq
+import json
+import math
+import os
+from collections import deque
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from graftlib.core.builders import Candidates
+from graftlib.core.errors import GraftError, require
+from graftlib.core.paths import ASSETS_DIR, portable
+
+PAPER_GRID = tuple(range(32, 513, 16))
+CPU_GRID = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
+PARAMS_ENV = "GRAFT_SABA_PARAMS"
+DEFAULT_PATH = ASSETS_DIR / "saba" / "default.json"
+UTILITIES = ("throughput", "paper")
+
+
+@dataclass
+class SabaParams:
+    """Fitted SABA parameters. The defaults are an uncalibrated CPU placeholder (see `meta`)."""
+
+    phi: list[float] = field(default_factory=lambda: [0.0, 0.0, 0.0, 6.0])  # lambda_t = phi^T s_t
+    alpha: list[float] = field(default_factory=lambda: [3.0, 0.0, 0.3, 0.0])  # A_t = alpha^T s_t
+    c: list[float] = field(default_factory=lambda: [0.065, 1.5e-3, 2e-6])  # c0 [s], c1 [s/node], c2 [, c3, c4]
+    grid: list[int] = field(default_factory=lambda: list(CPU_GRID))
+    window: int = 8
+    hist_prior: float = 2.0
+    lam_min: float = 0.5
+    utility: str = "throughput"
+    c_ar: list[float] | None = None  # AR step cost a0 + a1 * prefix [s]; None: never skip drafting
+    max_skip: int = 16  # longest run of AR steps between two probe rounds
+    gain_prior: float | None = 8.0  # n0 of the online gain correction (pseudo extra tokens); None: off
+    post_gate: bool = True  # after the draft, with this round's state, an AR step may still win (needs c_ar)
+    c_draft: float = 0.0  # the draft step's share of c0 [s], sunk once the round has drafted
+    gain_table: dict[str, list[float]] | None = None  # {budget: w_B}: E[a_t(B)] = w_B^T s_t; None: eq. 16
+    cost_table: dict[str, float] | None = None  # {budget: delta_B [s]} added to eq. 17; None: eq. 17 alone
+    meta: dict = field(default_factory=lambda: {"source": "builtin-uncalibrated"})
+
+    def __post_init__(self):
+        require(len(self.phi) == 4 and len(self.alpha) == 4, "SABA params: phi and alpha need 4 entries "
+                "(conf, degen, hist, bias)")
+        require(len(self.c) in (3, 4, 5), "SABA params: c needs 3 to 5 entries (c0, c1, c2[, c3[, c4]])")
+        require(len(self.grid) > 0 and all(isinstance(b, int) and b >= 1 for b in self.grid),
+                f"SABA params: the budget grid must be positive integers, got {self.grid}")
+        require(self.window >= 1, f"SABA params: window must be >= 1, got {self.window}")
+        require(self.utility in UTILITIES, f"SABA params: utility must be one of {UTILITIES}, got {self.utility!r}")
+        require(self.lam_min > 0, f"SABA params: lam_min must be > 0, got {self.lam_min}")
+        require(self.c_ar is None or len(self.c_ar) == 2, "SABA params: c_ar needs 2 entries (a0, a1) or null")
+        require(self.max_skip >= 1, f"SABA params: max_skip must be >= 1, got {self.max_skip}")
+        require(self.gain_prior is None or self.gain_prior > 0,
+                f"SABA params: gain_prior must be > 0 or null, got {self.gain_prior}")
+        require(0 <= self.c_draft <= self.c[0], f"SABA params: c_draft must be in [0, c0 = {self.c[0]}], "
+                f"got {self.c_draft}")
+        if self.gain_table is not None:
+            self.gain_table = {str(int(b)): [float(x) for x in w] for b, w in self.gain_table.items()}
+            widths = {len(w) for w in self.gain_table.values()}
+            require(len(self.gain_table) > 0 and widths in ({4}, {5}) and all(int(b) >= 1 for b in self.gain_table),
+                    "SABA params: gain_table maps budgets >= 1 to 4 weights (conf, degen, hist, bias), "
+                    "or 5 with the draft mass M_t(B)")
+            require(self.utility == "throughput", "SABA params: a gain_table needs utility 'throughput'")
+            rows = sorted((int(b), w) for b, w in self.gain_table.items())  # derived once, read every round
+            self._table_b = np.array([b for b, _ in rows])
+            self._table_log2b = np.log2(self._table_b)
+            self._table_w = np.array([w for _, w in rows])  # [n_budgets, 4 or 5]
+        if self.cost_table is not None:
+            require(len(self.cost_table) > 0 and all(int(b) >= 1 for b in self.cost_table)
+                    and all(math.isfinite(float(d)) for d in self.cost_table.values()),
+                    "SABA params: cost_table maps budgets >= 1 to finite corrections in seconds")
+            self.cost_table = {str(int(b)): float(d) for b, d in self.cost_table.items()}
+            rows = sorted((int(b), d) for b, d in self.cost_table.items())
+            self._cost_b = np.array([b for b, _ in rows], dtype=float)
+            self._cost_d = np.array([d for _, d in rows])
+
+    @property
+    def uses_mass(self) -> bool:
+        """The gain table reads the draft mass M_t(B) (`draft_mass`) at its budgets."""
+        return self.gain_table is not None and self._table_w.shape[1] == 5
+
+    @property
+    def mass_budgets(self) -> list[int]:
+        """The budgets at which the gain table reads M_t(B) (empty without a mass term)."""
+        return self._table_b.tolist() if self.uses_mass else []
+
+    @property
+    def id(self) -> str:
+        """Content hash of the numbers (not the metadata): what a result records as its calibration."""
+        d = asdict(self)
+        d.pop("meta")
+        if d["cost_table"] is None:  # a field added later: calibrations without it keep their id
+            d.pop("cost_table")
+        return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:12]
+
+    def describe(self) -> dict:
+        return {"id": self.id, **{k: self.meta.get(k) for k in ("source", "path", "target", "drafter", "hardware",
+                                                                 "date")}}
+
+    def save(self, path: str | Path) -> Path:
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({**asdict(self), "id": self.id}, indent=1) + "\n")
+        return path
+
+    @classmethod
+    def load(cls, path: str | Path) -> "SabaParams":
+        path = Path(path)
+        require(path.is_file(), f"SABA params file not found: {path} (run `graft calibrate`)")
+        try:
+            d = json.loads(path.read_text())
+        except json.JSONDecodeError as e:
+            raise GraftError(f"SABA params file {path} is not valid JSON: {e}") from e
+        d.pop("id", None)
+        unknown = set(d) - set(cls.__dataclass_fields__)
+        require(not unknown, f"SABA params file {path}: unknown keys {sorted(unknown)}")
+        params = cls(**d)
+        params.meta = {**params.meta, "path": portable(path)}
+        return params
+
+
+def default_params() -> "SabaParams":
+    """$GRAFT_SABA_PARAMS, else graftlib/assets/saba/default.json, else the builtin placeholder."""
+    env = os.environ.get(PARAMS_ENV)
+    if env:
+        return SabaParams.load(env)
+    if DEFAULT_PATH.is_file():
+        return SabaParams.load(DEFAULT_PATH)
+    return SabaParams()
+
+
+# ----------------------------------------------------------------------------- state (eq. 15)
+
+
+def degeneration(hidden: torch.Tensor | None) -> float:
+    """degen_t of eq. 15 from drafter hidden states [D, H]; 0 when D < 2 or no hidden states."""
+    if hidden is None or hidden.shape[0] < 2:
+        return 0.0
+    h = hidden.float()
+    gram = torch.mm(h, h.t()).tolist()  # [D, D]: one small matmul, then scalar math
+    sq, dots = [gram[d][d] for d in range(len(gram))], [gram[d][d + 1] for d in range(len(gram) - 1)]
+    r = [dot / max(math.sqrt(sq[d] * sq[d + 1]), 1e-12) for d, dot in enumerate(dots)]  # r_{t,d}, d = 1..D-1
+    return sum(r) / len(r) + (r[-1] - r[0])
+
+
+def draft_mass(cand: Candidates, budgets) -> np.ndarray:
+    """M_t(B) at each budget: the summed draft probability prod_d q_{t,d}(u_d) of the B best draft
+    prefixes u (DDTree's best-first tree under eq. 3's scores, ties by depth then rank).
+
+    Under the drafter's own per-depth distributions this is the number of draft tokens a B-node
+    tree is expected to accept, so it is the round's own forecast of a_t(B) - 1; the gain table calibrates
+    it (a 5th weight per budget) to what the target accepts. Non-decreasing in B; flat once the
+    candidates run out. One heap pass up to max(budgets) pops (about 2 us a pop)."""
+    budgets = np.asarray(budgets, dtype=int)
+    n, logq = int(budgets.max()), cand.logq
+    if cand.depth == 0 or n < 1:
+        return np.zeros(len(budgets))
+    heap = [(-logq[0][0], 0, 0, 0.0)]  # (-path score, depth index, rank, parent's path score)
+    curve, total = [], 0.0
+    while heap and len(curve) < n:
+        neg, d, r, parent = heapq.heappop(heap)
+        total += math.exp(-neg)
+        curve.append(total)
+        if r + 1 < len(logq[d]):  # next sibling
+            heapq.heappush(heap, (-(parent + logq[d][r + 1]), d, r + 1, parent))
+        if d + 1 < len(logq):  # first child
+            heapq.heappush(heap, (neg - logq[d + 1][0], d + 1, 0, -neg))
+    return np.array(curve)[np.minimum(budgets, len(curve)) - 1]
+
+
+class StateTracker:
+    """Builds s_t = [conf_t, degen_t, hist_t, 1] from a round's candidates and the past rounds."""
+
+    def __init__(self, window: int = 8, hist_prior: float = 2.0):
+        self.history: deque[int] = deque(maxlen=window)
+        self.hist_prior = hist_prior
+
+    def signals(self, cand: Candidates) -> np.ndarray:
+        conf = sum(cand.top1_prob) / len(cand.top1_prob) if cand.top1_prob else 0.0
+        return np.array([conf, degeneration(cand.hidden), self.hist(), 1.0])
+
+    def hist(self) -> float:
+        return sum(self.history) / len(self.history) if self.history else self.hist_prior
+
+    def feedback(self, record: dict) -> None:
+        self.history.append(record["accepted"])
+
+
+# ----------------------------------------------------------------------------- model (eqs. 14, 16, 17)
+
+
+def saturation(params: SabaParams, s: np.ndarray, depth: int | None = None) -> tuple[float, float]:
+    """(lambda_t, A_t) for state s_t: lambda = max(phi^T s, lam_min), A = clip(alpha^T s, 0, D)."""
+    lam = max(float(np.dot(params.phi, s)), params.lam_min)
+    a_sat = max(float(np.dot(params.alpha, s)), 0.0)
+    return lam, (min(a_sat, depth) if depth is not None else a_sat)
+
+
+def gain(budgets: np.ndarray, lam: float) -> np.ndarray:
+    """G_t(B) = 1 - exp(-B / lambda_t) (eq. 16)."""
+    return -np.expm1(-np.asarray(budgets, dtype=float) / lam)
+
+
+def cost(budgets: np.ndarray, prefix_len: int, c: list[float]) -> np.ndarray:
+    """C_t(B) = c0 + c1 B + c2 B prefix_t (eq. 17) [+ c3 log2(1 + B)] [+ c4 prefix_t], seconds per round."""
+    b = np.asarray(budgets, dtype=float)
+    out = c[0] + b * (c[1] + c[2] * prefix_len)
+    if len(c) > 3:
+        out = out + c[3] * np.log2(1.0 + b)
+    return out + c[4] * prefix_len if len(c) > 4 else out
+
+
+def round_cost(budget: int, prefix_len: int, c: list[float]) -> float:
+    """`cost` of one budget as a Python float (for per-node loops such as CaDDTree's)."""
+    out = c[0] + budget * (c[1] + c[2] * prefix_len)
+    if len(c) > 3:
+        out += c[3] * math.log2(1.0 + budget)
+    return out + c[4] * prefix_len if len(c) > 4 else out
+
+
+def cost_correction(params: SabaParams, budgets) -> np.ndarray:
+    """delta_B of the cost table at `budgets` (linear in B between its budgets, flat beyond); 0 without one."""
+    b = np.asarray(budgets, dtype=float)
+    if params.cost_table is None:
+        return np.zeros_like(b)
+    return np.interp(b, params._cost_b, params._cost_d)
+
+
+def round_costs(params: SabaParams, budgets, prefix_len: int) -> np.ndarray:
+    """The calibration's C_t(B) in seconds: eq. 17 (`cost`) plus the cost table's correction."""
+    return cost(budgets, prefix_len, params.c) + cost_correction(params, budgets)
+
+
+def extra_tokens(params: SabaParams, budgets: np.ndarray, s: np.ndarray, depth: int | None = None,
+                 mass: np.ndarray | None = None) -> np.ndarray:
+    """E[a_t(B)] - 1, the draft tokens a round is expected to accept: A_t G_t(B) (eq. 16), or from
+    the gain table (module doc); a 5-weight table also reads `mass`, M_t(B) at `params.mass_budgets`."""
+    budgets = np.asarray(budgets, dtype=float)
+    if params.gain_table is None:
+        lam, a_sat = saturation(params, s, depth)
+        return a_sat * gain(budgets, lam)
+    if params.uses_mass:
+        require(mass is not None and len(mass) == len(params._table_b),
+                "this gain table needs the draft mass M_t(B) at its budgets (saba.draft_mass)")
+        a = params._table_w[:, :4] @ s + params._table_w[:, 4] * mass
+    else:
+        a = params._table_w @ s
+    a = np.maximum.accumulate(a)  # E[a_t(B)] at the table's budgets, non-decreasing in B
+    extra = np.interp(np.log2(budgets), params._table_log2b, a) - 1.0
+    return np.clip(extra, 0.0, depth if depth is not None else None)
+
+
+def numerator(params: SabaParams, budgets: np.ndarray, s: np.ndarray, depth: int | None = None,
+              k: float = 1.0, mass: np.ndarray | None = None) -> np.ndarray:
+    """U_t's numerator: expected tokens 1 + k_t (E[a_t(B)] - 1) (extra tokens scaled by the online
+    correction k_t), or the paper's G_t(B)."""
+    if params.utility == "throughput":
+        return 1.0 + k * extra_tokens(params, budgets, s, depth, mass)
+    return gain(budgets, saturation(params, s, depth)[0])
+
+
+def utility(params: SabaParams, budgets: np.ndarray, s: np.ndarray, prefix_len: int,
+            depth: int | None = None, k: float = 1.0, mass: np.ndarray | None = None) -> np.ndarray:
+    """U_t(B) over the budgets (eq. 14): expected tokens / cost, or the paper's G / C."""
+    return numerator(params, budgets, s, depth, k, mass) / round_costs(params, budgets, prefix_len)
+
+
+def choose(params: SabaParams, budgets: np.ndarray, s: np.ndarray, prefix_len: int, depth: int | None = None,
+           k: float = 1.0, mass: np.ndarray | None = None) -> int:
+    """B_t = argmax_B U_t(B); the smallest budget on ties."""
+    return int(budgets[int(np.argmax(utility(params, budgets, s, prefix_len, depth, k, mass)))])
+
+
+def prefers_ar(params: SabaParams, budgets: np.ndarray, s: np.ndarray, prefix_len: int,
+               depth: int | None = None, k: float = 1.0, mass: np.ndarray | None = None) -> bool:
+    """The AR gate: one AR step's utility 1 / C_AR(prefix) beats max_B U_t(B) (False without c_ar)."""
+    if params.c_ar is None:
+        return False
+    c_ar = params.c_ar[0] + params.c_ar[1] * prefix_len
+    return 1.0 / c_ar > float(utility(params, budgets, s, prefix_len, depth, k, mass).max())
+
+
+def prefers_ar_after_draft(params: SabaParams, budgets: np.ndarray, s: np.ndarray, prefix_len: int,
+                           depth: int | None = None, k: float = 1.0, mass: np.ndarray | None = None) -> bool:
+    """The post-draft gate (module doc): with the draft sunk, one AR step 1 / C_AR(prefix) still
+    beats max_B (1 + k A G(B)) / (C(B) - c_draft) (False without c_ar or with `post_gate` off)."""
+    if params.c_ar is None or not params.post_gate:
+        return False
+    c_ar = params.c_ar[0] + params.c_ar[1] * prefix_len
+    remaining = round_costs(params, budgets, prefix_len) - params.c_draft
+    return 1.0 / c_ar > float((numerator(params, budgets, s, depth, k, mass) / remaining).max())
+
+
+def predicted_extra(params: SabaParams, s: np.ndarray, budget: int, depth: int | None = None,
+                    mass: np.ndarray | None = None) -> float:
+    """E[a_t(B)] - 1 at one budget: the draft tokens the uncorrected model expects a round to accept."""
+    return float(extra_tokens(params, np.array([budget]), s, depth, mass)[0])
+
+
+class GainCorrection:
+    """k_t = (n0 + R) / (n0 + P) of the online gain correction (module doc); n0 = None: k_t = 1."""
+
+    def __init__(self, n0: float | None):
+        self.n0, self.predicted, self.realized = n0, 0.0, 0.0
+
+    @property
+    def k(self) -> float:
+        return 1.0 if self.n0 is None else (self.n0 + self.realized) / (self.n0 + self.predicted)
+
+    def add(self, predicted_extra: float, accepted: int) -> None:
+        self.predicted += predicted_extra
+        self.realized += accepted - 1
+
+
+class SabaController:
+    """BudgetController: argmax of U_t over the grid (capped at `cap`), state from `StateTracker`."""
+
+    name = "saba"
+
+    def __init__(self, params: SabaParams, cap: int | None = None):
+        grid = sorted(b for b in params.grid if cap is None or b <= cap)
+        self.params = params
+        self.grid = np.array(grid or [cap], dtype=float)
+        self.max_budget = int(self.grid[-1])
+        self.reset()
+
+    def reset(self) -> None:
+        """Per-decode state: history, last state, gate schedule and gain correction start afresh."""
+        self.tracker = StateTracker(self.params.window, self.params.hist_prior)
+        self.last_state: np.ndarray | None = None
+        self.last_mass: np.ndarray | None = None  # M_t(B) of the last draft at the table's budgets
+        self.depth: int | None = None
+        self.skip, self.skip_left, self.probe = 1, 0, False
+        self.correction = GainCorrection(self.params.gain_prior)
+        self.predicted_extra = 0.0  # A_t G_t(B_t) of the last drafted round, uncorrected
+
+    def speculate(self, prefix_len: int) -> bool:
+        """The AR gate (module doc): False = run this round as one plain AR step."""
+        if self.skip_left > 0:
+            self.skip_left -= 1
+            return False
+        if self.probe or self.last_state is None:
+            self.probe = False
+            return True
+        s = self.last_state.copy()
+        s[2] = self.tracker.hist()  # hist_t now; conf/degen of the last draft
+        if not prefers_ar(self.params, self.grid, s, prefix_len, self.depth, self.correction.k, self.last_mass):
+            self.skip = 1
+            return True
+        self.skip_left, self.probe = self.skip - 1, True
+        self.skip = min(2 * self.skip, self.params.max_skip)
+        return False
+
+    def budget(self, cand: Candidates, prefix_len: int) -> int:
+        """B_t = argmax_B U_t(B) on this round's state, or 0 (an AR step) when the post-draft gate
+        declines the drafted round."""
+        p, s = self.params, self.tracker.signals(cand)
+        mass = draft_mass(cand, p.mass_budgets) if p.uses_mass else None
+        self.last_state, self.last_mass, self.depth = s, mass, cand.depth
+        k = self.correction.k
+        if prefers_ar_after_draft(p, self.grid, s, prefix_len, cand.depth, k, mass):
+            return 0
+        b = choose(p, self.grid, s, prefix_len, cand.depth, k, mass)
+        self.predicted_extra = predicted_extra(p, s, b, cand.depth, mass)
+        return b
+
+    def feedback(self, record: dict) -> None:
+        if record["budget"] > 0:  # hist_t and the gain correction are over drafted rounds
+            self.tracker.feedback(record)
+            self.correction.add(self.predicted_extra, record["accepted"])

@@ -1,0 +1,219 @@
+"""Target-Distilled Edge Scoring (TDES) at inference: the bi-tower parent-child scorer and its files.
+
+Scorer (eq. 6): over the target's frozen token embeddings e (E-dim),
+    f_theta(p, c, d) = s * (g_p(e_p) + u_d)^T (g_c(e_c) + u_d) / sqrt(m),
+with linear g_p, g_c: R^E -> R^m, depth embeddings u_d (d = 1..D) and s = softplus(s_raw) > 0.
+Centred over the candidate children C_{p,d} (eq. 5): f~ = f - mean_{c' in C_{p,d}} f(p, c', d).
+Edge score (eq. 4): S_TDES(v) = log q_{t,d}(c) + beta * f~(p, c, d); path score = the sum (eq. 13).
+
+Inference (`TDESScorer`, an `EdgeScorer`): the projections depend on the token id only, so the
+tables P = g_p(E), C = g_c(E) ([V, m] each) are computed once for the whole vocabulary when the
+scorer is made or loaded (one [V, E] x [E, m] product, tens of ms for V = 49152). A call
+is a gather + a small product in numpy: a = s / sqrt(m) * (P[p] + u_d), and per depth the centred
+child side B~ = (C[C_d] + u_d) - mean_rows(...), cached for the round's pool (recognised by the
+identity of the `child_ids` / `logq` lists the builder passes), so f~ = B~ a. Scores are added to
+log q in float64, so beta = 0 gives exactly log q (and DDTree's tree).
+
+Training (eqs. 7-12) lives in `graftlib.training.tdes_train`.
+
+Saved as `<name>.safetensors` (the parameters of f_theta only, fp32, a few hundred kB) and
+`<name>.json` (config: beta, m, depths, vocabulary and embedding size, target name, training
+summary, the command); `--out DIR` uses DIR/tdes.*. Loading takes the target's embedding table and
+rebuilds P and C from it, refusing a table of another shape.
+"""
+
+import hashlib
+import json
+import math
+import os
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from safetensors.torch import load_file, save_file
+
+from graftlib.core.builders import HeapTreeBuilder
+from graftlib.core.errors import GraftError, require
+from graftlib.core.paths import ASSETS_DIR
+from graftlib.models.drafter import load_state_strict
+
+FORMAT = 2  # 2: parameters only (1 stored the [V, m] tables too)
+TDES_ENV = "GRAFT_TDES"
+DEFAULT_PATH = ASSETS_DIR / "tdes" / "default.safetensors"  # trained on the `tdes` pool
+GSM8K_PATH = ASSETS_DIR / "tdes" / "gsm8k.safetensors"  # trained on gsm8k only (Figure 5)
+
+
+# ----------------------------------------------------------------------------- model
+
+
+class TDESNet(torch.nn.Module):
+    """f_theta of eq. 6 over a frozen embedding table [V, E]; depths are 1-based."""
+
+    def __init__(self, embed: torch.Tensor, m: int, depths: int):
+        super().__init__()
+        require(m >= 1 and depths >= 1, f"m and depths must be >= 1, got m={m}, depths={depths}")
+        self.register_buffer("embed", embed.detach().float(), persistent=False)
+        e = embed.shape[1]
+        self.m, self.depths = m, depths
+        self.g_p = torch.nn.Linear(e, m)
+        self.g_c = torch.nn.Linear(e, m)
+        self.u = torch.nn.Parameter(torch.zeros(depths, m))
+        self.s_raw = torch.nn.Parameter(torch.tensor(math.log(math.e - 1.0)))  # softplus -> s = 1
+
+    @property
+    def s(self) -> torch.Tensor:
+        return F.softplus(self.s_raw)
+
+    def _project(self, g: torch.nn.Linear, ids: torch.Tensor) -> torch.Tensor:
+        uniq, inv = ids.unique(return_inverse=True)
+        return g(self.embed[uniq])[inv]
+
+    def forward(self, parent: torch.Tensor, child: torch.Tensor, depth: torch.Tensor) -> torch.Tensor:
+        """f_theta for broadcastable id tensors (parent/depth [...], child [...]) -> [...]."""
+        u = self.u[depth - 1]
+        a = self._project(self.g_p, parent) + u
+        b = self._project(self.g_c, child) + u
+        return self.s * (a * b).sum(-1) / math.sqrt(self.m)
+
+    @torch.no_grad()
+    def tables(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """P = g_p(E), C = g_c(E), each [V, m] float32."""
+        return self.g_p(self.embed).float(), self.g_c(self.embed).float()
+
+
+# ----------------------------------------------------------------------------- inference
+
+
+class TDESScorer:
+    """S_TDES(v) = log q + beta * f~ (eqs. 4-6) from precomputed [V, m] tables; an `EdgeScorer`."""
+
+    def __init__(self, parent_table, child_table, u, s: float, beta: float = 0.2, config: dict | None = None):
+        self.P = np.array(parent_table, dtype=np.float32, order="C")  # copies: never views of a net
+        self.C = np.array(child_table, dtype=np.float32, order="C")
+        self.u = np.array(u, dtype=np.float32, order="C")
+        require(self.P.shape == self.C.shape and self.P.shape[1] == self.u.shape[1],
+                f"TDES tables {self.P.shape}, {self.C.shape} and depth embeddings {self.u.shape} do not fit")
+        self.s = float(s)
+        self.beta = float(beta)
+        self.scale = self.s / math.sqrt(self.P.shape[1])
+        self.config = dict(config or {})
+        self._pool: dict[int, tuple] = {}  # depth -> (child_ids, logq, centred child side, logq array)
+
+    @property
+    def vocab(self) -> int:
+        return self.P.shape[0]
+
+    @property
+    def m(self) -> int:
+        return self.P.shape[1]
+
+    @property
+    def depths(self) -> int:
+        return self.u.shape[0]
+
+    @classmethod
+    def from_net(cls, net: TDESNet, beta: float = 0.2, config: dict | None = None) -> "TDESScorer":
+        P, C = net.tables()
+        return cls(P.cpu().numpy(), C.cpu().numpy(), net.u.detach().cpu().numpy(), float(net.s.detach()), beta,
+                   config)
+
+    def f(self, parent_token: int, depth: int, child_ids) -> np.ndarray:
+        """f_theta(p, c, d) for c in child_ids (eq. 6), float32 [K]."""
+        u = self.u[depth - 1]
+        return (self.C[np.asarray(child_ids)] + u) @ ((self.P[parent_token] + u) * self.scale)
+
+    def f_centred(self, parent_token: int, depth: int, child_ids) -> np.ndarray:
+        """f~ (eq. 5): f minus its mean over C_{p,d} = child_ids."""
+        f = self.f(parent_token, depth, child_ids)
+        return f - f.mean()
+
+    def _child_side(self, depth: int, child_ids: list[int], logq: list[float]) -> tuple[np.ndarray, np.ndarray]:
+        hit = self._pool.get(depth)
+        if hit is None or hit[0] is not child_ids or hit[1] is not logq:
+            if depth > self.depths or depth < 1:
+                raise GraftError(f"TDES scorer trained for depths 1..{self.depths}, asked depth {depth}")
+            b = self.C[np.asarray(child_ids)] + self.u[depth - 1]
+            hit = (child_ids, logq, b - b.mean(0), np.asarray(logq, dtype=np.float64))
+            self._pool[depth] = hit
+        return hit[2], hit[3]
+
+    def child_scores(self, parent_token: int, depth: int, child_ids: list[int], logq: list[float]) -> list[float]:
+        """log q + beta * f~ for the children C_{p,d} = child_ids at `depth` under `parent_token` (eq. 4)."""
+        b, lq = self._child_side(depth, child_ids, logq)
+        a = (self.P[parent_token] + self.u[depth - 1]) * self.scale
+        return (lq + self.beta * (b @ a).astype(np.float64)).tolist()
+
+    def builder(self, depth: int | None = None) -> HeapTreeBuilder:
+        """A TDES tree builder (eq. 13); `depth` (the drafter's D) is checked against the trained depths."""
+        require(depth is None or depth <= self.depths,
+                f"TDES scorer trained for depths 1..{self.depths}, the drafter drafts {depth}")
+        return HeapTreeBuilder(self, name="tdes")
+
+    # ------------------------------------------------------------------------- storage
+
+    def save(self, path: str | Path, net: TDESNet) -> Path:
+        """FILE.safetensors: the parameters of f_theta only (g_p, g_c, u, s: a few hundred kB; the
+        [V, m] tables are recomputed from the target's embeddings at load); FILE.json: the config."""
+        weights, meta = scorer_paths(path)
+        weights.parent.mkdir(parents=True, exist_ok=True)
+        tensors = {k: v.detach().cpu().float().contiguous() for k, v in net.state_dict().items()}
+        tmp = weights.with_name(weights.name + ".partial")
+        save_file(tensors, tmp, metadata={"format": str(FORMAT)})
+        tmp.replace(weights)
+        config = {**self.config, "format": FORMAT, "beta": self.beta, "m": self.m, "depths": self.depths,
+                  "vocab": self.vocab, "embed_dim": net.g_p.in_features}
+        meta.write_text(json.dumps(config, indent=1, default=str) + "\n")
+        return weights
+
+    @classmethod
+    def load(cls, path: str | Path, embed: torch.Tensor, beta: float | None = None) -> "TDESScorer":
+        """The scorer at `path` over the target embedding table `embed` [V, E] (the one it was trained on)."""
+        weights, _ = scorer_paths(path)
+        config = scorer_config(path)
+        require(tuple(embed.shape) == (config["vocab"], config["embed_dim"]),
+                f"TDES scorer {weights} was trained on a {config['vocab']} x {config['embed_dim']} embedding table "
+                f"(target {config.get('target')}); this target's is {embed.shape[0]} x {embed.shape[1]}")
+        net = TDESNet(embed, config["m"], config["depths"])
+        load_state_strict(net, load_file(weights), str(weights))
+        return cls.from_net(net, config["beta"] if beta is None else beta, config)
+
+
+def scorer_config(path: str | Path) -> dict:
+    """The JSON config of a saved scorer (beta, m, depths, vocabulary, training summary, command)."""
+    weights, meta = scorer_paths(path)
+    require(weights.is_file() and meta.is_file(), f"no TDES scorer at {path}: expected {weights} and {meta} "
+                                                  f"(train one with `graft train-tdes`)")
+    try:
+        config = json.loads(meta.read_text())
+    except json.JSONDecodeError as e:
+        raise GraftError(f"TDES config {meta} is malformed: {e}") from None
+    require(config.get("format") == FORMAT, f"TDES scorer {meta} has format {config.get('format')}, expected {FORMAT}")
+    return config
+
+
+def scorer_id(path: str | Path) -> str:
+    """12 hex digits of sha256 over the scorer's weights file: results of a retrained scorer saved
+    at the same path never share a setting (or a resume) with the old one's."""
+    weights, _ = scorer_paths(path)
+    require(weights.is_file(), f"no TDES scorer at {path}: expected {weights}")
+    return hashlib.sha256(weights.read_bytes()).hexdigest()[:12]
+
+
+def default_scorer_path() -> Path:
+    """The shipped scorer (trained on the `tdes` pool), or $GRAFT_TDES when set."""
+    return Path(os.environ.get(TDES_ENV) or DEFAULT_PATH)
+
+
+def load_scorer(path: str | Path | None, embed: torch.Tensor, beta: float | None = None) -> "TDESScorer":
+    """A TDES scorer by path (None: `default_scorer_path()`) over the target's embeddings, optionally
+    with another beta. Building the tables is one [V, E] x [E, m] product per tower (tens of ms)."""
+    return TDESScorer.load(Path(path) if path is not None else default_scorer_path(), embed, beta)
+
+
+def scorer_paths(path: str | Path) -> tuple[Path, Path]:
+    """FILE.safetensors -> (FILE.safetensors, FILE.json); a directory DIR -> DIR/tdes.{safetensors,json}."""
+    path = Path(path)
+    if path.suffix == ".safetensors":
+        return path, path.with_suffix(".json")
+    return path / "tdes.safetensors", path / "tdes.json"

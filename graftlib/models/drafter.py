@@ -1,0 +1,435 @@
+"""DFlash drafter: graftlib's own implementation, loading z-lab checkpoints without remote code.
+
+One forward predicts a whole block. Conventions (z-lab/dflash, FACTS.md section 1):
+- Context features: the target's hidden states after layers `target_layer_ids` (HF
+  `hidden_states[layer_id + 1]`), concatenated on the last dim, then `hidden_norm(fc(x))`.
+- Block input: `[anchor, mask x (block_size - 1)]` embedded with the *target's* frozen embedding
+  (times `input_embedding_scale`, default 1). Block position k predicts the token at
+  `start + k`; outputs 1..block_size-1 are the drafts for depths 1..D.
+- Each layer is a Qwen3 decoder layer whose attention takes queries from the block only and
+  keys/values from `cat(ctx_features, block_hidden)` through the same k/v projections, with
+  `k_norm` on both. The block is bidirectional and sees all context (sliding-window layers of
+  newer drafters see the last `sliding_window` positions, causally). RoPE: keys at positions
+  `[start - ctx_new, start + q_len)`, queries at the last `q_len`.
+- Output: the drafter's final `norm`, then the *target's* LM head (optionally a reduced draft
+  vocabulary, `draft_vocab`, mapped back to target ids), `* output_multiplier`, optional softcap.
+
+State: the context K/V (already rotated) lives in an explicit `DraftCache` passed to every call,
+never on the module. A draft call appends the new context's K/V and discards the block's
+(the z-lab "crop back to start"), so the cache always covers exactly the committed prefix.
+
+Checkpoints: `config.json` + `*.safetensors` with the z-lab state-dict names (no embed_tokens,
+no lm_head). Loading reports missing, unexpected and mis-shaped tensors by name.
+"""
+
+import json
+import math
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from safetensors.torch import load_file, save_file
+from torch import nn
+
+from graftlib.core.errors import GraftError, require
+from graftlib.core.paths import ASSETS_DIR
+
+EMBEDDED_DRAFTER = "embedded"
+EMBEDDED_DRAFTER_DIR = ASSETS_DIR / "drafters" / "smollm2-135m-dflash"
+
+
+@dataclass
+class DFlashConfig:
+    """The keys a z-lab DFlash config.json carries (Qwen3 keys + the dflash ones)."""
+
+    hidden_size: int = 576
+    intermediate_size: int = 1536
+    num_hidden_layers: int = 1
+    num_attention_heads: int = 9
+    num_key_value_heads: int = 3
+    head_dim: int = 64
+    rms_norm_eps: float = 1e-5
+    rope_theta: float = 100000.0
+    vocab_size: int = 49152
+    max_position_embeddings: int = 8192
+    block_size: int = 16
+    mask_token_id: int = 16
+    target_layer_ids: list[int] = field(default_factory=lambda: [2, 15, 28])
+    num_target_layers: int = 30
+    layer_types: list[str] | None = None  # "full_attention" | "sliding_attention" per layer
+    sliding_window: int | None = None
+    input_embedding_scale: float = 1.0
+    output_multiplier: float = 1.0
+    final_logit_softcapping: float | None = None
+    # graftlib extension (absent in z-lab checkpoints): the draft LM head's target-id rows.
+    draft_vocab_size: int | None = None
+
+    @property
+    def num_drafts(self) -> int:
+        return self.block_size - 1
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "DFlashConfig":
+        dc = d.get("dflash_config") or {}
+        archs = d.get("architectures") or ["DFlashDraftModel"]
+        require(archs[0] == "DFlashDraftModel",
+                f"drafter architecture {archs[0]!r} is not supported (only DFlashDraftModel)")
+        rope = d.get("rope_parameters") or d.get("rope_scaling") or {}
+        rope_type = rope.get("rope_type", rope.get("type", "default"))
+        require(rope_type == "default", f"drafter rope_type {rope_type!r} is not supported (only 'default')")
+        n_target = d.get("num_target_layers")
+        layer_ids = dc.get("target_layer_ids", d.get("target_layer_ids"))
+        n_layers = d["num_hidden_layers"]
+        if layer_ids is None:
+            require(n_target is not None, "drafter config has neither target_layer_ids nor num_target_layers")
+            layer_ids = default_target_layer_ids(n_target, n_layers)
+        heads = d["num_attention_heads"]
+        return cls(
+            hidden_size=d["hidden_size"],
+            intermediate_size=d["intermediate_size"],
+            num_hidden_layers=n_layers,
+            num_attention_heads=heads,
+            num_key_value_heads=d.get("num_key_value_heads", heads),
+            head_dim=d.get("head_dim") or d["hidden_size"] // heads,
+            rms_norm_eps=d.get("rms_norm_eps", 1e-6),
+            rope_theta=rope.get("rope_theta", d.get("rope_theta", 10000.0)),
+            vocab_size=d["vocab_size"],
+            max_position_embeddings=d.get("max_position_embeddings", 32768),
+            block_size=int(dc.get("block_size", d.get("block_size", 16))),
+            mask_token_id=dc.get("mask_token_id", d.get("mask_token_id")),
+            target_layer_ids=list(layer_ids),
+            num_target_layers=n_target if n_target is not None else max(layer_ids) + 1,
+            layer_types=d.get("layer_types"),
+            sliding_window=d.get("sliding_window") if d.get("layer_types") else None,
+            input_embedding_scale=float(dc.get("input_embedding_scale", d.get("input_embedding_scale", 1.0))),
+            output_multiplier=float(dc.get("output_multiplier", d.get("output_multiplier", 1.0))),
+            final_logit_softcapping=dc.get("final_logit_softcapping", d.get("final_logit_softcapping")),
+            draft_vocab_size=dc.get("draft_vocab_size"),
+        )
+
+    def to_dict(self) -> dict:
+        """The z-lab config.json layout (graftlib extras inside dflash_config)."""
+        d = asdict(self)
+        dflash = {"mask_token_id": d.pop("mask_token_id"), "target_layer_ids": d.pop("target_layer_ids")}
+        defaults = {"input_embedding_scale": 1.0, "output_multiplier": 1.0,
+                    "final_logit_softcapping": None, "draft_vocab_size": None}
+        for key, default in defaults.items():
+            value = d.pop(key)
+            if value != default:
+                dflash[key] = value
+        for key in ("layer_types", "sliding_window"):
+            if d[key] is None:
+                d.pop(key)
+        rope_theta = d.pop("rope_theta")
+        return {
+            "architectures": ["DFlashDraftModel"], "model_type": "qwen3", **d,
+            "rope_theta": rope_theta, "hidden_act": "silu", "attention_bias": False,
+            "tie_word_embeddings": False, "dflash_config": dflash,
+        }
+
+
+def default_target_layer_ids(num_target_layers: int, num_draft_layers: int) -> list[int]:
+    """z-lab default: an even spread from layer 1 to num_target_layers - 3 (middle layer if one)."""
+    if num_draft_layers == 1:
+        return [num_target_layers // 2]
+    lo, hi = 1, num_target_layers - 3
+    return [lo + round(i * (hi - lo) / (num_draft_layers - 1)) for i in range(num_draft_layers)]
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, dim: int, eps: float):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(dim))
+        self.eps = eps
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        dtype = x.dtype
+        x = x.float()
+        x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
+        return self.weight * x.to(dtype)
+
+
+def rope_cos_sin(positions: torch.Tensor, head_dim: int, theta: float, dtype: torch.dtype):
+    """cos/sin [..., n, head_dim] for integer positions [..., n] (half-split "rotate_half" convention)."""
+    inv_freq = 1.0 / (theta ** (torch.arange(0, head_dim, 2, device=positions.device, dtype=torch.float32) / head_dim))
+    freqs = positions.float()[..., None] * inv_freq
+    emb = torch.cat([freqs, freqs], dim=-1)
+    return emb.cos().to(dtype), emb.sin().to(dtype)
+
+
+def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """x [b, heads, n, hd]; cos/sin [n, hd] (shared positions) or [b, 1, n, hd] (per-row positions)."""
+    half = x.shape[-1] // 2
+    rotated = torch.cat([-x[..., half:], x[..., :half]], dim=-1)
+    return x * cos + rotated * sin
+
+
+class Attention(nn.Module):
+    def __init__(self, cfg: DFlashConfig, layer_idx: int):
+        super().__init__()
+        hd, h, kv = cfg.head_dim, cfg.num_attention_heads, cfg.num_key_value_heads
+        self.head_dim, self.n_heads, self.n_kv = hd, h, kv
+        self.q_proj = nn.Linear(cfg.hidden_size, h * hd, bias=False)
+        self.k_proj = nn.Linear(cfg.hidden_size, kv * hd, bias=False)
+        self.v_proj = nn.Linear(cfg.hidden_size, kv * hd, bias=False)
+        self.o_proj = nn.Linear(h * hd, cfg.hidden_size, bias=False)
+        self.q_norm = RMSNorm(hd, cfg.rms_norm_eps)
+        self.k_norm = RMSNorm(hd, cfg.rms_norm_eps)
+        sliding = cfg.layer_types is not None and cfg.layer_types[layer_idx] == "sliding_attention"
+        self.sliding_window = cfg.sliding_window if sliding else None
+
+    def forward(self, h: torch.Tensor, ctx: torch.Tensor, cos, sin, past_k, past_v, block_mask=None):
+        """h [b, q, H] block; ctx [b, c, H] new context features; past_k/v [b, kv, p, hd] or None.
+
+        Returns (out [b, q, H], k_ctx, v_ctx [b, kv, c, hd]: the new context's rotated K/V).
+        `block_mask` (training only) is an additive/bool mask [b or 1, 1, q, p + c + q].
+        """
+        b, q_len, _ = h.shape
+        c = ctx.shape[1]
+        q = self.q_norm(self.q_proj(h).view(b, q_len, self.n_heads, self.head_dim)).transpose(1, 2)
+        kv_in = torch.cat([ctx, h], dim=1)
+        k = self.k_norm(self.k_proj(kv_in).view(b, c + q_len, self.n_kv, self.head_dim)).transpose(1, 2)
+        v = self.v_proj(kv_in).view(b, c + q_len, self.n_kv, self.head_dim).transpose(1, 2)
+        q = apply_rope(q, cos[..., -q_len:, :], sin[..., -q_len:, :])
+        k = apply_rope(k, cos, sin)
+        if past_k is not None:
+            k, v = torch.cat([past_k, k], dim=2), torch.cat([past_v, v], dim=2)
+        mask = block_mask
+        if mask is None and self.sliding_window is not None:
+            mask = sliding_window_mask(q_len, k.shape[2], self.sliding_window, h.device)
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=self.n_kv != self.n_heads)
+        out = self.o_proj(out.transpose(1, 2).reshape(b, q_len, -1))
+        p = k.shape[2] - c - q_len
+        return out, k[:, :, p:p + c], v[:, :, p:p + c]
+
+
+def sliding_window_mask(q_len: int, kv_len: int, window: int, device) -> torch.Tensor:
+    """Causal sliding-window visibility (queries are the last q_len of kv_len positions)."""
+    qpos = torch.arange(kv_len - q_len, kv_len, device=device)[:, None]
+    kpos = torch.arange(kv_len, device=device)[None, :]
+    return (kpos <= qpos) & (qpos - kpos < window)
+
+
+class MLP(nn.Module):
+    def __init__(self, cfg: DFlashConfig):
+        super().__init__()
+        self.gate_proj = nn.Linear(cfg.hidden_size, cfg.intermediate_size, bias=False)
+        self.up_proj = nn.Linear(cfg.hidden_size, cfg.intermediate_size, bias=False)
+        self.down_proj = nn.Linear(cfg.intermediate_size, cfg.hidden_size, bias=False)
+
+    def forward(self, x):
+        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+
+
+class DecoderLayer(nn.Module):
+    def __init__(self, cfg: DFlashConfig, layer_idx: int):
+        super().__init__()
+        self.input_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
+        self.self_attn = Attention(cfg, layer_idx)
+        self.post_attention_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
+        self.mlp = MLP(cfg)
+
+    def forward(self, h, ctx, cos, sin, past_k, past_v, block_mask=None):
+        a, k_ctx, v_ctx = self.self_attn(self.input_layernorm(h), ctx, cos, sin, past_k, past_v, block_mask)
+        h = h + a
+        h = h + self.mlp(self.post_attention_layernorm(h))
+        return h, k_ctx, v_ctx
+
+
+@dataclass
+class DraftCache:
+    """Per-layer rotated context K/V [1, kv, ctx_len, hd]; ctx_len = committed tokens seen."""
+
+    keys: list[torch.Tensor | None]
+    values: list[torch.Tensor | None]
+    ctx_len: int = 0
+
+    @classmethod
+    def empty(cls, num_layers: int) -> "DraftCache":
+        return cls([None] * num_layers, [None] * num_layers, 0)
+
+
+class DFlashDrafter(nn.Module):
+    """Module tree and parameter names match z-lab's DFlashDraftModel state dict."""
+
+    def __init__(self, cfg: DFlashConfig):
+        super().__init__()
+        self.config = cfg
+        self.fc = nn.Linear(len(cfg.target_layer_ids) * cfg.hidden_size, cfg.hidden_size, bias=False)
+        self.hidden_norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
+        self.layers = nn.ModuleList([DecoderLayer(cfg, i) for i in range(cfg.num_hidden_layers)])
+        self.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
+        if cfg.draft_vocab_size:
+            # draft id -> target id; a buffer saved with the checkpoint (graftlib extension).
+            self.register_buffer("d2t", torch.zeros(cfg.draft_vocab_size, dtype=torch.long))
+
+    @property
+    def block_size(self) -> int:
+        return self.config.block_size
+
+    def context_features(self, hidden_states: tuple[torch.Tensor, ...]) -> torch.Tensor:
+        """HF hidden_states (index 0 = embeddings) -> [b, n, len(layer_ids) * H]."""
+        return torch.cat([hidden_states[i + 1] for i in self.config.target_layer_ids], dim=-1)
+
+    def new_cache(self) -> DraftCache:
+        """An empty context cache for one decode (what the decode loop starts from)."""
+        return DraftCache.empty(len(self.layers))
+
+    def forward(self, noise_embedding: torch.Tensor, target_hidden: torch.Tensor, start: int,
+                cache: DraftCache | None = None, block_mask: torch.Tensor | None = None,
+                ctx_positions: torch.Tensor | None = None, q_positions: torch.Tensor | None = None) -> torch.Tensor:
+        """Block hidden states after the final norm.
+
+        noise_embedding [b, q, H]: embedded block at positions [start, start+q);
+        target_hidden [b, c, F]: context features at positions [start-c, start) not yet cached.
+        With a cache, its K/V cover positions [0, start-c) and are extended by the new context.
+
+        Training packs several blocks per row: `ctx_positions` [b, c] and `q_positions` [b, q]
+        then give every context / block position its RoPE position explicitly (`start` is
+        ignored, no cache), and `block_mask` [b, 1, q, c + q] says which keys each query sees.
+        """
+        cfg = self.config
+        ctx = self.hidden_norm(self.fc(target_hidden))
+        c, q_len = ctx.shape[1], noise_embedding.shape[1]
+        if ctx_positions is None and q_positions is None:
+            positions = torch.arange(start - c, start + q_len, device=ctx.device)
+            cos, sin = rope_cos_sin(positions, cfg.head_dim, cfg.rope_theta, noise_embedding.dtype)
+        else:
+            require(ctx_positions is not None and q_positions is not None and cache is None,
+                    "explicit drafter positions need both ctx_positions and q_positions, and no cache")
+            positions = torch.cat([ctx_positions, q_positions], dim=-1)
+            cos, sin = rope_cos_sin(positions, cfg.head_dim, cfg.rope_theta, noise_embedding.dtype)
+            cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)  # [b, 1, c + q, hd]: shared by all heads
+        h = noise_embedding
+        for i, layer in enumerate(self.layers):
+            past_k = cache.keys[i] if cache is not None else None
+            past_v = cache.values[i] if cache is not None else None
+            h, k_ctx, v_ctx = layer(h, ctx, cos, sin, past_k, past_v, block_mask)
+            if cache is not None:
+                cache.keys[i] = k_ctx if past_k is None else torch.cat([past_k, k_ctx], dim=2)
+                cache.values[i] = v_ctx if past_v is None else torch.cat([past_v, v_ctx], dim=2)
+        if cache is not None:
+            cache.ctx_len = start
+        return self.norm(h)
+
+    @property
+    def id_map(self) -> torch.Tensor | None:
+        """Draft id -> target id for a reduced draft vocabulary, else None (ids are target ids)."""
+        return self.d2t if self.config.draft_vocab_size else None
+
+    def head_weight(self, lm_head_weight: torch.Tensor) -> torch.Tensor:
+        """The draft LM head: the target's rows of the draft vocabulary (gather once per decoder)."""
+        return lm_head_weight[self.d2t] if self.config.draft_vocab_size else lm_head_weight
+
+    def draft_logits(self, hidden: torch.Tensor, head_weight: torch.Tensor) -> torch.Tensor:
+        """Logits over the draft vocabulary [..., V_draft] (map ids with `id_map`)."""
+        cfg = self.config
+        logits = F.linear(hidden, head_weight) * cfg.output_multiplier
+        if cfg.final_logit_softcapping:
+            cap = float(cfg.final_logit_softcapping)
+            logits = torch.tanh(logits / cap) * cap
+        return logits
+
+    def logits(self, hidden: torch.Tensor, lm_head_weight: torch.Tensor) -> torch.Tensor:
+        """Draft logits over the target vocabulary [..., V] (reduced vocab: -inf off the draft ids)."""
+        small = self.draft_logits(hidden, self.head_weight(lm_head_weight))
+        if self.id_map is None:
+            return small
+        out = torch.full((*hidden.shape[:-1], lm_head_weight.shape[0]), float("-inf"),
+                         dtype=small.dtype, device=small.device)
+        return out.index_copy(-1, self.id_map, small)
+
+
+def check_pair(cfg: DFlashConfig, target_config) -> None:
+    """Refuse a drafter that does not fit the target, naming the mismatch."""
+    t_hidden, t_vocab = target_config.hidden_size, target_config.vocab_size
+    t_layers = target_config.num_hidden_layers
+    require(cfg.hidden_size == t_hidden,
+            f"drafter/target mismatch: drafter hidden_size {cfg.hidden_size} != target hidden_size {t_hidden}")
+    require(cfg.vocab_size == t_vocab,
+            f"drafter/target mismatch: drafter vocab_size {cfg.vocab_size} != target vocab_size {t_vocab}")
+    bad = [i for i in cfg.target_layer_ids if not 0 <= i < t_layers]
+    require(not bad, f"drafter/target mismatch: target_layer_ids {bad} out of range for a {t_layers}-layer target")
+    require(cfg.mask_token_id is not None and 0 <= cfg.mask_token_id < t_vocab,
+            f"drafter/target mismatch: mask_token_id {cfg.mask_token_id} out of range [0, {t_vocab})")
+    require(cfg.block_size >= 2, f"drafter block_size {cfg.block_size} must be >= 2")
+
+
+def _read_config(path: Path) -> DFlashConfig:
+    cfg_file = path / "config.json"
+    require(cfg_file.is_file(), f"drafter path {path} has no config.json")
+    try:
+        raw = json.loads(cfg_file.read_text())
+        return DFlashConfig.from_dict(raw)
+    except (json.JSONDecodeError, KeyError, TypeError) as e:
+        raise GraftError(f"drafter config {cfg_file} is malformed: {type(e).__name__}: {e}") from None
+
+
+def _read_state(path: Path) -> dict[str, torch.Tensor] | None:
+    files = sorted(path.glob("*.safetensors"))
+    if not files:
+        return None
+    state: dict[str, torch.Tensor] = {}
+    for f in files:
+        state.update(load_file(f))
+    return state
+
+
+def load_state_strict(module: nn.Module, state: dict[str, torch.Tensor], where: str) -> None:
+    """Load every tensor or raise one GraftError listing missing / unexpected / mis-shaped names."""
+    expected = module.state_dict()
+    missing = sorted(set(expected) - set(state))
+    unexpected = sorted(set(state) - set(expected))
+    shapes = sorted(f"{k} {tuple(state[k].shape)} != {tuple(v.shape)}"
+                    for k, v in expected.items() if k in state and state[k].shape != v.shape)
+    problems = [f"{label}: {', '.join(items)}" for label, items in
+                (("missing", missing), ("unexpected", unexpected), ("mis-shaped", shapes)) if items]
+    require(not problems, f"drafter checkpoint {where} does not match the config: " + "; ".join(problems))
+    module.load_state_dict(state, strict=True)
+
+
+def resolve_drafter(name_or_path: str) -> Path:
+    path = EMBEDDED_DRAFTER_DIR if name_or_path == EMBEDDED_DRAFTER else Path(name_or_path).expanduser()
+    require(path.exists(), f"drafter path {path} does not exist")
+    require(path.is_dir(), f"drafter path {path} is a file; pass the checkpoint directory")
+    return path
+
+
+def load_drafter(name_or_path: str, target_config, device="cpu", dtype=torch.float32,
+                 seed: int = 0) -> tuple[DFlashDrafter, bool]:
+    """Load a drafter checkpoint directory; returns (drafter, trained).
+
+    A directory with a config but no weights gives a randomly initialized drafter (seeded),
+    `trained=False`: decoding stays exact, only acceptance suffers.
+    """
+    path = resolve_drafter(name_or_path)
+    cfg = _read_config(path)
+    check_pair(cfg, target_config)
+    torch.manual_seed(seed)
+    drafter = DFlashDrafter(cfg)
+    init_weights(drafter)
+    state = _read_state(path)
+    if state is not None:
+        load_state_strict(drafter, state, str(path))
+    return drafter.to(device=device, dtype=dtype).eval().requires_grad_(False), state is not None
+
+
+def init_weights(drafter: DFlashDrafter, std: float = 0.02) -> None:
+    for name, p in drafter.named_parameters():
+        if name.endswith("norm.weight"):
+            nn.init.ones_(p)
+        else:
+            nn.init.normal_(p, std=std / math.sqrt(1 if "o_proj" not in name and "down_proj" not in name
+                                                   else 2 * drafter.config.num_hidden_layers))
+
+
+def save_drafter(drafter: DFlashDrafter, path: str | Path, dtype: torch.dtype | None = None) -> None:
+    """Write config.json + model.safetensors in the z-lab layout; `dtype` casts the floating-point
+    weights (the released z-lab drafters are bf16; integer buffers such as `d2t` stay as they are)."""
+    path = Path(path)
+    path.mkdir(parents=True, exist_ok=True)
+    (path / "config.json").write_text(json.dumps(drafter.config.to_dict(), indent=2) + "\n")
+    state = {k: (v.to(dtype) if dtype is not None and v.is_floating_point() else v).detach().contiguous().cpu()
+             for k, v in drafter.state_dict().items()}
+    save_file(state, path / "model.safetensors", metadata={"format": "pt"})

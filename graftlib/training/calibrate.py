@@ -1,0 +1,235 @@
+"""`graft calibrate`: fit SABA's cost (eq. 17) and gain (eq. 16) on this machine and save them.
+
+Both models are fitted on the same data: same-prefix replay (`graftlib.training.replay`) of reference
+ddtree trajectories on held-out validation prompts (`data.pool("val")`, never evaluation prompts)
+over the budget grid plus budget 0 (one plain AR step).
+
+Cost: (c0, c1, c2, c3, c4) and the AR step's C_AR(P) = a0 + c4 P (`c_ar`, SABA's AR gate), jointly
+by non-negative least squares (`saba_fit.fit_cost`: a node never gets cheaper with the prefix; c4 is
+the prefix term rounds and AR steps share) of the replayed rounds' in-loop latencies (tree build
++ verify + commit, with real candidates, so the LM-head rows of the greedy walk are paid as in
+decoding) on (B, prefix), budget 0 being the AR step; c0 then gets the median draft-step time
+(constant in B), so C_t(B) is the whole round latency; `c_draft` is that median draft time (sunk
+for SABA's post-draft gate). By default the cost table (`saba_fit.fit_cost_table`) then adds each
+grid budget's median residual to eq. 17 (kernel steps in the verify cost; `--cost eq17` leaves it
+out). (A first version timed rounds on random candidates instead: the walk then stops
+at the root, and the fit missed ~10 ms per round of LM-head rows on this CPU.)
+
+Gain: the replay (`graftlib.training.replay`) of a reference ddtree trajectory on held-out
+validation prompts (`data.pool("val")`, never evaluation prompts) over the budget grid gives
+a_t(B) and s_t per round (B >= 1); (phi, alpha) are fitted by least squares (`saba_fit.fit_gain`),
+and by default the gain table (`saba_fit.fit_gain_table`, one linear model per budget; `--gain eq16`
+leaves it out: the paper's model), and `hist_prior` is the mean accepted length of the reference rounds (while replaying, the first
+round of each trajectory sees hist_t = 2.0, the builtin prior, as no fitted one exists yet).
+
+The saved JSON (`SabaParams`) records hardware, target, drafter, date, grid, prompt count and
+fit quality; its `id` (a hash of the numbers) is what replay records name as their calibration.
+`offline_tracking` scores any parameters on replay records: retained oracle throughput of the
+budgets SABA would have picked, using the measured a_t(B) / l_t(B) (its AR gate, when budget 0 was
+replayed, sees the previous round's conf/degen, as in the decode loop; the post-draft gate sees
+the round's own state and, when it declines, pays the draft time on top of the AR step; the
+online gain correction runs over each prompt's rounds; no probe schedule).
+"""
+
+import json
+import math
+import statistics
+import sys
+from dataclasses import asdict, replace
+from pathlib import Path
+
+import numpy as np
+
+from graftlib.core.builders import FixedBudget, HeapTreeBuilder
+from graftlib.core.errors import require
+from graftlib.methods.args import add_model_args
+from graftlib.methods.saba import (
+    CPU_GRID,
+    DEFAULT_PATH,
+    GainCorrection,
+    SabaParams,
+    choose,
+    predicted_extra,
+    prefers_ar,
+    prefers_ar_after_draft,
+)
+from graftlib.training.replay import ReplayDecoder, ReplayRecord
+from graftlib.training.saba_fit import calibration_meta, fit_cost, fit_cost_table, fit_gain, fit_gain_table
+
+GAIN_MODELS = ("mass", "table", "eq16")
+COST_MODELS = ("table", "eq17")
+
+
+def replay_rounds(target, drafter, prompts: list[list[int]], grid: list[int], ref_budget: int,
+                  max_new_tokens: int, eos_ids=None, window: int = 8, hist_prior: float = 2.0) -> list[ReplayRecord]:
+    """Replay records of reference ddtree@ref_budget trajectories over `grid`; rounds numbered globally."""
+    dec = ReplayDecoder(target, drafter, HeapTreeBuilder(), FixedBudget(ref_budget), grid, 1, window, hist_prior,
+                        eos_ids)
+    records: list[ReplayRecord] = []
+    for ids in prompts:
+        base = 1 + max((r.round for r in records), default=-1)
+        records += [replace(r, round=base + r.round) for r in dec.replay(ids, max_new_tokens).records]
+    return records
+
+
+def fit_params(records: list[ReplayRecord], grid: list[int], depth: int, window: int = 8,
+               utility: str = "throughput", lam_min: float = 0.5, meta: dict | None = None,
+               concave: bool = True, gain_model: str = "table", shared_prefix: bool = True,
+               cost_model: str = "table") -> SabaParams:
+    """SabaParams from replay records (see module doc); `c_ar` when budget 0 was replayed;
+    `concave=False`, `shared_prefix=False`: without the c3 / c4 cost terms (`saba_fit.fit_cost`);
+    `gain_model="eq16"`: no gain table; `cost_model="eq17"`: no cost table."""
+    require(gain_model in GAIN_MODELS, f"gain model must be one of {GAIN_MODELS}, got {gain_model!r}")
+    require(cost_model in COST_MODELS, f"cost model must be one of {COST_MODELS}, got {cost_model!r}")
+    ref = [r for r in records if r.reference and r.budget > 0]
+    on_grid = [r for r in records if not r.reference and r.budget > 0]
+    require(len(ref) > 0 and len(on_grid) > 0, "no replayed rounds to fit the gain on")
+    ar = [r for r in records if not r.reference and r.budget == 0]
+    timed = on_grid + ar
+    budgets, prefixes, latency = ([r.budget for r in timed], [r.prefix_len for r in timed],
+                                  [r.latency - r.t_draft for r in timed])
+    c, c_ar, r2 = fit_cost(budgets, prefixes, latency, concave, shared_prefix)
+    cost_table = fit_cost_table(budgets, prefixes, latency, c) if cost_model == "table" else None
+    c_draft = statistics.median(r.t_draft for r in ref)
+    c[0] += c_draft
+    phi, alpha, rmse = fit_gain([r.state for r in on_grid], [r.budget for r in on_grid],
+                                [r.accepted for r in on_grid], lam_min, depth)
+    hist_prior = float(np.mean([r.accepted for r in ref]))
+    fit = {"cost_r2": r2, "gain_rmse_tokens": rmse, "cost_points": len(on_grid), "ar_points": len(ar),
+           "rounds": len(ref)}
+    table = None
+    if gain_model in ("table", "mass"):
+        mass = None
+        if gain_model == "mass":
+            require(all(r.mass is not None for r in on_grid), "gain model 'mass' needs replay records with the "
+                    "draft mass (recorded since graftlib's draft_mass; replay again, or use --gain table)")
+            mass = [r.mass for r in on_grid]
+        table, fit["gain_table_rmse_tokens"] = fit_gain_table([r.state for r in on_grid],
+                                                              [r.budget for r in on_grid],
+                                                              [r.accepted for r in on_grid], mass)
+    return SabaParams(phi=phi, alpha=alpha, c=c, grid=sorted(b for b in set(grid) if b > 0), window=window,
+                      hist_prior=hist_prior, lam_min=lam_min, utility=utility, c_ar=c_ar, c_draft=c_draft,
+                      gain_table=table, cost_table=cost_table,
+                      meta={**(meta or {}), "fit": fit})
+
+
+def offline_tracking(params: SabaParams, records: list[ReplayRecord], depth: int | None = None) -> dict:
+    """Retained oracle throughput of SABA's choices on replay records (measured a_t(B) / l_t(B)); the
+    oracle chooses among the same budgets (the params' grid, and the AR step when it has `c_ar`).
+    `speedup_vs_ar`: the choices' pooled tokens per second over the AR steps' (None without them)."""
+    rounds: dict[int, list[ReplayRecord]] = {}
+    for r in records:
+        if not r.reference:
+            rounds.setdefault(r.round, []).append(r)
+    require(all(b in {r.budget for r in recs} for recs in rounds.values() for b in params.mass_budgets),
+            f"offline tracking: the gain table reads the draft mass at {params.mass_budgets}, which these replay "
+            "records do not all have")
+    retained, prev, corr = [], None, GainCorrection(params.gain_prior)
+    tokens = seconds = ar_seconds = 0.0
+    for t in sorted(rounds):
+        recs = rounds[t]
+        by_b = {r.budget: r for r in recs}
+        grid = np.array(sorted(b for b in by_b if b in params.grid) or sorted(b for b in by_b if b > 0), dtype=float)
+        s, prefix = np.array(recs[0].state), recs[0].prefix_len
+        mass = np.array([by_b[b].mass for b in params.mass_budgets]) if params.uses_mass else None
+        if prev is not None and prev[1] >= prefix:  # a new prompt starts: no previous draft, no evidence
+            prev, corr = None, GainCorrection(params.gain_prior)
+        gate = s.copy() if prev is None else np.array([*prev[0][:2], s[2], s[3]])
+        best = max(r.tps for r in recs if r.budget in grid or (r.budget == 0 and params.c_ar is not None))
+        if 0 in by_b and prev is not None and prefers_ar(params, grid, gate, prefix, depth, corr.k, prev[2]):
+            a, latency = by_b[0].accepted, by_b[0].latency
+        elif 0 in by_b and prefers_ar_after_draft(params, grid, s, prefix, depth, corr.k, mass):
+            t_draft = max(r.t_draft for r in recs)  # the drafted budgets' draft time (the AR step's is 0)
+            a, latency = by_b[0].accepted, by_b[0].latency + t_draft
+        else:
+            b = choose(params, grid, s, prefix, depth, corr.k, mass)
+            corr.add(predicted_extra(params, s, b, depth, mass), by_b[b].accepted)
+            a, latency = by_b[b].accepted, by_b[b].latency
+        prev = (s, prefix, mass)
+        retained.append(a / latency / best)
+        tokens, seconds = tokens + a, seconds + latency
+        ar_seconds += by_b[0].latency if 0 in by_b else math.nan
+    ret = np.array(retained)
+    # pooled: tokens over seconds of the choices, over what AR steps would take per token (same rounds)
+    speedup = (tokens / seconds) / (len(ret) / ar_seconds)
+    return {"rounds": len(ret), "mean_retained": float(ret.mean()), "frac_ge_95": float((ret >= 0.95).mean()),
+            "speedup_vs_ar": None if math.isnan(speedup) else speedup}
+
+
+def write_records(path, records: list[ReplayRecord]) -> None:
+    """Replay records as JSONL (written whole to a temporary file, then renamed)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".partial")
+    tmp.write_text("".join(json.dumps(asdict(r)) + "\n" for r in records))
+    tmp.replace(path)
+
+
+def read_replay_records(path) -> list[ReplayRecord]:
+    path = Path(path)
+    require(path.is_file(), f"replay records not found: {path} (written by `graft calibrate --records PATH`)")
+    return [ReplayRecord(**json.loads(line)) for line in path.read_text().splitlines() if line]
+
+
+# ----------------------------------------------------------------------------- CLI
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("calibrate", help="fit SABA's cost and gain models on this machine (validation prompts)")
+    add_model_args(p)
+    p.add_argument("--grid", nargs="+", type=int, default=list(CPU_GRID), help="SABA budget grid "
+                   "(paper, GPU: 32 48 .. 512)")
+    p.add_argument("--val-prompts", type=int, default=8, help="validation prompts to replay for the gain fit")
+    p.add_argument("--ref-budget", type=int, default=8, help="budget of the reference ddtree trajectories")
+    p.add_argument("--max-new-tokens", type=int, default=64)
+    p.add_argument("--max-prompt-tokens", type=int, default=384)
+    p.add_argument("--window", type=int, default=8, help="acceptance history window w")
+    p.add_argument("--utility", default="throughput", help="throughput (default) or paper (G/C)")
+    p.add_argument("--gain", default="table", choices=GAIN_MODELS, help="gain model: a per-budget linear "
+                   "table on s_t (default; `graftlib.methods.saba`, 'Gain table'), the same with the draft mass M_t(B) "
+                   "(mass), or the paper's eq. 16 alone")
+    p.add_argument("--cost", default="table", choices=COST_MODELS, help="cost model: eq. 17 plus a measured "
+                   "per-budget correction (default; `graftlib.methods.saba`, 'Cost table'), or eq. 17 alone")
+    p.add_argument("--out", default=str(DEFAULT_PATH), help="parameters JSON (default: what ddtree+saba loads)")
+    p.add_argument("--records", default=None, help="also write the replay records here (JSONL, one per "
+                   "(round, budget)), to refit variants with `calibrate.fit_params` without measuring again")
+    p.add_argument("--from-records", default=None, help="fit on replay records written by --records instead "
+                   "of replaying (no measuring; the records' machine is the calibration's)")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from graftlib.data.prompts import format_prompt, pool
+    from graftlib.models.pair import load_pair
+
+    require(args.val_prompts >= 1, "--val-prompts must be >= 1")
+    require(all(b >= 1 for b in args.grid), f"--grid budgets must be >= 1 (the AR step is always replayed), got {args.grid}")
+    pair = load_pair(args.target, args.drafter, args.device, args.device_map)
+    prompts = [format_prompt(item, pair.tokenizer, args.max_prompt_tokens).input_ids
+               for item in pool("val", args.val_prompts)]
+    if args.from_records:
+        records = read_replay_records(args.from_records)
+        require({r.budget for r in records if not r.reference} >= {0, *args.grid},
+                f"records {args.from_records} do not cover the grid {args.grid} and the AR step")
+    else:
+        print(f"replaying {len(prompts)} validation prompts over the grid {args.grid} and an AR step ...", flush=True)
+        records = replay_rounds(pair.target, pair.drafter, prompts, [0, *args.grid], args.ref_budget,
+                                args.max_new_tokens, pair.eos_ids, args.window)
+    depth = pair.drafter.block_size - 1
+    meta = calibration_meta(pair.describe(), grid=args.grid,
+                            val_prompts=len(prompts), ref_budget=args.ref_budget, max_new_tokens=args.max_new_tokens,
+                            command="graft " + " ".join(sys.argv[1:]))
+    if args.records:
+        write_records(args.records, records)
+    params = fit_params(records, args.grid, depth, args.window, args.utility, meta=meta, gain_model=args.gain,
+                        cost_model=args.cost)
+    params.meta["offline_tracking"] = offline_tracking(params, records, depth)
+    params.meta["offline_tracking_uncorrected"] = offline_tracking(replace(params, gain_prior=None), records, depth)
+    path = params.save(args.out)
+    fit = params.meta["fit"]
+    print(f"c = {params.c} (R^2 {fit['cost_r2']:.3f}); c_ar = {params.c_ar}; phi = {params.phi}; alpha = {params.alpha} "
+          f"(RMSE {fit['gain_rmse_tokens']:.2f} tokens); hist_prior = {params.hist_prior:.2f}")
+    print(f"in-sample retained oracle throughput: {params.meta['offline_tracking']} "
+          f"(without the online gain correction: {params.meta['offline_tracking_uncorrected']})")
+    print(f"saved {path} (id {params.id})")
+    return 0

@@ -1,0 +1,535 @@
+"""Drafter training data: the target's own responses, with its features and next-token distribution
+captured on the way.
+
+What a sequence holds. For one training prompt (`data.pool(cfg.pool)`, default "drafter", never an
+evaluation prompt; or the items of a `--prompts` file), `tokens` = prompt + the target's response
+(stopped at EOS, which is kept, or at `max_response_tokens`), `prompt_len`, and
+- `features`: the target's hidden states after the layers `target_layer_ids` (HF
+  `hidden_states[i + 1]`, concatenated, fp16) for positions `[0, len(tokens) - 1)`. The last token
+  is never fed to the target, and no training block needs its features: a block's context is
+  strictly before its anchor, and an anchor needs at least one label after it.
+- `topk_ids` int32 / `topk_logp` fp16, [response_len, top_k]: row j is the top-k of the target's
+  log-softmax (temperature 1, fp32) at the position that produced response token j, i.e. its
+  distribution over `tokens[prompt_len + j]` given everything before. Distillation reads these
+  (`graftlib.training.drafter_train`, `distill`). With `top_k = 0` they are absent.
+
+Greedy by default; `sample_share` of the prompts (chosen by a hash of their uid, so stable as the
+set grows) get a response sampled at `sample_temperature` from one seeded generator per shard (the
+sampling issue wants T > 0 text too). Their top-k rows are still the T = 1 distribution.
+
+How it is made. `generate_batch` runs batched decoding on the HF decoder body itself: left padding
+with a 2D attention mask and per-row position ids, the buffered KV cache of `graftlib.core.kvcache`, the
+LM head on the last position only. The prefill yields the prompt's features, each step the fed
+token's features, written into one preallocated [b, width + max_new, F] buffer (no per-token
+tensors), so features cost no second pass. Finished rows are dropped from the batch (their cache
+rows too) once a quarter of the batch has finished. Prompts are sorted by length inside a shard so a
+batch pads little. One host sync per step (the next tokens).
+
+On disk (`out/`): `index.json` (the settings every shard shares, and one entry per finished shard),
+and per shard `shard-NNNNN.safetensors` (`tokens` int32 [sum len], `lengths`, `prompt_lens` int64
+[n], `topk_ids` int32 / `topk_logp` fp16 [sum response_len, k]) beside `shard-NNNNN.features.npy`
+(fp16 [sum (len - 1), n_layers * hidden]), which readers map into memory (`np.load(mmap_mode)`):
+training touches only the rows it packs, so millions of tokens of features stay on disk, not in RAM.
+Shard s covers prompts `[s * shard_size, (s + 1) * shard_size)` of the pool order, so a re-run skips
+finished shards (resumable, and a larger `--n-prompts` extends the set); files are written under a
+temporary name and renamed, then the index entry is added, so an interrupted run loses at most the
+shard in progress. An index written with other settings (target, layer ids, lengths, shard size,
+top-k, sampling) is refused.
+"""
+
+import gzip
+import hashlib
+import json
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+from safetensors.torch import load_file, save_file
+
+from graftlib.core.errors import GraftError, require
+from graftlib.core.kvcache import target_cache
+from graftlib.core.records import read_json_index, write_json_atomic
+
+INDEX = "index.json"
+FORMAT = 2
+# Settings that every shard of one data directory must share.
+SHARED_KEYS = ("target", "pool", "target_layer_ids", "hidden_size", "max_prompt_tokens",
+               "max_response_tokens", "shard_size", "top_k", "sample_share", "sample_temperature")
+
+
+@dataclass
+class DataConfig:
+    target: str = "smollm2-135m"
+    pool: str = "drafter"  # or a --prompts file (its path is recorded as the pool)
+    n_prompts: int = 1024
+    max_prompt_tokens: int = 256  # longer prompts have their question cut (data.format_prompt)
+    max_response_tokens: int = 384
+    batch_size: int = 48
+    shard_size: int = 96  # prompts per shard (one log line and one resumable unit each)
+    top_k: int = 16  # target log-probs stored per response position (0: none)
+    sample_share: float = 0.0  # share of prompts answered by sampling instead of greedy
+    sample_temperature: float = 0.8
+    target_layer_ids: list[int] | None = None  # None: the embedded drafter's
+    max_minutes: float | None = None  # start no new shard after this
+
+    def check(self) -> None:
+        require(self.n_prompts >= 1, f"n_prompts must be >= 1, got {self.n_prompts}")
+        require(self.shard_size >= 1, f"shard_size must be >= 1, got {self.shard_size}")
+        require(self.batch_size >= 1, f"batch_size must be >= 1, got {self.batch_size}")
+        require(self.max_response_tokens >= 1, f"max_response_tokens must be >= 1, got {self.max_response_tokens}")
+        require(self.top_k >= 0, f"top_k must be >= 0, got {self.top_k}")
+        require(0 <= self.sample_share <= 1, f"sample_share must be in [0, 1], got {self.sample_share}")
+        require(self.sample_temperature > 0, f"sample_temperature must be > 0, got {self.sample_temperature}")
+
+
+@dataclass
+class Sequence:
+    tokens: torch.Tensor  # int64 [n]: prompt + response
+    prompt_len: int
+    features: torch.Tensor  # [n - 1, n_layers * hidden]
+    uid: str = ""
+    topk_ids: torch.Tensor | None = None  # int [n - prompt_len, k]: target's top-k over each response token
+    topk_logp: torch.Tensor | None = None  # float [n - prompt_len, k]: their log-probs (T = 1)
+
+    @property
+    def response_len(self) -> int:
+        return len(self.tokens) - self.prompt_len
+
+
+@dataclass
+class DataIndex:
+    target: str
+    pool: str
+    target_layer_ids: list[int]
+    hidden_size: int
+    max_prompt_tokens: int
+    max_response_tokens: int
+    shard_size: int
+    top_k: int = 0
+    sample_share: float = 0.0
+    sample_temperature: float = 0.8
+    format: int = FORMAT
+    shards: list[dict] = field(default_factory=list)
+
+    def shared(self) -> dict:
+        return {k: getattr(self, k) for k in SHARED_KEYS}
+
+    def totals(self) -> dict:
+        keys = ("n_seqs", "prompt_tokens", "response_tokens", "seconds")
+        tot = {k: sum(s[k] for s in self.shards) for k in keys}
+        tot["bytes"] = sum(s.get("bytes", 0) for s in self.shards)
+        return tot
+
+
+def eos_ids(model, tokenizer) -> list[int]:
+    """The target's EOS ids: generation config plus the tokenizer's."""
+    eos = model.generation_config.eos_token_id
+    ids = list(eos) if isinstance(eos, list) else [eos] if eos is not None else []
+    if tokenizer is not None and tokenizer.eos_token_id is not None and tokenizer.eos_token_id not in ids:
+        ids.append(tokenizer.eos_token_id)
+    return ids
+
+
+def sampled(uid: str, share: float) -> bool:
+    """Whether the prompt `uid` is answered by sampling (a stable hash, independent of order)."""
+    return share > 0 and int(hashlib.sha256(uid.encode()).hexdigest()[:8], 16) < share * 2 ** 32
+
+
+def _keep_rows(cache, rows: torch.Tensor) -> None:
+    """Drop finished rows from the cache (HF layers and `graftlib.core.kvcache.BufferedLayer` alike)."""
+    for layer in cache.layers:
+        layer.batch_select_indices(rows)
+
+
+@torch.inference_mode()
+def generate_batch(model, prompts: list[list[int]], layer_ids: list[int], max_new_tokens: int,
+                   eos: list[int], feature_dtype: torch.dtype = torch.float16, top_k: int = 0,
+                   temperatures: list[float] | None = None, generator: torch.Generator | None = None
+                   ) -> list[Sequence]:
+    """Responses for `prompts` in one left-padded batch, features (and top-k log-probs) captured
+    while decoding. `temperatures[i]` = 0 (default) decodes row i greedily, > 0 samples it."""
+    require(max_new_tokens >= 1, f"max_response_tokens must be >= 1, got {max_new_tokens}")
+    require(all(len(p) > 0 for p in prompts), "empty prompt: nothing to condition on")
+    device = model.device
+    b = len(prompts)
+    lens = torch.tensor([len(p) for p in prompts])
+    width = int(lens.max())
+    temps = torch.tensor(temperatures or [0.0] * b, dtype=torch.float32, device=device)
+    ids = torch.zeros(b, width, dtype=torch.long, device=device)
+    pad_mask = torch.zeros(b, width, dtype=torch.long, device=device)
+    for i, p in enumerate(prompts):
+        ids[i, width - len(p):] = torch.tensor(p, device=device)
+        pad_mask[i, width - len(p):] = 1
+    positions = (pad_mask.cumsum(-1) - 1).clamp(min=0)
+    cache = target_cache(model.config, width + max_new_tokens)
+    out = model.model(input_ids=ids, attention_mask=pad_mask, position_ids=positions, cache=cache,
+                      use_cache=True, output_hidden_states=True)
+    n_feat = len(layer_ids) * model.config.hidden_size
+    # Features and tokens by (sequence, padded column); column width + j holds response step j.
+    feats = torch.zeros(b, width + max_new_tokens, n_feat, dtype=feature_dtype, device=device)
+    feats[:, :width] = torch.cat([out.hidden_states[i + 1] for i in layer_ids], dim=-1).to(feature_dtype)
+    toks = torch.cat([ids, ids.new_zeros(b, max_new_tokens)], dim=1)
+    k = min(top_k, model.config.vocab_size)
+    top_ids = torch.zeros(b, max_new_tokens, k, dtype=torch.int32, device=device)
+    top_logp = torch.zeros(b, max_new_tokens, k, dtype=torch.float16, device=device)
+    eos_t = torch.tensor(eos or [-1], device=device)
+    rows = torch.arange(b, device=device)  # batch row -> sequence index
+    n_resp = torch.zeros(b, dtype=torch.long, device=device)  # response tokens so far, by sequence
+    alive = torch.ones(b, dtype=torch.bool, device=device)  # by sequence
+    last = out.last_hidden_state[:, -1]
+    for step in range(max_new_tokens):
+        logits = model.lm_head(last).float()  # [rows, V]
+        nxt = logits.argmax(-1)
+        t = temps[rows]
+        if bool((t > 0).any()):
+            probs = torch.softmax(logits / t.clamp(min=1e-6)[:, None], -1)
+            draw = torch.multinomial(probs, 1, generator=generator)[:, 0]
+            nxt = torch.where(t > 0, draw, nxt)
+        live = alive[rows]
+        live_rows = rows[live]
+        if k:
+            logp = torch.log_softmax(logits, -1).topk(k, dim=-1)
+            top_ids[live_rows, step] = logp.indices[live].to(torch.int32)
+            top_logp[live_rows, step] = logp.values[live].to(torch.float16)
+        toks[live_rows, width + step] = nxt[live]
+        n_resp[live_rows] += 1
+        alive[rows] = live & ~torch.isin(nxt, eos_t) & (n_resp[rows] < max_new_tokens)
+        live = alive[rows]
+        n_live = int(live.sum())  # the step's one host sync
+        if n_live == 0:
+            break
+        if len(rows) - n_live >= max(1, len(rows) // 4):
+            keep = live.nonzero()[:, 0]
+            _keep_rows(cache, keep)
+            pad_mask, rows, nxt = pad_mask[keep], rows[keep], nxt[keep]
+        step_pos = (lens.to(device)[rows] + step)[:, None]
+        pad_mask = torch.cat([pad_mask, pad_mask.new_ones(len(rows), 1)], dim=1)
+        out = model.model(input_ids=nxt[:, None], attention_mask=pad_mask, position_ids=step_pos, cache=cache,
+                          use_cache=True, output_hidden_states=True)
+        feats[rows, width + step] = torch.cat([out.hidden_states[i + 1] for i in layer_ids], dim=-1)[:, 0].to(
+            feature_dtype)
+        last = out.last_hidden_state[:, -1]
+    seqs = []
+    n_resp = n_resp.tolist()
+    for s, p in enumerate(prompts):
+        n, r = len(p), n_resp[s]
+        cols = torch.cat([torch.arange(width - n, width), torch.arange(width, width + r)]).to(device)
+        tok = toks[s, cols].cpu()
+        seqs.append(Sequence(tok, n, feats[s, cols[:-1]].cpu(),
+                             topk_ids=top_ids[s, :r].cpu() if k else None,
+                             topk_logp=top_logp[s, :r].cpu() if k else None))
+    return seqs
+
+
+def generate_sequences(model, prompts: list[list[int]], layer_ids: list[int], max_new_tokens: int,
+                       eos: list[int], batch_size: int, progress=None,
+                       feature_dtype: torch.dtype = torch.float16, top_k: int = 0,
+                       temperatures: list[float] | None = None, generator: torch.Generator | None = None
+                       ) -> list[Sequence]:
+    """`generate_batch` over length-sorted batches; results in the order of `prompts`."""
+    require(batch_size >= 1, f"batch_size must be >= 1, got {batch_size}")
+    temps = temperatures or [0.0] * len(prompts)
+    order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))
+    out: list[Sequence | None] = [None] * len(prompts)
+    for k in range(0, len(order), batch_size):
+        idx = order[k:k + batch_size]
+        batch = generate_batch(model, [prompts[i] for i in idx], layer_ids, max_new_tokens, eos, feature_dtype,
+                               top_k, [temps[i] for i in idx], generator)
+        for i, seq in zip(idx, batch):
+            out[i] = seq
+        if progress is not None:
+            progress(len(idx), sum(out[i].response_len for i in idx))
+    return out
+
+
+# ----------------------------------------------------------------------------- storage
+
+
+def features_path(shard: Path) -> Path:
+    return shard.with_name(shard.name.removesuffix(".safetensors") + ".features.npy")
+
+
+def write_shard(path: Path, seqs: list[Sequence]) -> int:
+    """Write one shard (features first, then the tensors file that marks it present); returns bytes."""
+    tensors = {
+        "tokens": torch.cat([s.tokens for s in seqs]).to(torch.int32),
+        "lengths": torch.tensor([len(s.tokens) for s in seqs], dtype=torch.int64),
+        "prompt_lens": torch.tensor([s.prompt_len for s in seqs], dtype=torch.int64),
+    }
+    if seqs[0].topk_ids is not None:
+        tensors["topk_ids"] = torch.cat([s.topk_ids for s in seqs]).to(torch.int32).contiguous()
+        tensors["topk_logp"] = torch.cat([s.topk_logp for s in seqs]).to(torch.float16).contiguous()
+    feats = torch.cat([s.features for s in seqs]).to(torch.float16).numpy()
+    fpath = features_path(path)
+    ftmp = fpath.with_name(fpath.name + ".partial")
+    with open(ftmp, "wb") as f:
+        np.save(f, feats)
+    ftmp.replace(fpath)
+    tmp = path.with_name(path.name + ".partial")
+    save_file(tensors, tmp, metadata={"format": "pt"})
+    tmp.replace(path)
+    return path.stat().st_size + fpath.stat().st_size
+
+
+def read_shard(path: Path, uids: list[str] | None = None, mmap: bool = True) -> list[Sequence]:
+    """The sequences of one shard; features are a memory map of the .npy file unless `mmap=False`."""
+    t = load_file(path)
+    fpath = features_path(path)
+    require(fpath.is_file(), f"drafter data shard {path} has no features file {fpath.name}")
+    # copy-on-write map: torch gets a writable view, and nothing is read until a row is used
+    feats = torch.from_numpy(np.load(fpath, mmap_mode="c" if mmap else None))
+    lengths, prompt_lens = t["lengths"].tolist(), t["prompt_lens"].tolist()
+    tokens = t["tokens"].long()
+    top_ids, top_logp = t.get("topk_ids"), t.get("topk_logp")
+    seqs, off, foff, roff = [], 0, 0, 0
+    for i, (n, p) in enumerate(zip(lengths, prompt_lens)):
+        uid = uids[i] if uids else f"{path.stem}/{i}"
+        r = n - p
+        seqs.append(Sequence(tokens[off:off + n], p, feats[foff:foff + n - 1], uid,
+                             top_ids[roff:roff + r] if top_ids is not None else None,
+                             top_logp[roff:roff + r] if top_logp is not None else None))
+        off, foff, roff = off + n, foff + n - 1, roff + r
+    require(off == len(tokens) and foff == len(feats), f"drafter data shard {path} is inconsistent")
+    require(top_ids is None or roff == len(top_ids), f"drafter data shard {path}: top-k rows inconsistent")
+    return seqs
+
+
+def read_index(out: Path) -> DataIndex | None:
+    path = Path(out) / INDEX
+    raw = read_json_index(path, FORMAT, "drafter data (regenerate older data with `graft drafter-data`)")
+    if raw is None:
+        return None
+    try:
+        return DataIndex(**raw)
+    except TypeError as e:
+        raise GraftError(f"drafter data index {path} is malformed: {e}") from None
+
+
+def write_index(out: Path, index: DataIndex) -> None:
+    write_json_atomic(Path(out) / INDEX, asdict(index))
+
+
+def load_dataset(out: str | Path, layer_ids: list[int] | None = None) -> tuple[DataIndex, list[Sequence]]:
+    """All finished shards of a data directory (features memory-mapped); `layer_ids` keeps a subset
+    of the stored layers (that copies the kept columns into memory)."""
+    out = Path(out)
+    index = read_index(out)
+    require(index is not None and index.shards, f"no drafter data in {out}: run `graft drafter-data --out {out}`")
+    stored = index.target_layer_ids
+    cols = None
+    if layer_ids is not None and list(layer_ids) != stored:
+        missing = [i for i in layer_ids if i not in stored]
+        require(not missing, f"target layers {missing} are not in the data of {out} (it has {stored})")
+        h = index.hidden_size
+        cols = torch.cat([torch.arange(stored.index(i) * h, (stored.index(i) + 1) * h) for i in layer_ids])
+    seqs = []
+    for shard in sorted(index.shards, key=lambda s: s["first"]):
+        for s in read_shard(out / shard["file"], shard.get("uids")):
+            if cols is not None:
+                s.features = s.features[:, cols].contiguous()
+            seqs.append(s)
+    return index, seqs
+
+
+def write_prompts(path: str | Path, items: list) -> None:
+    """A prompts file (JSONL, gzip if the name ends in .gz) of `data.Item`s, e.g. to carry a pool to
+    a machine without the prompt-set packages; `read_prompts` gives the same items back."""
+    path = Path(path)
+    lines = "".join(json.dumps({"task": i.task, "uid": i.uid, "text": i.text, "source": i.source}) + "\n"
+                    for i in items)
+    tmp = path.with_name(path.name + ".partial")
+    tmp.write_bytes(gzip.compress(lines.encode(), mtime=0) if path.suffix == ".gz" else lines.encode())
+    tmp.replace(path)
+
+
+def read_prompts(path: str | Path) -> list:
+    from graftlib.data.prompts import Item
+
+    path = Path(path)
+    require(path.is_file(), f"prompts file {path} not found")
+    raw = path.read_bytes()
+    text = gzip.decompress(raw).decode() if path.suffix == ".gz" else raw.decode()
+    try:
+        rows = [json.loads(line) for line in text.splitlines() if line.strip()]
+        items = [Item(r["task"], r["uid"], r["text"], r["source"]) for r in rows]
+    except (json.JSONDecodeError, KeyError, TypeError) as e:
+        raise GraftError(f"prompts file {path} is malformed (want JSONL of task, uid, text, source): {e}") from None
+    require(items, f"prompts file {path} holds no prompts")
+    return items
+
+
+# ----------------------------------------------------------------------------- building
+
+
+def open_index(out: Path, shared: dict) -> DataIndex:
+    """The directory's index, created on first use; refuses one written with other settings."""
+    index = read_index(out)
+    if index is None:
+        out.mkdir(parents=True, exist_ok=True)
+        index = DataIndex(**shared)
+        write_index(out, index)
+        return index
+    have = index.shared()
+    diff = [f"{k} {have[k]!r} (asked {shared[k]!r})" for k in SHARED_KEYS if have[k] != shared[k]]
+    require(not diff, f"drafter data in {out} was made with other settings: {'; '.join(diff)}; "
+                      "use another --out directory")
+    return index
+
+
+def _shard_done(out: Path, entry: dict | None, count: int) -> bool:
+    if entry is None or entry["count"] < count:
+        return False
+    path = out / entry["file"]
+    return path.is_file() and features_path(path).is_file()
+
+
+def build_dataset(out: str | Path, cfg: DataConfig, model, tokenizer, items: list, layer_ids: list[int],
+                  log=print) -> DataIndex:
+    """Generate the missing shards for the first `cfg.n_prompts` of `items` (data.Item)."""
+    from tqdm import tqdm
+
+    from graftlib.data.prompts import format_prompt
+
+    cfg.check()
+    n_layers = model.config.num_hidden_layers
+    bad = [i for i in layer_ids if not 0 <= i < n_layers]
+    require(not bad, f"target_layer_ids {bad} out of range for a {n_layers}-layer target")
+    need = cfg.max_prompt_tokens + cfg.max_response_tokens
+    require(need <= model.config.max_position_embeddings,
+            f"max_prompt_tokens + max_response_tokens = {need} exceeds the target's "
+            f"{model.config.max_position_embeddings} positions")
+    out = Path(out)
+    shared = {"target": cfg.target, "pool": cfg.pool, "target_layer_ids": list(layer_ids),
+              "hidden_size": model.config.hidden_size, "max_prompt_tokens": cfg.max_prompt_tokens,
+              "max_response_tokens": cfg.max_response_tokens, "shard_size": cfg.shard_size, "top_k": cfg.top_k,
+              "sample_share": cfg.sample_share, "sample_temperature": cfg.sample_temperature}
+    index = open_index(out, shared)
+    n = min(cfg.n_prompts, len(items))
+    eos = eos_ids(model, tokenizer)
+    done = {s["file"]: s for s in index.shards}
+    plan = []
+    for first in range(0, n, cfg.shard_size):
+        count = min(cfg.shard_size, n - first)
+        name = f"shard-{first // cfg.shard_size:05d}.safetensors"
+        if not _shard_done(out, done.get(name), count):
+            plan.append((name, first, count))
+    log(f"drafter data in {out}: {len(index.shards)} shards done, {len(plan)} to make "
+        f"({n} prompts of pool '{cfg.pool}', layers {list(layer_ids)}, top-{cfg.top_k} log-probs)")
+    t_start = time.perf_counter()
+    bar = tqdm(total=sum(c for _, _, c in plan), unit="prompt", dynamic_ncols=True)
+    for name, first, count in plan:
+        if cfg.max_minutes is not None and time.perf_counter() - t_start > 60 * cfg.max_minutes:
+            log(f"time budget of {cfg.max_minutes} min reached; re-run to continue")
+            break
+        chunk = items[first:first + count]
+        prompts = [format_prompt(item, tokenizer, cfg.max_prompt_tokens).input_ids for item in chunk]
+        temps = [cfg.sample_temperature if sampled(item.uid, cfg.sample_share) else 0.0 for item in chunk]
+        gen = torch.Generator(model.device).manual_seed(first)
+        t0 = time.perf_counter()
+        seqs = generate_sequences(model, prompts, layer_ids, cfg.max_response_tokens, eos, cfg.batch_size,
+                                  progress=lambda k, _: bar.update(k), top_k=cfg.top_k, temperatures=temps,
+                                  generator=gen)
+        seconds = time.perf_counter() - t0
+        size = write_shard(out / name, seqs)
+        resp = sum(s.response_len for s in seqs)
+        entry = {"file": name, "first": first, "count": count, "n_seqs": len(seqs),
+                 "prompt_tokens": sum(s.prompt_len for s in seqs), "response_tokens": resp,
+                 "eos_stops": sum(int(s.tokens[-1]) in eos for s in seqs), "sampled": sum(t > 0 for t in temps),
+                 "seconds": round(seconds, 2), "tokens_per_s": round(resp / seconds, 1),
+                 "batch_size": cfg.batch_size, "device": model.device.type, "bytes": size,
+                 "uids": [item.uid for item in chunk]}
+        index.shards = [s for s in index.shards if s["file"] != name] + [entry]
+        write_index(out, index)
+        tot = index.totals()
+        bar.write(f"{name}: {len(seqs)} seqs, {resp} response tokens in {seconds:.0f} s "
+                  f"({resp / seconds:.0f} tok/s); total {tot['n_seqs']} seqs, {tot['response_tokens']} "
+                  f"response tokens, {tot['bytes'] / 2 ** 30:.2f} GiB")
+    bar.close()
+    return index
+
+
+def default_layer_ids() -> list[int]:
+    """The embedded drafter's target layers (its config.json ships without weights)."""
+    from graftlib.models.drafter import EMBEDDED_DRAFTER_DIR, DFlashConfig
+
+    raw = json.loads((EMBEDDED_DRAFTER_DIR / "config.json").read_text())
+    return list(DFlashConfig.from_dict(raw).target_layer_ids)
+
+
+def make_dataset(out: str | Path, cfg: DataConfig, device: str | None = None,
+                 prompts_file: str | Path | None = None) -> DataIndex:
+    """Load the target and the prompts (the pool, or a prompts file), then build (or resume) `out`."""
+    from graftlib.data.prompts import pool
+    from graftlib.models.target import load_target
+
+    layer_ids = cfg.target_layer_ids or default_layer_ids()
+    if prompts_file is not None:
+        items = read_prompts(prompts_file)
+        cfg.pool = f"file:{Path(prompts_file).name}"
+    else:
+        items = pool(cfg.pool, limit=cfg.n_prompts)
+    model, tokenizer = load_target(cfg.target, device=device)
+    return build_dataset(out, cfg, model, tokenizer, items, layer_ids)
+
+
+def _main(args) -> int:
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    if args.export_prompts:
+        from graftlib.data.prompts import pool
+
+        items = pool(args.pool, limit=args.n_prompts)
+        write_prompts(args.export_prompts, items)
+        print(f"wrote {len(items)} prompts of pool '{args.pool}' to {args.export_prompts}")
+        return 0
+    require(args.out, "graft drafter-data needs --out (or --export-prompts FILE)")
+    cfg = DataConfig(target=args.target, pool=args.pool, n_prompts=args.n_prompts,
+                     max_prompt_tokens=args.max_prompt_tokens, max_response_tokens=args.max_response_tokens,
+                     batch_size=args.batch_size, shard_size=args.shard_size, top_k=args.top_k,
+                     sample_share=args.sample_share, sample_temperature=args.sample_temperature,
+                     target_layer_ids=args.target_layer_ids, max_minutes=args.max_minutes)
+    index = make_dataset(args.out, cfg, args.device, args.prompts)
+    tot = index.totals()
+    rate = tot["response_tokens"] / max(tot["seconds"], 1e-9)
+    print(f"drafter data: {tot['n_seqs']} sequences, {tot['prompt_tokens']} prompt + {tot['response_tokens']} "
+          f"response tokens in {len(index.shards)} shards ({args.out}; {tot['bytes'] / 2 ** 30:.2f} GiB on disk; "
+          f"generated at {rate:.0f} response tokens/s)")
+    return 0
+
+
+def add_parser(subparsers) -> None:
+    d = DataConfig()
+    p = subparsers.add_parser(
+        "drafter-data", help="generate drafter training data (target responses + features + top-k log-probs)",
+        description="Responses of the target to training-pool prompts (batched greedy; optionally a share "
+                    "sampled), with the target's hidden states of the drafter's layers and its top-k "
+                    "next-token log-probs captured while generating; resumable shards.",
+    )
+    p.add_argument("--out", default=None, help="data directory (re-running skips finished shards)")
+    p.add_argument("--target", default=d.target, help=f"target model (default {d.target})")
+    p.add_argument("--pool", default=d.pool, help=f"training pool (graftlib.data.prompts.POOLS; default {d.pool!r})")
+    p.add_argument("--prompts", default=None, help="read the prompts from this file instead of --pool "
+                                                   "(JSONL[.gz] written by --export-prompts)")
+    p.add_argument("--export-prompts", default=None, metavar="FILE",
+                   help="write the first --n-prompts of --pool to FILE (JSONL, .gz to compress) and stop")
+    p.add_argument("--n-prompts", type=int, default=d.n_prompts, help=f"first prompts of the pool (default {d.n_prompts})")
+    p.add_argument("--max-prompt-tokens", type=int, default=d.max_prompt_tokens,
+                   help=f"cut longer questions to fit (default {d.max_prompt_tokens})")
+    p.add_argument("--max-response-tokens", type=int, default=d.max_response_tokens,
+                   help=f"response cap (default {d.max_response_tokens})")
+    p.add_argument("--batch-size", type=int, default=d.batch_size, help=f"generation batch (default {d.batch_size})")
+    p.add_argument("--shard-size", type=int, default=d.shard_size, help=f"prompts per shard (default {d.shard_size})")
+    p.add_argument("--top-k", type=int, default=d.top_k,
+                   help=f"target log-probs stored per response token for distillation (default {d.top_k}; 0: none)")
+    p.add_argument("--sample-share", type=float, default=d.sample_share,
+                   help=f"share of prompts answered by sampling (default {d.sample_share})")
+    p.add_argument("--sample-temperature", type=float, default=d.sample_temperature,
+                   help=f"temperature of the sampled responses (default {d.sample_temperature})")
+    p.add_argument("--target-layer-ids", type=int, nargs="+", default=None,
+                   help="target layers whose features are stored (default: the embedded drafter's)")
+    p.add_argument("--max-minutes", type=float, default=None, help="start no new shard after this many minutes")
+    p.add_argument("--device", default=None, help="cpu or cuda (default: cuda if available)")
+    p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
+    p.set_defaults(func=_main)

@@ -1,0 +1,289 @@
+"""Same-prefix budget replay (paper, "SABA Oracle-Tracking Analysis") and SABA's fitting data.
+
+A reference trajectory is decoded with some method (ddtree@B, ddtree+saba, caddtree). At every
+round t, after the draft step, the round is replayed once per budget B of a grid with the prefix,
+the target KV cache and the drafter outputs (`Candidates`) fixed: build tree + verify + accept +
+commit, then the target cache is cropped back to the round's start (verify/commit only write
+positions >= start, so the crop restores it exactly; the drafter cache is not touched because the
+drafter outputs are reused). Then the reference round itself runs and the trajectory continues, so
+the emitted tokens are those of the reference decode (and equal greedy AR).
+
+Per (round, B) a `ReplayRecord` holds a_t(B) (accepted, bonus included), the stage times, the
+emitted tokens, the SABA state s_t of the round and its draft mass M_t(B) (`saba.draft_mass`).
+Latency l_t(B) = t_draft + t_tree + t_verify + t_commit: the whole round, since the draft step is paid once per round whatever B is (leaving
+it out would shift the throughput argmax towards larger trees). The reference round is recorded
+too (`reference=True`). Budget 0 in the grid is one plain AR step at the round's prefix
+(`Decoder.ar_round`, no draft: t_draft = 0), so the oracle may also choose not to speculate. A
+reference controller with an AR gate (SABA with `c_ar`) is asked before the draft, as in the
+decode loop; the replay drafts anyway (the grid needs the candidates), and a gated reference
+round is recorded as budget 0 without a draft time. A round its post-draft gate declines is
+budget 0 too, with the draft time it paid (and is scored by its own latency, not the grid's AR
+step).
+
+Oracle: TPS_t(B) = a_t(B) / l_t(B), B*_t = argmax over the grid, retained oracle throughput of the
+reference choice B_t: TPS_t(B_t) / TPS_t(B*_t) (B_t's grid measurement when B_t is on the grid,
+else the reference round's own).
+
+`graft replay` runs it on eval or validation prompts and appends one JSON line per prompt.
+"""
+
+import statistics
+import time
+from dataclasses import asdict, dataclass, replace
+
+import numpy as np
+
+from graftlib.core.decode import DecodeResult
+from graftlib.core.errors import require
+from graftlib.core.paths import results_dir
+from graftlib.core.records import append_record, read_records, setting_id
+from graftlib.core.timing import StageTimer
+from graftlib.core.verify import commit_cache
+from graftlib.methods.args import add_method_args, add_model_args
+from graftlib.methods.decoder import Decoder
+from graftlib.methods.registry import make_parts, method_setting
+from graftlib.methods.saba import SabaParams, StateTracker, default_params, draft_mass
+
+
+@dataclass
+class ReplayRecord:
+    round: int
+    budget: int
+    nodes: int
+    accepted: int  # a_t(B), bonus included
+    prefix_len: int
+    t_draft: float
+    t_tree: float
+    t_verify: float
+    t_commit: float
+    tokens: list[int]  # what the round would emit with this budget
+    state: list[float]  # s_t = [conf, degen, hist, 1]
+    reference_budget: int
+    reference: bool = False
+    mass: float | None = None  # M_t(B) of the round's draft at this budget (saba.draft_mass; 0 for B = 0)
+
+    @property
+    def latency(self) -> float:
+        return self.t_draft + self.t_tree + self.t_verify + self.t_commit
+
+    @property
+    def tps(self) -> float:
+        return self.accepted / self.latency
+
+
+@dataclass
+class ReplayResult:
+    decode: DecodeResult  # the reference trajectory
+    records: list[ReplayRecord]
+
+
+class ReplayDecoder(Decoder):
+    """A `Decoder` whose speculative loop replays every round over `grid` before running it."""
+
+    def __init__(self, target, drafter, builder, controller, grid: list[int], repeats: int = 1,
+                 window: int = 8, hist_prior: float = 2.0, eos_ids: list[int] | None = None):
+        super().__init__(target, drafter, builder, controller, eos_ids)
+        require(builder is not None, "replay needs a speculative method (not ar)")
+        require(len(grid) > 0 and all(isinstance(b, int) and b >= 0 for b in grid),
+                f"replay grid must be integers >= 0 (0 = an AR step), got {grid}")
+        require(repeats >= 1, f"repeats must be >= 1, got {repeats}")
+        self.grid = sorted(set(grid))
+        self.repeats = repeats
+        self.window, self.hist_prior = window, hist_prior
+        self.records: list[ReplayRecord] = []
+        self.tracker = StateTracker(window, hist_prior)
+
+    def replay(self, prompt_ids: list[int], max_new_tokens: int = 256, stop_at_eos: bool = True) -> ReplayResult:
+        self.records = []
+        self.tracker = StateTracker(self.window, self.hist_prior)
+        res = self.decode(prompt_ids, max_new_tokens, stop_at_eos=stop_at_eos)
+        return ReplayResult(res, self.records)
+
+    def _measure(self, st, cand, budget: int, timer: StageTimer, base: dict) -> ReplayRecord:
+        runs = []
+        for _ in range(self.repeats):
+            timer.lap()
+            step = self.tree_round(st, cand, budget, timer)
+            commit_cache(st.cache, st.start, [])  # restore the round's start state
+            runs.append(step)
+        r = runs[0].record
+        times = {k: statistics.median(getattr(s.record, k) for s in runs) for k in ("t_tree", "t_verify", "t_commit")}
+        if budget == 0:
+            base = {**base, "t_draft": 0.0}  # an AR step does not draft
+        return ReplayRecord(budget=budget, nodes=r.nodes, accepted=r.accepted, tokens=runs[0].new, **times, **base)
+
+    def _speculate(self, result, cache, features, max_new_tokens, record_trees, stop_at_eos, timer, eos):
+        st = self.start_state(result, cache, features)
+        self.controller.reset()
+        k = max(self.grid[-1], self.controller.max_budget)
+        t = 0
+        while not eos and len(result.tokens) < max_new_tokens:
+            go = self.controller.speculate(st.start)
+            timer.lap()
+            cand = self.draft(st, k)
+            t_draft = timer.lap()
+            budget = self.controller.budget(cand, st.start) if go else 0
+            t_choose = timer.lap()
+            base = dict(round=t, prefix_len=st.start, t_draft=t_draft, state=self.tracker.signals(cand).tolist(),
+                        reference_budget=budget)
+            mass = dict(zip(self.grid, draft_mass(cand, np.maximum(self.grid, 1)).tolist()))
+            for b in self.grid:
+                self.records.append(replace(self._measure(st, cand, b, timer, base), mass=mass[b] if b else 0.0))
+            timer.lap()
+            step = self.tree_round(st, cand, budget, timer, record_trees)
+            step.record.t_draft = t_draft if go else 0.0  # a post-gated round (go, budget 0) paid its draft
+            step.record.t_tree += t_choose
+            r = step.record
+            self.records.append(ReplayRecord(budget=budget, nodes=r.nodes, accepted=r.accepted, tokens=step.new,
+                                             t_tree=r.t_tree, t_verify=r.t_verify, t_commit=r.t_commit,
+                                             reference=True, **{**base, "t_draft": r.t_draft},
+                                             mass=float(draft_mass(cand, [budget])[0]) if budget else 0.0))
+            if budget:
+                self.tracker.feedback(asdict(r))
+            eos = self.advance(result, st, step, max_new_tokens, stop_at_eos)
+            timer.lap()
+            t += 1
+        result.stop = "eos" if eos else "length"
+
+
+def replay_decoder(target, drafter, method: str, budget: int, grid: list[int], params=None, repeats: int = 1,
+                   eos_ids: list[int] | None = None, tdes: str | None = None,
+                   beta: float | None = None) -> ReplayDecoder:
+    """A replay decoder for `method` (fixed budget, or an adaptive method capped at `budget`)."""
+    params = params or default_params()
+    builder, controller = make_parts(method, budget, drafter.block_size, tdes, beta, params,
+                                     target.get_input_embeddings().weight.detach())
+    require(builder is not None and method != "dflash", f"replay needs a tree method, got {method!r}")
+    return ReplayDecoder(target, drafter, builder, controller, grid, repeats, params.window, params.hist_prior,
+                         eos_ids)
+
+
+def within_grid(params, grid: list[int]):
+    """SABA params that choose within a replay grid (oracle tracking): the grid's positive budgets,
+    and the AR gate only when the grid has budget 0 (the AR step) to compare it with."""
+    require(any(b > 0 for b in grid), f"replay grid {grid} has no positive budget")
+    return replace(params, grid=sorted(b for b in set(grid) if b > 0), c_ar=params.c_ar if 0 in grid else None)
+
+
+def oracle_rows(records: list[ReplayRecord]) -> list[dict]:
+    """Per round: the grid's TPS_t(B), B*_t, the reference B_t and its retained oracle throughput."""
+    rounds: dict[int, list[ReplayRecord]] = {}
+    for r in records:
+        rounds.setdefault(r.round, []).append(r)
+    rows = []
+    for t, recs in sorted(rounds.items()):
+        grid = [r for r in recs if not r.reference]
+        ref = next(r for r in recs if r.reference)
+        paid_draft = ref.budget == 0 and ref.t_draft > 0  # an AR step after a draft: the grid's has no draft
+        chosen = ref if paid_draft else next((r for r in grid if r.budget == ref.budget), ref)
+        best = max(grid + [chosen], key=lambda r: r.tps)
+        rows.append(dict(round=t, prefix_len=ref.prefix_len, budget=ref.budget, best_budget=best.budget,
+                         tps=chosen.tps, best_tps=best.tps, retained=chosen.tps / best.tps,
+                         accepted={r.budget: r.accepted for r in grid}))
+    return rows
+
+
+def fixed_budget_retained(records: list[ReplayRecord]) -> dict[int, float]:
+    """Mean retained oracle throughput of always choosing budget B (each grid budget), the
+    state-blind reference a per-round controller has to beat; max over B = the best fixed budget
+    chosen after the fact."""
+    rounds: dict[int, dict[int, ReplayRecord]] = {}
+    for r in records:
+        if not r.reference:
+            rounds.setdefault(r.round, {})[r.budget] = r
+    budgets = sorted(set.intersection(*(set(g) for g in rounds.values()))) if rounds else []
+    return {b: float(np.mean([g[b].tps / max(x.tps for x in g.values()) for g in rounds.values()]))
+            for b in budgets}
+
+
+def tracking_summary(rows: list[dict]) -> dict:
+    """Mean retained oracle throughput and the share of rounds at >= 95% of the oracle."""
+    ret = np.array([r["retained"] for r in rows])
+    return {"rounds": len(rows), "mean_retained": float(ret.mean()) if len(ret) else float("nan"),
+            "frac_ge_95": float((ret >= 0.95).mean()) if len(ret) else float("nan")}
+
+
+# ----------------------------------------------------------------------------- CLI
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("replay", help="same-prefix budget replay: per-round a_t(B), l_t(B), oracle tracking")
+    add_model_args(p)
+    add_method_args(p)
+    p.add_argument("--method", default="ddtree+saba",
+                   help="reference tree method: ddtree, ddtree+tdes (fixed budget), ddtree+saba, graft, caddtree")
+    p.add_argument("--budget", type=int, default=64, help="ddtree: its budget; ddtree+saba / caddtree: the cap")
+    p.add_argument("--params", default=None, help="SABA calibration JSON (default: graftlib.methods.saba.default_params)")
+    p.add_argument("--grid", nargs="+", type=int, default=[1, 2, 4, 8, 16, 32, 64],
+                   help="budgets replayed every round (0 = a plain AR step); SABA (ddtree+saba, graft) chooses "
+                   "within them, its AR gate only when 0 is among them")
+    p.add_argument("--task", default="gsm8k")
+    p.add_argument("--split", default="eval", help="eval (oracle tracking) or val (SABA fitting data)")
+    p.add_argument("--prompts", type=int, default=1)
+    p.add_argument("--max-new-tokens", type=int, default=128)
+    p.add_argument("--max-prompt-tokens", type=int, default=512)
+    p.add_argument("--repeats", type=int, default=1, help="timing repeats per (round, budget); medians kept")
+    p.add_argument("--out", default=None, help="JSONL file (default results/replay.jsonl)")
+    p.set_defaults(func=run)
+
+
+def replay_prompts(pair, method: str, budget: int, grid: list[int], items: list, max_new_tokens: int, out,
+                   params=None, tdes: str | None = None, beta: float | None = None, repeats: int = 1,
+                   max_prompt_tokens: int | None = 512, log=None) -> list[dict]:
+    """Replay `items` (data.Item) and append one JSON line per prompt to `out`; prompts already in
+    `out` for the same setting (pair, calibration, method, budget, grid, TDES, ...) are skipped, so
+    an interrupted sweep resumes. Returns this setting's lines for `items`."""
+    from graftlib.data.prompts import format_prompt
+
+    params = params or default_params()
+    dec = replay_decoder(pair.target, pair.drafter, method, budget, grid, params, repeats, pair.eos_ids, tdes, beta)
+    setting = dict(pair.describe(), calibration=params.describe(), method=method, budget=budget, grid=dec.grid,
+                   max_new_tokens=max_new_tokens, max_prompt_tokens=max_prompt_tokens, repeats=repeats,
+                   **method_setting([method], tdes, beta, params))
+    sid = setting_id(**setting)
+    done = {r["uid"]: r for r in read_records(out) if r.get("setting_id") == sid}
+    for item in items:
+        if item.uid in done:
+            continue
+        prompt = format_prompt(item, pair.tokenizer, max_prompt_tokens)
+        res = dec.replay(prompt.input_ids, max_new_tokens)
+        rows = oracle_rows(res.records)
+        rec = {"setting_id": sid, "setting": setting, "method": method, "budget": budget, "grid": dec.grid,
+               "task": item.task, "uid": item.uid, "tokens": res.decode.tokens, "mat": res.decode.mat,
+               "records": [asdict(r) for r in res.records], "summary": tracking_summary(rows), "time": time.time()}
+        append_record(out, rec)
+        done[item.uid] = rec
+        if log:
+            s = rec["summary"]
+            log(f"{item.uid}: rounds={s['rounds']} MAT={res.decode.mat:.2f} retained={s['mean_retained']:.3f} "
+                f">=95%: {s['frac_ge_95']:.2f}")
+    return [done[i.uid] for i in items]
+
+
+def records_of(lines: list[dict]) -> list[ReplayRecord]:
+    """The ReplayRecords of `replay_prompts` lines, rounds renumbered to be unique across prompts."""
+    out, offset = [], 0
+    for line in lines:
+        recs = [ReplayRecord(**r) for r in line["records"]]
+        for r in recs:
+            r.round += offset
+        offset += 1 + max((r["round"] for r in line["records"]), default=-1)
+        out += recs
+    return out
+
+
+def run(args) -> int:
+    from graftlib.data.prompts import load_items
+    from graftlib.models.pair import load_pair
+
+    params = SabaParams.load(args.params) if args.params else default_params()
+    params = within_grid(params, args.grid)
+    pair = load_pair(args.target, args.drafter, args.device, args.device_map)
+    items = load_items(args.task, args.split, args.prompts)
+    out = args.out or results_dir() / "replay.jsonl"
+    lines = replay_prompts(pair, args.method, args.budget, args.grid, items, args.max_new_tokens, out, params,
+                           args.tdes, args.beta, args.repeats, args.max_prompt_tokens, log=print)
+    s = tracking_summary(oracle_rows(records_of(lines)))
+    print(f"all: rounds={s['rounds']} mean retained oracle throughput={s['mean_retained']:.3f} "
+          f"rounds >= 95% of oracle: {s['frac_ge_95']:.2f}  (calibration {params.id})")
+    return 0

@@ -1,0 +1,125 @@
+"""The layering of graftlib: imports only go down `graftlib.LAYERS`, and no import cycle exists.
+
+The checker (`tests/layering.py`) reads every module's imports with `ast`, module level and
+inside functions, absolute and relative. The fault-injection tests run it on a copy of the
+source tree with one upward import added, to show that it fails when the layering breaks.
+"""
+
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from layering import cycles, import_graph, upward_imports
+
+import graftlib
+from graftlib import LAYERS
+
+PACKAGE = Path(graftlib.__file__).parent
+
+
+def test_imports_only_go_down_the_layers():
+    assert upward_imports(import_graph(PACKAGE), LAYERS) == []
+
+
+def test_no_import_cycles():
+    found = cycles(import_graph(PACKAGE))
+    print(f"import cycles: {len(found)}")
+    assert found == [], f"{len(found)} import cycle(s): {found}"
+
+
+def test_every_layer_is_a_subpackage_with_its_docstring():
+    for layer in LAYERS:
+        init = PACKAGE / layer / "__init__.py"
+        assert init.is_file(), f"layer {layer} has no package"
+        assert "May import:" in init.read_text(), f"{init} does not say what it may import"
+
+
+def write(root: Path, rel: str, text: str) -> None:
+    path = root / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(textwrap.dedent(text))
+
+
+def test_reader_sees_every_kind_of_import(tmp_path):
+    pkg = tmp_path / "pkg"
+    for rel in ("__init__.py", "a.py", "b.py", "c.py", "d.py", "sub/__init__.py", "sub/e.py", "sub/f.py"):
+        write(pkg, rel, "")
+    write(pkg, "sub/m.py", """
+        import pkg.a
+        from pkg.b import name_in_b
+        from . import e
+        from .f import name_in_f
+
+
+        def late():
+            from .. import c
+            from ..d import name_in_d
+            import json
+            return c, name_in_d, json
+        """)
+    assert import_graph(pkg)["pkg.sub.m"] == {"pkg.a", "pkg.b", "pkg.c", "pkg.d", "pkg.sub.e", "pkg.sub.f"}
+
+
+def test_cycles_are_found_across_function_imports(tmp_path):
+    pkg = tmp_path / "pkg"
+    write(pkg, "__init__.py", "")
+    write(pkg, "a.py", "from pkg import b\n")
+    write(pkg, "b.py", "def f():\n    from pkg.c import x\n")
+    write(pkg, "c.py", "import pkg.a\nx = 1\n")
+    write(pkg, "d.py", "import pkg.a\n")
+    assert cycles(import_graph(pkg)) == [["pkg.a", "pkg.b", "pkg.c"]]
+
+
+@pytest.fixture
+def source_copy(tmp_path) -> Path:
+    """A copy of graftlib's Python sources (no assets) to inject faults into."""
+    dst = tmp_path / "graftlib"
+    shutil.copytree(PACKAGE, dst, ignore=shutil.ignore_patterns("assets", "__pycache__"))
+    assert upward_imports(import_graph(dst), LAYERS) == [] and cycles(import_graph(dst)) == []
+    return dst
+
+
+def test_injected_upward_import_inside_a_function_fails(source_copy):
+    """core.tree reaching up into the benchmark: reported as upward, and it closes a cycle
+    (bench -> methods.decoder -> core.decode -> core.tree -> bench)."""
+    with (source_copy / "core" / "tree.py").open("a") as f:
+        f.write("\n\ndef _injected():\n    from graftlib.lab.bench import Run\n    return Run\n")
+    graph = import_graph(source_copy)
+    assert upward_imports(graph, LAYERS) == [
+        "graftlib.core.tree (core) imports graftlib.lab.bench (lab): an upward import"]
+    found = cycles(graph)
+    assert len(found) == 1 and {"graftlib.core.tree", "graftlib.lab.bench", "graftlib.core.decode"} <= set(found[0])
+
+
+def test_injected_relative_upward_import_fails(source_copy):
+    verify = source_copy / "core" / "verify.py"
+    verify.write_text(verify.read_text() + "\nfrom ..methods import registry  # noqa\n")
+    assert upward_imports(import_graph(source_copy), LAYERS) == [
+        "graftlib.core.verify (core) imports graftlib.methods.registry (methods): an upward import"]
+
+
+def test_module_outside_the_layers_fails(source_copy):
+    write(source_copy, "stray.py", "from graftlib.core import tree\n")
+    assert upward_imports(import_graph(source_copy), LAYERS) == [
+        f"graftlib.stray is in no layer (layers: {', '.join(LAYERS)})"]
+
+
+def test_package_and_prompt_sets_import_without_torch():
+    """The public face is lazy and the prompt sets need no model code: neither loads torch."""
+    code = "import sys, graftlib, graftlib.data.prompts; print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=PACKAGE.parent)
+    assert out.stdout.strip() == "False"
+
+
+def test_public_face():
+    from graftlib.methods.decoder import Decoder
+    from graftlib.models.pair import load_pair
+
+    assert graftlib.Decoder is Decoder and graftlib.load_pair is load_pair
+    assert "graft" in graftlib.METHODS
+    with pytest.raises(AttributeError):
+        graftlib.no_such_name  # noqa: B018
