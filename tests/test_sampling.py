@@ -49,3 +49,30 @@ def test_bad_settings_are_named():
         Sampling(1.0, top_p=0).check()
     with pytest.raises(GraftError, match="temperature"):
         Sampling(-1.0).check()
+
+
+def test_bench_at_t_above_zero_is_seeded_per_prompt_and_keyed_by_its_sampling(tmp_path, one_thread):
+    from types import SimpleNamespace
+
+    from tiny import random_prompt, tiny_drafter, tiny_target
+
+    from graftlib.core.records import read_records
+    from graftlib.lab.bench import BenchPrompt, Run, run_bench
+    from graftlib.models.pair import Pair
+
+    pair = Pair(tiny_target("qwen3"), SimpleNamespace(eos_token_id=None), tiny_drafter(), False, "tiny-qwen3", "tiny")
+    prompts = [BenchPrompt("custom", f"p{i}", tuple(random_prompt(i, 9))) for i in range(2)]
+    runs = [Run("ar", None), Run("ddtree", 8)]
+    hot = Sampling(0.8, seed=3)
+    recs = run_bench(pair, prompts, runs, 16, tmp_path / "a.jsonl", progress=False, sampling=hot)
+    again = run_bench(pair, prompts, runs, 16, tmp_path / "b.jsonl", progress=False, sampling=hot)
+    key = {(r["uid"], r["key"]): r["tokens"] for r in again}
+    assert all(key[(r["uid"], r["key"])] == r["tokens"] for r in recs)  # same seed, same tokens
+    assert all(r["matches_ar"] is None for r in recs) and recs[0]["setting"]["sampling"]["temperature"] == 0.8
+    ar = {r["uid"]: r["tokens"] for r in recs if r["method"] == "ar"}
+    assert ar["p0"] != ar["p1"]  # prompts get their own streams (and AR decoded each twice alike: bracket)
+    greedy = run_bench(pair, prompts, runs, 16, tmp_path / "a.jsonl", progress=False)
+    assert all(r["matches_ar"] for r in greedy if r["method"] != "ar") and "sampling" not in greedy[0]["setting"]
+    assert len(read_records(tmp_path / "a.jsonl")) == 8  # a T = 0 run is another setting, measured apart
+    with pytest.raises(GraftError, match="hf baseline runs greedy only"):
+        run_bench(pair, prompts[:1], [Run("hf", None)], 4, tmp_path / "c.jsonl", progress=False, sampling=hot)

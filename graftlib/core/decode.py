@@ -20,7 +20,11 @@ context it consumed, which the next draft needs anyway).
 
 Exactness: every emitted token is the target's argmax given the committed prefix, so the output
 equals greedy AR decoding (up to floating-point near-ties between multi-token and one-token
-forwards; tests check that any difference is such a tie).
+forwards; tests check that any difference is such a tie). At T > 0 (`sampling`, a
+`graftlib.core.sampling.Sampling`) the verdict at a node is a draw from the target's processed
+distribution there instead of its argmax, with one seeded generator per decode, and the same walk
+follows the child carrying the draw: the output law is AR sampling's (the proof is in
+`graftlib.core.sampling`); T = 0 runs the greedy code path unchanged.
 
 `DecodeLoop` holds the models and the method's parts; `decode(prompt_ids)` returns a
 `DecodeResult` with the tokens and one `RoundRecord` per round (accepted length including the
@@ -40,6 +44,7 @@ from graftlib.core.builders import BudgetController, Candidates, TreeBuilder
 from graftlib.core.drafting import Drafter
 from graftlib.core.errors import require
 from graftlib.core.kvcache import target_cache
+from graftlib.core.sampling import GREEDY, LazySample, Sampling
 from graftlib.core.timing import StageTimer
 from graftlib.core.tree import greedy_walk, parent_mismatch, verify_inputs
 from graftlib.core.verify import LazyArgmax, commit_cache, target_forward
@@ -103,8 +108,10 @@ class DecodeLoop:
     """Target + drafter + (builder, controller). `builder=None` means AR decoding."""
 
     def __init__(self, target, drafter: Drafter | None, builder: TreeBuilder | None = None,
-                 controller: BudgetController | None = None, eos_ids: list[int] | None = None):
+                 controller: BudgetController | None = None, eos_ids: list[int] | None = None,
+                 sampling: Sampling = GREEDY):
         self.target = target
+        self.sampling = sampling.check()
         self.drafter = drafter
         self.builder = builder
         self.controller = controller
@@ -136,33 +143,44 @@ class DecodeLoop:
         ids = torch.tensor([prompt_ids], device=self.device)
         out = target_forward(self.target, ids, torch.arange(len(prompt_ids), device=self.device)[None],
                              cache, with_states=speculative)
-        root = LazyArgmax(out.hidden[-1:], self.lm_head)[0]
+        gen = self.sampling.generator(self.device)  # None at T = 0; else this decode's only randomness
+        root = self.verdict(out.hidden[-1:], gen)[0]
         result = DecodeResult([root], len(prompt_ids), timer.lap(), 0.0)
         t_decode = timer.t
         eos = stop_at_eos and root in self.eos_ids
         if speculative:
             features = self.drafter.context_features(out.hidden_states)  # [1, n, F]
-            self._speculate(result, cache, features, max_new_tokens, record_trees, stop_at_eos, timer, eos)
+            self._speculate(result, self.start_state(result, cache, features, gen), max_new_tokens, record_trees,
+                            stop_at_eos, timer, eos)
         else:
-            self._autoregress(result, cache, max_new_tokens, stop_at_eos, eos)
+            self._autoregress(result, cache, max_new_tokens, stop_at_eos, eos, gen)
         result.decode_s = timer.now() - t_decode
         return result
 
-    def _autoregress(self, result: DecodeResult, cache, max_new_tokens: int, stop_at_eos: bool, eos: bool):
+    def verdict(self, hidden: torch.Tensor, gen: torch.Generator | None) -> LazyArgmax | LazySample:
+        """The target's token at each row of `hidden` [n, H], computed on first access: its argmax
+        (T = 0), or a draw from its processed distribution with the decode's generator."""
+        if gen is None:
+            return LazyArgmax(hidden, self.lm_head)
+        return LazySample(hidden, self.lm_head, self.sampling, gen)
+
+    def _autoregress(self, result: DecodeResult, cache, max_new_tokens: int, stop_at_eos: bool, eos: bool,
+                     gen: torch.Generator | None = None):
         pos = result.prompt_len
         while not eos and len(result.tokens) < max_new_tokens:
             tok = torch.tensor([[result.tokens[-1]]], device=self.device)
             out = target_forward(self.target, tok, torch.tensor([[pos]], device=self.device), cache)
-            nxt = LazyArgmax(out.hidden, self.lm_head)[0]
+            nxt = self.verdict(out.hidden, gen)[0]
             result.tokens.append(nxt)
             pos += 1
             eos = stop_at_eos and nxt in self.eos_ids
         result.stop = "eos" if eos else "length"
 
-    def start_state(self, result: DecodeResult, cache, features: torch.Tensor) -> "SpecState":
+    def start_state(self, result: DecodeResult, cache, features: torch.Tensor,
+                    gen: torch.Generator | None = None) -> "SpecState":
         """The state before the first round: prompt in the target cache, root = the first token."""
         return SpecState(cache, self.drafter.new_cache(), features, result.prompt_len,
-                         result.tokens[-1])
+                         result.tokens[-1], gen)
 
     def draft(self, st: "SpecState", k: int) -> Candidates:
         """Step `draft`: block [root, mask x D] -> per-depth top-k candidates (extends the draft cache
@@ -172,7 +190,7 @@ class DecodeLoop:
         noise = self.embed(block) * drafter.config.input_embedding_scale  # [1, D+1, H]
         h = drafter(noise, st.features, st.start, st.draft_cache)[0, 1:]  # [D, H]
         st.features = st.features[:, :0]
-        logits = drafter.draft_logits(h, self.draft_head)  # [D, V_draft]
+        logits = self.sampling.temper(drafter.draft_logits(h, self.draft_head))  # [D, V_draft]
         return Candidates.from_logits(logits, k, h, drafter.id_map)
 
     def tree_round(self, st: "SpecState", cand: Candidates, budget: int, timer: StageTimer,
@@ -192,8 +210,8 @@ class DecodeLoop:
         t_tree = timer.lap()
         # verify: [1, N+1] tokens at positions start + depth
         out = target_forward(self.target, vi.input_ids, vi.position_ids, st.cache, vi.attention_mask, True)
-        verdict = LazyArgmax(out.hidden, self.lm_head)
-        # accept
+        verdict = self.verdict(out.hidden, st.gen)
+        # accept (T > 0: the walk draws the target's token at each node it reaches)
         accepted, bonus = greedy_walk(vi.children, verdict)
         t_verify = timer.lap()
         # commit: KV of accepted nodes; their features feed the next draft
@@ -212,20 +230,19 @@ class DecodeLoop:
         return RoundOutcome(record, new, features)
 
     def ar_round(self, st: "SpecState", timer: StageTimer) -> "RoundOutcome":
-        """Budget 0: the root through the target at position `start` (causal, no mask), its argmax
-        is the round's token; restorable by the same crop as `tree_round`."""
+        """Budget 0: the root through the target at position `start` (causal, no mask), its verdict
+        (argmax, or a draw at T > 0) is the round's token; restorable by the same crop as `tree_round`."""
         t_tree = timer.lap()
         out = target_forward(self.target, torch.tensor([[st.root]], device=self.device),
                              torch.tensor([[st.start]], device=self.device), st.cache, None, True)
-        nxt = LazyArgmax(out.hidden, self.lm_head)[0]
+        nxt = self.verdict(out.hidden, st.gen)[0]
         t_verify = timer.lap()
         features = self.drafter.context_features(out.hidden_states)  # [1, 1, F]
         record = RoundRecord(1, 0, 0, st.start, 0.0, t_tree, t_verify, timer.lap())
         return RoundOutcome(record, [nxt], features)
 
-    def _speculate(self, result: DecodeResult, cache, features: torch.Tensor, max_new_tokens: int,
-                   record_trees: bool, stop_at_eos: bool, timer: StageTimer, eos: bool):
-        st = self.start_state(result, cache, features)
+    def _speculate(self, result: DecodeResult, st: "SpecState", max_new_tokens: int, record_trees: bool,
+                   stop_at_eos: bool, timer: StageTimer, eos: bool):
         self.controller.reset()  # a Decoder may decode many prompts: no history crosses between them
         while not eos and len(result.tokens) < max_new_tokens:
             # gate + draft (budget choice counted in the tree step)
@@ -271,6 +288,7 @@ class SpecState:
     features: torch.Tensor  # [1, n, F] target features not yet seen by the drafter
     start: int  # tokens in the target cache; the root sits at position `start`
     root: int  # the previous round's bonus token (not yet in the target cache)
+    gen: torch.Generator | None = None  # the decode's generator at T > 0 (None: greedy)
 
 
 @dataclass

@@ -16,18 +16,20 @@ One JSON record per (prompt, run) is appended to the output file (see `graftlib.
 finished (setting, prompt, run) triples are skipped on a re-run.
 """
 
+import hashlib
 import json
 import platform
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from graftlib.core.errors import GraftError, require
 from graftlib.core.paths import results_dir
 from graftlib.core.records import append_record, setting_id
+from graftlib.core.sampling import GREEDY, Sampling
 from graftlib.core.version import __version__
 from graftlib.lab.metrics import format_table, summarize
-from graftlib.methods.args import add_method_args, add_model_args
+from graftlib.methods.args import add_method_args, add_model_args, add_sampling_args, sampling_from_args
 from graftlib.methods.decoder import Decoder
 from graftlib.methods.registry import ADAPTIVE_METHODS, METHODS, method_setting
 
@@ -105,16 +107,26 @@ def hf_generate(pair, prompt_ids: list[int], max_new_tokens: int) -> tuple[list[
     return out[0, len(prompt_ids):].tolist(), t_first - t0, t1 - t_first
 
 
+def prompt_sampling(sampling: Sampling, uid: str) -> Sampling:
+    """The prompt's own seed at T > 0 (the run's seed and the prompt's uid), the same for every method."""
+    if sampling.greedy:
+        return sampling
+    digest = int(hashlib.sha256(f"{sampling.seed}/{uid}".encode()).hexdigest()[:8], 16)
+    return replace(sampling, seed=digest)
+
+
 def decode_record(pair, run: Run, prompt: BenchPrompt, max_new_tokens: int, tdes: str | None = None,
-                  beta: float | None = None) -> dict:
+                  beta: float | None = None, sampling: Sampling = GREEDY) -> dict:
     ids = list(prompt.input_ids)
     if run.method == "hf":
+        require(sampling.greedy, "the hf baseline runs greedy only; drop it at --temperature > 0")
         tokens, prefill_s, decode_s = hf_generate(pair, ids, max_new_tokens)
         rounds = len(tokens) - 1
         return dict(tokens=tokens, new_tokens=len(tokens), prefill_s=prefill_s, decode_s=decode_s,
                     rounds=rounds, accepted_sum=rounds, nodes_sum=0,
                     stage_s={k: 0.0 for k in ("draft", "tree", "verify", "commit")})
-    decoder = Decoder.for_method(pair.target, pair.drafter, run.method, run.budget or 1, pair.eos_ids, tdes, beta)
+    decoder = Decoder.for_method(pair.target, pair.drafter, run.method, run.budget or 1, pair.eos_ids, tdes, beta,
+                                 prompt_sampling(sampling, prompt.uid))
     res = decoder.decode(ids, max_new_tokens)
     rounds = res.rounds
     n_rounds = len(rounds) if rounds else len(res.tokens) - 1
@@ -134,18 +146,21 @@ def decode_record(pair, run: Run, prompt: BenchPrompt, max_new_tokens: int, tdes
 
 def run_bench(pair, prompts: list[BenchPrompt], runs: list[Run], max_new_tokens: int, out: Path,
               warmup: bool = True, progress: bool = True, extra: dict | None = None, tdes: str | None = None,
-              beta: float | None = None) -> list[dict]:
+              beta: float | None = None, sampling: Sampling = GREEDY) -> list[dict]:
     """Decode every prompt with every run (interleaved), append records, return this setting's records.
     `tdes` / `beta`: the TDES scorer and weight of the `ddtree+tdes` and `graft` runs. Under torchrun
     (`graftlib.lab.shard`) this rank decodes its share of the prompts into its own file next to `out`;
-    records already in `out` or in any rank file count as done, so shards merge on reading."""
+    records already in `out` or in any rank file count as done, so shards merge on reading. At T > 0
+    (`sampling`) every method decodes a prompt with the prompt's own seed (`prompt_sampling`); the
+    setting records T, top-p and seed, and `matches_ar` is None (the law, not the tokens, is AR's)."""
     from tqdm.auto import tqdm
 
     from graftlib.lab.shard import merged_records, rank_world, shard, shard_path
 
     require(len(prompts) > 0, "no prompts to benchmark")
     setting = dict(pair.describe(), max_new_tokens=max_new_tokens, ar_timing="bracketed",  # the protocol above
-                   **method_setting([r.method for r in runs], tdes, beta), **(extra or {}))
+                   **method_setting([r.method for r in runs], tdes, beta), **(extra or {}),
+                   **({} if sampling.greedy else {"sampling": asdict(sampling)}))
     sid = setting_id(**setting)
     done = {(r["uid"], r["key"]): r for r in merged_records(out) if r.get("setting_id") == sid}
     rank, world = rank_world()
@@ -154,17 +169,17 @@ def run_bench(pair, prompts: list[BenchPrompt], runs: list[Run], max_new_tokens:
     todo = [(p, r) for p in shard(prompts, rank, world) for r in ordered if (p.uid, r.key) not in done]
     if warmup and todo:
         for r in runs:
-            decode_record(pair, r, todo[0][0], min(16, max_new_tokens), tdes, beta)
+            decode_record(pair, r, todo[0][0], min(16, max_new_tokens), tdes, beta, sampling)
     bar = tqdm(total=len(todo), desc="bench", unit="decode", disable=not progress)
     pending_ar = None  # this prompt's first AR decode, recorded once its second timing closes the block
     for i, (p, r) in enumerate(todo):
         bar.set_postfix_str(f"{p.uid} {r.key}")
-        rec = decode_record(pair, r, p, max_new_tokens, tdes, beta)
+        rec = decode_record(pair, r, p, max_new_tokens, tdes, beta, sampling)
         ar = done.get((p.uid, "ar"))
         rec.update(
             setting_id=sid, key=r.key, method=r.method, budget=r.budget, task=p.task, uid=p.uid,
             prompt_tokens=len(p.input_ids), truncated_from=p.truncated_from,
-            matches_ar=None if r.method == "ar" or ar is None else rec["tokens"] == ar["tokens"],
+            matches_ar=None if r.method == "ar" or ar is None or not sampling.greedy else rec["tokens"] == ar["tokens"],
             setting=setting, graftlib=__version__, host=platform.node(),
         )
         done[(p.uid, r.key)] = rec
@@ -175,7 +190,7 @@ def run_bench(pair, prompts: list[BenchPrompt], runs: list[Run], max_new_tokens:
             append_record(write_to, finish(rec))
         if pending_ar is not None and (i + 1 == len(todo) or todo[i + 1][0] is not p):  # block ends: AR again
             append_record(write_to, finish(bracket(pending_ar, decode_record(pair, Run("ar", None), p,
-                                                                               max_new_tokens))))
+                                                                               max_new_tokens, sampling=sampling))))
             pending_ar = None
     bar.close()
     keys = {r.key for r in runs}
@@ -200,13 +215,14 @@ def bracket(first: dict, second: dict) -> dict:
 
 
 def bench_tasks(pair, tasks: list[str], runs: list[Run], n_prompts: int, max_new_tokens: int, out: Path,
-                tdes: str | None = None, beta: float | None = None, progress: bool = False) -> list[dict]:
+                tdes: str | None = None, beta: float | None = None, progress: bool = False,
+                sampling: Sampling = GREEDY) -> list[dict]:
     """`run_bench` over several tasks (first `n_prompts` eval prompts each); summary rows with `task`."""
     rows = []
     for task in tasks:
         prompts = task_prompts(pair, task, n_prompts)
         recs = run_bench(pair, prompts, runs, max_new_tokens, out, progress=progress, extra={"task": task},
-                         tdes=tdes, beta=beta)
+                         tdes=tdes, beta=beta, sampling=sampling)
         rows += [dict(r, task=task) for r in summarize(recs)]
     return rows
 
@@ -242,6 +258,7 @@ def add_parser(sub) -> None:
     p = sub.add_parser("bench", help="benchmark methods x budgets over prompts (interleaved, resumable)")
     add_model_args(p)
     add_method_args(p)
+    add_sampling_args(p)
     p.add_argument("--methods", nargs="+", default=["ar", "dflash", "ddtree"],
                    help=f"from {', '.join(METHODS + BASELINES)} (ar is always included); "
                    "method@B runs that method at budget B only")
@@ -278,6 +295,6 @@ def run(args) -> int:
     print(f"graft bench: {len(prompts)} prompts x {len(runs)} runs -> {out} "
           f"({pair.describe()}, drafter_trained={pair.drafter_trained})")
     records = run_bench(pair, prompts, runs, args.max_new_tokens, out, warmup=not args.no_warmup, tdes=args.tdes,
-                        beta=args.beta)
+                        beta=args.beta, sampling=sampling_from_args(args))
     print(format_table(summarize(records)))
     return 0

@@ -1,7 +1,7 @@
 """`graft generate`: decode one prompt with one method and print the text and round statistics."""
 
 from graftlib.core.errors import require
-from graftlib.methods.args import add_method_args, add_model_args
+from graftlib.methods.args import add_method_args, add_model_args, add_sampling_args, sampling_from_args
 from graftlib.methods.decoder import Decoder
 from graftlib.methods.registry import METHODS
 
@@ -10,6 +10,7 @@ def add_parser(sub) -> None:
     p = sub.add_parser("generate", help="decode one prompt and print text + round statistics")
     add_model_args(p)
     add_method_args(p)
+    add_sampling_args(p)
     p.add_argument("--prompt", required=True, help="user message (wrapped in the chat template)")
     p.add_argument("--method", default="ddtree", help=f"one of {', '.join(METHODS)}")
     p.add_argument("--budget", type=int, default=32, help="draft nodes per round (dflash: drafts per round)")
@@ -23,14 +24,17 @@ def run(args) -> int:
 
     require(args.method in METHODS, f"unknown method {args.method!r}: choose from {', '.join(METHODS)}")
     require(args.prompt.strip() != "", "empty prompt: pass some text with --prompt")
+    sampling = sampling_from_args(args)
     pair = load_pair(args.target, args.drafter, args.device, args.device_map)
-    decoder = Decoder.for_method(pair.target, pair.drafter, args.method, args.budget, pair.eos_ids, args.tdes, args.beta)
+    decoder = Decoder.for_method(pair.target, pair.drafter, args.method, args.budget, pair.eos_ids, args.tdes, args.beta,
+                                 sampling)
     res = decoder.decode(pair.prompt_ids(args.prompt), args.max_new_tokens)
     print(pair.tokenizer.decode(res.tokens, skip_special_tokens=True))
     print()
     print(f"method={args.method} budget={args.budget if args.method != 'ar' else '-'} "
           f"drafter_trained={pair.drafter_trained} prompt_tokens={res.prompt_len} new_tokens={len(res.tokens)} "
-          f"stop={res.stop}")
+          f"stop={res.stop} temperature={sampling.temperature}"
+          + (f" top_p={sampling.top_p} seed={sampling.seed}" if not sampling.greedy else ""))
     print(f"rounds={len(res.rounds) or len(res.tokens) - 1} MAT={res.mat:.2f} tokens/s={res.tokens_per_s:.1f} "
           f"prefill={1000 * res.prefill_s:.0f} ms")
     if res.rounds:

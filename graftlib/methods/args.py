@@ -1,13 +1,15 @@
 """Command-line options shared by every command that decodes: the model pair and the method's inputs.
 
 `add_model_args` (--target, --drafter, --device, --device-map) feeds `graftlib.models.load_pair`;
-`add_method_args` (--tdes, --beta) feeds `graftlib.methods.registry.make_parts`. They live here,
+`add_method_args` (--tdes, --beta) feeds `graftlib.methods.registry.make_parts`; `add_sampling_args`
+(--temperature, --top-p, --seed) gives `sampling_from_args`, the decode's `Sampling` (T = 0: greedy). They live here,
 below the commands of `graftlib.training` and `graftlib.lab`, so every command takes them from
 one place.
 """
 
 import argparse
 
+from graftlib.core.sampling import Sampling
 from graftlib.models.drafter import EMBEDDED_DRAFTER
 from graftlib.models.target import EMBEDDED_TARGET
 
@@ -23,3 +25,15 @@ def add_method_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tdes", default=None,
                    help="TDES scorer (FILE.safetensors or DIR) for ddtree+tdes / graft (default: the shipped one)")
     p.add_argument("--beta", type=float, default=None, help="TDES weight beta in eq. (4) (default: the scorer's)")
+
+
+def add_sampling_args(p: argparse.ArgumentParser) -> None:
+    d = Sampling()
+    p.add_argument("--temperature", type=float, default=d.temperature,
+                   help="sampling temperature (default 0: greedy, every method exact against AR)")
+    p.add_argument("--top-p", type=float, default=d.top_p, help=f"nucleus sampling mass at T > 0 (default {d.top_p})")
+    p.add_argument("--seed", type=int, default=d.seed, help=f"seed of the decode's generator at T > 0 (default {d.seed})")
+
+
+def sampling_from_args(args: argparse.Namespace) -> Sampling:
+    return Sampling(args.temperature, args.top_p, seed=args.seed).check()

@@ -7,6 +7,7 @@ with explicit parts is the same as constructing the loop.
 """
 
 from graftlib.core.decode import DecodeLoop
+from graftlib.core.sampling import GREEDY, Sampling
 from graftlib.methods.registry import make_parts
 
 
@@ -15,8 +16,8 @@ class Decoder(DecodeLoop):
 
     @classmethod
     def for_method(cls, target, drafter, method: str, budget: int = 32, eos_ids=None, tdes: str | None = None,
-                   beta: float | None = None) -> "Decoder":
+                   beta: float | None = None, sampling: Sampling = GREEDY) -> "Decoder":
         block = drafter.block_size if drafter is not None else 16
         embed = target.get_input_embeddings().weight.detach()
         builder, controller = make_parts(method, budget, block, tdes, beta, embed=embed)
-        return cls(target, drafter, builder, controller, eos_ids)
+        return cls(target, drafter, builder, controller, eos_ids, sampling)

@@ -37,6 +37,7 @@ from graftlib.core.decode import DecodeResult
 from graftlib.core.errors import require
 from graftlib.core.paths import results_dir
 from graftlib.core.records import append_record, read_records, setting_id
+from graftlib.core.sampling import GREEDY, Sampling
 from graftlib.core.timing import StageTimer
 from graftlib.core.verify import commit_cache
 from graftlib.methods.args import add_method_args, add_model_args
@@ -81,8 +82,9 @@ class ReplayDecoder(Decoder):
     """A `Decoder` whose speculative loop replays every round over `grid` before running it."""
 
     def __init__(self, target, drafter, builder, controller, grid: list[int], repeats: int = 1,
-                 window: int = 8, hist_prior: float = 2.0, eos_ids: list[int] | None = None):
-        super().__init__(target, drafter, builder, controller, eos_ids)
+                 window: int = 8, hist_prior: float = 2.0, eos_ids: list[int] | None = None,
+                 sampling: Sampling = GREEDY):
+        super().__init__(target, drafter, builder, controller, eos_ids, sampling)
         require(builder is not None, "replay needs a speculative method (not ar)")
         require(len(grid) > 0 and all(isinstance(b, int) and b >= 0 for b in grid),
                 f"replay grid must be integers >= 0 (0 = an AR step), got {grid}")
@@ -101,19 +103,23 @@ class ReplayDecoder(Decoder):
 
     def _measure(self, st, cand, budget: int, timer: StageTimer, base: dict) -> ReplayRecord:
         runs = []
+        rng = st.gen.get_state() if st.gen is not None else None
         for _ in range(self.repeats):
+            if rng is not None:  # T > 0: every budget and repeat sees the round's same random stream
+                st.gen.set_state(rng)
             timer.lap()
             step = self.tree_round(st, cand, budget, timer)
             commit_cache(st.cache, st.start, [])  # restore the round's start state
             runs.append(step)
+        if rng is not None:
+            st.gen.set_state(rng)
         r = runs[0].record
         times = {k: statistics.median(getattr(s.record, k) for s in runs) for k in ("t_tree", "t_verify", "t_commit")}
         if budget == 0:
             base = {**base, "t_draft": 0.0}  # an AR step does not draft
         return ReplayRecord(budget=budget, nodes=r.nodes, accepted=r.accepted, tokens=runs[0].new, **times, **base)
 
-    def _speculate(self, result, cache, features, max_new_tokens, record_trees, stop_at_eos, timer, eos):
-        st = self.start_state(result, cache, features)
+    def _speculate(self, result, st, max_new_tokens, record_trees, stop_at_eos, timer, eos):
         self.controller.reset()
         k = max(self.grid[-1], self.controller.max_budget)
         t = 0
