@@ -76,3 +76,15 @@ def test_bench_at_t_above_zero_is_seeded_per_prompt_and_keyed_by_its_sampling(tm
     assert len(read_records(tmp_path / "a.jsonl")) == 8  # a T = 0 run is another setting, measured apart
     with pytest.raises(GraftError, match="hf baseline runs greedy only"):
         run_bench(pair, prompts[:1], [Run("hf", None)], 4, tmp_path / "c.jsonl", progress=False, sampling=hot)
+
+
+def test_temperature_lists_parse_or_name_the_problem():
+    from graftlib.core.sampling import parse_temperatures
+
+    assert [s.temperature for s in parse_temperatures("0, 0.6,1.0", top_p=0.9)] == [0.0, 0.6, 1.0]
+    with pytest.raises(GraftError, match="'hot' is not a number"):
+        parse_temperatures("0,hot")
+    with pytest.raises(GraftError, match="temperature must be"):
+        parse_temperatures("-1")
+    with pytest.raises(GraftError, match="empty"):
+        parse_temperatures(" , ")
