@@ -1,0 +1,218 @@
+"""EAGLE-3 drafter: graftlib's own implementation, loading public EAGLE-3 checkpoints without remote code.
+
+Architecture (the public release's layout, FACTS.md section 7; names are the checkpoint's):
+- `fc` (no bias) fuses three target layers (low / mid / high hidden states, concatenated:
+  3 x target_hidden -> hidden). It applies to target features only; the drafter's own output
+  hidden state, fed back at the next depth, is already `hidden` wide and skips it.
+- One decoder layer `midlayer`: `hidden_norm` on the (fused or fed-back) hidden state,
+  `input_layernorm` on the token embedding, their concatenation [emb, hidden] (2 x hidden) is the
+  input of the q/k/v projections; attention with RoPE over the drafter's own KV cache (causal, plus
+  a tree mask over draft nodes); the residual is the hidden state (not the embedding); then
+  `post_attention_layernorm` and a SiLU-gated MLP with a second residual.
+- `norm`, then `lm_head` over a reduced draft vocabulary of `draft_vocab_size` ids; the buffer
+  `d2t` maps them back as an OFFSET (target id = draft id + d2t[draft id]); `t2d` marks the target
+  ids that have a draft id.
+- `embed_tokens` is the target's input embedding; checkpoints may carry it or not (then the
+  target's is used: `load_eagle3(..., target_embed=...)`).
+
+Pairing. The drafter's input at position i is (feature of position i, embedding of token i + 1) and
+its output there predicts token i + 2: the token is the one the feature's position produced.
+
+State: the drafter's K/V live in an explicit `Eagle3Cache` passed to every call (never on the module).
+
+Checkpoints: `config.json` (LlamaConfig keys plus `draft_vocab_size`, optional `target_hidden_size`,
+an architecture name containing "Eagle3") + `*.safetensors`. Loading is strict: missing, unexpected
+and mis-shaped tensors are named. Only safetensors are read; no remote code.
+"""
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from safetensors.torch import load_file
+from torch import nn
+
+from graftlib.core.errors import GraftError, require
+from graftlib.models.drafter import RMSNorm, apply_rope, rope_cos_sin
+
+
+@dataclass
+class Eagle3Config:
+    hidden_size: int
+    intermediate_size: int
+    num_attention_heads: int
+    num_key_value_heads: int
+    head_dim: int
+    vocab_size: int
+    draft_vocab_size: int
+    target_hidden_size: int
+    rms_norm_eps: float = 1e-6
+    rope_theta: float = 10000.0
+    max_position_embeddings: int = 2048
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Eagle3Config":
+        archs = d.get("architectures") or []
+        require(any("eagle3" in a.lower() for a in archs),
+                f"drafter architecture {archs} is not an EAGLE-3 checkpoint (expected e.g. LlamaForCausalLMEagle3)")
+        require(d.get("hidden_act", "silu") == "silu", f"EAGLE-3 hidden_act {d.get('hidden_act')!r} is not supported")
+        scaling = d.get("rope_scaling")
+        require(not scaling or scaling.get("rope_type", scaling.get("type")) == "default",
+                f"EAGLE-3 rope_scaling {scaling!r} is not supported (only none)")
+        missing = [k for k in ("hidden_size", "intermediate_size", "num_attention_heads", "vocab_size") if k not in d]
+        require(not missing, f"EAGLE-3 config.json lacks {missing}")
+        heads = d["num_attention_heads"]
+        return cls(
+            hidden_size=d["hidden_size"], intermediate_size=d["intermediate_size"], num_attention_heads=heads,
+            num_key_value_heads=d.get("num_key_value_heads", heads),
+            head_dim=d.get("head_dim") or d["hidden_size"] // heads,
+            vocab_size=d["vocab_size"], draft_vocab_size=d.get("draft_vocab_size", d["vocab_size"]),
+            target_hidden_size=d.get("target_hidden_size", d["hidden_size"]),
+            rms_norm_eps=d.get("rms_norm_eps", 1e-6),
+            rope_theta=float((d.get("rope_parameters") or {}).get("rope_theta", d.get("rope_theta", 10000.0))),
+            max_position_embeddings=d.get("max_position_embeddings", 2048),
+        )
+
+
+@dataclass
+class Eagle3Cache:
+    """The drafter's rotated K/V [1, kv_heads, n, head_dim] for the positions it has seen."""
+
+    k: torch.Tensor | None = None
+    v: torch.Tensor | None = None
+    positions: list[int] = field(default_factory=list)
+
+    @property
+    def length(self) -> int:
+        return 0 if self.k is None else self.k.shape[2]
+
+    def crop(self, n: int) -> None:
+        """Keep the first n positions (drop a round's draft nodes)."""
+        if self.k is not None:
+            self.k, self.v = self.k[:, :, :n], self.v[:, :, :n]
+        self.positions = self.positions[:n]
+
+
+class Eagle3Attention(nn.Module):
+    def __init__(self, cfg: Eagle3Config):
+        super().__init__()
+        hd, h, kv = cfg.head_dim, cfg.num_attention_heads, cfg.num_key_value_heads
+        self.head_dim, self.n_heads, self.n_kv, self.theta = hd, h, kv, cfg.rope_theta
+        self.q_proj = nn.Linear(2 * cfg.hidden_size, h * hd, bias=False)
+        self.k_proj = nn.Linear(2 * cfg.hidden_size, kv * hd, bias=False)
+        self.v_proj = nn.Linear(2 * cfg.hidden_size, kv * hd, bias=False)
+        self.o_proj = nn.Linear(h * hd, cfg.hidden_size, bias=False)
+
+    def forward(self, x: torch.Tensor, positions: torch.Tensor, cache: Eagle3Cache,
+                extra_mask: torch.Tensor | None) -> torch.Tensor:
+        """x [1, n, 2H] at `positions` [n]; appends the n new K/V to `cache`; attends to the cache's
+        earlier positions and, among the new ones, causally unless `extra_mask` [n, n] (bool, True =
+        may attend) says otherwise (draft trees: a node sees its ancestors only)."""
+        b, n, _ = x.shape
+        cos, sin = rope_cos_sin(positions, self.head_dim, self.theta, x.dtype)
+        q = apply_rope(self.q_proj(x).view(b, n, self.n_heads, self.head_dim).transpose(1, 2), cos, sin)
+        k = apply_rope(self.k_proj(x).view(b, n, self.n_kv, self.head_dim).transpose(1, 2), cos, sin)
+        v = self.v_proj(x).view(b, n, self.n_kv, self.head_dim).transpose(1, 2)
+        past = cache.length
+        if past:
+            k, v = torch.cat([cache.k, k], dim=2), torch.cat([cache.v, v], dim=2)
+        cache.k, cache.v = k, v
+        cache.positions = cache.positions + positions.tolist()
+        new = extra_mask if extra_mask is not None else torch.ones(n, n, dtype=torch.bool, device=x.device).tril()
+        mask = torch.cat([torch.ones(n, past, dtype=torch.bool, device=x.device), new], dim=1)
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=self.n_kv != self.n_heads)
+        return self.o_proj(out.transpose(1, 2).reshape(b, n, -1))
+
+
+class Eagle3MLP(nn.Module):
+    def __init__(self, cfg: Eagle3Config):
+        super().__init__()
+        self.gate_proj = nn.Linear(cfg.hidden_size, cfg.intermediate_size, bias=False)
+        self.up_proj = nn.Linear(cfg.hidden_size, cfg.intermediate_size, bias=False)
+        self.down_proj = nn.Linear(cfg.intermediate_size, cfg.hidden_size, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+
+
+class Eagle3Layer(nn.Module):
+    def __init__(self, cfg: Eagle3Config):
+        super().__init__()
+        self.self_attn = Eagle3Attention(cfg)
+        self.mlp = Eagle3MLP(cfg)
+        self.hidden_norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
+        self.input_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
+        self.post_attention_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
+
+    def forward(self, emb, hidden, positions, cache, extra_mask):
+        x = torch.cat([self.input_layernorm(emb), self.hidden_norm(hidden)], dim=-1)  # [1, n, 2H]
+        hidden = hidden + self.self_attn(x, positions, cache, extra_mask)
+        return hidden + self.mlp(self.post_attention_layernorm(hidden))
+
+
+class Eagle3Drafter(nn.Module):
+    """fc + midlayer + norm + lm_head (+ the target's embedding); see the module doc."""
+
+    def __init__(self, cfg: Eagle3Config):
+        super().__init__()
+        self.config = cfg
+        self.embed_tokens = nn.Embedding(cfg.vocab_size, cfg.hidden_size)
+        self.fc = nn.Linear(3 * cfg.target_hidden_size, cfg.hidden_size, bias=False)
+        self.midlayer = Eagle3Layer(cfg)
+        self.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
+        self.lm_head = nn.Linear(cfg.hidden_size, cfg.draft_vocab_size, bias=False)
+        self.register_buffer("d2t", torch.zeros(cfg.draft_vocab_size, dtype=torch.long))
+        self.register_buffer("t2d", torch.zeros(cfg.vocab_size, dtype=torch.bool))
+
+    def forward(self, input_ids: torch.Tensor, hidden: torch.Tensor, positions: torch.Tensor, cache: Eagle3Cache,
+                extra_mask: torch.Tensor | None = None) -> torch.Tensor:
+        """input_ids [1, n] (token i + 1 beside feature i), hidden [1, n, 3 x target_hidden] target
+        features or [1, n, hidden] the drafter's own outputs; returns the output hidden [1, n, hidden]."""
+        if hidden.shape[-1] != self.config.hidden_size:
+            hidden = self.fc(hidden)
+        emb = self.embed_tokens(input_ids).to(hidden.dtype)
+        return self.midlayer(emb, hidden, positions, cache, extra_mask)
+
+    def logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        """Draft-vocabulary logits [..., draft_vocab] of output hidden states."""
+        return self.lm_head(self.norm(hidden))
+
+    def target_ids(self, draft_ids: torch.Tensor) -> torch.Tensor:
+        """Draft ids -> target ids (d2t holds offsets)."""
+        return draft_ids + self.d2t[draft_ids]
+
+
+
+def load_eagle3(path: str | Path, target_embed: torch.Tensor | None = None, device="cpu",
+                dtype: torch.dtype = torch.float32) -> Eagle3Drafter:
+    """An EAGLE-3 checkpoint directory (config.json + *.safetensors) loaded strictly by path; the
+    embedding comes from the checkpoint or, when it has none, from `target_embed` [V, H]."""
+    path = Path(path).expanduser()
+    require(path.is_dir(), f"EAGLE-3 drafter path {path} is not a directory")
+    require((path / "config.json").is_file(), f"EAGLE-3 drafter {path} has no config.json")
+    try:
+        cfg = Eagle3Config.from_dict(json.loads((path / "config.json").read_text()))
+    except json.JSONDecodeError as e:
+        raise GraftError(f"EAGLE-3 config {path / 'config.json'} is not JSON: {e}") from None
+    files = sorted(path.glob("*.safetensors"))
+    require(files, f"EAGLE-3 drafter {path} has no *.safetensors weights (only safetensors are loaded)")
+    state: dict[str, torch.Tensor] = {}
+    for f in files:
+        state.update(load_file(f))
+    model = Eagle3Drafter(cfg)
+    want = model.state_dict()
+    if "embed_tokens.weight" not in state:
+        require(target_embed is not None, f"EAGLE-3 drafter {path} has no embed_tokens.weight: pass the target's "
+                                          "input embedding (target_embed=)")
+        state["embed_tokens.weight"] = target_embed.detach()
+    missing = sorted(set(want) - set(state))
+    unexpected = sorted(set(state) - set(want))
+    shapes = [f"{k} {tuple(state[k].shape)} != {tuple(want[k].shape)}" for k in want
+              if k in state and state[k].shape != want[k].shape]
+    problems = ([f"missing {missing}"] if missing else []) + ([f"unexpected {unexpected}"] if unexpected else []) \
+        + ([f"mis-shaped {shapes}"] if shapes else [])
+    require(not problems, f"EAGLE-3 checkpoint {path} does not fit its config: " + "; ".join(problems))
+    model.load_state_dict({k: v.to(want[k].dtype) for k, v in state.items()}, strict=True)
+    return model.to(device=device, dtype=dtype).eval().requires_grad_(False)
