@@ -179,3 +179,13 @@ def test_portable_paths(tmp_path, monkeypatch):
     assert portable("/somewhere/else/z.json") == "z.json"
     record = json.dumps({"dirs": [portable(tmp_path / "home" / "d")]})
     assert str(tmp_path) not in record
+
+
+def test_loop_tau_uses_greedy_heldout_responses_only(target):
+    seqs = generate_sequences(target, prompts_of([5, 6, 7, 8], seed=60), LAYERS, 8, [], batch_size=4)
+    for i, s in enumerate(seqs):
+        s.uid = f"h/{i}"
+    cfg = TrainConfig(block_size=4, mask_token_id=16, draft_vocab=0, blocks_per_step=4, blocks_per_seq=2,
+                      minutes=None, max_steps=1, eval_blocks=4, tau_prompts=4, bf16=False)
+    trainer = Trainer(cfg, target, seqs[:2], seqs[2:], LAYERS, [], sampled_uids=frozenset({"h/2"}))
+    assert [s.uid for s in trainer.tau_seqs] == ["h/3"]

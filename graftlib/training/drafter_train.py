@@ -55,7 +55,7 @@ from graftlib.core.errors import GraftError, require
 from graftlib.core.paths import portable
 from graftlib.core.records import append_record
 from graftlib.models.drafter import DFlashConfig, DFlashDrafter, init_weights, load_state_strict, save_drafter
-from graftlib.training.drafter_data import Sequence, eos_ids, load_dataset
+from graftlib.training.drafter_data import Sequence, eos_ids, load_dataset, sampled
 
 IGNORE = -100
 # Settings a resumed run may change; every other TrainConfig field must match the checkpoint.
@@ -290,9 +290,11 @@ class Trainer:
     """The drafter, the frozen target parts it needs, AdamW and the block sampler."""
 
     def __init__(self, cfg: TrainConfig, target, train: list[Sequence], heldout: list[Sequence],
-                 layer_ids: list[int], eos: list[int]):
+                 layer_ids: list[int], eos: list[int], sampled_uids: frozenset[str] = frozenset()):
         cfg.check()
         self.cfg, self.target, self.train_seqs, self.heldout_seqs, self.eos = cfg, target, train, heldout, eos
+        # the loop-tau prompts: held-out greedy responses only (a sampled one is no exactness reference)
+        self.tau_seqs = [s for s in heldout if s.uid not in sampled_uids]
         self.device = target.device
         vocab = target.config.vocab_size
         d2t = choose_draft_vocab(train, cfg.draft_vocab, vocab) if 0 < cfg.draft_vocab < vocab else None
@@ -444,7 +446,7 @@ class Trainer:
         """Chain tau of the real decode loop on the first held-out prompts (and exactness)."""
         from graftlib.methods.decoder import Decoder
 
-        seqs = self.heldout_seqs[:self.cfg.tau_prompts]
+        seqs = self.tau_seqs[:self.cfg.tau_prompts]
         if not seqs:
             return {}
         was_training = self.drafter.training
@@ -547,7 +549,8 @@ def train(data_dir: str | Path | list[str | Path], out_dir: str | Path, cfg: Tra
         for s in seqs:
             s.features = s.features.to(target.device, non_blocking=True)
     t_data = time.perf_counter() - t_start
-    trainer = Trainer(cfg, target, train_seqs, held, layer_ids, eos_ids(target, tokenizer))
+    sampled_uids = frozenset(s.uid for ix in indexes for s in seqs if sampled(s.uid, ix.sample_share))
+    trainer = Trainer(cfg, target, train_seqs, held, layer_ids, eos_ids(target, tokenizer), sampled_uids)
     out.mkdir(parents=True, exist_ok=True)
     data_info = {"sequences": len(seqs), "train_sequences": len(train_seqs)}
     if resume:
