@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 # torch==2.13.0 is the CPU build on this machine's disk; GPU users: install their CUDA torch 2.13.0 first.
 EXTRAS ?= notebooks,dev
 
-.PHONY: setup data main bench-drafter bench-graft bench-goals drafter-ablation drafter-gpu test lint clean-results
+.PHONY: setup data main lab bench-drafter bench-graft bench-goals drafter-ablation drafter-gpu test lint clean-results
 
 $(BIN)/graft: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -24,6 +24,18 @@ data: setup  ## fetch and verify the prompt-set packages once (about 15 s)
 # (executed notebooks + summary.md in results/notebooks, figures in figures/).
 main: data
 	$(BIN)/graft workbook --profile quick
+
+# JupyterLab on the repository with the notebooks' kernel (`python3` in their metadata), registered in the venv so
+# it runs the venv's Python; JUPYTER_PATH puts the venv's kernels before a user-wide `python3` of another Python.
+# tests/test_jupyterlab.py starts the same server headless. LAB_ARGS: e.g. --no-browser --ServerApp.port=8890
+KERNEL := $(VENV)/share/jupyter/kernels/python3/kernel.json
+$(KERNEL): $(BIN)/graft
+	$(BIN)/python -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (graftlib)"
+
+LAB_ARGS ?=
+lab: data $(KERNEL)  ## JupyterLab from the venv, opened on notebooks/
+	JUPYTER_PATH=$(abspath $(VENV))/share/jupyter $(BIN)/jupyter lab --ServerApp.root_dir=$(CURDIR) \
+		--LabApp.default_url=/lab/tree/notebooks $(if $(filter 0,$(shell id -u)),--allow-root) $(LAB_ARGS)
 
 # The measurements behind the issues' closing notes (each resumable; results/*.jsonl, tables printed).
 B := $(BIN)/graft bench --max-new-tokens 256
