@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 # torch==2.13.0 is the CPU build on this machine's disk; GPU users: install their CUDA torch 2.13.0 first.
 EXTRAS ?= notebooks,dev
 
-.PHONY: setup data main bench-drafter bench-graft bench-goals drafter-ablation drafter-gpu test lint clean-results
+.PHONY: setup data main lab bench-drafter bench-graft bench-goals drafter-ablation drafter-gpu test lint clean-results
 
 $(BIN)/graft: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -25,25 +25,37 @@ data: setup  ## fetch and verify the prompt-set packages once (about 15 s)
 main: data
 	$(BIN)/graft workbook --profile quick
 
+# JupyterLab on the repository with the notebooks' kernel (`python3` in their metadata), registered in the venv so
+# it runs the venv's Python; JUPYTER_PATH puts the venv's kernels before a user-wide `python3` of another Python.
+# tests/test_jupyterlab.py starts the same server headless. LAB_ARGS: e.g. --no-browser --ServerApp.port=8890
+KERNEL := $(VENV)/share/jupyter/kernels/python3/kernel.json
+$(KERNEL): $(BIN)/graft
+	$(BIN)/python -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (graftlib)"
+
+LAB_ARGS ?=
+lab: data $(KERNEL)  ## JupyterLab from the venv, opened on notebooks/
+	JUPYTER_PATH=$(abspath $(VENV))/share/jupyter $(BIN)/jupyter lab --ServerApp.root_dir=$(CURDIR) \
+		--LabApp.default_url=/lab/tree/notebooks $(if $(filter 0,$(shell id -u)),--allow-root) $(LAB_ARGS)
+
 # The measurements behind the issues' closing notes (each resumable; results/*.jsonl, tables printed).
 B := $(BIN)/graft bench --max-new-tokens 256
 bench-drafter: data  ## issue 4: chain and DDTree acceptance and CPU speedups with the shipped drafter
-	$(B) --methods ar dflash ddtree --chain-budgets 3 5 7 15 --budgets 4 8 16 32 64 --task gsm8k --n 4 \
+	$(B) --methods ar dflash ddtree --chain-budgets 3 5 7 15 --budgets 4 8 16 32 64 --task gsm8k --n-prompts 4 \
 		--out results/drafter-gsm8k.jsonl
 	for t in math500 humaneval mbpp alpaca mt-bench; do \
-		$(B) --methods ar dflash ddtree --chain-budgets 15 --budgets 4 8 16 32 64 --task $$t --n 2 \
+		$(B) --methods ar dflash ddtree --chain-budgets 15 --budgets 4 8 16 32 64 --task $$t --n-prompts 2 \
 			--out results/drafter-tasks.jsonl || exit 1; done
 
 N ?= 6
 bench-graft: data  ## issues 5-6: chain, DDTree at B = 4, 8, 16, +TDES at 8 vs +SABA / GRAFT / CaDDTree capped at 64
 	for t in gsm8k math500 humaneval mbpp alpaca mt-bench; do \
 		$(B) --methods ar dflash ddtree ddtree+tdes@8 ddtree+saba graft caddtree --chain-budgets 3 \
-			--budgets 4 8 16 --caps 64 --task $$t --n $(N) --out results/graft-components.jsonl || exit 1; done
+			--budgets 4 8 16 --caps 64 --task $$t --n-prompts $(N) --out results/graft-components.jsonl || exit 1; done
 
 GOALS_N ?= 10
 bench-goals: data  ## issue 6 goals: GRAFT vs AR, the chain and DDTree at its best fixed budgets (4, 8), per task
 	for t in mbpp math500 humaneval alpaca mt-bench gsm8k; do \
-		$(B) --methods ar dflash@3 ddtree@4 ddtree@8 graft@64 --task $$t --n $(GOALS_N) \
+		$(B) --methods ar dflash@3 ddtree@4 ddtree@8 graft@64 --task $$t --n-prompts $(GOALS_N) \
 			--out results/graft-goals.jsonl || exit 1; done
 
 # Issue 4: the drafter's design choices, each against the shipped recipe at the same time budget,

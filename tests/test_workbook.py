@@ -82,3 +82,25 @@ def test_bad_notebook_parameter_stops_in_first_cell(tmp_path):
                         extra={"tasks": "nope", "results_dir": str(tmp_path / "r"), "figures_dir": str(tmp_path / "f")})
     assert rows[0]["status"] == "failed"
     assert "GraftError" in rows[0]["error"] and "unknown task 'nope'" in rows[0]["error"]
+
+
+def test_progress_bars_over_notebooks_and_cells(tmp_path, monkeypatch, capsys):
+    """The runner shows a bar over the profile's notebooks and papermill's bar over the running one's
+    cells (on stderr), and one line per finished notebook above them (on stdout)."""
+    import nbformat
+
+    from graftlib.lab import workbook
+
+    books = tmp_path / "notebooks"
+    books.mkdir()
+    for name, code in (("a_first", "x = 1"), ("b_second", "raise ValueError('boom')")):
+        nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("y = 2"), nbformat.v4.new_code_cell(code)])
+        nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+        nbformat.write(nb, books / f"{name}.ipynb")
+    monkeypatch.setattr(workbook, "NOTEBOOK_DIR", books)
+    rows = run_workbook("smoke", tmp_path / "out")
+    assert [r["status"] for r in rows] == ["ok", "failed"]
+    out, err = capsys.readouterr()
+    assert "workbook smoke" in err and "2/2" in err and "notebook" in err  # the bar over notebooks
+    assert "a_first" in err and "cell" in err and "2/2 [" in err  # papermill's bar over cells
+    assert "[    ok] a_first" in out and "[failed] b_second" in out and "ValueError: boom" in out

@@ -228,7 +228,7 @@ def bench_tasks(pair, tasks: list[str], runs: list[Run], n_prompts: int, max_new
 
 
 def load_prompts(pair, args) -> list[BenchPrompt]:
-    """From --prompt / --prompts-file (raw user messages) or --task/--n/--split (graftlib.data.prompts)."""
+    """From --prompt / --prompts-file (raw user messages) or --task/--n-prompts/--split (graftlib.data.prompts)."""
     texts = list(args.prompt or [])
     if args.prompts_file:
         path = Path(args.prompts_file)
@@ -240,7 +240,7 @@ def load_prompts(pair, args) -> list[BenchPrompt]:
         for t in texts:
             require(t.strip() != "", "empty prompt in the prompt list")
         return [BenchPrompt("custom", f"custom-{i}", tuple(pair.prompt_ids(t))) for i, t in enumerate(texts)]
-    return task_prompts(pair, args.task, args.n, args.split, args.max_prompt_tokens)
+    return task_prompts(pair, args.task, args.n_prompts, args.split, args.max_prompt_tokens)
 
 
 def task_prompts(pair, task: str, n: int, split: str = "eval", max_prompt_tokens: int | None = None) -> list[BenchPrompt]:
@@ -270,7 +270,9 @@ def add_parser(sub) -> None:
     p.add_argument("--prompts-file", help="text file, one prompt per line (or JSONL with a 'text' field)")
     p.add_argument("--task", default="gsm8k", help="prompt set when no --prompt/--prompts-file is given")
     p.add_argument("--split", default="eval")
-    p.add_argument("--n", type=int, default=4, help="number of prompts from --task")
+    # not `--n` alone: torchrun's parser reads every prefix of its own options (--nnodes, --nproc-per-node)
+    p.add_argument("--n-prompts", "--n", type=int, default=4,
+                   help="number of prompts from --task (--n also works outside torchrun)")
     p.add_argument("--max-prompt-tokens", type=int, default=None)
     p.add_argument("--max-new-tokens", type=int, default=128)
     p.add_argument("--out", default=None, help="JSONL results file (default results/bench.jsonl)")
@@ -281,9 +283,9 @@ def add_parser(sub) -> None:
 def run(args) -> int:
     from graftlib.models.pair import load_pair
 
-    require(args.n >= 1, f"--n must be >= 1, got {args.n}")
+    require(args.n_prompts >= 1, f"--n-prompts must be >= 1, got {args.n_prompts}")
     runs = parse_runs(args.methods, args.budgets, args.chain_budgets, args.caps)
-    from graftlib.lab.shard import rank_device
+    from graftlib.lab.shard import rank_device, rank_world, wait_for_records
 
     pair = load_pair(args.target, args.drafter, args.device or rank_device(), args.device_map)
     block = pair.drafter.block_size
@@ -296,5 +298,11 @@ def run(args) -> int:
           f"({pair.describe()}, drafter_trained={pair.drafter_trained})")
     records = run_bench(pair, prompts, runs, args.max_new_tokens, out, warmup=not args.no_warmup, tdes=args.tdes,
                         beta=args.beta, sampling=sampling_from_args(args))
+    rank, world = rank_world()
+    if world > 1:  # a torchrun shard: rank 0 prints the sweep's one table once every rank's records are in
+        if rank > 0:
+            print(f"graft bench: rank {rank} of {world} done; rank 0 prints the merged table")
+            return 0
+        records = wait_for_records(out, records[0]["setting_id"], {(p.uid, r.key) for p in prompts for r in runs})
     print(format_table(summarize(records)))
     return 0

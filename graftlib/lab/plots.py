@@ -3,7 +3,14 @@
 Every figure states its model pair, hardware and prompt counts (`caption`), and is written as PNG
 and PDF under `figures/` (`save_figure`). `draw_mismatch` draws a real verified round as a small
 tree: the accepted path, the last accepted node p*, and the target's next token t* sitting under
-another parent (the paper's Figure 1(a) idea). matplotlib is imported lazily by the callers.
+another parent (the paper's Figure 1(a) idea). matplotlib and seaborn are imported lazily.
+
+Rules every figure follows: a paper series is drawn on the same axes as ours and named in the
+legend (never on an unlabeled second axis); legends sit outside the plot area (`legend_outside`
+under one panel, `legend_below` one legend under a figure of panels), never over data. seaborn draws
+grouped bars and distributions (`plot_paper_bars`, `plot_generalization`); matplotlib the rest.
+The `plot_*` functions take the tables the notebooks also write as CSV under `figures/`, so a
+committed figure can be redrawn from its CSV without measuring again.
 """
 
 from pathlib import Path
@@ -105,21 +112,113 @@ def plot_training_run(metrics, summary: dict, name: str):
     steps = [r["step"] for r in ev]
     axes[0].plot(steps, [r["heldout_loss"] for r in ev], "o-", label="held-out loss")
     axes[0].set_xlabel("step")
-    axes[0].legend()
+    legend_outside(axes[0])
     axes[1].plot(steps, [r.get("tau", float("nan")) for r in ev], "o-", label="in-loop chain tau (held-out prompts)")
     axes[1].plot(steps, [r["offline_tau"] for r in ev], "s--", label="offline tau (held-out blocks)")
     axes[1].axhline(1.72, color="gray", ls=":", label="feasibility run, GSM8K only (FACTS 6)")
     axes[1].set_xlabel("step")
-    axes[1].legend(fontsize=7)
+    legend_outside(axes[1])
     for key, label in (("acc_by_depth", "top-1"), ("top4_by_depth", "top-4"), ("top16_by_depth", "top-16")):
         if ev and key in ev[-1]:
             axes[2].plot(range(1, len(ev[-1][key]) + 1), ev[-1][key], "o-", ms=3, label=label)
     axes[2].set_xlabel("depth")
     axes[2].set_ylabel("hit rate vs the target (held-out)")
-    axes[2].legend(fontsize=7)
+    legend_outside(axes[2])
     d = summary["data"]
     fig.suptitle(f"{name} | target {summary['target']} | {summary['hardware']} | {d['sequences']} sequences, "
                  f"{d['response_tokens']} response tokens | {summary['train_s'] / 60:.0f} min, {summary['steps']} steps",
                  fontsize=8)
     fig.tight_layout()
+    return fig
+
+
+def legend_outside(ax, **kw):
+    """The axes' legend under its plot area (below the x label), so it never covers data nor, in a
+    row of panels, the next panel."""
+    return ax.legend(**dict(dict(loc="upper center", bbox_to_anchor=(0.5, -0.2), fontsize=7, frameon=False), **kw))
+
+
+def legend_below(fig, axes) -> None:
+    """One legend for the whole figure, under its panels (never over data): every labeled series
+    of `axes`, each label once; the panels' own legends (seaborn draws some) are removed."""
+    seen: dict = {}
+    for ax in axes:
+        for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
+            seen.setdefault(label, handle)
+        if ax.get_legend() is not None:
+            ax.get_legend().remove()
+    fig.legend(list(seen.values()), list(seen), loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=len(seen),
+               fontsize=8, frameon=False)
+
+
+def plot_paper_bars(T, title: str, ours_label: str, paper_label: str):
+    """Table 1: MAT and speedup per task and method, ours beside the paper's (grouped bars, seaborn).
+    `T` has columns task, method, MAT, speedup, paper MAT, paper speedup (the notebook's table1.csv)."""
+    import matplotlib.pyplot as plt
+    import pandas as pd
+    import seaborn as sns
+
+    rows = T[T.method.isin(["DFlash", "DDTree", "GRAFT"])].copy()
+    rows["run"] = rows.task + "\n" + rows.method
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
+    for ax, (col, name) in zip(axes, (("MAT", "MAT"), ("speedup", "speedup vs AR")), strict=True):
+        long = pd.concat([pd.DataFrame({"run": rows.run, "value": rows[col].astype(float), "series": ours_label}),
+                          pd.DataFrame({"run": rows.run, "value": rows[f"paper {col}"].astype(float),
+                                        "series": paper_label})])
+        sns.barplot(long, x="run", y="value", hue="series", ax=ax, errorbar=None)
+        ax.axhline(1.0, color="gray", lw=0.5)
+        ax.set(title=name, xlabel="", ylabel="")
+        ax.tick_params(axis="x", labelsize=7)
+    fig.suptitle(title, fontsize=8)
+    fig.tight_layout()
+    legend_below(fig, axes)
+    return fig
+
+
+def plot_beta_sweep(T, title: str, ours_label: str, paper_label: str):
+    """Table 3: GRAFT's MAT, tokens/s and mismatch reduction against beta, ours and the paper's on
+    the same axes. The two pairs run at throughputs 10x apart, so MAT and tokens/s are drawn
+    relative to the smallest beta of the sweep (beta's effect is the point); the mismatch reduction
+    is already relative. `T`: index beta, columns as in the notebook's table3.csv."""
+    import matplotlib.pyplot as plt
+
+    ref = T.index.min()
+    fig, axes = plt.subplots(1, 3, figsize=(11, 3.2))
+    panels = (("MAT", "paper MAT", f"MAT / MAT at beta = {ref:g}"),
+              ("TPS", "paper TPS", f"tokens/s / tokens/s at beta = {ref:g}"),
+              ("mismatch reduction %", "paper reduction %", "mismatch reduction (%)"))
+    for ax, (col, pcol, ylabel) in zip(axes, panels, strict=True):
+        ours, paper = T[col].astype(float), T[pcol].astype(float)
+        if not col.startswith("mismatch"):
+            ours, paper = ours / ours.loc[ref], paper / paper.loc[ref]
+        ax.plot(T.index, ours, "o-", label=ours_label)
+        ax.plot(T.index, paper, "s--", color="gray", label=paper_label)
+        ax.set_xlabel("beta")
+        ax.set_ylabel(ylabel, fontsize=8)
+    fig.suptitle(title, fontsize=7)
+    fig.tight_layout()
+    legend_below(fig, axes)
+    return fig
+
+
+def plot_generalization(F, title: str):
+    """Figure 5: per task, TDES's mismatch reduction and tokens/s against DDTree with the scorer
+    trained on every task's rounds vs on GSM8K's only (grouped bars, seaborn; the paper gives no
+    numbers for this figure). `F`: index task, columns (metric, scorer) as in fig5_generalization.csv."""
+    import matplotlib.pyplot as plt
+    import seaborn as sns
+
+    F = F.copy()
+    F.columns = F.columns.set_names(["metric", "scorer"])
+    long = F.stack("scorer", future_stack=True).reset_index()
+    long["scorer"] = "TDES scorer trained on " + long.scorer.map({"full": "every task", "gsm8k-only": "GSM8K only"})
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.4))
+    for ax, (col, name, line) in zip(axes, (("mismatch reduction %", "mismatch reduction vs DDTree (%)", 0.0),
+                                            ("TPS / DDTree", "tokens/s normalized by DDTree", 1.0)), strict=True):
+        sns.barplot(long, x=long.columns[0], y=col, hue="scorer", ax=ax, errorbar=None)
+        ax.axhline(line, color="gray", lw=0.5)
+        ax.set(title=name, xlabel="", ylabel="")
+    fig.suptitle(title, fontsize=7)
+    fig.tight_layout()
+    legend_below(fig, axes)
     return fig

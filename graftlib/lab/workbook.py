@@ -7,7 +7,11 @@ cheap interactive ones):
 - `full`: paper-scale prompt counts and lengths, meant for GPUs.
 
 `run_workbook` executes each notebook into `<out>/<name>.ipynb`, keeps going when one fails,
-and writes `<out>/summary.md` (name, status, seconds, first error line and cell). Notebooks
+and writes `<out>/summary.md` (name, status, seconds, first error line and cell). While it runs
+(`make main` takes about half an hour) two progress bars show where it is: one over the
+profile's notebooks (the running one named, time left estimated from those done) and under it
+papermill's bar over the running notebook's cells; a line per finished notebook is written above
+them. Notebooks
 validate their parameters in their first cell with `check_params`, so a bad value stops the
 notebook there with one clear message.
 """
@@ -115,9 +119,11 @@ def check_params(tasks: str | None = None, budgets: str | None = None, chain_bud
 
 
 def run_workbook(profile: str = "quick", out: str | Path = "results/notebooks", only: list[str] | None = None,
-                 extra: dict | None = None) -> list[dict]:
-    """Run the profile's notebooks with papermill; return one status row per notebook."""
+                 extra: dict | None = None, progress: bool = True) -> list[dict]:
+    """Run the profile's notebooks with papermill; return one status row per notebook.
+    `progress`: the bars over notebooks and cells (on stderr); the per-notebook lines are printed anyway."""
     import papermill as pm
+    from tqdm.auto import tqdm
 
     require(profile in PROFILES, f"unknown profile {profile!r}: choose from {', '.join(PROFILES)}")
     books = notebooks()
@@ -128,19 +134,23 @@ def run_workbook(profile: str = "quick", out: str | Path = "results/notebooks", 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     rows = []
-    for book in books:
+    bar = tqdm(books, desc=f"workbook {profile}", unit="notebook", disable=not progress, position=0)
+    for book in bar:
+        bar.set_postfix_str(book.stem)
+        cells = {"desc": f"  {book.stem}", "position": 1, "leave": False} if progress else False
         declared = pm.inspect_notebook(str(book))
         params = {k: v for k, v in dict(PROFILES[profile], **(extra or {})).items() if k in declared}
         t0 = time.time()
         row = {"notebook": book.stem, "status": "ok", "seconds": 0.0, "error": ""}
         try:
             pm.execute_notebook(str(book), str(out / book.name), parameters=params, kernel_name="python3",
-                                cwd=str(NOTEBOOK_DIR.parent), progress_bar=False)
+                                cwd=str(NOTEBOOK_DIR.parent), progress_bar=cells)
         except pm.PapermillExecutionError as e:
             row.update(status="failed", error=f"cell {e.exec_count}: {e.ename}: {str(e.evalue).splitlines()[0]}")
         row["seconds"] = round(time.time() - t0, 1)
         rows.append(row)
-        print(f"[{row['status']:>6}] {book.stem} ({row['seconds']} s) {row['error']}", flush=True)
+        tqdm.write(f"[{row['status']:>6}] {book.stem} ({row['seconds']} s) {row['error']}")
+    bar.close()
     lines = ["| notebook | status | seconds | error |", "|---|---|---|---|"]
     lines += [f"| {r['notebook']} | {r['status']} | {r['seconds']} | {r['error']} |" for r in rows]
     (out / "summary.md").write_text(f"profile: {profile}\n\n" + "\n".join(lines) + "\n")
