@@ -76,11 +76,12 @@ class Ranking:
 
     def caption(self) -> str:
         ci = "no interval (< 3 prompts)" if self.wall_ci is None else f"95% CI {self.wall_ci[0]:.3f}-{self.wall_ci[1]:.3f}"
-        why = ("contains 1.0" if self.wall_ci is not None else "") if self.figure == "modeled" else "excludes 1.0"
+        if self.wall_ci is not None:
+            ci += ", contains 1.0" if self.wall_ci[0] <= 1.0 <= self.wall_ci[1] else ", excludes 1.0"
+        modeled = "no modeled figure" if math.isnan(self.modeled_ratio) else f"modeled {self.modeled_ratio:.3f}x"
         verdict = "a tie" if self.faster is None else f"{self.faster} is faster"
-        return (f"{self.b} vs {self.a} over {self.prompts} prompts: wall-clock {self.wall_ratio:.3f}x ({ci}"
-                f"{', ' + why if why else ''}), modeled {self.modeled_ratio:.3f}x (cost profile {self.profile}); "
-                f"ranked by the {self.figure} figure: {verdict}")
+        return (f"{self.b} vs {self.a} over {self.prompts} prompts: wall-clock {self.wall_ratio:.3f}x ({ci}), "
+                f"{modeled} (cost profile {self.profile}); ranked by the {self.figure} figure: {verdict}")
 
 
 def rank(records: list[dict], a: str, b: str) -> Ranking:

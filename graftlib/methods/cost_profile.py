@@ -39,6 +39,7 @@ import numpy as np
 
 from graftlib.core.errors import GraftError, require
 from graftlib.core.paths import portable
+from graftlib.core.records import write_json_atomic
 from graftlib.methods.saba import DEFAULT_PATH, SabaParams, round_cost
 
 SCHEMA = "graft-cost-profile/1"
@@ -144,10 +145,10 @@ class CostProfile:
         return {**asdict(self), "id": self.id}
 
     def save(self, path: str | Path) -> Path:
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(self.to_dict(), indent=1) + "\n")
-        return path
+        """Written atomically (a reader never sees half a profile)."""
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        write_json_atomic(path, self.to_dict())
+        return Path(path)
 
     @classmethod
     def load(cls, path: str | Path) -> "CostProfile":
