@@ -13,6 +13,7 @@ from tiny import ARCH_SEEDS, tiny_pairs
 
 from graftlib.core.builders import Candidates, HeapTreeBuilder
 from graftlib.core.errors import GraftError
+from graftlib.core.paths import portable
 from graftlib.methods.caddtree import CaDDTree
 from graftlib.methods.decoder import Decoder
 from graftlib.methods.saba import (
@@ -119,7 +120,7 @@ def test_params_roundtrip_and_errors(tmp_path, monkeypatch):
     p = SabaParams(phi=[1, 2, 3, 4], meta={"source": "test"})
     path = p.save(tmp_path / "p.json")
     q = SabaParams.load(path)
-    assert q.id == p.id and q.meta["path"] == str(path)
+    assert q.id == p.id and q.meta["path"] == portable(path)
     monkeypatch.setenv("GRAFT_SABA_PARAMS", str(path))
     assert default_params().id == p.id
     with pytest.raises(GraftError, match="not found"):

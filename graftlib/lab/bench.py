@@ -29,7 +29,9 @@ from graftlib.core.records import append_record, setting_id
 from graftlib.core.sampling import GREEDY, Sampling
 from graftlib.core.version import __version__
 from graftlib.lab.metrics import format_table, summarize
+from graftlib.lab.modeled import format_validation, price, reprice, validate
 from graftlib.methods.args import add_method_args, add_model_args, add_sampling_args, sampling_from_args
+from graftlib.methods.cost_profile import CostProfile, RoundShape, default_profile, load_profile
 from graftlib.methods.decoder import Decoder
 from graftlib.methods.registry import ADAPTIVE_METHODS, METHODS, method_setting
 
@@ -141,18 +143,22 @@ def decode_record(pair, run: Run, prompt: BenchPrompt, max_new_tokens: int, tdes
         # parent-child mismatch (graftlib.core.tree.parent_mismatch) over drafted rounds that could continue (d* < D)
         eligible_sum=sum(r.budget > 0 and r.last_depth < pair.drafter.block_size - 1 for r in rounds),
         mismatch_sum=sum(r.mismatch for r in rounds),
+        round_shapes=[RoundShape.of(r).to_list() for r in rounds],  # what prices the decode (lab.modeled)
     )
 
 
 def run_bench(pair, prompts: list[BenchPrompt], runs: list[Run], max_new_tokens: int, out: Path,
               warmup: bool = True, progress: bool = True, extra: dict | None = None, tdes: str | None = None,
-              beta: float | None = None, sampling: Sampling = GREEDY) -> list[dict]:
+              beta: float | None = None, sampling: Sampling = GREEDY,
+              cost_profile: CostProfile | None = None) -> list[dict]:
     """Decode every prompt with every run (interleaved), append records, return this setting's records.
     `tdes` / `beta`: the TDES scorer and weight of the `ddtree+tdes` and `graft` runs. Under torchrun
     (`graftlib.lab.shard`) this rank decodes its share of the prompts into its own file next to `out`;
     records already in `out` or in any rank file count as done, so shards merge on reading. At T > 0
     (`sampling`) every method decodes a prompt with the prompt's own seed (`prompt_sampling`); the
-    setting records T, top-p and seed, and `matches_ar` is None (the law, not the tokens, is AR's)."""
+    setting records T, top-p and seed, and `matches_ar` is None (the law, not the tokens, is AR's).
+    Every record is priced under `cost_profile` (default: `cost_profile.default_profile()`; module
+    `graftlib.lab.modeled`), the returned ones too, records of earlier runs included."""
     from tqdm.auto import tqdm
 
     from graftlib.lab.shard import merged_records, rank_world, shard, shard_path
@@ -162,6 +168,7 @@ def run_bench(pair, prompts: list[BenchPrompt], runs: list[Run], max_new_tokens:
                    **method_setting([r.method for r in runs], tdes, beta), **(extra or {}),
                    **({} if sampling.greedy else {"sampling": asdict(sampling)}))
     sid = setting_id(**setting)
+    profile = cost_profile or default_profile()
     done = {(r["uid"], r["key"]): r for r in merged_records(out) if r.get("setting_id") == sid}
     rank, world = rank_world()
     write_to = shard_path(out, rank, world)
@@ -182,6 +189,7 @@ def run_bench(pair, prompts: list[BenchPrompt], runs: list[Run], max_new_tokens:
             matches_ar=None if r.method == "ar" or ar is None or not sampling.greedy else rec["tokens"] == ar["tokens"],
             setting=setting, graftlib=__version__, host=platform.node(),
         )
+        rec.update(price(rec, profile))
         done[(p.uid, r.key)] = rec
         bar.update()
         if r.method == "ar":
@@ -195,7 +203,7 @@ def run_bench(pair, prompts: list[BenchPrompt], runs: list[Run], max_new_tokens:
     bar.close()
     keys = {r.key for r in runs}
     uids = {p.uid for p in prompts}
-    return [rec for (uid, key), rec in done.items() if uid in uids and key in keys]
+    return reprice([rec for (uid, key), rec in done.items() if uid in uids and key in keys], profile)
 
 
 def finish(rec: dict) -> dict:
@@ -216,13 +224,13 @@ def bracket(first: dict, second: dict) -> dict:
 
 def bench_tasks(pair, tasks: list[str], runs: list[Run], n_prompts: int, max_new_tokens: int, out: Path,
                 tdes: str | None = None, beta: float | None = None, progress: bool = False,
-                sampling: Sampling = GREEDY) -> list[dict]:
+                sampling: Sampling = GREEDY, cost_profile: CostProfile | None = None) -> list[dict]:
     """`run_bench` over several tasks (first `n_prompts` eval prompts each); summary rows with `task`."""
     rows = []
     for task in tasks:
         prompts = task_prompts(pair, task, n_prompts)
         recs = run_bench(pair, prompts, runs, max_new_tokens, out, progress=progress, extra={"task": task},
-                         tdes=tdes, beta=beta, sampling=sampling)
+                         tdes=tdes, beta=beta, sampling=sampling, cost_profile=cost_profile)
         rows += [dict(r, task=task) for r in summarize(recs)]
     return rows
 
@@ -277,6 +285,9 @@ def add_parser(sub) -> None:
     p.add_argument("--max-new-tokens", type=int, default=128)
     p.add_argument("--out", default=None, help="JSONL results file (default results/bench.jsonl)")
     p.add_argument("--no-warmup", action="store_true")
+    p.add_argument("--cost-profile", default=None, metavar="FILE",
+                   help="cost profile JSON that prices the rounds for the modeled columns "
+                   "(default: the shipped SABA calibration's CPU profile)")
     p.set_defaults(func=run)
 
 
@@ -285,6 +296,7 @@ def run(args) -> int:
 
     require(args.n_prompts >= 1, f"--n-prompts must be >= 1, got {args.n_prompts}")
     runs = parse_runs(args.methods, args.budgets, args.chain_budgets, args.caps)
+    profile = load_profile(args.cost_profile)  # a bad file fails before the models load
     from graftlib.lab.shard import rank_device, rank_world, wait_for_records
 
     pair = load_pair(args.target, args.drafter, args.device or rank_device(), args.device_map)
@@ -297,12 +309,14 @@ def run(args) -> int:
     print(f"graft bench: {len(prompts)} prompts x {len(runs)} runs -> {out} "
           f"({pair.describe()}, drafter_trained={pair.drafter_trained})")
     records = run_bench(pair, prompts, runs, args.max_new_tokens, out, warmup=not args.no_warmup, tdes=args.tdes,
-                        beta=args.beta, sampling=sampling_from_args(args))
+                        beta=args.beta, sampling=sampling_from_args(args), cost_profile=profile)
     rank, world = rank_world()
     if world > 1:  # a torchrun shard: rank 0 prints the sweep's one table once every rank's records are in
         if rank > 0:
             print(f"graft bench: rank {rank} of {world} done; rank 0 prints the merged table")
             return 0
-        records = wait_for_records(out, records[0]["setting_id"], {(p.uid, r.key) for p in prompts for r in runs})
+        records = reprice(wait_for_records(out, records[0]["setting_id"],
+                                           {(p.uid, r.key) for p in prompts for r in runs}), profile)
     print(format_table(summarize(records)))
+    print(format_validation(validate(records)))
     return 0

@@ -6,12 +6,19 @@ all rounds of all prompts (a round an adaptive gate runs as a plain AR step coun
 stays tokens per target forward); tokens/s = decoded tokens after the first / decode time (prefill
 excluded), pooled; speedup = method tokens/s / AR tokens/s over the *same* prompts (= AR
 time-per-output-token / method TPOT, as the outputs are token-identical).
+
+Modeled columns (issue 18, `graftlib.lab.modeled`): the same pooled tokens/s and paired speedup
+from each record's `modeled_s` (its rounds priced by a cost profile, eq. 17) instead of its
+`decode_s`; nan when a record has no modeled time. The records of one summary must share one
+cost profile (`cost_profile`, named in every row), else mixing machines' costs would be silent.
 """
 
 import math
 from collections import defaultdict
 
 import numpy as np
+
+from graftlib.core.errors import require
 
 
 def summarize(records: list[dict], baseline: str = "ar") -> list[dict]:
@@ -20,6 +27,10 @@ def summarize(records: list[dict], baseline: str = "ar") -> list[dict]:
     for r in records:
         groups[r["key"]].append(r)
     base = {r["uid"]: r for r in groups.get(baseline, [])}
+    profiles = {(r["cost_profile"]["name"], r["cost_profile"]["id"]) for r in records if r.get("cost_profile")}
+    require(len(profiles) <= 1, f"records priced under several cost profiles {sorted(profiles)}: "
+            "reprice them under one (graftlib.lab.modeled.reprice)")
+    profile = "{} ({})".format(*next(iter(profiles))) if profiles else None
     rows = []
     for key, recs in groups.items():
         rounds = sum(r["rounds"] for r in recs)
@@ -41,14 +52,20 @@ def summarize(records: list[dict], baseline: str = "ar") -> list[dict]:
         paired = [(base[r["uid"]], r) for r in recs if r["uid"] in base]
         row["speedup"] = pooled_speedup(paired) if paired else float("nan")
         row["speedup_ci"] = speedup_ci(paired)
+        modeled_s = sum(r["modeled_s"] for r in recs) if all(r.get("modeled_s") is not None for r in recs) else 0.0
+        row["modeled_tokens_per_s"] = decoded / modeled_s if modeled_s else float("nan")
+        priced_pairs = paired and all(x.get("modeled_s") is not None for p in paired for x in p)
+        row["modeled_speedup"] = pooled_speedup(paired, "modeled_s") if priced_pairs else float("nan")
+        row["cost_profile"] = profile
         rows.append(row)
     return rows
 
 
-def pooled_speedup(paired: list[tuple[dict, dict]]) -> float:
-    """Baseline time per output token / method time per output token, pooled over (baseline, method) pairs."""
-    t_method = sum(m["decode_s"] for _, m in paired) / sum(m["new_tokens"] - 1 for _, m in paired)
-    t_base = sum(b["decode_s"] for b, _ in paired) / sum(b["new_tokens"] - 1 for b, _ in paired)
+def pooled_speedup(paired: list[tuple[dict, dict]], time: str = "decode_s") -> float:
+    """Baseline time per output token / method time per output token, pooled over (baseline, method)
+    pairs; `time` names the records' time field (`modeled_s`: the modeled speedup)."""
+    t_method = sum(m[time] for _, m in paired) / sum(m["new_tokens"] - 1 for _, m in paired)
+    t_base = sum(b[time] for b, _ in paired) / sum(b["new_tokens"] - 1 for b, _ in paired)
     return t_base / t_method
 
 
@@ -70,7 +87,8 @@ def speedup_ci(paired: list[tuple[dict, dict]], level: float = 0.95, resamples: 
 
 def format_table(rows: list[dict]) -> str:
     head = (f"{'run':<14} {'n':>3} {'MAT':>5} {'tok/s':>7} {'speedup':>7} {'CI95':>11} {'nodes':>6} "
-            f"{'AR%':>4} {'decl%':>5} {'mism%':>5} {'draft':>7} {'tree':>6} {'verify':>7} {'commit':>6} exact")
+            f"{'AR%':>4} {'decl%':>5} {'mism%':>5} {'draft':>7} {'tree':>6} {'verify':>7} {'commit':>6} "
+            f"{'m-tok/s':>7} {'m-spd':>6} exact")
     lines = [head, "-" * len(head)]
     for r in rows:
         mism = r.get("mismatch_rate", float("nan"))
@@ -80,10 +98,18 @@ def format_table(rows: list[dict]) -> str:
         lines.append(
             f"{r['key']:<14} {r['prompts']:>3} {r['mat']:>5.2f} {r['tokens_per_s']:>7.2f} {r['speedup']:>6.2f}x {ci} "
             f"{r['mean_nodes']:>6.1f} {100 * r['ar_share']:>4.0f} {100 * r.get('declined_share', 0.0):>5.0f} {mism} {r['draft_ms']:>7.1f} {r['tree_ms']:>6.2f} "
-            f"{r['verify_ms']:>7.1f} {r['commit_ms']:>6.2f} {'yes' if r['exact'] else 'NO'}")
+            f"{r['verify_ms']:>7.1f} {r['commit_ms']:>6.2f} {modeled_cells(r)} {'yes' if r['exact'] else 'NO'}")
     lines.append("per-stage columns: ms per round; tok/s: decoded tokens / decode time (prefill excluded); "
                  "CI95: bootstrap interval of the speedup over prompts (metrics.speedup_ci); "
                  "AR%: rounds an adaptive gate ran as plain AR steps (decl%: of all rounds, those it declined "
                  "after drafting); mism%: parent-child mismatch rate "
-                 "(graftlib.core.tree.parent_mismatch) over drafted rounds that could continue")
+                 "(graftlib.core.tree.parent_mismatch) over drafted rounds that could continue; "
+                 "m-tok/s, m-spd: modeled tokens/s and speedup, the rounds priced by the cost profile "
+                 f"{next((r['cost_profile'] for r in rows if r.get('cost_profile')), 'none')} (graftlib.lab.modeled)")
     return "\n".join(lines)
+
+
+def modeled_cells(row: dict) -> str:
+    """The table's modeled tokens/s and speedup cells; dashes without a modeled figure."""
+    tps, spd = row.get("modeled_tokens_per_s", math.nan), row.get("modeled_speedup", math.nan)
+    return (f"{'-':>7}" if math.isnan(tps) else f"{tps:>7.2f}") + " " + (f"{'-':>6}" if math.isnan(spd) else f"{spd:>5.2f}x")
