@@ -41,9 +41,10 @@ def references(embedded_pair):
 def test_embedded_matches_ar(embedded_pair, references, method, budget):
     p = embedded_pair
     dec = Decoder.for_method(p.target, p.drafter, method, budget, p.eos_ids)
+    n = MAX_NEW // 2 if budget >= 256 else MAX_NEW  # 257-node verifies cost ~0.5 s each on 2 cores
     for ids, ref in references.values():
-        res = dec.decode(ids, MAX_NEW)
-        check_exact(p.target, ids, ref, res.tokens)
+        res = dec.decode(ids, n)
+        check_exact(p.target, ids, ref[:n], res.tokens)
         assert all(r.nodes <= budget for r in res.rounds)
         assert sum(r.accepted for r in res.rounds) >= len(res.tokens) - 1  # every token came from a round
 

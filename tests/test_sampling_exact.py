@@ -6,9 +6,10 @@ expected count under 5 pooled); two injected bugs must be rejected: the target's
 wrong temperature, and a walk that follows the draft's first-ranked child without drawing from the
 target. Everything is seeded, so the outcome is deterministic on a given torch build.
 
-N: 10^4 decodes for AR, the DFlash chain, DDTree and GRAFT (the three walk shapes plus TDES-ranked
-heaps with SABA's AR steps); 3,000 for +TDES, +SABA and CaDDTree, whose tree shapes the former
-already cover, and 3,000 for each injected bug (both are rejected at p < 1e-30 there).
+N: 10^4 decodes for DDTree and GRAFT (heap trees, TDES-ranked heaps, SABA's AR steps between drafted
+rounds); 3,000 for AR (the sampler the exact law describes), the DFlash chain (a one-path tree through
+the same walk), +TDES, +SABA and CaDDTree, whose tree shapes the former cover; 2,000 for each injected
+bug (both are rejected far below the 1e-6 asserted). The suite's time budget sets these counts.
 """
 
 import math
@@ -33,7 +34,7 @@ MASK = V - 1
 PROMPT = [1, 4, 2, 5]
 T = 0.6
 SAMPLING = Sampling(T, top_p=0.95)
-N_MAIN, N_OTHER, N_BUG = 10_000, 3_000, 3_000
+N_MAIN, N_OTHER, N_BUG = 10_000, 3_000, 2_000
 GATED = SabaParams(c_ar=[0.02, 0.0], max_skip=2, post_gate=False)  # AR steps between drafted rounds
 
 
@@ -109,7 +110,7 @@ def chi_square(counts: torch.Tensor, law: torch.Tensor) -> tuple[float, float]:
     return p, tv
 
 
-@pytest.mark.parametrize("method, n", [("ar", N_MAIN), ("dflash", N_MAIN), ("ddtree", N_MAIN), ("graft", N_MAIN),
+@pytest.mark.parametrize("method, n", [("ddtree", N_MAIN), ("graft", N_MAIN), ("ar", N_OTHER), ("dflash", N_OTHER),
                                        ("ddtree+tdes", N_OTHER), ("ddtree+saba", N_OTHER),
                                        ("caddtree", N_OTHER)])
 def test_first_three_tokens_follow_ar_sampling(pair, exact_law, method, n):
