@@ -9,7 +9,7 @@ import math
 
 import pytest
 import torch
-from tiny import random_prompt, tiny_target, tiny_tokenizer
+from tiny import prompts_of, tiny_target, tiny_tokenizer
 
 from graftlib.core.errors import GraftError
 from graftlib.core.paths import PACKAGE_DIR, portable
@@ -37,10 +37,6 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 @pytest.fixture(scope="module")
 def target():
     return tiny_target("llama", seed=0, initializer_range=0.1)
-
-
-def prompts_of(lengths, seed=0):
-    return [random_prompt(seed + i, n) for i, n in enumerate(lengths)]
 
 
 def test_topk_logprobs_are_the_targets_distribution(target):

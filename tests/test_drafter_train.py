@@ -6,7 +6,7 @@ import json
 
 import pytest
 import torch
-from tiny import MASK_ID, random_prompt, tiny_drafter, tiny_target, tiny_tokenizer, write_target_dir
+from tiny import MASK_ID, prompts_of, tiny_drafter, tiny_target, tiny_tokenizer, write_target_dir
 
 from graftlib.core.errors import GraftError
 from graftlib.data.prompts import Item
@@ -40,10 +40,6 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 @pytest.fixture(scope="module")
 def target():
     return tiny_target("llama", seed=0, initializer_range=0.1)
-
-
-def prompts_of(lengths, seed=0):
-    return [random_prompt(seed + i, n) for i, n in enumerate(lengths)]
 
 
 def items(n):

@@ -67,6 +67,11 @@ def random_prompt(seed: int, length: int, vocab: int = VOCAB,
     return allowed[torch.randint(len(allowed), (length,), generator=g)].tolist()
 
 
+def prompts_of(lengths: list[int], seed: int = 0) -> list[list[int]]:
+    """One random prompt per length (seeds seed, seed + 1, ...)."""
+    return [random_prompt(seed + i, n) for i, n in enumerate(lengths)]
+
+
 CHARS = "abcdefghijklmnopqrstuvwxyz .,!?"  # 31 characters -> ids 0..30; id 31 = "<eos>" (also the mask id)
 
 

@@ -35,7 +35,7 @@ from safetensors.torch import load_file
 from torch import nn
 
 from graftlib.core.errors import GraftError, require
-from graftlib.models.drafter import RMSNorm, apply_rope, rope_cos_sin
+from graftlib.models.drafter import MLP, RMSNorm, apply_rope, rope_cos_sin
 
 
 @dataclass
@@ -126,22 +126,11 @@ class Eagle3Attention(nn.Module):
         return self.o_proj(out.transpose(1, 2).reshape(b, n, -1))
 
 
-class Eagle3MLP(nn.Module):
-    def __init__(self, cfg: Eagle3Config):
-        super().__init__()
-        self.gate_proj = nn.Linear(cfg.hidden_size, cfg.intermediate_size, bias=False)
-        self.up_proj = nn.Linear(cfg.hidden_size, cfg.intermediate_size, bias=False)
-        self.down_proj = nn.Linear(cfg.intermediate_size, cfg.hidden_size, bias=False)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
-
-
 class Eagle3Layer(nn.Module):
     def __init__(self, cfg: Eagle3Config):
         super().__init__()
         self.self_attn = Eagle3Attention(cfg)
-        self.mlp = Eagle3MLP(cfg)
+        self.mlp = MLP(cfg)  # the same SiLU-gated MLP (gate_proj, up_proj, down_proj) as DFlash's
         self.hidden_norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
         self.input_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
         self.post_attention_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
