@@ -73,3 +73,17 @@ def read_json_index(path: str | Path, fmt, what: str) -> dict | None:
             f"{what} index {path} has format {index.get('format') if isinstance(index, dict) else None}, "
             f"expected {fmt}")
     return index
+
+
+def read_json_object(path: str | Path, what: str, hint: str = "") -> dict:
+    """A JSON object file; `GraftError` naming `what`, the file and the problem (missing: + `hint`)."""
+    from graftlib.core.errors import GraftError, require
+
+    path = Path(path)
+    require(path.is_file(), f"{what} file not found: {path}" + (f" ({hint})" if hint else ""))
+    try:
+        d = json.loads(path.read_text())
+    except json.JSONDecodeError as e:
+        raise GraftError(f"{what} file {path} is not valid JSON: {e}") from None
+    require(isinstance(d, dict), f"{what} file {path}: expected a JSON object, got {type(d).__name__}")
+    return d

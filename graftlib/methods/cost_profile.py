@@ -39,7 +39,7 @@ import numpy as np
 
 from graftlib.core.errors import GraftError, require
 from graftlib.core.paths import portable
-from graftlib.core.records import write_json_atomic
+from graftlib.core.records import read_json_object, write_json_atomic
 from graftlib.methods.saba import DEFAULT_PATH, SabaParams, round_cost
 
 SCHEMA = "graft-cost-profile/1"
@@ -154,12 +154,7 @@ class CostProfile:
     def load(cls, path: str | Path) -> "CostProfile":
         """A profile file; `GraftError` naming the file and the problem if it is missing or malformed."""
         path = Path(path)
-        require(path.is_file(), f"cost profile file not found: {path}")
-        try:
-            d = json.loads(path.read_text())
-        except json.JSONDecodeError as e:
-            raise GraftError(f"cost profile file {path} is not valid JSON: {e}") from None
-        require(isinstance(d, dict), f"cost profile file {path}: expected a JSON object, got {type(d).__name__}")
+        d = read_json_object(path, "cost profile")
         require(not ({"phi", "alpha"} <= set(d)), f"cost profile file {path} is a SABA calibration, not a cost profile: "
                 "convert it with graftlib.methods.cost_profile.from_saba(SabaParams.load(path)).save(out)")
         d.pop("id", None)

@@ -131,8 +131,9 @@ import numpy as np
 import torch
 
 from graftlib.core.builders import Candidates
-from graftlib.core.errors import GraftError, require
+from graftlib.core.errors import require
 from graftlib.core.paths import ASSETS_DIR, portable
+from graftlib.core.records import read_json_object
 
 PAPER_GRID = tuple(range(32, 513, 16))
 CPU_GRID = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
@@ -229,11 +230,7 @@ class SabaParams:
     @classmethod
     def load(cls, path: str | Path) -> "SabaParams":
         path = Path(path)
-        require(path.is_file(), f"SABA params file not found: {path} (run `graft calibrate`)")
-        try:
-            d = json.loads(path.read_text())
-        except json.JSONDecodeError as e:
-            raise GraftError(f"SABA params file {path} is not valid JSON: {e}") from e
+        d = read_json_object(path, "SABA params", "run `graft calibrate`")
         d.pop("id", None)
         unknown = set(d) - set(cls.__dataclass_fields__)
         require(not unknown, f"SABA params file {path}: unknown keys {sorted(unknown)}")
