@@ -185,3 +185,18 @@ def test_loop_tau_uses_greedy_heldout_responses_only(target):
                       minutes=None, max_steps=1, eval_blocks=4, tau_prompts=4, bf16=False)
     trainer = Trainer(cfg, target, seqs[:2], seqs[2:], LAYERS, [], sampled_uids=frozenset({"h/2"}))
     assert [s.uid for s in trainer.tau_seqs] == ["h/3"]
+
+
+def test_bf16_autocast_only_where_native(target):
+    from graftlib.training.drafter_train import native_bf16
+
+    assert native_bf16(torch.device("cuda")) and not native_bf16(torch.device("meta"))
+    cpu = native_bf16(torch.device("cpu"))
+    assert cpu == bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    seqs = generate_sequences(target, prompts_of([5, 6, 7], seed=70), LAYERS, 8, [], batch_size=3)
+    for i, s in enumerate(seqs):
+        s.uid = f"b/{i}"
+    base = dict(block_size=4, mask_token_id=16, draft_vocab=0, blocks_per_step=4, blocks_per_seq=2, minutes=None,
+                max_steps=1, eval_blocks=4, tau_prompts=0)
+    assert Trainer(TrainConfig(**base), target, seqs[:2], seqs[2:], LAYERS, []).bf16 == cpu
+    assert Trainer(TrainConfig(**base, bf16=True), target, seqs[:2], seqs[2:], LAYERS, []).bf16
