@@ -21,7 +21,8 @@ maps it back; training takes logits over the draft ids only and ignores labels o
 bf16 autocast where the device has native bf16 (`native_bf16`; fp32 on AVX2 CPUs). Optionally
 (`init_from_target`) the drafter's layers start from the target's last layers (Llama/Qwen3 names map
 one to one; q_norm/k_norm start at ones) and `fc` as the identity on the deepest stored layer with
-`hidden_norm` = that next layer's input norm, so the context starts as what the target's next layer sees. Measured against random init at equal time (6 CPU
+`hidden_norm` = that next layer's input norm, so the context starts as what the target's next layer sees.
+Measured against random init at equal time (6 CPU
 minutes, same data and held-out split, `make drafter-ablation`), random init reached twice the
 depth-1 top-1 rate (0.26 vs 0.13) and offline chain tau 1.34 vs 1.15, so it is the default; a
 second layer (-37% steps) and a 16k draft vocabulary (-30% steps) were also worse at equal time. The target's embeddings and LM head stay frozen and are
