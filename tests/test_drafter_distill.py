@@ -200,3 +200,13 @@ def test_bf16_autocast_only_where_native(target):
                 max_steps=1, eval_blocks=4, tau_prompts=0)
     assert Trainer(TrainConfig(**base), target, seqs[:2], seqs[2:], LAYERS, []).bf16 == cpu
     assert Trainer(TrainConfig(**base, bf16=True), target, seqs[:2], seqs[2:], LAYERS, []).bf16
+
+
+def test_sampled_share_is_independent_of_the_heldout_split():
+    from graftlib.training.drafter_data import Sequence
+    from graftlib.training.drafter_train import heldout_split
+
+    seqs = [Sequence(torch.tensor([1, 2, 3]), 1, torch.zeros(2, 4), f"u/{i}") for i in range(4000)]
+    _, held = heldout_split(seqs, 0.04)
+    share = sum(sampled(s.uid, 0.1) for s in held) / len(held)
+    assert 0.04 < share < 0.17, share  # ~ the sampled share, not 1.0
