@@ -159,6 +159,7 @@ def generate_batch(model, prompts: list[list[int]], layer_ids: list[int], max_ne
     lens = torch.tensor([len(p) for p in prompts])
     width = int(lens.max())
     temps = torch.tensor(temperatures or [0.0] * b, dtype=torch.float32, device=device)
+    any_sampled = any(t > 0 for t in (temperatures or []))  # decided once: no per-step host sync for it
     ids = torch.zeros(b, width, dtype=torch.long, device=device)
     pad_mask = torch.zeros(b, width, dtype=torch.long, device=device)
     for i, p in enumerate(prompts):
@@ -177,6 +178,7 @@ def generate_batch(model, prompts: list[list[int]], layer_ids: list[int], max_ne
     top_ids = torch.zeros(b, max_new_tokens, k, dtype=torch.int32, device=device)
     top_logp = torch.zeros(b, max_new_tokens, k, dtype=torch.float16, device=device)
     eos_t = torch.tensor(eos or [-1], device=device)
+    lens_d = lens.to(device)
     rows = torch.arange(b, device=device)  # batch row -> sequence index
     n_resp = torch.zeros(b, dtype=torch.long, device=device)  # response tokens so far, by sequence
     alive = torch.ones(b, dtype=torch.bool, device=device)  # by sequence
@@ -184,8 +186,8 @@ def generate_batch(model, prompts: list[list[int]], layer_ids: list[int], max_ne
     for step in range(max_new_tokens):
         logits = model.lm_head(last).float()  # [rows, V]
         nxt = logits.argmax(-1)
-        t = temps[rows]
-        if bool((t > 0).any()):
+        if any_sampled:
+            t = temps[rows]
             probs = torch.softmax(logits / t.clamp(min=1e-6)[:, None], -1)
             draw = torch.multinomial(probs, 1, generator=generator)[:, 0]
             nxt = torch.where(t > 0, draw, nxt)
@@ -206,7 +208,7 @@ def generate_batch(model, prompts: list[list[int]], layer_ids: list[int], max_ne
             keep = live.nonzero()[:, 0]
             _keep_rows(cache, keep)
             pad_mask, rows, nxt = pad_mask[keep], rows[keep], nxt[keep]
-        step_pos = (lens.to(device)[rows] + step)[:, None]
+        step_pos = (lens_d[rows] + step)[:, None]
         pad_mask = torch.cat([pad_mask, pad_mask.new_ones(len(rows), 1)], dim=1)
         out = model.model(input_ids=nxt[:, None], attention_mask=pad_mask, position_ids=step_pos, cache=cache,
                           use_cache=True, output_hidden_states=True)
