@@ -274,3 +274,15 @@ def test_ablation_summary_names_changes_and_skips_unfinished(tmp_path, target):
     assert json.loads((tmp_path / "ablation.json").read_text())["runs"] == rows
     with pytest.raises(GraftError, match="baseline"):
         ablation_summary([root / "layers2"])
+
+
+def test_flat_packing_trains_identically(target, tiny_data):
+    """The accelerator path (FlatBlocks gathers) takes the same steps as the per-row packing."""
+    train_seqs, held = tiny_data
+    cfg = small_train_config(max_steps=3, draft_vocab=20)
+    rows = Trainer(cfg, target, train_seqs, held, LAYERS, [], flat=False)
+    flat = Trainer(cfg, target, train_seqs, held, LAYERS, [], flat=True)
+    assert flat.flat_train is not None and rows.flat_train is None
+    for _ in range(3):
+        assert rows.step()["loss"] == flat.step()["loss"]
+    assert rows.evaluate()["heldout_loss"] == flat.evaluate()["heldout_loss"]
