@@ -630,12 +630,11 @@ def _eval_line(e: dict) -> str:
             f"{e['eval_s']:.0f} s")
 
 
-def _main(args) -> int:
-    from graftlib.models.target import default_device
-
+def config_from_args(args) -> TrainConfig:
+    """The `TrainConfig` of the options `add_train_args` registers (also sets --threads)."""
     if args.threads:
         torch.set_num_threads(args.threads)
-    cfg = TrainConfig(
+    return TrainConfig(
         layers=args.layers, target_layer_ids=args.target_layer_ids, draft_vocab=args.draft_vocab,
         blocks_per_step=args.blocks_per_step, blocks_per_seq=args.blocks_per_seq, lr=args.lr,
         eval_every=args.eval_every, minutes=args.minutes, max_steps=args.max_steps,
@@ -643,13 +642,18 @@ def _main(args) -> int:
         tau_prompts=args.tau_prompts, tau_tokens=args.tau_tokens, seed=args.seed, schedule=args.schedule,
         decay=args.decay, distill=args.distill, checkpoint_minutes=args.checkpoint_minutes,
     )
+
+
+def _main(args) -> int:
+    from graftlib.models.target import default_device
+
+    cfg = config_from_args(args)
     train(args.data, args.out, cfg, resume=args.resume, device=args.device or default_device(),
           command="graft " + " ".join(sys.argv[1:]))
     return 0
 
 
 def add_parser(subparsers) -> None:
-    d = TrainConfig()
     p = subparsers.add_parser(
         "train-drafter", help="train a DFlash drafter on `graft drafter-data` output",
         description="DFlash recipe (random anchors, packed blocks, depth-weighted CE) with periodic held-out "
@@ -657,6 +661,14 @@ def add_parser(subparsers) -> None:
     )
     p.add_argument("--data", required=True, nargs="+", help="one or more directories written by `graft drafter-data`")
     p.add_argument("--out", required=True, help="output directory (checkpoint/, metrics.jsonl, drafter/)")
+    p.add_argument("--resume", action="store_true", help="continue out/checkpoint")
+    add_train_args(p)
+    p.set_defaults(func=_main)
+
+
+def add_train_args(p) -> None:
+    """The training options shared by `graft train-drafter` and `graft drafter-pipeline`."""
+    d = TrainConfig()
     p.add_argument("--minutes", type=float, default=d.minutes, help=f"time budget; the lr schedule follows it (default {d.minutes})")
     p.add_argument("--max-steps", type=int, default=None, help="step budget (with --minutes: whichever ends first)")
     p.add_argument("--layers", type=int, default=d.layers, help=f"drafter layers (default {d.layers})")
@@ -686,6 +698,4 @@ def add_parser(subparsers) -> None:
                    help="start the layers from the target's last ones (default: random init, which learned ~2x "
                         "faster at equal time in the shipped drafter's ablation)")
     p.add_argument("--seed", type=int, default=d.seed)
-    p.add_argument("--resume", action="store_true", help="continue out/checkpoint")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
-    p.set_defaults(func=_main)
