@@ -72,23 +72,22 @@ drafter-ablation: data
 	$(BIN)/python -c "from graftlib.training.drafter_train import write_ablation as w; \
 		w('runs/drafter-ablation', 'graftlib/assets/drafters/smollm2-135m-dflash/ablation.json')"
 
-# Issue 21 on a GPU: target data (batched, top-k log-probs, a tenth sampled) for GPU_DATA_MIN minutes,
-# then three drafters trained side by side for GPU_TRAIN_MIN minutes each on the same data: distilled
-# (d1), hard labels (h1), two layers distilled (d2). ~9 min on one H200. GRAFT: how to call graftlib
+# Issue 21 on a GPU, one process (graft drafter-pipeline): target data (batched, float32 target, top-k log-probs,
+# a tenth sampled) for GPU_DATA_MIN minutes kept in memory, then the GPU_VARIANTS drafters trained one after another
+# on it for GPU_TRAIN_MIN minutes each: distilled (d1), hard labels (h1), two layers distilled (d2). About 9 min on
+# one H200 (docs/gpu.md: the two device calls that bring the target's weights there). GRAFT: how to call graftlib
 # (`python3 -m graftlib` where it is not installed); GPU_PROMPTS: e.g. `--prompts FILE` written by
 # `graft drafter-data --export-prompts FILE --n-prompts 100000` where the prompt sets are not fetched.
 GRAFT ?= $(BIN)/graft
-GPU_DATA_MIN ?= 2.4
-GPU_TRAIN_MIN ?= 4
+GPU_DATA_MIN ?= 3
+GPU_TRAIN_MIN ?= 1.5
 GPU_OUT ?= runs/gpu
 GPU_PROMPTS ?=
+GPU_VARIANTS ?= d1:0.5:1 h1:0:1 d2:0.5:2
 drafter-gpu:
-	$(GRAFT) drafter-data --device cuda --out $(GPU_OUT)/data --n-prompts 100000 --batch-size 512 --shard-size 512 \
-		--max-response-tokens 512 --sample-share 0.1 --max-minutes $(GPU_DATA_MIN) $(GPU_PROMPTS)
-	for v in "d1 --distill 0.5" "h1 --distill 0" "d2 --distill 0.5 --layers 2"; do set -- $$v; n=$$1; shift; \
-		$(GRAFT) train-drafter --device cuda --data $(GPU_OUT)/data --out $(GPU_OUT)/$$n --minutes $(GPU_TRAIN_MIN) \
-			--blocks-per-step 1024 --lr 8e-4 --eval-every 500 --tau-prompts 4 --tau-tokens 64 $$@ \
-			> $(GPU_OUT)/train-$$n.log 2>&1 & done; wait
+	$(GRAFT) drafter-pipeline --device cuda --out $(GPU_OUT) --data-minutes $(GPU_DATA_MIN) --minutes $(GPU_TRAIN_MIN) \
+		--variants $(GPU_VARIANTS) --blocks-per-step 2048 --lr 8e-4 --eval-every 250 --tau-prompts 8 --tau-tokens 128 \
+		$(GPU_PROMPTS)
 
 test: data  ## unit tests + exactness on tiny models and on the embedded model
 	$(BIN)/python -m pytest -q

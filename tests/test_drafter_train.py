@@ -274,3 +274,41 @@ def test_ablation_summary_names_changes_and_skips_unfinished(tmp_path, target):
     assert json.loads((tmp_path / "ablation.json").read_text())["runs"] == rows
     with pytest.raises(GraftError, match="baseline"):
         ablation_summary([root / "layers2"])
+
+
+def test_flat_packing_trains_identically(target, tiny_data):
+    """The accelerator path (FlatBlocks gathers) takes the same steps as the per-row packing."""
+    train_seqs, held = tiny_data
+    cfg = small_train_config(max_steps=3, draft_vocab=20)
+    rows = Trainer(cfg, target, train_seqs, held, LAYERS, [], flat=False)
+    flat = Trainer(cfg, target, train_seqs, held, LAYERS, [], flat=True)
+    assert flat.flat_train is not None and rows.flat_train is None
+    for _ in range(3):
+        assert rows.step()["loss"] == flat.step()["loss"]
+    assert rows.evaluate()["heldout_loss"] == flat.evaluate()["heldout_loss"]
+
+
+def test_pipeline_generates_and_trains_in_one_process(tmp_path):
+    """`graft drafter-pipeline` (the GPU run, here on the CPU): prompts file -> in-memory data -> drafter."""
+    from graftlib.training.drafter_data import write_prompts
+    from graftlib.training.drafter_pipeline import run
+
+    tdir = write_target_dir(tmp_path / "target", initializer_range=0.1)
+    write_prompts(tmp_path / "prompts.jsonl", items(12))
+    data_cfg = DataConfig(target=str(tdir), n_prompts=12, shard_size=5, batch_size=3, max_prompt_tokens=40,
+                          max_response_tokens=16, top_k=4, sample_share=0.25, target_layer_ids=LAYERS)
+    cfg = small_train_config(max_steps=4, distill=0.5, heldout=0.25, tau_prompts=2, tau_tokens=8)
+    finals = run(tmp_path / "out", data_cfg, cfg, data_minutes=5, prompts_file=tmp_path / "prompts.jsonl",
+                 device="cpu", variants=["d1:0.5:1", "h1:0:1"], log=lambda _: None, command="test")
+    assert sorted(finals) == ["d1", "h1"]
+    final = finals["d1"]
+    hard = json.loads((finals["h1"] / "training.json").read_text())
+    assert hard["config"]["distill"] == 0 and hard["data"]["response_tokens"] > 0
+    rec = json.loads((final / "training.json").read_text())
+    data = json.loads((tmp_path / "out" / "data.json").read_text())
+    assert rec["steps"] == 4 and rec["data"]["sequences"] == 12 and rec["data"]["in_memory"]
+    assert [c["count"] for c in data["chunks"]] == [5, 5, 2] and data["response_tokens"] == rec["data"]["response_tokens"]
+    assert rec["final_eval"]["tau_exact"].endswith("/2") and rec["final_eval"]["tau_exact"][0] == "2"
+    assert (final / "model.safetensors").is_file() and rec["data"]["stored_layer_ids"] == LAYERS
+    with pytest.raises(GraftError, match="NAME:DISTILL:LAYERS"):
+        run(tmp_path / "bad", data_cfg, cfg, 5, variants=["d1:half:1"])

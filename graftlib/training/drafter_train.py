@@ -56,9 +56,9 @@ from graftlib.core.errors import GraftError, require
 from graftlib.core.paths import portable
 from graftlib.core.records import append_record
 from graftlib.models.drafter import DFlashConfig, DFlashDrafter, init_weights, load_state_strict, save_drafter
+from graftlib.training.blocks import IGNORE, Batch, FlatBlocks, pack_blocks
 from graftlib.training.drafter_data import Sequence, eos_ids, load_dataset, sampled
 
-IGNORE = -100
 # Settings a resumed run may change; every other TrainConfig field must match the checkpoint.
 RESUMABLE_CHANGES = ("minutes", "max_steps", "eval_every", "log_every", "tau_prompts", "tau_tokens",
                      "eval_blocks", "checkpoint_minutes")
@@ -191,69 +191,6 @@ def make_drafter(cfg: TrainConfig, target, layer_ids: list[int], d2t: torch.Tens
 # ----------------------------------------------------------------------------- packing
 
 
-@dataclass
-class Batch:
-    ids: torch.Tensor  # [R, Q] block tokens (anchor, masks), Q = blocks * block_size
-    ctx: torch.Tensor  # [R, C, F] context features (zero past each row's last anchor)
-    ctx_pos: torch.Tensor  # [R, C]
-    q_pos: torch.Tensor  # [R, Q]
-    mask: torch.Tensor  # [R, 1, Q, C + Q] bool: what each block query sees
-    labels: torch.Tensor  # [R, Q] target ids, IGNORE where there is none
-    depth: torch.Tensor  # [Q] k = position inside the block
-    n_blocks: int
-    soft_ids: torch.Tensor | None = None  # [R, Q, K] the target's top-k ids for each label, IGNORE if none
-    soft_logp: torch.Tensor | None = None  # [R, Q, K] their log-probs
-
-    def to(self, device) -> "Batch":
-        moved = {k: (v.to(device, non_blocking=True) if isinstance(v, torch.Tensor) else v)
-                 for k, v in self.__dict__.items()}
-        return Batch(**moved)
-
-
-def pack_blocks(seqs: list[Sequence], anchors: list[list[int]], block_size: int, mask_id: int) -> Batch:
-    """Rows of packed blocks: row r holds the blocks of `seqs[r]` at `anchors[r]` (see module doc)."""
-    R, B, bs = len(seqs), max(len(a) for a in anchors), block_size
-    Q, C = B * bs, max(max(a) for a in anchors)
-    feat_dim = seqs[0].features.shape[1]
-    A = torch.zeros(R, B, dtype=torch.long)
-    valid = torch.zeros(R, B, dtype=torch.bool)
-    ctx = torch.zeros(R, C, feat_dim, dtype=seqs[0].features.dtype, device=seqs[0].features.device)
-    width = max(len(s.tokens) for s in seqs) + bs
-    toks = torch.full((R, width), IGNORE, dtype=torch.long)
-    soft = all(s.topk_ids is not None for s in seqs)
-    if soft:  # the target's top-k by sequence position (row p: its distribution over tokens[p])
-        K = seqs[0].topk_ids.shape[1]
-        tk_ids = torch.full((R, width, K), IGNORE, dtype=torch.long)
-        tk_logp = torch.zeros(R, width, K, dtype=torch.float32)
-    for r, (s, a) in enumerate(zip(seqs, anchors)):
-        A[r, :len(a)] = torch.tensor(a)
-        valid[r, :len(a)] = True
-        ctx[r, :max(a)] = s.features[:max(a)]
-        toks[r, :len(s.tokens)] = s.tokens
-        if soft:
-            tk_ids[r, s.prompt_len:len(s.tokens)] = s.topk_ids.to("cpu", torch.long)
-            tk_logp[r, s.prompt_len:len(s.tokens)] = s.topk_logp.to("cpu", torch.float32)
-    k = torch.arange(bs)
-    pos = A[:, :, None] + k  # [R, B, bs]
-    labels = toks.gather(1, pos.reshape(R, Q)).view(R, B, bs)
-    labels[:, :, 0] = IGNORE
-    labels[~valid] = IGNORE
-    ids = torch.full((R, B, bs), mask_id, dtype=torch.long)
-    ids[:, :, 0] = torch.where(valid, toks.gather(1, A).clamp(min=0), mask_id)
-    sees_ctx = torch.arange(C)[None, None, :] < (A * valid)[:, :, None]  # [R, B, C]
-    sees_ctx = sees_ctx[:, :, None, :].expand(R, B, bs, C).reshape(R, Q, C)
-    block_id = torch.arange(Q) // bs
-    own = (block_id[:, None] == block_id[None, :]).expand(R, Q, Q)
-    mask = torch.cat([sees_ctx, own], dim=-1)[:, None]
-    soft_ids = soft_logp = None
-    if soft:
-        flat = pos.reshape(R, Q, 1).expand(R, Q, K)
-        soft_ids = tk_ids.gather(1, flat).masked_fill((labels.view(R, Q) < 0)[..., None], IGNORE)
-        soft_logp = tk_logp.gather(1, flat)
-    return Batch(ids.view(R, Q), ctx, torch.arange(C).expand(R, C), pos.view(R, Q), mask, labels.view(R, Q),
-                 k.repeat(B), int(valid.sum()), soft_ids, soft_logp)
-
-
 def n_anchors(s: Sequence) -> int:
     return max(len(s.tokens) - 1 - s.prompt_len, 0)
 
@@ -300,7 +237,8 @@ class Trainer:
     """The drafter, the frozen target parts it needs, AdamW and the block sampler."""
 
     def __init__(self, cfg: TrainConfig, target, train: list[Sequence], heldout: list[Sequence],
-                 layer_ids: list[int], eos: list[int], sampled_uids: frozenset[str] = frozenset()):
+                 layer_ids: list[int], eos: list[int], sampled_uids: frozenset[str] = frozenset(),
+                 flat: bool | None = None):
         cfg.check()
         self.cfg, self.target, self.train_seqs, self.heldout_seqs, self.eos = cfg, target, train, heldout, eos
         # the loop-tau prompts: held-out greedy responses only (a sampled one is no exactness reference)
@@ -322,6 +260,10 @@ class Trainer:
                                       {"params": other, "weight_decay": 0.0}], lr=cfg.lr, betas=(0.9, 0.95))
         self.gen = torch.Generator().manual_seed(cfg.seed)
         self.weights = torch.tensor([n_anchors(s) for s in train], dtype=torch.float64)
+        # flat (default: on an accelerator): every sequence concatenated there once, blocks gathered, not copied
+        flat = self.device.type != "cpu" if flat is None else flat
+        self.flat_train = FlatBlocks(train, self.device) if flat else None
+        self.flat_held = FlatBlocks(heldout, self.device) if flat and heldout else None
         self.step_no, self.elapsed_s, self.blocks_seen = 0, 0.0, 0
         self.eval_batches = self._eval_batches()
 
@@ -335,16 +277,21 @@ class Trainer:
 
     # -- sampling and loss
 
-    def sample(self, gen: torch.Generator, seqs: list[Sequence], weights: torch.Tensor, n_blocks: int) -> Batch:
+    def sample(self, gen: torch.Generator, seqs: list[Sequence], weights: torch.Tensor, n_blocks: int,
+               flat: FlatBlocks | None = None) -> Batch:
+        """Rows in proportion to their anchors, anchors without replacement inside a row; packed by
+        `flat` (the same sequences concatenated on the device: no per-row copies) when given."""
         per = self.cfg.blocks_per_seq
         rows = torch.multinomial(weights, -(-n_blocks // per), replacement=True, generator=gen).tolist()
-        picked, anchors = [], []
+        anchors = []
         for i in rows:
             s = seqs[i]
             perm = torch.randperm(n_anchors(s), generator=gen)[:per]
-            picked.append(s)
             anchors.append(sorted((perm + s.prompt_len).tolist()))
-        return pack_blocks(picked, anchors, self.drafter.block_size, self.drafter.config.mask_token_id).to(self.device)
+        bs, mask_id = self.drafter.block_size, self.drafter.config.mask_token_id
+        if flat is not None:
+            return flat.pack(rows, anchors, bs, mask_id)
+        return pack_blocks([seqs[i] for i in rows], anchors, bs, mask_id).to(self.device)
 
     def hidden(self, batch: Batch) -> torch.Tensor:
         with torch.no_grad():
@@ -394,7 +341,7 @@ class Trainer:
         lr = self.cfg.lr * lr_factor(self.progress(), self.cfg.warmup, self.cfg.schedule, self.cfg.decay)
         for g in self.opt.param_groups:
             g["lr"] = lr
-        batch = self.sample(self.gen, self.train_seqs, self.weights, self.cfg.blocks_per_step)
+        batch = self.sample(self.gen, self.train_seqs, self.weights, self.cfg.blocks_per_step, self.flat_train)
         loss, stats = self.loss(batch, self.hidden(batch))
         self.opt.zero_grad(set_to_none=True)
         loss.backward()
@@ -414,7 +361,7 @@ class Trainer:
         w = torch.tensor([n_anchors(s) for s in self.heldout_seqs], dtype=torch.float64)
         n, out = self.cfg.eval_blocks, []
         while n > 0:
-            out.append(self.sample(gen, self.heldout_seqs, w, min(n, self.cfg.blocks_per_step)))
+            out.append(self.sample(gen, self.heldout_seqs, w, min(n, self.cfg.blocks_per_step), self.flat_held))
             n -= out[-1].n_blocks
         return out
 
@@ -541,26 +488,42 @@ def load_data(data_dirs: list[str | Path], layer_ids: list[int] | None) -> tuple
 def train(data_dir: str | Path | list[str | Path], out_dir: str | Path, cfg: TrainConfig, resume: bool = False,
           device: str = "cpu", log=print, command: str | None = None) -> Path:
     """Train a drafter on one or more `graft drafter-data` directories; returns the saved drafter directory."""
-    from graftlib.models import hardware
     from graftlib.models.target import load_target
+
+    cfg.check()
+    data_dirs = list(data_dir) if isinstance(data_dir, (list, tuple)) else [data_dir]
+    t_start = time.perf_counter()
+    indexes, seqs = load_data(data_dirs, cfg.target_layer_ids)
+    index = indexes[0]
+    target, tokenizer = load_target(index.target, device=device, dtype=torch.float32)
+    tots = [ix.totals() for ix in indexes]
+    tot = {k: sum(t[k] for t in tots) for k in ("n_seqs", "prompt_tokens", "response_tokens", "seconds")}
+    data = {"dirs": [portable(d) for d in data_dirs], "pools": [ix.pool for ix in indexes],
+            "sequences": tot["n_seqs"], "prompt_tokens": tot["prompt_tokens"], "response_tokens": tot["response_tokens"],
+            "max_response_tokens": index.max_response_tokens, "generation_s": tot["seconds"],
+            "stored_layer_ids": index.target_layer_ids}
+    sampled_uids = frozenset(s.uid for ix in indexes for s in seqs if sampled(s.uid, ix.sample_share))
+    log(f"start-up: data + target {time.perf_counter() - t_start:.0f} s")
+    return train_on(seqs, target, tokenizer, index.target, out_dir, cfg, data, sampled_uids, resume=resume,
+                    log=log, command=command)
+
+
+def train_on(seqs: list[Sequence], target, tokenizer, target_name: str, out_dir: str | Path, cfg: TrainConfig,
+             data: dict, sampled_uids: frozenset[str] = frozenset(), resume: bool = False, log=print,
+             command: str | None = None) -> Path:
+    """Train on sequences in memory (read from disk by `train`, or just generated by
+    `graftlib.training.drafter_pipeline`); `data` describes them in training.json."""
+    from graftlib.models import hardware
 
     cfg.check()
     out = Path(out_dir)
     ckpt, metrics, final = out / "checkpoint", out / "metrics.jsonl", out / "drafter"
     require(resume or not ckpt.exists(), f"{ckpt} exists: pass --resume to continue it, or choose another --out")
     require(not resume or ckpt.exists(), f"nothing to resume: {ckpt} does not exist")
-    data_dirs = list(data_dir) if isinstance(data_dir, (list, tuple)) else [data_dir]
-    t_start = time.perf_counter()
-    indexes, seqs = load_data(data_dirs, cfg.target_layer_ids)
-    index = indexes[0]
-    layer_ids = cfg.target_layer_ids or index.target_layer_ids
+    require(len(seqs) > 1, f"{len(seqs)} sequences: nothing to train and hold out")
+    layer_ids = cfg.target_layer_ids or data["stored_layer_ids"]
     train_seqs, held = heldout_split(seqs, cfg.heldout)
-    target, tokenizer = load_target(index.target, device=device, dtype=torch.float32)
-    if target.device.type != "cpu":  # features (memory-mapped on disk) move to the accelerator once
-        for s in seqs:
-            s.features = s.features.to(target.device, non_blocking=True)
-    t_data = time.perf_counter() - t_start
-    sampled_uids = frozenset(s.uid for ix in indexes for s in seqs if sampled(s.uid, ix.sample_share))
+    t_start = time.perf_counter()
     trainer = Trainer(cfg, target, train_seqs, held, layer_ids, eos_ids(target, tokenizer), sampled_uids)
     out.mkdir(parents=True, exist_ok=True)
     data_info = {"sequences": len(seqs), "train_sequences": len(train_seqs)}
@@ -570,7 +533,7 @@ def train(data_dir: str | Path | list[str | Path], out_dir: str | Path, cfg: Tra
         if state.get("data") != data_info:
             log(f"note: the data changed since the checkpoint ({state.get('data')} -> {data_info})")
     anchors = int(trainer.weights.sum())
-    log(f"start-up: data + target {t_data:.0f} s, trainer {time.perf_counter() - t_start - t_data:.0f} s")
+    log(f"start-up: trainer {time.perf_counter() - t_start:.0f} s")
     log(f"training a {cfg.layers}-layer drafter on {len(train_seqs)} sequences ({anchors} anchors; "
         f"{len(held)} held out), layers {layer_ids}, draft vocab {len(trainer.d2t)}, "
         f"{cfg.blocks_per_step} blocks/step, {'bf16' if trainer.bf16 else 'fp32'}")
@@ -612,17 +575,10 @@ def train(data_dir: str | Path | list[str | Path], out_dir: str | Path, cfg: Tra
     trainer.save_checkpoint(ckpt, {"data": data_info})
     trainer.drafter.eval()
     save_drafter(trainer.drafter, final, torch.bfloat16)  # shipped like z-lab's: bf16 weights
-    tots = [ix.totals() for ix in indexes]
-    tot = {k: sum(t[k] for t in tots) for k in ("n_seqs", "prompt_tokens", "response_tokens", "seconds")}
     record = {
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
         "hardware": hardware(target.device), "threads": torch.get_num_threads(),
-        "torch": torch.__version__, "target": index.target,
-        "data": {"dirs": [portable(d) for d in data_dirs], "pools": [ix.pool for ix in indexes],
-                 "sequences": tot["n_seqs"],
-                 "prompt_tokens": tot["prompt_tokens"], "response_tokens": tot["response_tokens"],
-                 "max_response_tokens": index.max_response_tokens, "generation_s": tot["seconds"],
-                 "stored_layer_ids": index.target_layer_ids},
+        "torch": torch.__version__, "target": target_name, "data": data,
         "split": {"train_sequences": len(train_seqs), "heldout_sequences": len(held), "train_anchors": anchors},
         "steps": trainer.step_no, "blocks_seen": trainer.blocks_seen,
         "epochs_over_anchors": round(trainer.blocks_seen / max(anchors, 1), 3),
@@ -674,12 +630,11 @@ def _eval_line(e: dict) -> str:
             f"{e['eval_s']:.0f} s")
 
 
-def _main(args) -> int:
-    from graftlib.models.target import default_device
-
+def config_from_args(args) -> TrainConfig:
+    """The `TrainConfig` of the options `add_train_args` registers (also sets --threads)."""
     if args.threads:
         torch.set_num_threads(args.threads)
-    cfg = TrainConfig(
+    return TrainConfig(
         layers=args.layers, target_layer_ids=args.target_layer_ids, draft_vocab=args.draft_vocab,
         blocks_per_step=args.blocks_per_step, blocks_per_seq=args.blocks_per_seq, lr=args.lr,
         eval_every=args.eval_every, minutes=args.minutes, max_steps=args.max_steps,
@@ -687,13 +642,18 @@ def _main(args) -> int:
         tau_prompts=args.tau_prompts, tau_tokens=args.tau_tokens, seed=args.seed, schedule=args.schedule,
         decay=args.decay, distill=args.distill, checkpoint_minutes=args.checkpoint_minutes,
     )
+
+
+def _main(args) -> int:
+    from graftlib.models.target import default_device
+
+    cfg = config_from_args(args)
     train(args.data, args.out, cfg, resume=args.resume, device=args.device or default_device(),
           command="graft " + " ".join(sys.argv[1:]))
     return 0
 
 
 def add_parser(subparsers) -> None:
-    d = TrainConfig()
     p = subparsers.add_parser(
         "train-drafter", help="train a DFlash drafter on `graft drafter-data` output",
         description="DFlash recipe (random anchors, packed blocks, depth-weighted CE) with periodic held-out "
@@ -701,6 +661,14 @@ def add_parser(subparsers) -> None:
     )
     p.add_argument("--data", required=True, nargs="+", help="one or more directories written by `graft drafter-data`")
     p.add_argument("--out", required=True, help="output directory (checkpoint/, metrics.jsonl, drafter/)")
+    p.add_argument("--resume", action="store_true", help="continue out/checkpoint")
+    add_train_args(p)
+    p.set_defaults(func=_main)
+
+
+def add_train_args(p) -> None:
+    """The training options shared by `graft train-drafter` and `graft drafter-pipeline`."""
+    d = TrainConfig()
     p.add_argument("--minutes", type=float, default=d.minutes, help=f"time budget; the lr schedule follows it (default {d.minutes})")
     p.add_argument("--max-steps", type=int, default=None, help="step budget (with --minutes: whichever ends first)")
     p.add_argument("--layers", type=int, default=d.layers, help=f"drafter layers (default {d.layers})")
@@ -730,6 +698,4 @@ def add_parser(subparsers) -> None:
                    help="start the layers from the target's last ones (default: random init, which learned ~2x "
                         "faster at equal time in the shipped drafter's ablation)")
     p.add_argument("--seed", type=int, default=d.seed)
-    p.add_argument("--resume", action="store_true", help="continue out/checkpoint")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
-    p.set_defaults(func=_main)

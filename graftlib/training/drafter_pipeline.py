@@ -1,0 +1,168 @@
+"""Generate target data and train a drafter on it in one process: the accelerator run of the drafter recipe.
+
+Why one process: on a lent GPU (minutes, not hours) the separate steps cost more than they do.
+`graft drafter-data` writes shards that `graft train-drafter` reads back (gigabytes of features
+to disk and back: minutes of start-up, measured 4 min for 5.4 GiB on an H200 machine), and the
+saved data cannot leave the machine anyway. Here the target is loaded once, in float32 (the
+dtype the drafter meets when decoding; a bf16 generation made every stored greedy response
+disagree with the float32 decode loop's, so the in-loop tau had no reference), responses are
+generated in large batches for `data_minutes`, and the sequences go straight to
+`drafter_train.train_on`, whose `FlatBlocks` packs batches on the device.
+
+Variants (`--variants d1:0.5:1 h1:0:1 d2:0.5:2`) are trained one after another on the same
+sequences for the same time each: the distillation-vs-hard-labels and capacity comparisons at
+equal compute on identical data. What comes out: `out/data.json` (the data's size, generation rate
+and per-chunk log) and per variant `out/<name>/` with `drafter/` (weights + training.json),
+`metrics.jsonl` (train and eval lines: the learning curve) and `checkpoint/` (the data lives only
+in the process, so a run is one-shot by design). The prompts are the
+training pools' (never an evaluation prompt), read from a `--prompts` file exported on a machine
+that has the prompt sets (`graft drafter-data --export-prompts FILE`).
+
+Invariant: nothing here changes what is generated or how it is trained; the same `DataConfig`
+and `TrainConfig` on disk-backed data give the same recipe (`drafter_data.generate_sequences`,
+`drafter_train.Trainer`).
+"""
+
+import json
+import sys
+import time
+from dataclasses import asdict, replace
+from pathlib import Path
+
+import torch
+
+from graftlib.core.errors import GraftError, require
+from graftlib.training.drafter_data import (
+    DataConfig,
+    Sequence,
+    default_layer_ids,
+    eos_ids,
+    generate_sequences,
+    read_prompts,
+    sampled,
+)
+from graftlib.training.drafter_train import TrainConfig, add_train_args, config_from_args, train_on
+
+
+def generate_for(model, tokenizer, items: list, cfg: DataConfig, layer_ids: list[int], minutes: float,
+                 log=print) -> tuple[list[Sequence], list[dict]]:
+    """Responses to `items` in chunks of `cfg.shard_size` prompts until `minutes` have passed."""
+    from graftlib.data.prompts import format_prompt
+
+    cfg.check()
+    eos = eos_ids(model, tokenizer)
+    seqs: list[Sequence] = []
+    chunks: list[dict] = []
+    t_start = time.perf_counter()
+    n = min(cfg.n_prompts, len(items))
+    for first in range(0, n, cfg.shard_size):
+        if time.perf_counter() - t_start > 60 * minutes:
+            break
+        chunk = items[first:first + cfg.shard_size]
+        prompts = [format_prompt(item, tokenizer, cfg.max_prompt_tokens).input_ids for item in chunk]
+        temps = [cfg.sample_temperature if sampled(item.uid, cfg.sample_share) else 0.0 for item in chunk]
+        gen = torch.Generator(model.device).manual_seed(first)
+        t0 = time.perf_counter()
+        part = generate_sequences(model, prompts, layer_ids, cfg.max_response_tokens, eos, cfg.batch_size,
+                                  top_k=cfg.top_k, temperatures=temps, generator=gen)
+        seconds = time.perf_counter() - t0
+        for item, s in zip(chunk, part):
+            s.uid = item.uid
+        seqs.extend(part)
+        resp = sum(s.response_len for s in part)
+        chunks.append({"first": first, "count": len(chunk), "response_tokens": resp, "seconds": round(seconds, 2),
+                       "tokens_per_s": round(resp / seconds, 1), "sampled": sum(t > 0 for t in temps)})
+        total = sum(c["response_tokens"] for c in chunks)
+        log(f"data: {len(seqs)} seqs, {total} response tokens ({resp / seconds:.0f} tok/s on the last "
+            f"{len(chunk)} prompts), {(time.perf_counter() - t_start) / 60:.1f} min")
+    return seqs, chunks
+
+
+def parse_variant(text: str) -> tuple[str, dict]:
+    """'name:distill:layers' (e.g. 'd1:0.5:1') -> (name, TrainConfig overrides)."""
+    parts = text.split(":")
+    try:
+        require(len(parts) == 3 and parts[0].isidentifier(), "")
+        return parts[0], {"distill": float(parts[1]), "layers": int(parts[2])}
+    except (ValueError, GraftError):
+        raise GraftError(f"variant {text!r} is not NAME:DISTILL:LAYERS (e.g. d1:0.5:1)") from None
+
+
+def run(out_dir: str | Path, data_cfg: DataConfig, train_cfg: TrainConfig, data_minutes: float,
+        prompts_file: str | Path | None = None, device: str | None = None, variants: list[str] | None = None,
+        log=print, command: str | None = None) -> dict[str, Path]:
+    """Generate for `data_minutes`, then train each variant (default: `train_cfg` as given, named 'main')
+    for `train_cfg.minutes` on the same sequences, into `out/<name>/`; returns name -> drafter directory."""
+    from graftlib.data.prompts import pool
+    from graftlib.models.target import default_device, load_target
+
+    require(data_minutes > 0, f"data_minutes must be > 0, got {data_minutes}")
+    plans = [parse_variant(v) for v in variants] if variants else [("main", {})]
+    names = [n for n, _ in plans]
+    require(len(set(names)) == len(names), f"variant names repeat: {names}")
+    device = device or default_device()
+    if device.startswith("cuda"):
+        torch.backends.cuda.matmul.allow_tf32 = True  # float32 weights, tensor-core matmuls
+        torch.backends.cudnn.allow_tf32 = True
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    layer_ids = data_cfg.target_layer_ids or default_layer_ids()
+    if prompts_file is not None:
+        items = read_prompts(prompts_file)
+        data_cfg.pool = f"file:{Path(prompts_file).name}"
+    else:
+        items = pool(data_cfg.pool, limit=data_cfg.n_prompts)
+    model, tokenizer = load_target(data_cfg.target, device=device, dtype=torch.float32)
+    seqs, chunks = generate_for(model, tokenizer, items, data_cfg, layer_ids, data_minutes, log)
+    gen_s = sum(c["seconds"] for c in chunks)
+    resp = sum(c["response_tokens"] for c in chunks)
+    data = {"dirs": [], "pools": [data_cfg.pool], "sequences": len(seqs),
+            "prompt_tokens": sum(s.prompt_len for s in seqs), "response_tokens": resp,
+            "max_response_tokens": data_cfg.max_response_tokens, "generation_s": round(gen_s, 1),
+            "generation_tokens_per_s": round(resp / max(gen_s, 1e-9), 1), "stored_layer_ids": layer_ids,
+            "in_memory": True, "config": asdict(data_cfg)}
+    (out / "data.json").write_text(json.dumps({**data, "chunks": chunks}, indent=1) + "\n")
+    log(f"data done: {len(seqs)} sequences, {resp} response tokens in {gen_s:.0f} s "
+        f"({resp / max(gen_s, 1e-9):.0f} tok/s)")
+    sampled_uids = frozenset(s.uid for s in seqs if sampled(s.uid, data_cfg.sample_share))
+    finals = {}
+    for name, overrides in plans:
+        log(f"training variant {name} {overrides or ''}")
+        finals[name] = train_on(seqs, model, tokenizer, data_cfg.target, out / name, replace(train_cfg, **overrides),
+                                data, sampled_uids, log=log, command=command)
+    return finals
+
+
+def _main(args) -> int:
+    data_cfg = DataConfig(target=args.target, pool=args.pool, n_prompts=args.n_prompts,
+                          max_response_tokens=args.max_response_tokens, batch_size=args.batch_size,
+                          shard_size=args.shard_size, top_k=args.top_k, sample_share=args.sample_share)
+    run(args.out, data_cfg, config_from_args(args), args.data_minutes, args.prompts, args.device, args.variants,
+        command="graft " + " ".join(sys.argv[1:]))
+    return 0
+
+
+def add_parser(subparsers) -> None:
+    d = DataConfig()
+    p = subparsers.add_parser(
+        "drafter-pipeline", help="generate target data and train a drafter on it in one process (GPU runs)",
+        description="Target responses (batched, features + top-k log-probs) for --data-minutes, kept in memory, "
+                    "then the drafter trained on them for --minutes (the recipe of graft train-drafter).",
+    )
+    p.add_argument("--out", required=True, help="output directory (drafter/, metrics.jsonl, data.json)")
+    p.add_argument("--data-minutes", type=float, required=True, help="generation time budget")
+    p.add_argument("--target", default=d.target, help=f"target model (default {d.target})")
+    p.add_argument("--pool", default=d.pool, help=f"training pool (default {d.pool!r})")
+    p.add_argument("--prompts", default=None, help="prompts file (JSONL[.gz] from graft drafter-data --export-prompts)")
+    p.add_argument("--n-prompts", type=int, default=100000, help="at most this many prompts (default 100000)")
+    p.add_argument("--max-response-tokens", type=int, default=512, help="response cap (default 512)")
+    p.add_argument("--batch-size", type=int, default=1024, help="generation batch (default 1024)")
+    p.add_argument("--shard-size", type=int, default=2048, help="prompts per generation chunk (default 2048)")
+    p.add_argument("--top-k", type=int, default=d.top_k, help=f"target log-probs kept per token (default {d.top_k})")
+    p.add_argument("--sample-share", type=float, default=0.1, help="share of sampled responses (default 0.1)")
+    p.add_argument("--variants", nargs="+", default=None, metavar="NAME:DISTILL:LAYERS",
+                   help="drafters trained one after another on the same data, --minutes each, into OUT/NAME "
+                        "(e.g. d1:0.5:1 h1:0:1 d2:0.5:2: distilled vs hard labels at equal time, and a second "
+                        "layer; default: one run named 'main' with the options given)")
+    add_train_args(p)
+    p.set_defaults(func=_main)
