@@ -22,6 +22,7 @@ import pytest
 
 from graftlib.core.errors import GraftError
 from graftlib.data import prompts as data
+from graftlib.models.chat import conversation_ids, conversation_text
 
 FIXTURE_FILES = Path(__file__).parent / "fixtures" / "data" / "files"
 ROOT = Path(__file__).resolve().parents[1]
@@ -249,6 +250,18 @@ def test_real_smollm2_chat_template(smollm2):
     swe = max(data.load_items("swe-bench"), key=lambda i: len(i.source))
     cut = data.format_prompt(swe, tok, max_prompt_tokens=200)
     assert cut.truncated_from > 200 >= cut.n_tokens and "Please fix the issue described above." in cut.text
+
+
+@pytest.mark.usefixtures("fixture_data")
+def test_real_smollm2_second_turn_follows_the_answer(smollm2):
+    """MT-Bench's second turn (graftlib.lab.turns) goes through the real template after the first answer."""
+    item = data.load_items("mt-bench")[0]
+    answer = "Aloha! Here is my trip."
+    text = conversation_text(smollm2, [item.text, answer, item.followups[0]])
+    assert text.startswith(data.format_prompt(item, smollm2).text.removesuffix("<|im_start|>assistant\n"))
+    assert text.endswith(f"<|im_start|>assistant\n{answer}<|im_end|>\n<|im_start|>user\n{item.followups[0]}"
+                         "<|im_end|>\n<|im_start|>assistant\n")
+    assert conversation_ids(smollm2, [item.text]) == data.format_prompt(item, smollm2).input_ids
 
 
 # ----------------------------------------------------------------------------- errors

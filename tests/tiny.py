@@ -77,13 +77,14 @@ CHARS = "abcdefghijklmnopqrstuvwxyz .,!?"  # 31 characters -> ids 0..30; id 31 =
 
 def tiny_tokenizer():
     """A character-level fast tokenizer over the 32-token vocabulary, with a trivial chat template."""
-    from tokenizers import Tokenizer, models, pre_tokenizers
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
 
     vocab = {c: i for i, c in enumerate(CHARS)}
     vocab["<eos>"] = VOCAB - 1
     tk = Tokenizer(models.WordLevel(vocab, unk_token="?"))
     tk.pre_tokenizer = pre_tokenizers.Split("", behavior="isolated")
+    tk.decoder = decoders.Fuse()  # characters join without spaces: decode(encode(text)) == text
     tok = PreTrainedTokenizerFast(tokenizer_object=tk, eos_token="<eos>", unk_token="?")
     tok.chat_template = ("{% for m in messages %}{{ m['content'] }}{% endfor %}"
                          "{% if add_generation_prompt %}.{% endif %}")

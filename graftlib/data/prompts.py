@@ -291,8 +291,9 @@ def fetch(force: bool = False, log: Callable[[str], None] | None = None) -> None
 @dataclass(frozen=True)
 class Item:
     """One prompt: `text` is the user message with the task suffix applied, `source` the raw
-    question; `answer` is a reference answer where one is cheap (math), `followups` later turns
-    (mt-bench's second turn; only the first turn is used for evaluation)."""
+    question; `answer` is a reference answer where one is cheap (math), `followups` later user turns
+    (mt-bench's second turn, which the bench decodes after the run's own first answer unless
+    `--turns 1`: `graftlib.lab.turns`)."""
 
     task: str
     uid: str
@@ -490,9 +491,9 @@ def load_items(task: str, split: str = "eval", limit: int | None = None) -> list
     """Items of one benchmark split, in the fixed seed-0 order.
 
     Eval counts follow DDTree: gsm8k, math500, mbpp, swe-bench (Lite), alpaca 128; aime24 30;
-    humaneval 164 (all); mt-bench 80 (all, first turn). aime25: DDTree uses 30, but only the
-    15 AIME 2025 I problems ship offline, so eval is those 15. alpaca is AlpacaEval's 805
-    instructions, the shipped substitute for the Alpaca set. livecodebench raises `GraftError`
+    humaneval 164 (all); mt-bench 80 (all; their second turns in `followups`). aime25: DDTree
+    uses 30, but only the 15 AIME 2025 I problems ship offline, so eval is those 15. alpaca is
+    AlpacaEval's 805 instructions, the shipped substitute for the Alpaca set. livecodebench raises `GraftError`
     (not shipped; use humaneval + mbpp). train/val are held out from eval (see module doc).
     """
     _check_task(task)

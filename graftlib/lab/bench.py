@@ -10,6 +10,9 @@ Protocol (the AR baseline is the denominator of every speedup, so it gets the sa
   on a CPU) moves the denominator as much as the average method instead of favouring whichever
   side ran first;
 - every decode is checked against AR's tokens for the same prompt (`matches_ar`);
+- a multi-turn prompt (MT-Bench; `--turns all`, the default) is decoded turn by turn, each turn
+  after the run's own previous answers, every turn timed; its record holds the totals and the
+  turns (`graftlib.lab.turns`), and its setting names `turns`;
 - `hf` runs `transformers`' own greedy `generate` on the same target, timed the same way
   (first-token timestamp from a streamer, so prefill is excluded like ours).
 One JSON record per (prompt, run) is appended to the output file (see `graftlib.core.records`);
@@ -28,8 +31,9 @@ from graftlib.core.paths import results_dir
 from graftlib.core.records import append_record, setting_id
 from graftlib.core.sampling import GREEDY, Sampling
 from graftlib.core.version import __version__
-from graftlib.lab.metrics import format_table, summarize
+from graftlib.lab.metrics import decoded_tokens, format_table, summarize
 from graftlib.lab.modeled import format_validation, price, reprice, validate
+from graftlib.lab.turns import TURNS, decode_turns, matches, turn_uid, user_turns
 from graftlib.methods.args import add_method_args, add_model_args, add_sampling_args, sampling_from_args
 from graftlib.methods.cost_profile import CostProfile, RoundShape, default_profile, load_profile
 from graftlib.methods.decoder import Decoder
@@ -54,6 +58,7 @@ class BenchPrompt:
     uid: str
     input_ids: tuple[int, ...]
     truncated_from: int | None = None
+    user_turns: tuple[str, ...] = ()  # every user message of a multi-turn prompt (graftlib.lab.turns); () = one turn
 
 
 def parse_runs(methods: list[str], budgets: list[int], chain_budgets: list[int],
@@ -147,6 +152,16 @@ def decode_record(pair, run: Run, prompt: BenchPrompt, max_new_tokens: int, tdes
     )
 
 
+def decode_prompt(pair, run: Run, prompt: BenchPrompt, max_new_tokens: int, tdes: str | None = None,
+                  beta: float | None = None, sampling: Sampling = GREEDY) -> dict:
+    """`decode_record` over every turn of `prompt` (`graftlib.lab.turns`); a one-turn prompt's is its own."""
+    def decode(ids: tuple[int, ...], turn: int) -> dict:
+        one = replace(prompt, uid=turn_uid(prompt.uid, turn), input_ids=ids, user_turns=())
+        return decode_record(pair, run, one, max_new_tokens, tdes, beta, sampling)
+
+    return decode_turns(decode, pair.tokenizer, prompt.input_ids, prompt.user_turns)
+
+
 def run_bench(pair, prompts: list[BenchPrompt], runs: list[Run], max_new_tokens: int, out: Path,
               warmup: bool = True, progress: bool = True, extra: dict | None = None, tdes: str | None = None,
               beta: float | None = None, sampling: Sampling = GREEDY,
@@ -166,7 +181,8 @@ def run_bench(pair, prompts: list[BenchPrompt], runs: list[Run], max_new_tokens:
     require(len(prompts) > 0, "no prompts to benchmark")
     setting = dict(pair.describe(), max_new_tokens=max_new_tokens, ar_timing="bracketed",  # the protocol above
                    **method_setting([r.method for r in runs], tdes, beta), **(extra or {}),
-                   **({} if sampling.greedy else {"sampling": asdict(sampling)}))
+                   **({} if sampling.greedy else {"sampling": asdict(sampling)}),
+                   **({"turns": "all"} if any(p.user_turns for p in prompts) else {}))
     sid = setting_id(**setting)
     profile = cost_profile or default_profile()
     done = {(r["uid"], r["key"]): r for r in merged_records(out) if r.get("setting_id") == sid}
@@ -176,17 +192,17 @@ def run_bench(pair, prompts: list[BenchPrompt], runs: list[Run], max_new_tokens:
     todo = [(p, r) for p in shard(prompts, rank, world) for r in ordered if (p.uid, r.key) not in done]
     if warmup and todo:
         for r in runs:
-            decode_record(pair, r, todo[0][0], min(16, max_new_tokens), tdes, beta, sampling)
+            decode_prompt(pair, r, todo[0][0], min(16, max_new_tokens), tdes, beta, sampling)
     bar = tqdm(total=len(todo), desc="bench", unit="decode", disable=not progress)
     pending_ar = None  # this prompt's first AR decode, recorded once its second timing closes the block
     for i, (p, r) in enumerate(todo):
         bar.set_postfix_str(f"{p.uid} {r.key}")
-        rec = decode_record(pair, r, p, max_new_tokens, tdes, beta, sampling)
+        rec = decode_prompt(pair, r, p, max_new_tokens, tdes, beta, sampling)
         ar = done.get((p.uid, "ar"))
         rec.update(
             setting_id=sid, key=r.key, method=r.method, budget=r.budget, task=p.task, uid=p.uid,
             prompt_tokens=len(p.input_ids), truncated_from=p.truncated_from,
-            matches_ar=None if r.method == "ar" or ar is None or not sampling.greedy else rec["tokens"] == ar["tokens"],
+            matches_ar=None if r.method == "ar" or ar is None or not sampling.greedy else matches(rec, ar),
             setting=setting, graftlib=__version__, host=platform.node(),
         )
         rec.update(price(rec, profile))
@@ -197,7 +213,7 @@ def run_bench(pair, prompts: list[BenchPrompt], runs: list[Run], max_new_tokens:
         else:
             append_record(write_to, finish(rec))
         if pending_ar is not None and (i + 1 == len(todo) or todo[i + 1][0] is not p):  # block ends: AR again
-            append_record(write_to, finish(bracket(pending_ar, decode_record(pair, Run("ar", None), p,
+            append_record(write_to, finish(bracket(pending_ar, decode_prompt(pair, Run("ar", None), p,
                                                                                max_new_tokens, sampling=sampling))))
             pending_ar = None
     bar.close()
@@ -209,26 +225,28 @@ def run_bench(pair, prompts: list[BenchPrompt], runs: list[Run], max_new_tokens:
 def finish(rec: dict) -> dict:
     """Derived fields and the time stamp, set when a record is final (then it is appended)."""
     rec.update(mat=rec["accepted_sum"] / rec["rounds"] if rec["rounds"] else 1.0,
-               tokens_per_s=(rec["new_tokens"] - 1) / rec["decode_s"] if rec["decode_s"] else None, time=time.time())
+               tokens_per_s=decoded_tokens(rec) / rec["decode_s"] if rec["decode_s"] else None, time=time.time())
     return rec
 
 
 def bracket(first: dict, second: dict) -> dict:
-    """The AR record of a prompt from its two decodes (before and after the other runs)."""
-    require(second["tokens"] == first["tokens"], "AR decoded the same prompt twice with different tokens "
+    """The AR record of a prompt from its two decodes (before and after the other runs); a multi-turn
+    record's turns are bracketed the same way."""
+    require(matches(second, first), "AR decoded the same prompt twice with different tokens "
             "(nondeterministic target?)")
-    first["decode_s_runs"] = [first["decode_s"], second["decode_s"]]
-    first["decode_s"] = (first["decode_s"] + second["decode_s"]) / 2
+    for a, b in zip([first, *first.get("turns", ())], [second, *second.get("turns", ())]):
+        a["decode_s_runs"] = [a["decode_s"], b["decode_s"]]
+        a["decode_s"] = (a["decode_s"] + b["decode_s"]) / 2
     return first
 
 
 def bench_tasks(pair, tasks: list[str], runs: list[Run], n_prompts: int, max_new_tokens: int, out: Path,
                 tdes: str | None = None, beta: float | None = None, progress: bool = False,
-                sampling: Sampling = GREEDY, cost_profile: CostProfile | None = None) -> list[dict]:
+                sampling: Sampling = GREEDY, cost_profile: CostProfile | None = None, turns: str = "all") -> list[dict]:
     """`run_bench` over several tasks (first `n_prompts` eval prompts each); summary rows with `task`."""
     rows = []
     for task in tasks:
-        prompts = task_prompts(pair, task, n_prompts)
+        prompts = task_prompts(pair, task, n_prompts, turns=turns)
         recs = run_bench(pair, prompts, runs, max_new_tokens, out, progress=progress, extra={"task": task},
                          tdes=tdes, beta=beta, sampling=sampling, cost_profile=cost_profile)
         rows += [dict(r, task=task) for r in summarize(recs)]
@@ -248,17 +266,22 @@ def load_prompts(pair, args) -> list[BenchPrompt]:
         for t in texts:
             require(t.strip() != "", "empty prompt in the prompt list")
         return [BenchPrompt("custom", f"custom-{i}", tuple(pair.prompt_ids(t))) for i, t in enumerate(texts)]
-    return task_prompts(pair, args.task, args.n_prompts, args.split, args.max_prompt_tokens)
+    return task_prompts(pair, args.task, args.n_prompts, args.split, args.max_prompt_tokens, args.turns)
 
 
-def task_prompts(pair, task: str, n: int, split: str = "eval", max_prompt_tokens: int | None = None) -> list[BenchPrompt]:
-    """The first `n` items of a prompt set's split, chat-formatted for the pair's target."""
+def task_prompts(pair, task: str, n: int, split: str = "eval", max_prompt_tokens: int | None = None,
+                 turns: str = "all") -> list[BenchPrompt]:
+    """The first `n` items of a prompt set's split, chat-formatted for the pair's target; with
+    `turns="all"` an item's later turns (MT-Bench's second) come along (`graftlib.lab.turns`)."""
     from graftlib.data import prompts
 
     out = []
     for it in prompts.load_items(task, split, n):
         p = prompts.format_prompt(it, pair.tokenizer, max_prompt_tokens)
-        out.append(BenchPrompt(it.task, it.uid, tuple(p.input_ids), p.truncated_from))
+        messages = user_turns(it.text, it.followups, turns)
+        require(not (messages and p.truncated), f"{it.uid} was cut to --max-prompt-tokens {max_prompt_tokens}, "
+                "so its later turns cannot follow it: raise --max-prompt-tokens or pass --turns 1")
+        out.append(BenchPrompt(it.task, it.uid, tuple(p.input_ids), p.truncated_from, messages))
     return out
 
 
@@ -282,6 +305,9 @@ def add_parser(sub) -> None:
     p.add_argument("--n-prompts", "--n", type=int, default=4,
                    help="number of prompts from --task (--n also works outside torchrun)")
     p.add_argument("--max-prompt-tokens", type=int, default=None)
+    p.add_argument("--turns", choices=TURNS, default="all",
+                   help="multi-turn sets (mt-bench): decode every user turn, each after the run's own answers "
+                   "(DDTree's protocol; default), or the first only")
     p.add_argument("--max-new-tokens", type=int, default=128)
     p.add_argument("--out", default=None, help="JSONL results file (default results/bench.jsonl)")
     p.add_argument("--no-warmup", action="store_true")

@@ -5,7 +5,9 @@ DFlash/DDTree: MAT (tau) = accepted tokens per round including the bonus token, 
 all rounds of all prompts (a round an adaptive gate runs as a plain AR step counts, with 1: MAT
 stays tokens per target forward); tokens/s = decoded tokens after the first / decode time (prefill
 excluded), pooled; speedup = method tokens/s / AR tokens/s over the *same* prompts (= AR
-time-per-output-token / method TPOT, as the outputs are token-identical).
+time-per-output-token / method TPOT, as the outputs are token-identical). A multi-turn record
+(`graftlib.lab.turns`) counts as its totals: its decoded tokens are every turn's after the first
+(`decoded_tokens`) over its summed decode time, and its rounds join the pool.
 
 Modeled columns (issue 18, `graftlib.lab.modeled`): the same pooled tokens/s and paired speedup
 from each record's `modeled_s` (its rounds priced by a cost profile, eq. 17) instead of its
@@ -19,6 +21,12 @@ from collections import defaultdict
 import numpy as np
 
 from graftlib.core.errors import require
+from graftlib.lab.turns import turn_entries
+
+
+def decoded_tokens(rec: dict) -> int:
+    """Tokens a record decoded after each turn's first (that one comes from the prefill)."""
+    return sum(t["new_tokens"] - 1 for t in turn_entries(rec))
 
 
 def summarize(records: list[dict], baseline: str = "ar") -> list[dict]:
@@ -34,7 +42,7 @@ def summarize(records: list[dict], baseline: str = "ar") -> list[dict]:
     rows = []
     for key, recs in groups.items():
         rounds = sum(r["rounds"] for r in recs)
-        decoded = sum(r["new_tokens"] - 1 for r in recs)
+        decoded = sum(decoded_tokens(r) for r in recs)
         decode_s = sum(r["decode_s"] for r in recs)
         row = {
             "key": key, "method": recs[0]["method"], "budget": recs[0]["budget"], "prompts": len(recs),
@@ -64,8 +72,8 @@ def summarize(records: list[dict], baseline: str = "ar") -> list[dict]:
 def pooled_speedup(paired: list[tuple[dict, dict]], time: str = "decode_s") -> float:
     """Baseline time per output token / method time per output token, pooled over (baseline, method)
     pairs; `time` names the records' time field (`modeled_s`: the modeled speedup)."""
-    t_method = sum(m[time] for _, m in paired) / sum(m["new_tokens"] - 1 for _, m in paired)
-    t_base = sum(b[time] for b, _ in paired) / sum(b["new_tokens"] - 1 for b, _ in paired)
+    t_method = sum(m[time] for _, m in paired) / sum(decoded_tokens(m) for _, m in paired)
+    t_base = sum(b[time] for b, _ in paired) / sum(decoded_tokens(b) for b, _ in paired)
     return t_base / t_method
 
 
@@ -77,8 +85,8 @@ def speedup_ci(paired: list[tuple[dict, dict]], level: float = 0.95, resamples: 
     if len(paired) < 3:
         return None
     rng = np.random.default_rng(seed)
-    m_s = np.array([m["decode_s"] for _, m in paired]); m_n = np.array([m["new_tokens"] - 1 for _, m in paired])
-    b_s = np.array([b["decode_s"] for b, _ in paired]); b_n = np.array([b["new_tokens"] - 1 for b, _ in paired])
+    m_s = np.array([m["decode_s"] for _, m in paired]); m_n = np.array([decoded_tokens(m) for _, m in paired])
+    b_s = np.array([b["decode_s"] for b, _ in paired]); b_n = np.array([decoded_tokens(b) for b, _ in paired])
     idx = rng.integers(0, len(paired), size=(resamples, len(paired)))
     ratios = (b_s[idx].sum(1) / b_n[idx].sum(1)) / (m_s[idx].sum(1) / m_n[idx].sum(1))
     tail = 100 * (1 - level) / 2

@@ -2,8 +2,10 @@
 
 Every bench record carries, beside its wall-clock `decode_s` / `tokens_per_s`, the modeled time of
 its rounds under a cost profile (`graftlib.methods.cost_profile`, eq. 17 and the AR step cost):
-  modeled_s             fsum of the rounds' modeled costs (AR and hf: new_tokens - 1 AR steps)
-  modeled_tokens_per_s  (new_tokens - 1) / modeled_s, the same tokens as the wall-clock figure
+  modeled_s             fsum of the rounds' modeled costs (AR and hf: new_tokens - 1 AR steps,
+                        per turn of a multi-turn record, each from its own prompt length)
+  modeled_tokens_per_s  decoded tokens (`metrics.decoded_tokens`) / modeled_s, the same tokens as
+                        the wall-clock figure
   cost_profile          {"name", "id"} of the profile that priced it
 A speculative record also keeps `round_shapes` ([budget, nodes, prefix_len, drafted] per round),
 so `reprice` can price the same rounds under another profile (another machine) without decoding.
@@ -27,7 +29,8 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from graftlib.core.errors import require
-from graftlib.lab.metrics import pooled_speedup, speedup_ci, summarize
+from graftlib.lab.metrics import decoded_tokens, pooled_speedup, speedup_ci, summarize
+from graftlib.lab.turns import turn_entries
 from graftlib.methods.cost_profile import CostProfile, RoundShape
 
 AR_LIKE = ("ar", "hf")
@@ -38,12 +41,12 @@ def price(rec: dict, profile: CostProfile) -> dict:
     require("new_tokens" in rec and "prompt_tokens" in rec,
             f"record {rec.get('uid')}/{rec.get('key')} has no new_tokens/prompt_tokens: not a bench record")
     if rec["method"] in AR_LIKE:
-        seconds = profile.ar_modeled_seconds(rec["prompt_tokens"], rec["new_tokens"])
+        seconds = math.fsum(profile.ar_modeled_seconds(t["prompt_tokens"], t["new_tokens"]) for t in turn_entries(rec))
     elif rec.get("round_shapes") is not None:
         seconds = profile.modeled_seconds([RoundShape.from_list(s) for s in rec["round_shapes"]])
     else:
         seconds = None
-    tps = (rec["new_tokens"] - 1) / seconds if seconds else None
+    tps = decoded_tokens(rec) / seconds if seconds else None
     return {"modeled_s": seconds, "modeled_tokens_per_s": tps, "cost_profile": profile.label}
 
 

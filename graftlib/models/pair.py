@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import torch
 
-from graftlib.models.chat import chat_text
+from graftlib.models.chat import conversation_ids
 from graftlib.models.drafter import EMBEDDED_DRAFTER, DFlashDrafter, load_drafter
 from graftlib.models.target import EMBEDDED_TARGET, load_target
 
@@ -42,7 +42,7 @@ class Pair:
         return eos
 
     def prompt_ids(self, text: str) -> list[int]:
-        return list(self.tokenizer.encode(chat_text(self.tokenizer, text), add_special_tokens=False))
+        return conversation_ids(self.tokenizer, [text])
 
     def _drafter_id(self) -> str:
         self.drafter_id = weights_id(self.drafter)
