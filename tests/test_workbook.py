@@ -26,6 +26,8 @@ from graftlib.lab.workbook import PROFILES, check_params, notebooks, run_workboo
     ({"grid": "2,0"}, "grid='2,0'"),
     ({"pools": "tdes,val"}, "unknown training pool 'val'"),
     ({"pools": " , "}, "data_pools is empty"),
+    ({"saba_grid": "2,0"}, "saba_grid='2,0'"),
+    ({"saba_prompts": 0}, "saba_prompts=0"),
 ])
 def test_bad_parameters_are_named(kwargs, message):
     with pytest.raises(GraftError, match=message):
@@ -34,9 +36,9 @@ def test_bad_parameters_are_named(kwargs, message):
 
 def test_good_parameters_parse():
     p = check_params(tasks="gsm8k, mbpp", budgets="4,8", chain_budgets="7", n_prompts=2, beta=0.2,
-                     pools="tdes, drafter", repeats=3)
+                     pools="tdes, drafter", repeats=3, saba_grid="2,4", saba_prompts=1)
     assert p == {"tasks": ["gsm8k", "mbpp"], "budgets": [4, 8], "chain_budgets": [7], "pools": ["tdes", "drafter"],
-                 "repeats": 3}
+                 "repeats": 3, "saba_grid": [2, 4]}
 
 
 def test_every_notebook_has_a_parameters_cell_of_primitives():

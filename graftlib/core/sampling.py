@@ -21,11 +21,14 @@ distribution, as in AR-drafter trees; with the draft's top-k it has no draw to c
 
 Randomness: one `torch.Generator` per decode, seeded from `Sampling.seed`, on the target's device,
 consumed only by `LazySample` rows in the order the walk visits them, so a seed reproduces a decode
-run to run on the same device. The tree may be built from tempered draft log-probs
+run to run on the same device. A run over many prompts seeds each from the run's seed and the
+prompt's uid (`prompt_sampling`), so every method and command (bench, replay, calibrate) decodes
+a prompt with the same stream. The tree may be built from tempered draft log-probs
 (`Sampling.temper`), which changes which candidates are drafted, never the output law.
 """
 
-from dataclasses import dataclass
+import hashlib
+from dataclasses import asdict, dataclass, replace
 
 import torch
 
@@ -71,8 +74,21 @@ class Sampling:
     def generator(self, device: torch.device) -> torch.Generator | None:
         return None if self.greedy else torch.Generator(device).manual_seed(self.seed)
 
+    def setting(self) -> dict:
+        """What a result's setting (or a calibration's meta) records: {"sampling": fields} at T > 0,
+        nothing at T = 0, so greedy settings and their ids stay what they were before sampling existed."""
+        return {} if self.greedy else {"sampling": asdict(self)}
+
 
 GREEDY = Sampling()
+
+
+def prompt_sampling(sampling: Sampling, uid: str) -> Sampling:
+    """The prompt's own seed at T > 0 (the run's seed and the prompt's uid); T = 0 unchanged."""
+    if sampling.greedy:
+        return sampling
+    digest = int(hashlib.sha256(f"{sampling.seed}/{uid}".encode()).hexdigest()[:8], 16)
+    return replace(sampling, seed=digest)
 
 
 class LazySample:

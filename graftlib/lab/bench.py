@@ -19,17 +19,16 @@ One JSON record per (prompt, run) is appended to the output file (see `graftlib.
 finished (setting, prompt, run) triples are skipped on a re-run.
 """
 
-import hashlib
 import json
 import platform
 import time
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from graftlib.core.errors import GraftError, require
 from graftlib.core.paths import results_dir
 from graftlib.core.records import append_record, setting_id
-from graftlib.core.sampling import GREEDY, Sampling
+from graftlib.core.sampling import GREEDY, Sampling, prompt_sampling
 from graftlib.core.version import __version__
 from graftlib.lab.metrics import decoded_tokens, format_table, summarize
 from graftlib.lab.modeled import format_validation, price, reprice, validate
@@ -114,14 +113,6 @@ def hf_generate(pair, prompt_ids: list[int], max_new_tokens: int) -> tuple[list[
     return out[0, len(prompt_ids):].tolist(), t_first - t0, t1 - t_first
 
 
-def prompt_sampling(sampling: Sampling, uid: str) -> Sampling:
-    """The prompt's own seed at T > 0 (the run's seed and the prompt's uid), the same for every method."""
-    if sampling.greedy:
-        return sampling
-    digest = int(hashlib.sha256(f"{sampling.seed}/{uid}".encode()).hexdigest()[:8], 16)
-    return replace(sampling, seed=digest)
-
-
 def decode_record(pair, run: Run, prompt: BenchPrompt, max_new_tokens: int, tdes: str | None = None,
                   beta: float | None = None, sampling: Sampling = GREEDY) -> dict:
     ids = list(prompt.input_ids)
@@ -181,7 +172,7 @@ def run_bench(pair, prompts: list[BenchPrompt], runs: list[Run], max_new_tokens:
     require(len(prompts) > 0, "no prompts to benchmark")
     setting = dict(pair.describe(), max_new_tokens=max_new_tokens, ar_timing="bracketed",  # the protocol above
                    **method_setting([r.method for r in runs], tdes, beta), **(extra or {}),
-                   **({} if sampling.greedy else {"sampling": asdict(sampling)}),
+                   **sampling.setting(),
                    **({"turns": "all"} if any(p.user_turns for p in prompts) else {}))
     sid = setting_id(**setting)
     profile = cost_profile or default_profile()

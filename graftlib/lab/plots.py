@@ -222,3 +222,31 @@ def plot_generalization(F, title: str):
     fig.tight_layout()
     legend_below(fig, axes)
     return fig
+
+
+def plot_temperature_tracking(R, title: str, paper_mean: float | None = None):
+    """SABA at T > 0 (`graftlib.training.temperature_tracking`): per temperature and fit, the
+    retained oracle throughput on held-out rounds and the chosen budgets' speedup over AR steps on
+    the same rounds (grouped bars, seaborn; a fit keeps its colour in both panels). `R`: its rows
+    (the notebook's sampling_saba_tracking.csv); `paper_mean`: the paper's Figure 6 mean (T = 0)."""
+    import matplotlib.pyplot as plt
+    import seaborn as sns
+
+    order = list(dict.fromkeys(R.fit))
+    colours = dict(zip(order, sns.color_palette(n_colors=len(order)), strict=True))
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.4))
+    panels = (("mean_retained", "retained oracle throughput (held-out rounds)", None),
+              ("speedup_vs_ar", "speedup vs AR steps (same rounds)", 1.0))
+    for ax, (col, name, line) in zip(axes, panels, strict=True):
+        rows = R.dropna(subset=[col])
+        sns.barplot(rows, x="temperature", y=col, hue="fit", hue_order=[f for f in order if f in set(rows.fit)],
+                    palette=colours, ax=ax, errorbar=None)
+        if line is not None:
+            ax.axhline(line, color="gray", lw=0.5)
+        ax.set(title=name, xlabel="temperature", ylabel="")
+    if paper_mean is not None:
+        axes[0].axhline(paper_mean, color="black", ls="--", lw=0.8, label="paper Figure 6 mean (Qwen3-8B, A100, T = 0)")
+    fig.suptitle(title, fontsize=7)
+    fig.tight_layout()
+    legend_below(fig, axes)
+    return fig

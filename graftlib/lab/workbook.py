@@ -31,14 +31,16 @@ PROFILES: dict[str, dict] = {
               "grid": "2,4,8", "paper_grid": "32,64", "val_prompts": 1, "trace_prompts": 1, "epochs": 1,
               "data_prompts": 2, "data_tokens": 8, "train_minutes": 0.0, "train_steps": 2, "eval_every": 2,
               "tau_prompts": 1, "data_pools": "tdes", "repeats": 1,
-              "sampling_tasks": "gsm8k", "temperatures": "0,1.0", "top_p": 1.0, "seed": 0},
+              "sampling_tasks": "gsm8k", "temperatures": "0,1.0", "top_p": 1.0, "seed": 0,
+              "saba_prompts": 1, "saba_grid": "2,4", "saba_max_new_tokens": 16, "saba_repeats": 1},
     "quick": {"profile": "quick", "task": "gsm8k", "pool": "tdes", "n_prompts": 2, "max_new_tokens": 64,
               "tasks": "gsm8k,mbpp,alpaca", "budgets": "4,8,16,32", "chain_budgets": "3,7,15", "budget": 16,
               "cap": 64, "betas": "0,0.05,0.1,0.2,0.4", "grid": "2,4,8,12,16,24,32",
               "paper_grid": "32,48,64,80,96,128", "val_prompts": 2, "trace_prompts": 8, "epochs": 8,
               "data_prompts": 48, "data_tokens": 64, "train_minutes": 3.0, "train_steps": 0, "eval_every": 100,
               "tau_prompts": 2, "data_pools": "tdes", "repeats": 3,
-              "sampling_tasks": "gsm8k,mt-bench", "temperatures": "0,0.6,1.0", "top_p": 1.0, "seed": 0},
+              "sampling_tasks": "gsm8k,mt-bench", "temperatures": "0,0.6,1.0", "top_p": 1.0, "seed": 0,
+              "saba_prompts": 1, "saba_grid": "2,4,8", "saba_max_new_tokens": 32, "saba_repeats": 1},
     "full": {"profile": "full", "task": "gsm8k", "pool": "tdes", "n_prompts": 128, "max_new_tokens": 2048,
              "tasks": "gsm8k,math500,aime24,aime25,humaneval,mbpp,swe-bench,alpaca",
              "budgets": "16,32,64,128,256,512", "chain_budgets": "15", "budget": 256, "cap": 512,
@@ -46,7 +48,8 @@ PROFILES: dict[str, dict] = {
              "paper_grid": "32,48,64,80,96,128", "val_prompts": 80, "trace_prompts": 2702, "epochs": 8,
              "data_prompts": 800, "data_tokens": 192, "train_minutes": 40.0, "train_steps": 0, "eval_every": 400,
              "tau_prompts": 4, "data_pools": "tdes,drafter", "repeats": 3,
-             "sampling_tasks": "gsm8k,mt-bench", "temperatures": "0,0.6,1.0", "top_p": 1.0, "seed": 0},
+             "sampling_tasks": "gsm8k,mt-bench", "temperatures": "0,0.6,1.0", "top_p": 1.0, "seed": 0,
+             "saba_prompts": 16, "saba_grid": "32,64,128,256,512", "saba_max_new_tokens": 256, "saba_repeats": 3},
 }
 
 
@@ -68,8 +71,9 @@ def check_params(tasks: str | None = None, budgets: str | None = None, chain_bud
                  beta: float | None = None, profile: str | None = None, budget: int | None = None,
                  cap: int | None = None, betas: str | None = None, grid: str | None = None,
                  paper_grid: str | None = None, pools: str | None = None,
-                 repeats: int | None = None) -> dict:
-    """Validate notebook parameters; return them parsed (lists for comma strings)."""
+                 repeats: int | None = None, **counts: int | str) -> dict:
+    """Validate notebook parameters; return them parsed (lists for comma strings). `counts`: other
+    integers >= 1 by name (e.g. saba_prompts=1), and budget lists by a name ending in `_grid`."""
     from graftlib.data import prompts
     from graftlib.lab.bench import BASELINES
     from graftlib.methods.registry import MAX_BUDGET, METHODS
@@ -94,8 +98,9 @@ def check_params(tasks: str | None = None, budgets: str | None = None, chain_bud
         for m in out["methods"]:
             require(m in METHODS + BASELINES, f"parameter methods: unknown method {m!r}; choose from "
                     f"{', '.join(METHODS + BASELINES)}")
+    lists = {k: v for k, v in counts.items() if k.endswith("_grid")}
     for name, value in (("budgets", budgets), ("chain_budgets", chain_budgets), ("grid", grid),
-                        ("paper_grid", paper_grid)):
+                        ("paper_grid", paper_grid), *lists.items()):
         if value is not None:
             out[name] = split_ints(value, name)
             require(all(1 <= b <= MAX_BUDGET for b in out[name]),
@@ -111,7 +116,8 @@ def check_params(tasks: str | None = None, budgets: str | None = None, chain_bud
             raise GraftError(f"parameter betas={betas!r}: expected comma-separated numbers") from None
         require(out["betas"] and all(0.0 <= b <= 10.0 for b in out["betas"]),
                 f"parameter betas={betas!r}: each beta must lie in [0, 10]")
-    for name, value in (("n_prompts", n_prompts), ("max_new_tokens", max_new_tokens), ("repeats", repeats)):
+    for name, value in (("n_prompts", n_prompts), ("max_new_tokens", max_new_tokens), ("repeats", repeats),
+                        *((k, v) for k, v in counts.items() if k not in lists)):
         if value is not None:
             require(isinstance(value, int) and value >= 1, f"parameter {name}={value!r}: must be an integer >= 1")
     if repeats is not None:

@@ -2,8 +2,9 @@
 
 Drafter data and the DFlash recipe (`drafter_data`, `drafter_train`); DDTree traces and the
 mismatch metric (`traces`); TDES training (`tdes_train`, eqs. 7-12); same-prefix budget replay
-(`replay`), SABA's least-squares fits (`saba_fit`) and the calibration that runs them
-(`calibrate`). Each pipeline is also a `graft` subcommand.
+(`replay`), SABA's least-squares fits (`saba_fit`), the calibration that runs them
+(`calibrate`) and its check at T > 0 (`temperature_tracking`: a greedy fit against one refitted
+on sampled replay). Each pipeline but the last is also a `graft` subcommand.
 
 May import: `graftlib.core`, `graftlib.models`, `graftlib.data`, `graftlib.methods`.
 """

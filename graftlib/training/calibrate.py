@@ -22,6 +22,13 @@ and by default the gain table (`saba_fit.fit_gain_table`, one linear model per b
 leaves it out: the paper's model), and `hist_prior` is the mean accepted length of the reference rounds (while replaying, the first
 round of each trajectory sees hist_t = 2.0, the builtin prior, as no fitted one exists yet).
 
+At T > 0 (`--temperature`, `--top-p`, `--seed`) the reference trajectories sample, each
+validation prompt with its own seed (`core.sampling.prompt_sampling`, as in `graft bench`), and
+every budget of a round replays with the round's random stream (`graftlib.training.replay`): the
+fit then sees a_t(B) and s_t as SABA meets them when decoding at that temperature. The calibration
+records the sampling in `meta["sampling"]`; at T = 0 nothing is added (the greedy calibration is
+written as before).
+
 The saved JSON (`SabaParams`) records hardware, target, drafter, date, grid, prompt count and
 fit quality; its `id` (a hash of the numbers) is what replay records name as their calibration.
 `offline_tracking` scores any parameters on replay records: retained oracle throughput of the
@@ -42,7 +49,8 @@ import numpy as np
 
 from graftlib.core.builders import FixedBudget, HeapTreeBuilder
 from graftlib.core.errors import require
-from graftlib.methods.args import add_model_args
+from graftlib.core.sampling import GREEDY, Sampling, prompt_sampling
+from graftlib.methods.args import add_model_args, add_sampling_args, sampling_from_args
 from graftlib.methods.saba import (
     CPU_GRID,
     DEFAULT_PATH,
@@ -61,14 +69,19 @@ COST_MODELS = ("table", "eq17")
 
 
 def replay_rounds(target, drafter, prompts: list[list[int]], grid: list[int], ref_budget: int,
-                  max_new_tokens: int, eos_ids=None, window: int = 8, hist_prior: float = 2.0) -> list[ReplayRecord]:
-    """Replay records of reference ddtree@ref_budget trajectories over `grid`; rounds numbered globally."""
+                  max_new_tokens: int, eos_ids=None, window: int = 8, hist_prior: float = 2.0,
+                  sampling: Sampling = GREEDY, uids: list[str] | None = None) -> list[ReplayRecord]:
+    """Replay records of reference ddtree@ref_budget trajectories over `grid`; rounds numbered globally.
+    At T > 0 prompt i replays with the seed `prompt_sampling(sampling, uids[i])` (uids: "0", "1", ..)."""
+    uids = uids if uids is not None else [str(i) for i in range(len(prompts))]
+    require(len(uids) == len(prompts), f"{len(uids)} uids for {len(prompts)} prompts")
     dec = ReplayDecoder(target, drafter, HeapTreeBuilder(), FixedBudget(ref_budget), grid, 1, window, hist_prior,
-                        eos_ids)
+                        eos_ids, sampling)
     records: list[ReplayRecord] = []
-    for ids in prompts:
+    for ids, uid in zip(prompts, uids):
         base = 1 + max((r.round for r in records), default=-1)
-        records += [replace(r, round=base + r.round) for r in dec.replay(ids, max_new_tokens).records]
+        res = dec.replay(ids, max_new_tokens, sampling=prompt_sampling(sampling, uid))
+        records += [replace(r, round=base + r.round) for r in res.records]
     return records
 
 
@@ -194,7 +207,9 @@ def add_parser(sub) -> None:
     p.add_argument("--records", default=None, help="also write the replay records here (JSONL, one per "
                    "(round, budget)), to refit variants with `calibrate.fit_params` without measuring again")
     p.add_argument("--from-records", default=None, help="fit on replay records written by --records instead "
-                   "of replaying (no measuring; the records' machine is the calibration's)")
+                   "of replaying (no measuring; the records' machine is the calibration's, and --temperature "
+                   "/ --top-p / --seed should name the sampling they were replayed with)")
+    add_sampling_args(p)
     p.set_defaults(func=run)
 
 
@@ -202,23 +217,28 @@ def run(args) -> int:
     from graftlib.data.prompts import format_prompt, pool
     from graftlib.models.pair import load_pair
 
+    sampling = sampling_from_args(args)
     require(args.val_prompts >= 1, "--val-prompts must be >= 1")
     require(all(b >= 1 for b in args.grid), f"--grid budgets must be >= 1 (the AR step is always replayed), got {args.grid}")
     pair = load_pair(args.target, args.drafter, args.device, args.device_map)
-    prompts = [format_prompt(item, pair.tokenizer, args.max_prompt_tokens).input_ids
-               for item in pool("val", args.val_prompts)]
+    items = pool("val", args.val_prompts)
+    prompts = [format_prompt(item, pair.tokenizer, args.max_prompt_tokens).input_ids for item in items]
     if args.from_records:
         records = read_replay_records(args.from_records)
         require({r.budget for r in records if not r.reference} >= {0, *args.grid},
                 f"records {args.from_records} do not cover the grid {args.grid} and the AR step")
     else:
-        print(f"replaying {len(prompts)} validation prompts over the grid {args.grid} and an AR step ...", flush=True)
+        at = "" if sampling.greedy else f" at T = {sampling.temperature} (top-p {sampling.top_p}, seed {sampling.seed})"
+        print(f"replaying {len(prompts)} validation prompts over the grid {args.grid} and an AR step{at} ...",
+              flush=True)
         records = replay_rounds(pair.target, pair.drafter, prompts, [0, *args.grid], args.ref_budget,
-                                args.max_new_tokens, pair.eos_ids, args.window)
+                                args.max_new_tokens, pair.eos_ids, args.window, sampling=sampling,
+                                uids=[item.uid for item in items])
     depth = pair.drafter.block_size - 1
     meta = calibration_meta(pair.describe(), grid=args.grid,
                             val_prompts=len(prompts), ref_budget=args.ref_budget, max_new_tokens=args.max_new_tokens,
-                            command="graft " + " ".join(sys.argv[1:]))
+                            command="graft " + " ".join(sys.argv[1:]),
+                            **sampling.setting())
     if args.records:
         write_records(args.records, records)
     params = fit_params(records, args.grid, depth, args.window, args.utility, meta=meta, gain_model=args.gain,

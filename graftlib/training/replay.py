@@ -20,6 +20,11 @@ round is recorded as budget 0 without a draft time. A round its post-draft gate 
 budget 0 too, with the draft time it paid (and is scored by its own latency, not the grid's AR
 step).
 
+At T > 0 (`sampling`) every budget and repeat of a round replays with the round's random stream
+(the generator's state before the round), so a_t(B) differ by the trees alone, and the reference
+round then draws from that same state; `replay_prompts` seeds each prompt as `graft bench` does
+(`core.sampling.prompt_sampling`) and keys its setting by the sampling (T = 0 settings unchanged).
+
 Oracle: TPS_t(B) = a_t(B) / l_t(B), B*_t = argmax over the grid, retained oracle throughput of the
 reference choice B_t: TPS_t(B_t) / TPS_t(B*_t) (B_t's grid measurement when B_t is on the grid,
 else the reference round's own).
@@ -37,10 +42,10 @@ from graftlib.core.decode import DecodeResult
 from graftlib.core.errors import require
 from graftlib.core.paths import results_dir
 from graftlib.core.records import append_record, read_records, setting_id
-from graftlib.core.sampling import GREEDY, Sampling
+from graftlib.core.sampling import GREEDY, Sampling, prompt_sampling
 from graftlib.core.timing import StageTimer
 from graftlib.core.verify import commit_cache
-from graftlib.methods.args import add_method_args, add_model_args
+from graftlib.methods.args import add_method_args, add_model_args, add_sampling_args, sampling_from_args
 from graftlib.methods.decoder import Decoder
 from graftlib.methods.registry import make_parts, method_setting
 from graftlib.methods.saba import SabaParams, StateTracker, default_params, draft_mass
@@ -95,7 +100,11 @@ class ReplayDecoder(Decoder):
         self.records: list[ReplayRecord] = []
         self.tracker = StateTracker(window, hist_prior)
 
-    def replay(self, prompt_ids: list[int], max_new_tokens: int = 256, stop_at_eos: bool = True) -> ReplayResult:
+    def replay(self, prompt_ids: list[int], max_new_tokens: int = 256, stop_at_eos: bool = True,
+               sampling: Sampling | None = None) -> ReplayResult:
+        """Replay one prompt; `sampling`: this prompt's (kept for later replays), else the decoder's."""
+        if sampling is not None:
+            self.sampling = sampling.check()
         self.records = []
         self.tracker = StateTracker(self.window, self.hist_prior)
         res = self.decode(prompt_ids, max_new_tokens, stop_at_eos=stop_at_eos)
@@ -154,14 +163,14 @@ class ReplayDecoder(Decoder):
 
 def replay_decoder(target, drafter, method: str, budget: int, grid: list[int], params=None, repeats: int = 1,
                    eos_ids: list[int] | None = None, tdes: str | None = None,
-                   beta: float | None = None) -> ReplayDecoder:
+                   beta: float | None = None, sampling: Sampling = GREEDY) -> ReplayDecoder:
     """A replay decoder for `method` (fixed budget, or an adaptive method capped at `budget`)."""
     params = params or default_params()
     builder, controller = make_parts(method, budget, drafter.block_size, tdes, beta, params,
                                      target.get_input_embeddings().weight.detach())
     require(builder is not None and method != "dflash", f"replay needs a tree method, got {method!r}")
     return ReplayDecoder(target, drafter, builder, controller, grid, repeats, params.window, params.hist_prior,
-                         eos_ids)
+                         eos_ids, sampling)
 
 
 def within_grid(params, grid: list[int]):
@@ -230,29 +239,32 @@ def add_parser(sub) -> None:
     p.add_argument("--max-prompt-tokens", type=int, default=512)
     p.add_argument("--repeats", type=int, default=1, help="timing repeats per (round, budget); medians kept")
     p.add_argument("--out", default=None, help="JSONL file (default results/replay.jsonl)")
+    add_sampling_args(p)
     p.set_defaults(func=run)
 
 
 def replay_prompts(pair, method: str, budget: int, grid: list[int], items: list, max_new_tokens: int, out,
                    params=None, tdes: str | None = None, beta: float | None = None, repeats: int = 1,
-                   max_prompt_tokens: int | None = 512, log=None) -> list[dict]:
+                   max_prompt_tokens: int | None = 512, log=None, sampling: Sampling = GREEDY) -> list[dict]:
     """Replay `items` (data.Item) and append one JSON line per prompt to `out`; prompts already in
-    `out` for the same setting (pair, calibration, method, budget, grid, TDES, ...) are skipped, so
-    an interrupted sweep resumes. Returns this setting's lines for `items`."""
+    `out` for the same setting (pair, calibration, method, budget, grid, TDES, sampling at T > 0, ...)
+    are skipped, so an interrupted sweep resumes. Returns this setting's lines for `items`. At T > 0
+    each prompt replays with its own seed (`prompt_sampling`, as in `graft bench`)."""
     from graftlib.data.prompts import format_prompt
 
     params = params or default_params()
     dec = replay_decoder(pair.target, pair.drafter, method, budget, grid, params, repeats, pair.eos_ids, tdes, beta)
     setting = dict(pair.describe(), calibration=params.describe(), method=method, budget=budget, grid=dec.grid,
                    max_new_tokens=max_new_tokens, max_prompt_tokens=max_prompt_tokens, repeats=repeats,
-                   **method_setting([method], tdes, beta, params))
+                   **method_setting([method], tdes, beta, params),
+                   **sampling.setting())
     sid = setting_id(**setting)
     done = {r["uid"]: r for r in read_records(out) if r.get("setting_id") == sid}
     for item in items:
         if item.uid in done:
             continue
         prompt = format_prompt(item, pair.tokenizer, max_prompt_tokens)
-        res = dec.replay(prompt.input_ids, max_new_tokens)
+        res = dec.replay(prompt.input_ids, max_new_tokens, sampling=prompt_sampling(sampling, item.uid))
         rows = oracle_rows(res.records)
         rec = {"setting_id": sid, "setting": setting, "method": method, "budget": budget, "grid": dec.grid,
                "task": item.task, "uid": item.uid, "tokens": res.decode.tokens, "mat": res.decode.mat,
@@ -282,13 +294,15 @@ def run(args) -> int:
     from graftlib.data.prompts import load_items
     from graftlib.models.pair import load_pair
 
+    sampling = sampling_from_args(args)
     params = SabaParams.load(args.params) if args.params else default_params()
     params = within_grid(params, args.grid)
     pair = load_pair(args.target, args.drafter, args.device, args.device_map)
     items = load_items(args.task, args.split, args.prompts)
     out = args.out or results_dir() / "replay.jsonl"
     lines = replay_prompts(pair, args.method, args.budget, args.grid, items, args.max_new_tokens, out, params,
-                           args.tdes, args.beta, args.repeats, args.max_prompt_tokens, log=print)
+                           args.tdes, args.beta, args.repeats, args.max_prompt_tokens, log=print,
+                           sampling=sampling)
     s = tracking_summary(oracle_rows(records_of(lines)))
     print(f"all: rounds={s['rounds']} mean retained oracle throughput={s['mean_retained']:.3f} "
           f"rounds >= 95% of oracle: {s['frac_ge_95']:.2f}  (calibration {params.id})")
