@@ -318,3 +318,71 @@ def test_wrong_drafter_and_missing_drafter_are_named(pairs, tmp_path, monkeypatc
         replace(p, target_name="/models/other").eagle3_drafter()
     with pytest.raises(GraftError, match="not a directory"):
         replace(p, eagle3_path=str(tmp_path / "none")).eagle3_drafter()
+
+
+def test_bench_and_generate_run_ar_drafted_methods(pairs, tmp_path, capsys):
+    """`graft bench` records the tree settings and the EAGLE-3 drafter; `graft generate --eagle3 PATH
+    --stages` prints the draft step per drafter forward (context, depth 1..7), DDTree's without them."""
+    from tiny import write_drafter_dir, write_target_dir
+
+    from graftlib.lab.bench import BenchPrompt, Run, run_bench
+    from graftlib.lab.cli import main
+    from graftlib.models import load_pair
+
+    tdir, ddir = write_target_dir(tmp_path / "target", "qwen3", seed=1), write_drafter_dir(tmp_path / "dflash")
+    pair = load_pair(str(tdir), str(ddir), "cpu", eagle3=str(tmp_path / "e3"))
+    write_eagle3_dir(tmp_path / "e3", random_eagle3(eagle3_config(pair.target.config), pair.target.config), embed=True)
+    prompts = [BenchPrompt("custom", "p0", tuple(pair.prompt_ids("abc")))]
+    runs = [Run("ar", None), Run("eagle3", 8), Run("opt-tree", 8)]
+    recs = run_bench(pair, prompts, runs, 12, tmp_path / "b.jsonl", warmup=False, progress=False)
+    by_key = {r["key"]: r for r in recs}
+    assert by_key["eagle3@8"]["matches_ar"] and by_key["opt-tree@8"]["matches_ar"]
+    assert by_key["eagle3@8"]["tree_setting"] == {"depth": 7, "top_k": 10, "total_tokens": 9}
+    assert by_key["opt-tree@8"]["tree_setting"] == {"nodes": 8, "threshold": 0.5, "max_depth": 10}
+    setting = by_key["ar"]["setting"]
+    assert setting["ar_trees"]["eagle3"] == {"depth": 7, "top_k": 10, "name": "eagle3"}
+    assert setting["eagle3_id"] == pair.eagle3_describe()["eagle3_id"] and "eagle3" in setting
+    common = ["generate", "--target", str(tdir), "--drafter", str(ddir), "--eagle3", str(tmp_path / "e3"),
+              "--prompt", "abc", "--max-new-tokens", "12", "--budget", "8", "--stages", "--device", "cpu"]
+    assert main(common + ["--method", "eagle3", "--rounds"]) == 0
+    out = capsys.readouterr().out
+    assert "  context" in out and "  depth 7" in out and "  depth 8" not in out
+    assert main(common + ["--method", "ddtree"]) == 0
+    out = capsys.readouterr().out
+    assert "verify" in out and "  context" not in out
+
+
+@pytest.mark.slow
+def test_embedded_target_with_a_random_eagle3_drafter(embedded_pair, tmp_path):
+    """Real prompts on the embedded target; a random-init SmolLM2-sized EAGLE-3 drafter (layers
+    [2, 15, 28], an 8,192-id draft vocabulary, the target's embedding) loaded by path."""
+    p = embedded_pair
+    cfg = eagle3_config(p.target.config, draft_vocab=8192, layer_ids=(2, 15, 28), hidden_size=576,
+                        intermediate_size=1536, num_attention_heads=9, num_key_value_heads=3, head_dim=64)
+    write_eagle3_dir(tmp_path / "e3", random_eagle3(cfg, p.target.config, std=0.05))
+    pair = replace(p, eagle3_path=str(tmp_path / "e3"), _eagle3=None)
+    ar = Decoder.for_method(p.target, None, "ar", eos_ids=p.eos_ids)
+    prompts = [p.prompt_ids("Give three tips for staying healthy."),
+               p.prompt_ids("Write a python function to find the first repeated character in a given string.")]
+    refs = [ar.decode(ids, 32).tokens for ids in prompts]
+    for method, budget in (("eagle3", 32), ("opt-tree", 32)):
+        dec = Decoder.for_method(p.target, drafter_for(pair, method), method, budget, p.eos_ids)
+        for ids, ref in zip(prompts, refs):
+            res = dec.decode(ids, 32)
+            check_exact(p.target, ids, ref, res.tokens)
+            assert all(1 <= r.nodes <= budget for r in res.rounds)
+        if method == "eagle3":
+            assert {len(r.t_draft_steps) for r in res.rounds} == {8}
+
+
+def test_tables_run_the_releases_settings_or_say_why_not(pairs, tmp_path, monkeypatch):
+    from graftlib.lab.baselines import ar_baseline_runs
+    from graftlib.models import Pair, pair
+
+    target, drafter, _, _ = pairs["llama"]
+    monkeypatch.setattr(pair, "EMBEDDED_EAGLE3_DIR", tmp_path / "not-trained-yet")
+    p = Pair(target, None, tiny_drafter(), False, "smollm2-135m", "embedded")
+    runs, why = ar_baseline_runs(p)
+    assert runs == [] and why.startswith("not run: no EAGLE-3 drafter for the embedded target")
+    runs, why = ar_baseline_runs(replace(p, _eagle3=drafter))
+    assert [r.key for r in runs] == ["eagle3@59", "opt-tree@50"] and why is None

@@ -158,8 +158,9 @@ def random_eagle3(cfg, target_config, seed: int = 0, std: float = 0.3, embed: to
     return model.fit(target_config).eval().requires_grad_(False)
 
 
-def write_eagle3_dir(path, model):
-    """Save an EAGLE-3 drafter in the release's layout (config.json + model.safetensors)."""
+def write_eagle3_dir(path, model, embed: bool = False):
+    """Save an EAGLE-3 drafter in the release's layout (config.json + model.safetensors); without
+    `embed` the checkpoint has no embed_tokens (the loader then takes the target's)."""
     import json
     from dataclasses import asdict
 
@@ -169,5 +170,6 @@ def write_eagle3_dir(path, model):
     cfg = dict(asdict(model.config), architectures=["LlamaForCausalLMEagle3"], model_type="llama",
                hidden_act="silu", num_hidden_layers=1)
     (path / "config.json").write_text(json.dumps(cfg))
-    save_file({k: v.detach().contiguous() for k, v in model.state_dict().items()}, path / "model.safetensors")
+    state = {k: v.detach().contiguous() for k, v in model.state_dict().items() if embed or k != "embed_tokens.weight"}
+    save_file(state, path / "model.safetensors")
     return path
