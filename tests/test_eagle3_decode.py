@@ -2,8 +2,7 @@
 
 - Exactness: `eagle3` and `opt-tree` emit greedy AR's tokens on tiny random Llama and Qwen3
   targets, at the releases' budgets, at a budget beyond EAGLE's candidate pool (the whole pool is
-  verified) and at a small one, with EOS inside a tree; and on the embedded target with real
-  prompts and a random-init SmolLM2-sized EAGLE-3 drafter loaded by path.
+  verified) and at a small one, with EOS inside a tree (the embedded target: test_eagle3_embedded.py).
 - The policies on hand-made probability tables (a fake drafter whose next-token law depends on
   the input token only): which nodes are forwarded at each depth, the tree masks, where OPT-Tree
   stops, which nodes the rerank keeps.
@@ -350,29 +349,6 @@ def test_bench_and_generate_run_ar_drafted_methods(pairs, tmp_path, capsys):
     assert main(common + ["--method", "ddtree"]) == 0
     out = capsys.readouterr().out
     assert "verify" in out and "  context" not in out
-
-
-@pytest.mark.slow
-def test_embedded_target_with_a_random_eagle3_drafter(embedded_pair, tmp_path):
-    """Real prompts on the embedded target; a random-init SmolLM2-sized EAGLE-3 drafter (layers
-    [2, 15, 28], an 8,192-id draft vocabulary, the target's embedding) loaded by path."""
-    p = embedded_pair
-    cfg = eagle3_config(p.target.config, draft_vocab=8192, layer_ids=(2, 15, 28), hidden_size=576,
-                        intermediate_size=1536, num_attention_heads=9, num_key_value_heads=3, head_dim=64)
-    write_eagle3_dir(tmp_path / "e3", random_eagle3(cfg, p.target.config, std=0.05))
-    pair = replace(p, eagle3_path=str(tmp_path / "e3"), _eagle3=None)
-    ar = Decoder.for_method(p.target, None, "ar", eos_ids=p.eos_ids)
-    prompts = [p.prompt_ids("Give three tips for staying healthy."),
-               p.prompt_ids("Write a python function to find the first repeated character in a given string.")]
-    refs = [ar.decode(ids, 32).tokens for ids in prompts]
-    for method, budget in (("eagle3", 32), ("opt-tree", 32)):
-        dec = Decoder.for_method(p.target, drafter_for(pair, method), method, budget, p.eos_ids)
-        for ids, ref in zip(prompts, refs):
-            res = dec.decode(ids, 32)
-            check_exact(p.target, ids, ref, res.tokens)
-            assert all(1 <= r.nodes <= budget for r in res.rounds)
-        if method == "eagle3":
-            assert {len(r.t_draft_steps) for r in res.rounds} == {8}
 
 
 def test_tables_run_the_releases_settings_or_say_why_not(pairs, tmp_path, monkeypatch):

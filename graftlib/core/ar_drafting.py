@@ -169,8 +169,7 @@ class ARTreeDrafter:
         return ARDraftState(self.model.new_cache())
 
     def head_weight(self, lm_head_weight: torch.Tensor) -> None:
-        """An AR drafter drafts with its own head (`logits`), not the target's."""
-        return None
+        """None: an AR drafter drafts with its own head (`logits`), not the target's."""
 
     def grow(self, st: SpecState, budget: int) -> DraftPool:
         """The draft step: context step, then one forward per depth while the policy expands."""

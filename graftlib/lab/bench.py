@@ -30,8 +30,13 @@ from graftlib.core.sampling import GREEDY, Sampling
 from graftlib.core.version import __version__
 from graftlib.lab.metrics import format_table, summarize
 from graftlib.lab.modeled import format_validation, price, reprice, validate
-from graftlib.methods.args import (add_ar_drafter_arg, add_method_args, add_model_args, add_sampling_args,
-                                   sampling_from_args)
+from graftlib.methods.args import (
+    add_ar_drafter_arg,
+    add_method_args,
+    add_model_args,
+    add_sampling_args,
+    sampling_from_args,
+)
 from graftlib.methods.cost_profile import CostProfile, RoundShape, default_profile, load_profile
 from graftlib.methods.decoder import Decoder, drafter_for
 from graftlib.methods.registry import ADAPTIVE_METHODS, AR_METHODS, METHODS, REGISTRY, method_setting

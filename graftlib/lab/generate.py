@@ -8,8 +8,13 @@ one per depth (`RoundRecord.t_draft_steps`), so an EAGLE-3 round reads beside a 
 import statistics
 
 from graftlib.core.errors import require
-from graftlib.methods.args import (add_ar_drafter_arg, add_method_args, add_model_args, add_sampling_args,
-                                   sampling_from_args)
+from graftlib.methods.args import (
+    add_ar_drafter_arg,
+    add_method_args,
+    add_model_args,
+    add_sampling_args,
+    sampling_from_args,
+)
 from graftlib.methods.decoder import Decoder, drafter_for
 from graftlib.methods.registry import METHODS
 
