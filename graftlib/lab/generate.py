@@ -16,7 +16,7 @@ from graftlib.methods.args import (
     sampling_from_args,
 )
 from graftlib.methods.decoder import Decoder, drafter_for
-from graftlib.methods.registry import METHODS
+from graftlib.methods.registry import AR_METHODS, METHODS
 
 STAGES = ("draft", "tree", "verify", "commit")
 
@@ -63,8 +63,10 @@ def run(args) -> int:
     res = decoder.decode(pair.prompt_ids(args.prompt), args.max_new_tokens)
     print(pair.tokenizer.decode(res.tokens, skip_special_tokens=True))
     print()
+    drafter = f"eagle3={pair.eagle3_describe()['eagle3']}" if args.method in AR_METHODS else \
+        f"drafter_trained={pair.drafter_trained}"
     print(f"method={args.method} budget={args.budget if args.method != 'ar' else '-'} "
-          f"drafter_trained={pair.drafter_trained} prompt_tokens={res.prompt_len} new_tokens={len(res.tokens)} "
+          f"{drafter} prompt_tokens={res.prompt_len} new_tokens={len(res.tokens)} "
           f"stop={res.stop} temperature={sampling.temperature}"
           + (f" top_p={sampling.top_p} seed={sampling.seed}" if not sampling.greedy else ""))
     print(f"rounds={len(res.rounds) or len(res.tokens) - 1} MAT={res.mat:.2f} tokens/s={res.tokens_per_s:.1f} "
