@@ -3,7 +3,8 @@
 Holds what makes speculative decoding exact and nothing method- or model-specific: errors and
 paths (`errors`, `paths`, `version`), JSON/JSONL records (`records`), trees as plain data and
 their verify inputs (`tree`), the `TreeBuilder` / `BudgetController` interfaces with the chain
-and DDTree heap builders (`builders`), the `Drafter` protocol (`drafting`), target verification
+and DDTree heap builders (`builders`), the `Drafter` protocol (`drafting`), an autoregressive
+drafter's draft step, a tree grown depth by depth (`ar_drafting`), target verification
 (`verify`), the preallocated target KV cache (`kvcache`), stage timing (`timing`), the decode
 loop (`decode`) and divergence diagnostics (`exactness`).
 

@@ -32,7 +32,8 @@ bonus token, budget, nodes, prefix length, stage times; optionally the tree and 
 
 Layering: the loop knows the `TreeBuilder` / `BudgetController` interfaces
 (`graftlib.core.builders`) and the `Drafter` protocol (`graftlib.core.drafting`), never a method
-or a concrete model. Methods by name (`ddtree`, `graft`, ...) are built one layer up, in
+or a concrete model. An autoregressive drafter (EAGLE-3) grows its tree depth by depth in the
+draft step: `graftlib.core.ar_drafting.TreeDraftLoop` is this loop with that draft step. Methods by name (`ddtree`, `graft`, ...) are built one layer up, in
 `graftlib.methods.registry`; `graftlib.methods.decoder.Decoder` is this loop with `for_method`.
 """
 
@@ -74,6 +75,7 @@ class RoundRecord:
     tree: dict | None = None  # tokens / parents / depths (record_trees)
     target_next: list[int] | None = None  # target argmax token at every node (record_trees)
     accepted_nodes: list[int] | None = None
+    t_draft_steps: list[float] | None = None  # AR drafters: seconds per drafter forward (core.ar_drafting)
 
 
 @dataclass
@@ -150,8 +152,8 @@ class DecodeLoop:
         eos = stop_at_eos and root in self.eos_ids
         if speculative:
             features = self.drafter.context_features(out.hidden_states)  # [1, n, F]
-            self._speculate(result, self.start_state(result, cache, features, gen), max_new_tokens, record_trees,
-                            stop_at_eos, timer, eos)
+            self._speculate(result, self.start_state(result, cache, features, gen, prompt_ids), max_new_tokens,
+                            record_trees, stop_at_eos, timer, eos)
         else:
             self._autoregress(result, cache, max_new_tokens, stop_at_eos, eos, gen)
         result.decode_s = timer.now() - t_decode
@@ -176,9 +178,10 @@ class DecodeLoop:
             eos = stop_at_eos and nxt in self.eos_ids
         result.stop = "eos" if eos else "length"
 
-    def start_state(self, result: DecodeResult, cache, features: torch.Tensor,
-                    gen: torch.Generator | None = None) -> "SpecState":
-        """The state before the first round: prompt in the target cache, root = the first token."""
+    def start_state(self, result: DecodeResult, cache, features: torch.Tensor, gen: torch.Generator | None = None,
+                    prompt_ids: list[int] | None = None) -> "SpecState":
+        """The state before the first round: prompt in the target cache, root = the first token
+        (`prompt_ids`: for drafters that pair each feature with the next token, `core.ar_drafting`)."""
         return SpecState(cache, self.drafter.new_cache(), features, result.prompt_len,
                          result.tokens[-1], gen)
 

@@ -33,10 +33,16 @@ from graftlib.core.version import __version__
 from graftlib.lab.metrics import decoded_tokens, format_table, summarize
 from graftlib.lab.modeled import format_validation, price, reprice, validate
 from graftlib.lab.turns import TURNS, decode_turns, matches, turn_uid, user_turns
-from graftlib.methods.args import add_method_args, add_model_args, add_sampling_args, sampling_from_args
+from graftlib.methods.args import (
+    add_ar_drafter_arg,
+    add_method_args,
+    add_model_args,
+    add_sampling_args,
+    sampling_from_args,
+)
 from graftlib.methods.cost_profile import CostProfile, RoundShape, default_profile, load_profile
-from graftlib.methods.decoder import Decoder
-from graftlib.methods.registry import ADAPTIVE_METHODS, METHODS, method_setting
+from graftlib.methods.decoder import Decoder, drafter_for
+from graftlib.methods.registry import ADAPTIVE_METHODS, AR_METHODS, METHODS, REGISTRY, method_setting
 
 BASELINES = ("hf",)
 
@@ -123,12 +129,12 @@ def decode_record(pair, run: Run, prompt: BenchPrompt, max_new_tokens: int, tdes
         return dict(tokens=tokens, new_tokens=len(tokens), prefill_s=prefill_s, decode_s=decode_s,
                     rounds=rounds, accepted_sum=rounds, nodes_sum=0,
                     stage_s={k: 0.0 for k in ("draft", "tree", "verify", "commit")})
-    decoder = Decoder.for_method(pair.target, pair.drafter, run.method, run.budget or 1, pair.eos_ids, tdes, beta,
-                                 prompt_sampling(sampling, prompt.uid))
+    decoder = Decoder.for_method(pair.target, drafter_for(pair, run.method), run.method, run.budget or 1, pair.eos_ids,
+                                 tdes, beta, prompt_sampling(sampling, prompt.uid))
     res = decoder.decode(ids, max_new_tokens)
     rounds = res.rounds
     n_rounds = len(rounds) if rounds else len(res.tokens) - 1
-    return dict(
+    rec = dict(
         tokens=res.tokens, new_tokens=len(res.tokens), prefill_s=res.prefill_s, decode_s=res.decode_s,
         rounds=n_rounds, accepted_sum=sum(r.accepted for r in rounds) if rounds else n_rounds,
         nodes_sum=sum(r.nodes for r in rounds),
@@ -137,10 +143,14 @@ def decode_record(pair, run: Run, prompt: BenchPrompt, max_new_tokens: int, tdes
         ar_rounds=sum(r.budget == 0 for r in rounds),  # rounds an adaptive gate ran as plain AR steps
         declined_rounds=sum(r.budget == 0 and r.t_draft > 0 for r in rounds),  # ... of them after a draft
         # parent-child mismatch (graftlib.core.tree.parent_mismatch) over drafted rounds that could continue (d* < D)
-        eligible_sum=sum(r.budget > 0 and r.last_depth < pair.drafter.block_size - 1 for r in rounds),
+        eligible_sum=sum(r.budget > 0 and r.last_depth < decoder.drafter.block_size - 1 for r in rounds),
         mismatch_sum=sum(r.mismatch for r in rounds),
         round_shapes=[RoundShape.of(r).to_list() for r in rounds],  # what prices the decode (lab.modeled)
     )
+    policy = REGISTRY[run.method].policy
+    if policy is not None:  # AR-drafted: the tree settings in the release's names (EAGLE's total_tokens, ...)
+        rec["tree_setting"] = policy.settings(run.budget)
+    return rec
 
 
 def decode_prompt(pair, run: Run, prompt: BenchPrompt, max_new_tokens: int, tdes: str | None = None,
@@ -170,8 +180,9 @@ def run_bench(pair, prompts: list[BenchPrompt], runs: list[Run], max_new_tokens:
     from graftlib.lab.shard import merged_records, rank_world, shard, shard_path
 
     require(len(prompts) > 0, "no prompts to benchmark")
+    eagle3 = pair.eagle3_describe() if any(r.method in AR_METHODS for r in runs) else None
     setting = dict(pair.describe(), max_new_tokens=max_new_tokens, ar_timing="bracketed",  # the protocol above
-                   **method_setting([r.method for r in runs], tdes, beta), **(extra or {}),
+                   **method_setting([r.method for r in runs], tdes, beta, eagle3=eagle3), **(extra or {}),
                    **sampling.setting(),
                    **({"turns": "all"} if any(p.user_turns for p in prompts) else {}))
     sid = setting_id(**setting)
@@ -279,6 +290,7 @@ def task_prompts(pair, task: str, n: int, split: str = "eval", max_prompt_tokens
 def add_parser(sub) -> None:
     p = sub.add_parser("bench", help="benchmark methods x budgets over prompts (interleaved, resumable)")
     add_model_args(p)
+    add_ar_drafter_arg(p)
     add_method_args(p)
     add_sampling_args(p)
     p.add_argument("--methods", nargs="+", default=["ar", "dflash", "ddtree"],
@@ -316,7 +328,7 @@ def run(args) -> int:
     profile = load_profile(args.cost_profile)  # a bad file fails before the models load
     from graftlib.lab.shard import rank_device, rank_world, wait_for_records
 
-    pair = load_pair(args.target, args.drafter, args.device or rank_device(), args.device_map)
+    pair = load_pair(args.target, args.drafter, args.device or rank_device(), args.device_map, args.eagle3)
     block = pair.drafter.block_size
     for r in runs:
         if r.method == "dflash" and r.budget > block - 1:

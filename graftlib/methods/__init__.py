@@ -1,11 +1,12 @@
 """Methods: what a decoding method is, by name, and the parts only methods use.
 
-`registry` maps a method name (ar, dflash, ddtree, ddtree+tdes, ddtree+saba, graft, caddtree) to
-its tree builder and budget controller and names what its results depend on (`method_setting`);
-`decoder` is the decode loop with `Decoder.for_method`. The inference parts: the TDES edge
-scorer (`tdes`, eqs. 4-6, 13), the SABA controller with its state and models (`saba`, eqs.
-14-17) and CaDDTree's cost-aware stopping (`caddtree`); `cost_profile` prices a decode's rounds with
-a machine's costs (eq. 17 and the AR step, as a file) for the modeled throughput. `args` holds the command-line options
+`registry` maps a method name (ar, dflash, ddtree, ddtree+tdes, ddtree+saba, graft, caddtree,
+eagle3, opt-tree) to its tree builder and budget controller and names what its results depend on
+(`method_setting`); `decoder` is the decode loop with `Decoder.for_method`. The inference parts:
+the TDES edge scorer (`tdes`, eqs. 4-6, 13), the SABA controller with its state and models
+(`saba`, eqs. 14-17), CaDDTree's cost-aware stopping (`caddtree`) and an EAGLE-3 drafter's tree
+policies (`eagle_tree`: EAGLE-2's dynamic tree; `opt_tree`: OPT-Tree); `cost_profile` prices a
+decode's rounds with a machine's costs (eq. 17 and the AR step, as a file) for the modeled throughput. `args` holds the command-line options
 every decoding command shares. Training and fitting these parts is `graftlib.training`'s job.
 
 May import: `graftlib.core`, `graftlib.models`, `graftlib.data`.

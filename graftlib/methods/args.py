@@ -1,6 +1,7 @@
 """Command-line options shared by every command that decodes: the model pair and the method's inputs.
 
-`add_model_args` (--target, --drafter, --device, --device-map) feeds `graftlib.models.load_pair`;
+`add_model_args` (--target, --drafter, --device, --device-map) feeds `graftlib.models.load_pair`, and
+`add_ar_drafter_arg` (--eagle3) its EAGLE-3 drafter, for commands that run AR-drafted methods;
 `add_method_args` (--tdes, --beta) feeds `graftlib.methods.registry.make_parts`; `add_sampling_args`
 (--temperature, --top-p, --seed) gives `sampling_from_args`, the decode's `Sampling` (T = 0: greedy). They live here,
 below the commands of `graftlib.training` and `graftlib.lab`, so every command takes them from
@@ -9,8 +10,10 @@ one place.
 
 import argparse
 
+from graftlib.core.paths import portable
 from graftlib.core.sampling import Sampling
 from graftlib.models.drafter import EMBEDDED_DRAFTER
+from graftlib.models.eagle3 import EMBEDDED_EAGLE3_DIR
 from graftlib.models.target import EMBEDDED_TARGET
 
 
@@ -19,6 +22,12 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--drafter", default=EMBEDDED_DRAFTER, help="'embedded' or a DFlash checkpoint directory")
     p.add_argument("--device", default=None, help="cpu | cuda[:i] (default: cuda if available)")
     p.add_argument("--device-map", default=None, help="e.g. 'auto' to spread a large target over GPUs")
+
+
+def add_ar_drafter_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--eagle3", default=None, metavar="PATH",
+                   help="EAGLE-3 drafter directory for eagle3 / opt-tree (default: the embedded target's, "
+                   f"{portable(EMBEDDED_EAGLE3_DIR)})")
 
 
 def add_method_args(p: argparse.ArgumentParser) -> None:

@@ -3,12 +3,16 @@
 `graftlib.core.decode.DecodeLoop` runs whatever builder and controller it is given;
 `Decoder.for_method(target, drafter, "graft", budget=64, ...)` builds them from the registry
 (`graftlib.methods.registry.make_parts`) over the target's embeddings. Constructing a `Decoder`
-with explicit parts is the same as constructing the loop.
+with explicit parts is the same as constructing the loop. An AR-drafted method (`eagle3`,
+`opt-tree`) gets a `TreeDecoder`, the loop whose draft step grows the tree with an EAGLE-3
+drafter (`graftlib.core.ar_drafting.TreeDraftLoop`); `drafter_for(pair, method)` picks the pair's
+drafter a method drafts with.
 """
 
+from graftlib.core.ar_drafting import TreeDraftLoop
 from graftlib.core.decode import DecodeLoop
 from graftlib.core.sampling import GREEDY, Sampling
-from graftlib.methods.registry import make_parts
+from graftlib.methods.registry import AR_METHODS, make_parts
 
 
 class Decoder(DecodeLoop):
@@ -17,7 +21,19 @@ class Decoder(DecodeLoop):
     @classmethod
     def for_method(cls, target, drafter, method: str, budget: int = 32, eos_ids=None, tdes: str | None = None,
                    beta: float | None = None, sampling: Sampling = GREEDY) -> "Decoder":
+        if method in AR_METHODS:
+            policy, controller = make_parts(method, budget, 0)
+            return TreeDecoder(target, drafter, policy, controller, eos_ids, sampling)
         block = drafter.block_size if drafter is not None else 16
         embed = target.get_input_embeddings().weight.detach()
         builder, controller = make_parts(method, budget, block, tdes, beta, embed=embed)
         return cls(target, drafter, builder, controller, eos_ids, sampling)
+
+
+class TreeDecoder(TreeDraftLoop, Decoder):
+    """A `Decoder` whose drafter is autoregressive: target + EAGLE-3 drafter + (tree policy, controller)."""
+
+
+def drafter_for(pair, method: str):
+    """The drafter `method` drafts with: the pair's EAGLE-3 drafter for AR-drafted methods, else its DFlash one."""
+    return pair.eagle3_drafter() if method in AR_METHODS else pair.drafter

@@ -9,13 +9,17 @@ method is a named pair of them, built here from one row of `REGISTRY`:
   ddtree+saba  the heap, SABA choosing each round's budget up to `budget` (`graftlib.methods.saba`)
   graft        TDES + SABA
   caddtree     cost-aware stopping: the heap sizes itself (`graftlib.methods.caddtree`)
+  eagle3       an EAGLE-3 drafter grows EAGLE-2's dynamic tree, `budget` nodes kept (`eagle_tree`)
+  opt-tree     the same drafter grows OPT-Tree's tree of `budget` nodes (`opt_tree`)
 A new method is one factory and one row. `Method.tdes` marks methods that need a TDES scorer and
 the target's embeddings, `Method.adaptive` those whose budget caps a per-round choice made from
-a SABA calibration; `method_setting` names those inputs in every result's setting.
+a SABA calibration, `Method.policy` the AR-drafted ones (`graftlib.core.ar_drafting`: the tree
+policy, with `release_budget` the budget of its release's settings); `method_setting` names those
+inputs in every result's setting.
 """
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 import torch
 
@@ -23,6 +27,10 @@ from graftlib.core.builders import BudgetController, ChainBuilder, FixedBudget, 
 from graftlib.core.errors import require
 from graftlib.core.paths import portable
 from graftlib.methods.caddtree import CaDDTree
+from graftlib.methods.eagle_tree import RELEASE_BUDGET as EAGLE_RELEASE_BUDGET
+from graftlib.methods.eagle_tree import EagleTree
+from graftlib.methods.opt_tree import RELEASE_BUDGET as OPT_RELEASE_BUDGET
+from graftlib.methods.opt_tree import OptTree
 from graftlib.methods.saba import SabaController, SabaParams, default_params
 from graftlib.methods.tdes import default_scorer_path, load_scorer, scorer_config, scorer_id
 
@@ -57,6 +65,8 @@ class Method:
     parts: Callable[[MethodArgs], Parts]
     tdes: bool = False  # the heap is ranked by a TDES scorer
     adaptive: bool = False  # `budget` caps a per-round choice (a SABA calibration)
+    policy: EagleTree | OptTree | None = None  # AR-drafted: the tree policy (an EAGLE-3 drafter grows the tree)
+    release_budget: int | None = None  # AR-drafted: the budget of the release's settings (Table 1)
 
 
 def _chain(a: MethodArgs) -> Parts:
@@ -70,6 +80,10 @@ def _caddtree(a: MethodArgs) -> Parts:
     return rule, rule
 
 
+def _ar(name: str, policy: EagleTree | OptTree, release_budget: int) -> Method:
+    return Method(name, lambda a: (policy, FixedBudget(a.budget)), policy=policy, release_budget=release_budget)
+
+
 REGISTRY: dict[str, Method] = {m.name: m for m in (
     Method("ar", lambda a: (None, None)),
     Method("dflash", _chain),
@@ -80,10 +94,13 @@ REGISTRY: dict[str, Method] = {m.name: m for m in (
     Method("graft", lambda a: (a.scorer_builder("graft"), SabaController(a.calibration(), cap=a.budget)),
            tdes=True, adaptive=True),
     Method("caddtree", _caddtree, adaptive=True),
+    _ar("eagle3", EagleTree(), EAGLE_RELEASE_BUDGET),
+    _ar("opt-tree", OptTree(), OPT_RELEASE_BUDGET),
 )}
 METHODS = tuple(REGISTRY)
 TDES_METHODS = tuple(m.name for m in REGISTRY.values() if m.tdes)  # heap ranked by log q + beta * f~
 ADAPTIVE_METHODS = tuple(m.name for m in REGISTRY.values() if m.adaptive)  # budget = cap on a per-round choice
+AR_METHODS = tuple(m.name for m in REGISTRY.values() if m.policy is not None)  # an EAGLE-3 drafter grows the tree
 
 
 def make_parts(method: str, budget: int, block_size: int, tdes: str | None = None, beta: float | None = None,
@@ -103,10 +120,12 @@ def make_parts(method: str, budget: int, block_size: int, tdes: str | None = Non
 
 
 def method_setting(methods: Iterable[str], tdes: str | None = None, beta: float | None = None,
-                   saba: SabaParams | None = None) -> dict:
+                   saba: SabaParams | None = None, eagle3: dict | None = None) -> dict:
     """What results of these methods depend on beyond the pair: the TDES scorer (path, weights id)
-    and beta, and the SABA calibration (`saba`, default: the shipped one; its id and file) for
-    adaptive methods. Goes into the setting (and its id); paths are portable (`core.paths.portable`)."""
+    and beta, the SABA calibration (`saba`, default: the shipped one; its id and file) for
+    adaptive methods, and for AR-drafted ones their tree policies' settings and the EAGLE-3 drafter
+    (`eagle3`: `Pair.eagle3_describe()`). Goes into the setting (and its id); paths are portable
+    (`core.paths.portable`)."""
     methods = set(methods)
     out: dict = {}
     if methods & set(TDES_METHODS):
@@ -117,4 +136,7 @@ def method_setting(methods: Iterable[str], tdes: str | None = None, beta: float 
     if methods & set(ADAPTIVE_METHODS):
         params = saba or default_params()
         out.update(saba=params.id, saba_calibration=params.meta.get("path", "builtin"))
+    ar = sorted(methods & set(AR_METHODS))
+    if ar:
+        out.update(ar_trees={m: asdict(REGISTRY[m].policy) for m in ar}, **(eagle3 or {}))
     return out

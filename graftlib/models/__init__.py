@@ -1,7 +1,8 @@
 """Models: the target, the DFlash drafter and the (target, tokenizer, drafter) pair.
 
 `target` loads targets (embedded GGUF -> cached safetensors, local directories, the HF cache);
-`drafter` is the DFlash drafter (z-lab layout, strict loading); `pair` joins them (`load_pair`,
+`drafter` is the DFlash drafter (z-lab layout, strict loading); `eagle3` the EAGLE-3 drafter (the
+release's layout); `pair` joins them (`load_pair`,
 `Pair`, `weights_id`, `hardware`); `chat` is the chat template every prompt goes through.
 `from graftlib.models import load_pair` works: the pair's names are re-exported lazily, so
 importing `graftlib.models.chat` stays free of torch.

@@ -14,11 +14,19 @@ Architecture (the public release's layout, FACTS.md section 7; names are the che
   ids that have a draft id.
 - `embed_tokens` is the target's input embedding; checkpoints may carry it or not (then the
   target's is used: `load_eagle3(..., target_embed=...)`).
+- Target features: the outputs of three target layers (`target_layer_ids`, HF `hidden_states[id + 1]`,
+  the DFlash drafter's convention), concatenated. The release takes the inputs of layers 2, L // 2
+  and L - 3 of an L-layer target, i.e. ids [1, L // 2 - 1, L - 4], and its config.json names none;
+  a graftlib checkpoint may name its layers in `target_layer_ids` (the embedded target's drafter
+  data stores layers [2, 15, 28]). `fit(target_config)` checks the pair and fixes the layers.
 
 Pairing. The drafter's input at position i is (feature of position i, embedding of token i + 1) and
 its output there predicts token i + 2: the token is the one the feature's position produced.
 
 State: the drafter's K/V live in an explicit `Eagle3Cache` passed to every call (never on the module).
+Draft trees: a call may append tree nodes whose `extra_mask` row names the earlier trailing cache
+positions it may see (its ancestors), so a tree grown depth by depth shares one cache
+(`graftlib.core.ar_drafting`); `Eagle3Cache.crop` drops them again.
 
 Checkpoints: `config.json` (LlamaConfig keys plus `draft_vocab_size`, optional `target_hidden_size`,
 an architecture name containing "Eagle3") + `*.safetensors`. Loading is strict: missing, unexpected
@@ -35,7 +43,10 @@ from safetensors.torch import load_file
 from torch import nn
 
 from graftlib.core.errors import GraftError, require
+from graftlib.core.paths import ASSETS_DIR
 from graftlib.models.drafter import MLP, RMSNorm, apply_rope, rope_cos_sin
+
+EMBEDDED_EAGLE3_DIR = ASSETS_DIR / "drafters" / "smollm2-135m-eagle3"  # the embedded target's (once trained)
 
 
 @dataclass
@@ -51,6 +62,7 @@ class Eagle3Config:
     rms_norm_eps: float = 1e-6
     rope_theta: float = 10000.0
     max_position_embeddings: int = 2048
+    target_layer_ids: list[int] | None = None  # graftlib key; None: the release's layers (module doc)
 
     @classmethod
     def from_dict(cls, d: dict) -> "Eagle3Config":
@@ -73,7 +85,14 @@ class Eagle3Config:
             rms_norm_eps=d.get("rms_norm_eps", 1e-6),
             rope_theta=float((d.get("rope_parameters") or {}).get("rope_theta", d.get("rope_theta", 10000.0))),
             max_position_embeddings=d.get("max_position_embeddings", 2048),
+            target_layer_ids=list(d["target_layer_ids"]) if d.get("target_layer_ids") is not None else None,
         )
+
+
+def release_layer_ids(num_target_layers: int) -> list[int]:
+    """The release's low / mid / high layers as layer ids (inputs of layers 2, L // 2, L - 3)."""
+    n = num_target_layers
+    return [1, n // 2 - 1, n - 4]
 
 
 @dataclass
@@ -108,8 +127,9 @@ class Eagle3Attention(nn.Module):
     def forward(self, x: torch.Tensor, positions: torch.Tensor, cache: Eagle3Cache,
                 extra_mask: torch.Tensor | None) -> torch.Tensor:
         """x [1, n, 2H] at `positions` [n]; appends the n new K/V to `cache`; attends to the cache's
-        earlier positions and, among the new ones, causally unless `extra_mask` [n, n] (bool, True =
-        may attend) says otherwise (draft trees: a node sees its ancestors only)."""
+        earlier positions and, among the new ones, causally, unless `extra_mask` [n, m] (bool, True =
+        may attend; m >= n) says otherwise for the last m positions, the n new ones included (draft
+        trees: a node sees the committed context, its ancestors and itself)."""
         b, n, _ = x.shape
         cos, sin = rope_cos_sin(positions, self.head_dim, self.theta, x.dtype)
         q = apply_rope(self.q_proj(x).view(b, n, self.n_heads, self.head_dim).transpose(1, 2), cos, sin)
@@ -121,7 +141,7 @@ class Eagle3Attention(nn.Module):
         cache.k, cache.v = k, v
         cache.positions = cache.positions + positions.tolist()
         new = extra_mask if extra_mask is not None else torch.ones(n, n, dtype=torch.bool, device=x.device).tril()
-        mask = torch.cat([torch.ones(n, past, dtype=torch.bool, device=x.device), new], dim=1)
+        mask = torch.cat([torch.ones(n, past + n - new.shape[1], dtype=torch.bool, device=x.device), new], dim=1)
         out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=self.n_kv != self.n_heads)
         return self.o_proj(out.transpose(1, 2).reshape(b, n, -1))
 
@@ -154,6 +174,30 @@ class Eagle3Drafter(nn.Module):
         self.lm_head = nn.Linear(cfg.hidden_size, cfg.draft_vocab_size, bias=False)
         self.register_buffer("d2t", torch.zeros(cfg.draft_vocab_size, dtype=torch.long))
         self.register_buffer("t2d", torch.zeros(cfg.vocab_size, dtype=torch.bool))
+        self.layer_ids = cfg.target_layer_ids  # fixed by `fit` when the config names none
+
+    def fit(self, target_config) -> "Eagle3Drafter":
+        """Check that this drafter fits the target (hidden size, vocabulary, layers) and fix its layers."""
+        cfg, t_layers = self.config, target_config.num_hidden_layers
+        require(cfg.target_hidden_size == target_config.hidden_size,
+                f"EAGLE-3 drafter/target mismatch: target_hidden_size {cfg.target_hidden_size} != target hidden_size "
+                f"{target_config.hidden_size}")
+        require(cfg.vocab_size == target_config.vocab_size,
+                f"EAGLE-3 drafter/target mismatch: vocab_size {cfg.vocab_size} != target vocab_size "
+                f"{target_config.vocab_size}")
+        ids = cfg.target_layer_ids if cfg.target_layer_ids is not None else release_layer_ids(t_layers)
+        require(len(ids) == 3 and all(0 <= i < t_layers for i in ids),
+                f"EAGLE-3 target_layer_ids {ids} must be three layers of the {t_layers}-layer target")
+        self.layer_ids = list(ids)
+        return self
+
+    def context_features(self, hidden_states: tuple[torch.Tensor, ...]) -> torch.Tensor:
+        """HF hidden states of the target (index 0 = embeddings) -> [1, n, 3 x target_hidden]."""
+        require(self.layer_ids is not None, "EAGLE-3 drafter has no target layers yet: call fit(target_config)")
+        return torch.cat([hidden_states[i + 1] for i in self.layer_ids], dim=-1)
+
+    def new_cache(self) -> Eagle3Cache:
+        return Eagle3Cache()
 
     def forward(self, input_ids: torch.Tensor, hidden: torch.Tensor, positions: torch.Tensor, cache: Eagle3Cache,
                 extra_mask: torch.Tensor | None = None) -> torch.Tensor:

@@ -5,17 +5,26 @@ same device and dtype, checks that they fit each other, and reports whether the 
 trained. `Pair.prompt_ids(text)` wraps raw text in the target's chat template. `Pair.describe()`
 is what every result's setting starts from; it names the drafter by a hash of its weights
 (`weights_id`), so results of a retrained drafter never mix with an older one's.
+
+The EAGLE-3 drafter of the AR-drafted methods (`graftlib.models.eagle3`) is loaded on first use
+(`Pair.eagle3_drafter()`): from `eagle3_path` (`--eagle3 PATH`), else, for the embedded target,
+from `EMBEDDED_EAGLE3_DIR`; with neither it raises a GraftError that names the missing drafter and
+how to get one. `Pair.eagle3_describe()` names it (path and weights hash) in a result's setting.
 """
 
 import hashlib
 import os
 import platform
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 
 import torch
 
+from graftlib.core.errors import require
+from graftlib.core.paths import portable
 from graftlib.models.chat import conversation_ids
 from graftlib.models.drafter import EMBEDDED_DRAFTER, DFlashDrafter, load_drafter
+from graftlib.models.eagle3 import EMBEDDED_EAGLE3_DIR, Eagle3Drafter, load_eagle3
 from graftlib.models.target import EMBEDDED_TARGET, load_target
 
 
@@ -28,6 +37,8 @@ class Pair:
     target_name: str
     drafter_name: str
     drafter_id: str = ""  # weights_id(drafter), computed once (by load_pair or on first describe)
+    eagle3_path: str | None = None  # the AR-drafted methods' EAGLE-3 drafter (None: the embedded target's)
+    _eagle3: Eagle3Drafter | None = field(default=None, repr=False)
 
     @property
     def device(self) -> torch.device:
@@ -47,6 +58,28 @@ class Pair:
     def _drafter_id(self) -> str:
         self.drafter_id = weights_id(self.drafter)
         return self.drafter_id
+
+    def eagle3_dir(self) -> Path:
+        """Where the EAGLE-3 drafter is: `eagle3_path`, else the embedded target's, which must hold weights."""
+        if self.eagle3_path is not None:
+            return Path(self.eagle3_path).expanduser()
+        require(self.target_name == EMBEDDED_TARGET,
+                f"no EAGLE-3 drafter for target {self.target_name!r}: pass --eagle3 PATH (an EAGLE-3 checkpoint "
+                "directory: config.json + *.safetensors)")
+        require(any(EMBEDDED_EAGLE3_DIR.glob("*.safetensors")),
+                f"no EAGLE-3 drafter for the embedded target: {portable(EMBEDDED_EAGLE3_DIR)} holds no weights; "
+                "train one into it with `graft train-eagle3` (see `graft train-eagle3 --help`) or pass --eagle3 PATH")
+        return EMBEDDED_EAGLE3_DIR
+
+    def eagle3_drafter(self) -> Eagle3Drafter:
+        """The EAGLE-3 drafter (loaded once, on the target's device and dtype, checked against it)."""
+        if self._eagle3 is None:
+            embed = self.target.get_input_embeddings().weight.detach()
+            self._eagle3 = load_eagle3(self.eagle3_dir(), embed, self.device, self.target.dtype).fit(self.target.config)
+        return self._eagle3
+
+    def eagle3_describe(self) -> dict:
+        return {"eagle3": portable(self.eagle3_dir()), "eagle3_id": weights_id(self.eagle3_drafter())}
 
     def describe(self) -> dict:
         return {"target": self.target_name, "drafter": self.drafter_name, "drafter_trained": self.drafter_trained,
@@ -73,7 +106,8 @@ def hardware(device: torch.device) -> str:
 
 
 def load_pair(target: str = EMBEDDED_TARGET, drafter: str = EMBEDDED_DRAFTER, device: str | None = None,
-              device_map: str | None = None) -> Pair:
+              device_map: str | None = None, eagle3: str | None = None) -> Pair:
+    """`eagle3`: an EAGLE-3 drafter directory for the AR-drafted methods (loaded on first use)."""
     model, tok = load_target(target, device=device, device_map=device_map)
     draft, trained = load_drafter(drafter, model.config, device=model.device, dtype=model.dtype)
-    return Pair(model, tok, draft, trained, target, drafter)
+    return Pair(model, tok, draft, trained, target, drafter, eagle3_path=eagle3)

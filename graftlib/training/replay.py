@@ -47,7 +47,7 @@ from graftlib.core.timing import StageTimer
 from graftlib.core.verify import commit_cache
 from graftlib.methods.args import add_method_args, add_model_args, add_sampling_args, sampling_from_args
 from graftlib.methods.decoder import Decoder
-from graftlib.methods.registry import make_parts, method_setting
+from graftlib.methods.registry import AR_METHODS, make_parts, method_setting
 from graftlib.methods.saba import SabaParams, StateTracker, default_params, draft_mass
 
 
@@ -165,6 +165,8 @@ def replay_decoder(target, drafter, method: str, budget: int, grid: list[int], p
                    eos_ids: list[int] | None = None, tdes: str | None = None,
                    beta: float | None = None, sampling: Sampling = GREEDY) -> ReplayDecoder:
     """A replay decoder for `method` (fixed budget, or an adaptive method capped at `budget`)."""
+    require(method not in AR_METHODS, f"replay runs methods drafted by one DFlash forward, not {method!r} (its tree "
+            "grows with the drafter, so the candidates cannot be held fixed across budgets)")
     params = params or default_params()
     builder, controller = make_parts(method, budget, drafter.block_size, tdes, beta, params,
                                      target.get_input_embeddings().weight.detach())
