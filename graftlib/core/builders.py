@@ -43,17 +43,27 @@ class Candidates:
     @classmethod
     def from_logits(cls, logits: torch.Tensor, k: int, hidden: torch.Tensor | None = None,
                     id_map: torch.Tensor | None = None) -> "Candidates":
-        """logits [D, V] -> per-depth top-k (k clipped to V) with log q = logit - logsumexp(logits).
+        """logits [D, V] -> per-depth top-k (k clipped to V) with log q = logit - logsumexp(logits)."""
+        return cls.from_top_k(*top_k(logits, k, id_map), hidden)
 
-        Same values as log_softmax, without materializing the [D, V] log-probabilities. `id_map`
-        maps the columns of a reduced draft vocabulary to target token ids.
-        """
-        logits = logits.float()
-        top, top_ids = torch.topk(logits, min(k, logits.shape[-1]), dim=-1)
-        top_logq = top - torch.logsumexp(logits, dim=-1, keepdim=True)
-        if id_map is not None:
-            top_ids = id_map[top_ids]
-        return cls(top_ids.tolist(), top_logq.tolist(), top_logq[:, 0].exp().tolist(), hidden)
+    @classmethod
+    def from_top_k(cls, ids: torch.Tensor, logq: torch.Tensor, hidden: torch.Tensor | None = None) -> "Candidates":
+        """The candidates of `top_k`'s device tensors, read back to the host."""
+        return cls(ids.tolist(), logq.tolist(), logq[:, 0].exp().tolist(), hidden)
+
+
+def top_k(logits: torch.Tensor, k: int, id_map: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """logits [D, V] -> per-depth top-k ids and log q [D, k'] (k' = min(k, V)), on the logits' device.
+
+    log q = logit - logsumexp(logits): the same values as log_softmax, without materializing the
+    [D, V] log-probabilities. `id_map` maps the columns of a reduced draft vocabulary to target ids.
+    """
+    logits = logits.float()
+    top, top_ids = torch.topk(logits, min(k, logits.shape[-1]), dim=-1)
+    top_logq = top - torch.logsumexp(logits, dim=-1, keepdim=True)
+    if id_map is not None:
+        top_ids = id_map[top_ids]
+    return top_ids, top_logq
 
 
 class EdgeScorer(Protocol):

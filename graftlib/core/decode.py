@@ -40,12 +40,12 @@ from dataclasses import asdict, dataclass, field
 
 import torch
 
-from graftlib.core.builders import BudgetController, Candidates, TreeBuilder
+from graftlib.core.builders import BudgetController, Candidates, TreeBuilder, top_k
 from graftlib.core.drafting import Drafter
 from graftlib.core.errors import require
 from graftlib.core.kvcache import target_cache
 from graftlib.core.sampling import GREEDY, LazySample, Sampling
-from graftlib.core.timing import StageTimer
+from graftlib.core.timing import SplitLog, StageTimer
 from graftlib.core.tree import greedy_walk, parent_mismatch, verify_inputs
 from graftlib.core.verify import LazyArgmax, commit_cache, target_forward
 
@@ -134,12 +134,13 @@ class DecodeLoop:
 
     @torch.inference_mode()
     def decode(self, prompt_ids: list[int], max_new_tokens: int = 256, record_trees: bool = False,
-               stop_at_eos: bool = True) -> DecodeResult:
+               stop_at_eos: bool = True, splits: SplitLog | None = None) -> DecodeResult:
+        """`splits`: charge each round's sub-steps to it (`graftlib.core.timing`; host-overhead measurements)."""
         self.check_prompt(prompt_ids, max_new_tokens)
         speculative = self.builder is not None
         tree_room = (self.controller.max_budget + 1) if speculative else 1
         cache = target_cache(self.target.config, len(prompt_ids) + max_new_tokens + tree_room)
-        timer = StageTimer(self.device)
+        timer = StageTimer(self.device, splits)
         ids = torch.tensor([prompt_ids], device=self.device)
         out = target_forward(self.target, ids, torch.arange(len(prompt_ids), device=self.device)[None],
                              cache, with_states=speculative)
@@ -182,7 +183,7 @@ class DecodeLoop:
         return SpecState(cache, self.drafter.new_cache(), features, result.prompt_len,
                          result.tokens[-1], gen)
 
-    def draft(self, st: "SpecState", k: int) -> Candidates:
+    def draft(self, st: "SpecState", k: int, timer: StageTimer | None = None) -> Candidates:
         """Step `draft`: block [root, mask x D] -> per-depth top-k candidates (extends the draft cache
         with the pending context features, which are then consumed)."""
         drafter, D = self.drafter, self.drafter.block_size - 1
@@ -191,7 +192,10 @@ class DecodeLoop:
         h = drafter(noise, st.features, st.start, st.draft_cache)[0, 1:]  # [D, H]
         st.features = st.features[:, :0]
         logits = self.sampling.temper(drafter.draft_logits(h, self.draft_head))  # [D, V_draft]
-        return Candidates.from_logits(logits, k, h, drafter.id_map)
+        top = top_k(logits, k, drafter.id_map)  # on the device
+        if timer is not None:
+            timer.split("draft_forward")
+        return Candidates.from_top_k(*top, h)
 
     def tree_round(self, st: "SpecState", cand: Candidates, budget: int, timer: StageTimer,
                    record_trees: bool = False) -> "RoundOutcome":
@@ -206,20 +210,25 @@ class DecodeLoop:
             return self.ar_round(st, timer)
         # build tree
         tree = self.builder.build(st.root, cand, budget)
+        timer.split("tree_build")
         vi = verify_inputs(tree, st.start, self.device, self.lm_head.dtype)
         t_tree = timer.lap()
+        timer.split("verify_inputs")
         # verify: [1, N+1] tokens at positions start + depth
         out = target_forward(self.target, vi.input_ids, vi.position_ids, st.cache, vi.attention_mask, True)
+        timer.split("verify_forward")
         verdict = self.verdict(out.hidden, st.gen)
         # accept (T > 0: the walk draws the target's token at each node it reaches)
         accepted, bonus = greedy_walk(vi.children, verdict)
         t_verify = timer.lap()
+        timer.split("walk")
         # commit: KV of accepted nodes; their features feed the next draft
         commit_cache(st.cache, st.start, accepted)
         idx = torch.tensor(accepted, device=self.device)
         features = self.drafter.context_features(out.hidden_states)[:, idx]  # [1, a, F]
         new = [tree.tokens[i] for i in accepted[1:]] + [bonus]
         t_commit = timer.lap()
+        timer.split("commit")
         record = RoundRecord(len(accepted), budget, tree.num_nodes, st.start, 0.0, t_tree, t_verify, t_commit,
                              tree.depths[accepted[-1]],
                              parent_mismatch(tree.tokens, tree.parents, tree.depths, accepted[-1], bonus))
@@ -244,19 +253,25 @@ class DecodeLoop:
     def _speculate(self, result: DecodeResult, st: "SpecState", max_new_tokens: int, record_trees: bool,
                    stop_at_eos: bool, timer: StageTimer, eos: bool):
         self.controller.reset()  # a Decoder may decode many prompts: no history crosses between them
+        timer.split("prefill")
         while not eos and len(result.tokens) < max_new_tokens:
             # gate + draft (budget choice counted in the tree step)
             cand, budget, t_draft = None, 0, 0.0
-            if self.controller.speculate(st.start):
-                cand = self.draft(st, self.controller.max_budget)
+            go = self.controller.speculate(st.start)
+            timer.split("gate")
+            if go:
+                cand = self.draft(st, self.controller.max_budget, timer)
                 t_draft = timer.lap()
+                timer.split("candidates")
                 budget = self.controller.budget(cand, st.start)
+                timer.split("budget")
             # build tree .. commit (budget 0: one AR step)
             step = self.tree_round(st, cand, budget, timer, record_trees)
             # update
             step.record.t_draft = t_draft
             eos = self.advance(result, st, step, max_new_tokens, stop_at_eos)
             timer.lap()
+            timer.split("update")
         result.stop = "eos" if eos else "length"
 
     def advance(self, result: DecodeResult, st: "SpecState", step: "RoundOutcome", max_new_tokens: int,
