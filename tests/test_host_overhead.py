@@ -48,9 +48,9 @@ class SyncingBuilder(HeapTreeBuilder):
 def test_counter_charges_an_injected_item_to_its_stage():
     target, drafter = random_pair("cpu", VOCAB)
     prompt = list(range(1, 9))
-    plain = measure(DecodeLoop(target, drafter, HeapTreeBuilder(), FixedBudget(4)), TimedScorer(None, "cpu"),
+    plain = measure(DecodeLoop(target, drafter, HeapTreeBuilder(), FixedBudget(4)), TimedScorer(None),
                     prompt, rounds=5, repeats=1)
-    syncing = measure(DecodeLoop(target, drafter, SyncingBuilder(), FixedBudget(4)), TimedScorer(None, "cpu"),
+    syncing = measure(DecodeLoop(target, drafter, SyncingBuilder(), FixedBudget(4)), TimedScorer(None),
                       prompt, rounds=5, repeats=1)
     assert plain["syncs"]["tree"] == 0
     assert syncing["syncs"]["tree"] == 1.0

@@ -47,7 +47,7 @@ from graftlib.core.kvcache import target_cache
 from graftlib.core.sampling import GREEDY, LazySample, Sampling
 from graftlib.core.timing import SplitLog, StageTimer
 from graftlib.core.tree import greedy_walk, parent_mismatch, verify_inputs
-from graftlib.core.verify import LazyArgmax, commit_cache, target_forward
+from graftlib.core.verify import LazyArgmax, commit_cache, kept_rows, target_forward
 
 
 @dataclass
@@ -121,6 +121,9 @@ class DecodeLoop:
         self.draft_head = drafter.head_weight(self.lm_head) if drafter is not None else None
         self.eos_ids = set(eos_ids or [])
         self.max_positions = target.config.max_position_embeddings
+        # greedy verdicts: all tree rows in one head product and one read-back off the CPU (one sync a
+        # round); on the CPU the rows the walk visits, one matvec each (`graftlib.core.verify.LazyArgmax`)
+        self.eager_verdicts = self.device.type != "cpu"
         require(builder is None or drafter is not None, "speculative methods need a drafter")
 
     def check_prompt(self, prompt_ids: list[int], max_new_tokens: int) -> None:
@@ -151,7 +154,7 @@ class DecodeLoop:
         eos = stop_at_eos and root in self.eos_ids
         if speculative:
             features = self.drafter.context_features(out.hidden_states)  # [1, n, F]
-            self._speculate(result, self.start_state(result, cache, features, gen), max_new_tokens, record_trees,
+            self._speculate(result, self.start_state(result, cache, features, gen, timer), max_new_tokens, record_trees,
                             stop_at_eos, timer, eos)
         else:
             self._autoregress(result, cache, max_new_tokens, stop_at_eos, eos, gen)
@@ -162,7 +165,7 @@ class DecodeLoop:
         """The target's token at each row of `hidden` [n, H], computed on first access: its argmax
         (T = 0), or a draw from its processed distribution with the decode's generator."""
         if gen is None:
-            return LazyArgmax(hidden, self.lm_head)
+            return LazyArgmax(hidden, self.lm_head, self.eager_verdicts)
         return LazySample(hidden, self.lm_head, self.sampling, gen)
 
     def _autoregress(self, result: DecodeResult, cache, max_new_tokens: int, stop_at_eos: bool, eos: bool,
@@ -178,12 +181,12 @@ class DecodeLoop:
         result.stop = "eos" if eos else "length"
 
     def start_state(self, result: DecodeResult, cache, features: torch.Tensor,
-                    gen: torch.Generator | None = None) -> "SpecState":
+                    gen: torch.Generator | None = None, timer: StageTimer | None = None) -> "SpecState":
         """The state before the first round: prompt in the target cache, root = the first token."""
         return SpecState(cache, self.drafter.new_cache(), features, result.prompt_len,
-                         result.tokens[-1], gen)
+                         result.tokens[-1], gen, timer)
 
-    def draft(self, st: "SpecState", k: int, timer: StageTimer | None = None) -> Candidates:
+    def draft(self, st: "SpecState", k: int) -> Candidates:
         """Step `draft`: block [root, mask x D] -> per-depth top-k candidates (extends the draft cache
         with the pending context features, which are then consumed)."""
         drafter, D = self.drafter, self.drafter.block_size - 1
@@ -193,8 +196,8 @@ class DecodeLoop:
         st.features = st.features[:, :0]
         logits = self.sampling.temper(drafter.draft_logits(h, self.draft_head))  # [D, V_draft]
         top = top_k(logits, k, drafter.id_map)  # on the device
-        if timer is not None:
-            timer.split("draft_forward")
+        if st.timer is not None:
+            st.timer.split("draft_forward")
         return Candidates.from_top_k(*top, h)
 
     def tree_round(self, st: "SpecState", cand: Candidates, budget: int, timer: StageTimer,
@@ -216,16 +219,17 @@ class DecodeLoop:
         timer.split("verify_inputs")
         # verify: [1, N+1] tokens at positions start + depth
         out = target_forward(self.target, vi.input_ids, vi.position_ids, st.cache, vi.attention_mask, True)
-        timer.split("verify_forward")
         verdict = self.verdict(out.hidden, st.gen)
+        timer.split("verify_forward")
         # accept (T > 0: the walk draws the target's token at each node it reaches)
         accepted, bonus = greedy_walk(vi.children, verdict)
         t_verify = timer.lap()
         timer.split("walk")
         # commit: KV of accepted nodes; their features feed the next draft
-        commit_cache(st.cache, st.start, accepted)
-        idx = torch.tensor(accepted, device=self.device)
-        features = self.drafter.context_features(out.hidden_states)[:, idx]  # [1, a, F]
+        idx = kept_rows(accepted, self.device)  # None: the accepted path is rows 0..a-1
+        commit_cache(st.cache, st.start, accepted, idx)
+        features = self.drafter.context_features(out.hidden_states)  # [1, N+1, F]
+        features = features[:, :len(accepted)] if idx is None else features[:, idx]  # [1, a, F]
         new = [tree.tokens[i] for i in accepted[1:]] + [bonus]
         t_commit = timer.lap()
         timer.split("commit")
@@ -260,7 +264,7 @@ class DecodeLoop:
             go = self.controller.speculate(st.start)
             timer.split("gate")
             if go:
-                cand = self.draft(st, self.controller.max_budget, timer)
+                cand = self.draft(st, self.controller.max_budget)
                 t_draft = timer.lap()
                 timer.split("candidates")
                 budget = self.controller.budget(cand, st.start)
@@ -278,7 +282,7 @@ class DecodeLoop:
                 stop_at_eos: bool) -> bool:
         """Step `update`: record + feedback hooks, move `st` past the round, emit tokens; True at EOS."""
         result.rounds.append(step.record)
-        record = asdict(step.record)
+        record = dict(vars(step.record))  # a shallow copy: hooks read it
         self.builder.feedback(record)
         self.controller.feedback(record)
         st.start += step.record.accepted
@@ -304,6 +308,7 @@ class SpecState:
     start: int  # tokens in the target cache; the root sits at position `start`
     root: int  # the previous round's bonus token (not yet in the target cache)
     gen: torch.Generator | None = None  # the decode's generator at T > 0 (None: greedy)
+    timer: StageTimer | None = None  # the decode's timer (the draft step's split, `graftlib.core.timing`)
 
 
 @dataclass

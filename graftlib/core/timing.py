@@ -32,11 +32,17 @@ class SplitLog:
     def count(self, kind: str) -> None:
         self.pending[kind] += 1
 
+    def move(self, seconds: float, src: str, dst: str) -> None:
+        """Charge `seconds` that the next split of `src` will cover to `dst` instead (a cheap nested timer:
+        two clock reads around a sub-step, instead of two splits)."""
+        self.splits += ((dst, seconds), (src, -seconds))
+
     def charge(self, name: str, t: float) -> None:
         if self.last is not None:
             self.splits.append((name, t - self.last))
-        self.events[name].update(self.pending)
-        self.pending.clear()
+        if self.pending:
+            self.events[name].update(self.pending)
+            self.pending.clear()
         self.last = t
 
 
