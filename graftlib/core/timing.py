@@ -10,11 +10,14 @@ charges the time since the previous split to the name given at each `split(name)
 names its sub-steps: candidates, tree build, verify inputs, walk, commit, ...), and any events
 counted on the log in between (host<->device synchronizations, `graftlib.lab.host_overhead`).
 Without a log `split` returns at once and never synchronizes, so the loop pays nothing for it.
+The log's clock is wall time unless given another (`time.thread_time`: a CPU run's host work
+without the preemptions of a shared machine).
 Invariant: with a log, the split times of a decode sum to its wall time from its first split on.
 """
 
 import time
 from collections import Counter, defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
@@ -25,17 +28,13 @@ class SplitLog:
     """The splits of a run in order, as (name, seconds), and the events (by kind) counted between splits."""
 
     splits: list[tuple[str, float]] = field(default_factory=list)
+    clock: Callable[[], float] = time.perf_counter  # wall; a thread CPU clock leaves a shared CPU's preemptions out
     events: dict[str, Counter] = field(default_factory=lambda: defaultdict(Counter))
     pending: Counter = field(default_factory=Counter)  # events counted since the last split
     last: float | None = None  # time of the last split (None: the clock has not started)
 
     def count(self, kind: str) -> None:
         self.pending[kind] += 1
-
-    def move(self, seconds: float, src: str, dst: str) -> None:
-        """Charge `seconds` that the next split of `src` will cover to `dst` instead (a cheap nested timer:
-        two clock reads around a sub-step, instead of two splits)."""
-        self.splits += ((dst, seconds), (src, -seconds))
 
     def charge(self, name: str, t: float) -> None:
         if self.last is not None:
@@ -66,4 +65,6 @@ class StageTimer:
     def split(self, name: str) -> None:
         """Charge the time since the previous split to `name` (no-op without a `SplitLog`)."""
         if self.splits is not None:
-            self.splits.charge(name, self.now())
+            if self.cuda:
+                torch.cuda.synchronize()
+            self.splits.charge(name, self.splits.clock())

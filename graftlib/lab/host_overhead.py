@@ -14,7 +14,7 @@ Stages are the decode loop's splits (`graftlib.core.decode`, `graftlib.core.timi
   candidates     the draft's per-depth top-k read back to the host (`Candidates`)
   saba           the controller's gate and budget choice (a fixed budget for DDTree and +TDES)
   tree           the best-first heap (`HeapTreeBuilder`), TDES scoring excluded
-  tdes           TDES edge scoring (the scorer's calls, timed by `TimedScorer`)
+  tdes           TDES edge scoring (the scorer's calls, timed by `TimedScorer` / `TimedBuilder`)
   verify_inputs  mask, positions and child map (`tree.verify_inputs`)
   walk           the greedy walk over the target's verdicts
   commit         KV-cache compaction and the accepted nodes' drafter features
@@ -27,10 +27,12 @@ no AR gates (`measuring_params`), so it always picks the cap and every method bu
 nodes: the table compares the same tree sizes, and SABA's whole decision is timed.
 
 Protocol per (method, B): one warm-up decode, `repeats` timed decodes of `rounds` new tokens
-(the table holds, per stage, the median over all their rounds: robust to a shared machine's
-preemptions; host ms is the sum of the stage medians), then one counted decode under
-`SyncCounter`. On CUDA every split synchronizes the device, so a stage is
-charged for the kernels it launched.
+(the table holds, per stage, the median over all their rounds; host ms is the sum of the stage
+medians), then one counted decode under `SyncCounter`. Clocks: on a CPU the thread's CPU time
+(`time.thread_time`), since on a shared machine a stage longer than a scheduler slice otherwise
+reads several times its work; on CUDA wall time, every split synchronizing the device, so a stage
+is charged for the kernels it launched. The tdes column is the tree stage's time times the share
+of the builds' wall time spent in the scorer (`TimedBuilder`), the tree column the rest.
 
 Syncs (`SyncCounter`, a TorchFunctionMode active only in the counted decode): the calls that make
 the host wait for the device: .item(), .tolist(), .cpu(), bool/int/float/index of a tensor, and
@@ -104,21 +106,43 @@ def measuring_params(budgets) -> SabaParams:
 
 
 class TimedScorer:
-    """An `EdgeScorer` whose calls are moved from the `tree_build` split to `tdes` (`SplitLog.move`:
-    two clock reads a call; the scorer is host-only numpy, so no device sync is needed)."""
+    """An `EdgeScorer` that sums the wall time of its calls (`wall`; reset by `TimedBuilder` per build)."""
 
     def __init__(self, scorer):
         self.scorer = scorer
-        self.splits: SplitLog | None = None
-
-    def attach(self, splits: SplitLog) -> None:
-        self.splits = splits
+        self.wall = 0.0
 
     def child_scores(self, parent_token: int, depth: int, child_ids: list[int], logq: list[float]):
         t0 = time.perf_counter()
         out = self.scorer.child_scores(parent_token, depth, child_ids, logq)
-        self.splits.move(time.perf_counter() - t0, "tree_build", "tdes")
+        self.wall += time.perf_counter() - t0
         return out
+
+
+class TimedBuilder:
+    """A `TreeBuilder` wrapper recording the share of its builds' wall time spent in the scorer: the
+    tdes column is that share of the tree stage (a CPU-clock read per scorer call would cost about
+    as much as the call)."""
+
+    def __init__(self, builder: TreeBuilder, scorer: TimedScorer):
+        self.builder, self.scorer, self.name = builder, scorer, builder.name
+        self.wall = self.scorer_wall = 0.0
+
+    @property
+    def share(self) -> float:
+        """The scorer's share of the builds' wall time so far (pooled over builds: preemptions average out)."""
+        return min(self.scorer_wall / self.wall, 1.0) if self.wall > 0 else 0.0
+
+    def build(self, root_token: int, cand, budget: int):
+        self.scorer.wall = 0.0
+        t0 = time.perf_counter()
+        tree = self.builder.build(root_token, cand, budget)
+        self.wall += time.perf_counter() - t0
+        self.scorer_wall += self.scorer.wall
+        return tree
+
+    def feedback(self, record: dict) -> None:
+        self.builder.feedback(record)
 
 
 def _device_arg(args, kwargs) -> torch.device | None:
@@ -183,10 +207,14 @@ def _parts(method: str, budget: int, scorer: TimedScorer, budgets) -> tuple[Tree
     return HeapTreeBuilder(scorer, name="tdes"), SabaController(measuring_params(budgets), cap=budget)
 
 
-def round_stages(splits: SplitLog) -> list[dict[str, float]]:
-    """The log's splits grouped into rounds (each ends at the loop's `update` split): seconds by table stage."""
+def round_stages(splits: SplitLog, tdes_share: float = 0.0) -> list[dict[str, float]]:
+    """The log's splits grouped into rounds (each ends at the loop's `update` split): seconds by table
+    stage, the tree stage split into heap and TDES by the scorer's share (`TimedBuilder.share`)."""
     rounds, cur = [], dict.fromkeys(HOST_STAGES + FORWARD_STAGES, 0.0)
     for name, t in splits.splits:
+        if name == "tree_build":
+            cur["tdes"] += tdes_share * t
+            t *= 1.0 - tdes_share
         if name in SPLIT_STAGE:
             cur[SPLIT_STAGE[name]] += t
         if name == "update":
@@ -206,17 +234,18 @@ def events_per_round(splits: SplitLog, rounds: int) -> dict[str, dict[str, float
 
 
 def measure(loop: DecodeLoop, scorer: TimedScorer, prompt: list[int], rounds: int, repeats: int) -> dict:
-    """One (method, budget) row: per stage the median over the rounds of `repeats` decodes; syncs of one more."""
+    """One (method, budget) row: per stage the median over the rounds of `repeats` decodes; syncs of one more.
+    `scorer`: the `TimedScorer` inside the loop's builder, if any (its share of each build is TDES's)."""
+    clock = time.thread_time if loop.device.type == "cpu" else time.perf_counter  # module doc
+    loop.builder = timed = TimedBuilder(loop.builder, scorer)
     loop.decode(prompt, 8, stop_at_eos=False)  # warm-up
-    per_round, records = [], []
+    logs, records = [], []
+    timed.wall = timed.scorer_wall = 0.0
     for _ in range(repeats):
-        splits = SplitLog()
-        scorer.attach(splits)
-        res = loop.decode(prompt, rounds, stop_at_eos=False, splits=splits)
-        per_round += round_stages(splits)
-        records += res.rounds
+        logs.append(SplitLog(clock=clock))
+        records += loop.decode(prompt, rounds, stop_at_eos=False, splits=logs[-1]).rounds
+    per_round = [r for log in logs for r in round_stages(log, timed.share)]
     splits = SplitLog()
-    scorer.attach(splits)
     with SyncCounter(splits, loop.device):
         res = loop.decode(prompt, rounds, stop_at_eos=False, splits=splits)
     events = events_per_round(splits, len(res.rounds))
