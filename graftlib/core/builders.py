@@ -26,8 +26,8 @@ Builders here:
 """
 
 import heapq
-from dataclasses import dataclass
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
@@ -141,7 +141,7 @@ class Ranked:
     child is asked for; most parents of a tree are leaves, whose children are never ranked further.
     """
 
-    __slots__ = ("ids", "scores", "order")
+    __slots__ = ("ids", "order", "scores")
 
     def __init__(self, ids: list[int], scores, order: Sequence[int] | None = None):
         self.ids, self.scores = ids, scores  # scores: a list with `order` given, else a numpy array

@@ -26,6 +26,12 @@ distribution there instead of its argmax, with one seeded generator per decode, 
 follows the child carrying the draw: the output law is AR sampling's (the proof is in
 `graftlib.core.sampling`); T = 0 runs the greedy code path unchanged.
 
+Host-overhead measurements (`graftlib.lab.host_overhead`) pass a `SplitLog` (`decode(splits=)`):
+the loop then charges each sub-step by name (gate, draft_forward, candidates, budget, tree_build,
+verify_inputs, verify_forward, walk, commit, update; `graftlib.core.timing`); without one the
+splits cost nothing. Device syncs per round: one read-back after the draft's top-k
+(`Candidates.from_top_k`) and, off the CPU, one after the verify argmax (`eager_verdicts`).
+
 `DecodeLoop` holds the models and the method's parts; `decode(prompt_ids)` returns a
 `DecodeResult` with the tokens and one `RoundRecord` per round (accepted length including the
 bonus token, budget, nodes, prefix length, stage times; optionally the tree and verdicts).
@@ -154,8 +160,8 @@ class DecodeLoop:
         eos = stop_at_eos and root in self.eos_ids
         if speculative:
             features = self.drafter.context_features(out.hidden_states)  # [1, n, F]
-            self._speculate(result, self.start_state(result, cache, features, gen, timer), max_new_tokens, record_trees,
-                            stop_at_eos, timer, eos)
+            st = self.start_state(result, cache, features, gen, timer)
+            self._speculate(result, st, max_new_tokens, record_trees, stop_at_eos, timer, eos)
         else:
             self._autoregress(result, cache, max_new_tokens, stop_at_eos, eos, gen)
         result.decode_s = timer.now() - t_decode

@@ -21,10 +21,11 @@ Stages are the decode loop's splits (`graftlib.core.decode`, `graftlib.core.timi
   update         round record, feedback hooks, emitted tokens
 The loop runs its accelerator path on any device: greedy verdicts for all tree rows in one head
 product and one read-back (`DecodeLoop.eager_verdicts`; on a CPU the loop otherwise reads the
-walk's rows one matvec at a time). host = the stages' sum; the forwards (draft: drafter + head + top-k; verify: target body + LM head)
-are reported apart, so host time = round time - forwards. GRAFT runs SABA with a flat cost and
-no AR gates (`measuring_params`), so it always picks the cap and every method builds trees of B
-nodes: the table compares the same tree sizes, and SABA's whole decision is timed.
+walk's rows one matvec at a time). host = the stages' sum; the forwards (draft: drafter + head +
+top-k; verify: target body + LM head) are reported apart, so host time = round time - forwards.
+GRAFT runs SABA with a flat cost and no AR gates (`measuring_params`), so it always picks the cap
+and every method builds trees of B nodes: the table compares the same tree sizes, and SABA's
+whole decision is timed.
 
 Protocol per (method, B): one warm-up decode, `repeats` timed decodes of `rounds` new tokens
 (the table holds, per stage, the median over all their rounds; host ms is the sum of the stage
@@ -38,17 +39,18 @@ Syncs (`SyncCounter`, a TorchFunctionMode active only in the counted decode): th
 the host wait for the device: .item(), .tolist(), .cpu(), bool/int/float/index of a tensor, and
 shape-dependent ops (nonzero, unique, masked_select, boolean indexing), on tensors on the loop's
 device. Blocking uploads (torch.tensor(.., device=), .to(device)) are counted apart: a pageable
-host-to-device copy also waits for the queue (on a CPU run, graftlib's own `.to(device)` calls). On a CPU run nothing really waits; the counts are
-what the same code does on a GPU (on a CPU every tensor is on the loop's device, so a host-side
-torch tensor's .tolist() would count too; the loop keeps host data in lists and numpy).
+host-to-device copy also waits for the queue (on a CPU run: graftlib's own `.to(device)` calls).
+On a CPU run nothing really waits; the counts are what the same code does on a GPU (on a CPU every
+tensor is on the loop's device, so a host-side torch tensor's .tolist() would count too; the loop
+keeps host data in lists and numpy).
 
 `host_overhead_table(device, budgets, methods, rounds)` returns the table as a dict (JSON-ready);
 `format_host_table` prints it; `graft host-overhead` runs both and writes results/host-overhead.jsonl.
 """
 
 import platform
-import sys
 import statistics
+import sys
 import time
 
 import torch
@@ -165,31 +167,36 @@ class SyncCounter(TorchFunctionMode):
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        name = getattr(func, "__name__", "")
-        first = args[0] if args else None
-        if name in D2H_CALLS and self.on_device(first):
-            self.splits.count("sync")
-        elif name == "__getitem__" and self.on_device(first) and any(
-                isinstance(i, torch.Tensor) and i.dtype == torch.bool for i in _index_items(args[1])):
-            self.splits.count("sync")
-        elif name == "to" and isinstance(first, torch.Tensor):
-            target = _device_arg(args[1:], kwargs)
-            if target is not None and target.type == "cpu" and first.device.type != "cpu":
-                self.splits.count("sync")
-            elif target is not None and target.type == self.device.type != first.device.type or (
-                    target is not None and target.type == "cpu" == self.device.type and _called_from_graftlib()):
-                self.splits.count("upload")
-        elif name in UPLOAD_FACTORIES and not isinstance(first, torch.Tensor):
-            target = _device_arg((), kwargs)
-            if target is not None and target.type == self.device.type:
-                self.splits.count("upload")
+        kind = self.kind(getattr(func, "__name__", ""), args, kwargs, sys._getframe(1))
+        if kind is not None:
+            self.splits.count(kind)
         return func(*args, **kwargs)
 
-
-def _called_from_graftlib() -> bool:
-    """On a CPU run `.to(device)` cannot tell an upload from a no-op: graftlib's own calls are uploads
-    (its host data goes to the device that way), library code's (HF's buffers `.to(x.device)`) are not."""
-    return sys._getframe(2).f_globals.get("__name__", "").startswith("graftlib.")
+    def kind(self, name: str, args: tuple, kwargs: dict, caller) -> str | None:
+        """"sync" (a device-to-host read), "upload" (a blocking host-to-device copy) or None;
+        `caller`: the frame that made the call."""
+        first = args[0] if args else None
+        if name in D2H_CALLS and self.on_device(first):
+            return "sync"
+        if name == "__getitem__" and self.on_device(first) and any(
+                isinstance(i, torch.Tensor) and i.dtype == torch.bool for i in _index_items(args[1])):
+            return "sync"  # boolean indexing: the result's shape is the device's answer
+        if name == "to" and isinstance(first, torch.Tensor):
+            target = _device_arg(args[1:], kwargs)
+            if target is None:
+                return None
+            if target.type == "cpu" and first.device.type != "cpu":
+                return "sync"
+            if target.type == self.device.type != first.device.type:
+                return "upload"
+            # a CPU run: graftlib's own .to(device) moves host data; a library's (HF's buffers) is a no-op
+            if target.type == "cpu" == self.device.type and caller.f_globals.get("__name__", "").startswith("graftlib"):
+                return "upload"
+        if name in UPLOAD_FACTORIES and not isinstance(first, torch.Tensor):
+            target = _device_arg((), kwargs)
+            if target is not None and target.type == self.device.type:
+                return "upload"
+        return None
 
 
 def _index_items(index) -> tuple:
