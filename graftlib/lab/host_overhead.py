@@ -3,7 +3,7 @@
 On a GPU an 8B target verifies a tree in ~20-30 ms, so each millisecond of Python between kernels
 costs 3-5% of throughput (the paper puts TDES + SABA under 0.5 ms a round). This measures the
 loop's own host work with forwards that cost almost nothing: a tiny random target (Llama, hidden
-64, 2 layers) and DFlash drafter (1 layer, block 16, so D = 15 depths) over a `vocab`-token
+64, 2 layers by default) and DFlash drafter (1 layer, block 16, so D = 15 depths) over a `vocab`-token
 vocabulary, LM head scaled so drafts are peaky (deep trees, as with a trained drafter) and the
 embeddings offset along one direction, which the residual streams of both models carry, so the
 target's argmax is often the drafter's (1.5-3 tokens accepted per round, accepted paths off the
@@ -79,21 +79,22 @@ UPLOAD_FACTORIES = frozenset({"tensor", "as_tensor"})
 # ----------------------------------------------------------------------------- the tiny pair
 
 
-def random_pair(device: str = "cpu", vocab: int = 1024, seed: int = 0):
-    """(target, drafter): random Llama (hidden 64, 2 layers) and DFlash drafter (block 16) over `vocab` tokens."""
+def random_pair(device: str = "cpu", vocab: int = 1024, seed: int = 0, layers: int = 2):
+    """(target, drafter): random Llama (hidden 64, `layers` layers) and DFlash drafter (block 16) over
+    `vocab` tokens. More layers show the per-layer host work (the cache commit) of a deep target."""
     from transformers import AutoModelForCausalLM, LlamaConfig
 
     from graftlib.models.drafter import DFlashConfig, DFlashDrafter, init_weights
 
     shape = dict(hidden_size=64, intermediate_size=128, num_attention_heads=4, num_key_value_heads=2, head_dim=16)
-    cfg = LlamaConfig(vocab_size=vocab, num_hidden_layers=2, max_position_embeddings=4096,
+    cfg = LlamaConfig(vocab_size=vocab, num_hidden_layers=layers, max_position_embeddings=4096,
                       tie_word_embeddings=False, bos_token_id=None, eos_token_id=None, pad_token_id=None, **shape)
     torch.manual_seed(seed)
     target = AutoModelForCausalLM.from_config(cfg, attn_implementation="sdpa", dtype=torch.float32)
     torch.nn.init.normal_(target.lm_head.weight, std=0.5)  # peaky logits: deep trees, as a trained drafter's
     target.get_input_embeddings().weight.data[:, 0] += 1.0  # a shared residual direction: drafts get accepted
     drafter = DFlashDrafter(DFlashConfig(vocab_size=vocab, num_hidden_layers=1, block_size=16, mask_token_id=vocab - 1,
-                                         target_layer_ids=[0, 1], num_target_layers=2, **shape))
+                                         target_layer_ids=[0, layers - 1], num_target_layers=layers, **shape))
     init_weights(drafter)
     return (target.to(device).eval().requires_grad_(False), drafter.to(device).eval().requires_grad_(False))
 
@@ -267,13 +268,14 @@ def measure(loop: DecodeLoop, scorer: TimedScorer, prompt: list[int], rounds: in
 
 @torch.inference_mode()
 def host_overhead_table(device: str = "cpu", budgets=BUDGETS, methods=METHODS, rounds: int = 48,
-                        repeats: int = 3, vocab: int = 1024, seed: int = 0) -> dict:
+                        repeats: int = 3, vocab: int = 1024, seed: int = 0, layers: int = 2) -> dict:
     """The host-overhead table (module doc): {"setting": {...}, "rows": [one per method and budget]}."""
     require(all(m in METHODS for m in methods), f"methods must be among {', '.join(METHODS)}, got {list(methods)}")
     require(len(budgets) > 0 and all(isinstance(b, int) and 1 <= b < vocab for b in budgets),
             f"budgets must be integers in [1, vocab = {vocab}), got {list(budgets)}")
     require(rounds >= 2 and repeats >= 1, f"rounds must be >= 2 and repeats >= 1, got {rounds}, {repeats}")
-    target, drafter = random_pair(device, vocab, seed)
+    require(layers >= 2, f"layers must be >= 2 (the drafter reads the first and the last), got {layers}")
+    target, drafter = random_pair(device, vocab, seed, layers)
     torch.manual_seed(seed)
     net = TDESNet(target.get_input_embeddings().weight.detach(), m=64, depths=drafter.block_size - 1).to(device)
     scorer = TimedScorer(TDESScorer.from_net(net, beta=0.2))
@@ -286,7 +288,8 @@ def host_overhead_table(device: str = "cpu", budgets=BUDGETS, methods=METHODS, r
             loop.eager_verdicts = True  # the accelerator's path on any device (module doc)
             rows.append({"method": method, "budget": b, **measure(loop, scorer, prompt, rounds, repeats)})
     setting = {"device": str(target.device), "threads": torch.get_num_threads(), "torch": torch.__version__,
-               "cpu": platform.processor() or platform.machine(), "vocab": vocab, "depth": drafter.block_size - 1,
+               "cpu": platform.processor() or platform.machine(), "vocab": vocab, "layers": layers,
+               "depth": drafter.block_size - 1,
                "rounds": rounds, "repeats": repeats, "seed": seed}
     if target.device.type == "cuda":
         setting["gpu"] = torch.cuda.get_device_name(target.device)
@@ -296,8 +299,10 @@ def host_overhead_table(device: str = "cpu", budgets=BUDGETS, methods=METHODS, r
 def format_host_table(table: dict) -> str:
     """Per-stage host ms per round, host total, forwards, syncs and uploads per round: one line per row."""
     s = table["setting"]
-    head = (f"host overhead per round on {s['device']} ({s['threads']} threads), tiny random pair: vocab {s['vocab']},"
-            f" D = {s['depth']}, {s['rounds']} new tokens x {s['repeats']} decodes (median)")
+    clock = "thread CPU time" if s["device"] == "cpu" else "wall time"
+    head = (f"host overhead per round on {s['device']} ({s['threads']} threads, {clock}), tiny random pair: vocab"
+            f" {s['vocab']}, {s.get('layers', 2)} target layers, D = {s['depth']}, {s['rounds']} new tokens x"
+            f" {s['repeats']} decodes (median per stage)")
     cols = [("method", 11), ("B", 4), ("nodes", 6), ("acc", 5)] + [(h, max(len(h), 6)) for h in HOST_STAGES]
     cols += [("host ms", 8), ("fwd ms", 7), ("syncs", 6), ("uploads", 7)]
     lines = [head, " ".join(f"{c:>{w}}" for c, w in cols)]
@@ -323,12 +328,14 @@ def add_parser(sub) -> None:
     p.add_argument("--rounds", type=int, default=48, help="new tokens per timed decode")
     p.add_argument("--repeats", type=int, default=3, help="timed decodes per row (the median is reported)")
     p.add_argument("--vocab", type=int, default=1024)
+    p.add_argument("--layers", type=int, default=2, help="target layers (per-layer host work: the cache commit)")
     p.add_argument("--out", default=None, help="JSONL file (default results/host-overhead.jsonl)")
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
-    table = host_overhead_table(args.device, args.budgets, args.methods, args.rounds, args.repeats, args.vocab)
+    table = host_overhead_table(args.device, args.budgets, args.methods, args.rounds, args.repeats, args.vocab,
+                                layers=args.layers)
     print(format_host_table(table))
     out = args.out or results_dir() / "host-overhead.jsonl"
     append_record(out, {**table, "time": time.time()})
