@@ -3,8 +3,8 @@
 `Candidates` is what one drafter forward offers: per depth d = 1..D the top-K token ids and
 their draft log-probs log q_{t,d} (sorted, best first), plus the raw signals a budget
 controller may read (top-1 probabilities, drafter hidden states and their Gram entries). The
-top-k runs on the device (`top_k`); `Candidates.from_top_k` reads everything a round's host side
-needs back in one transfer, so drafting costs one device sync.
+top-k runs on the device and packs everything a round's host side needs into one tensor
+(`top_k`); `Candidates.from_top_k` reads it back in one transfer, so drafting costs one device sync.
 
 `TreeBuilder.build(root_token, cand, budget) -> Tree` turns them into a tree of at most
 `budget` draft nodes (root not counted). `BudgetController.speculate(prefix_len) -> bool` says
@@ -26,6 +26,7 @@ Builders here:
 """
 
 import heapq
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -53,28 +54,29 @@ class Candidates:
     def from_logits(cls, logits: torch.Tensor, k: int, hidden: torch.Tensor | None = None,
                     id_map: torch.Tensor | None = None) -> "Candidates":
         """logits [D, V] -> per-depth top-k (k clipped to V) with log q = logit - logsumexp(logits)."""
-        return cls.from_top_k(*top_k(logits, k, id_map), hidden)
+        return cls.from_top_k(top_k(logits, k, id_map, hidden), hidden)
 
     @classmethod
-    def from_top_k(cls, ids: torch.Tensor, logq: torch.Tensor, hidden: torch.Tensor | None = None) -> "Candidates":
-        """The candidates of `top_k`'s device tensors, read back to the host in one transfer (one device
-        sync): ids and log q [D, K] and, with `hidden`, its Gram matrix [D, D] (SABA's state reads
-        its diagonals) side by side in float32, which carries token ids < 2^24 exactly."""
-        k = ids.shape[1]
-        parts = [ids.float(), logq]
+    def from_top_k(cls, packed: torch.Tensor, hidden: torch.Tensor | None = None) -> "Candidates":
+        """`top_k`'s device tensor read back to the host in one transfer (one device sync); `hidden`:
+        the drafter states it was packed with (their Gram entries become `hidden_sq` / `hidden_dot`)."""
+        host = packed.cpu().numpy()
+        d = host.shape[0]
+        k = (host.shape[1] - (d if hidden is not None else 0)) // 2
+        logq = host[:, k:2 * k].tolist()
+        cand = cls(host[:, :k].astype(np.int64).tolist(), logq, [math.exp(q[0]) for q in logq], hidden)
         if hidden is not None:
-            h = hidden.float()
-            parts.append(torch.mm(h, h.t()))
-        host = torch.cat(parts, dim=1).cpu().numpy()  # [D, 2K (+ D)]
-        gram = host[:, 2 * k:] if hidden is not None else None
-        return cls(host[:, :k].astype(np.int64).tolist(), host[:, k:2 * k].tolist(),
-                   np.exp(host[:, k].astype(np.float64)).tolist(), hidden,
-                   None if gram is None else gram.diagonal().tolist(),
-                   None if gram is None else gram.diagonal(1).tolist())
+            gram = host[:, 2 * k:].tolist()
+            cand.hidden_sq = [gram[i][i] for i in range(d)]
+            cand.hidden_dot = [gram[i][i + 1] for i in range(d - 1)]
+        return cand
 
 
-def top_k(logits: torch.Tensor, k: int, id_map: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-    """logits [D, V] -> per-depth top-k ids and log q [D, k'] (k' = min(k, V)), on the logits' device.
+def top_k(logits: torch.Tensor, k: int, id_map: torch.Tensor | None = None,
+          hidden: torch.Tensor | None = None) -> torch.Tensor:
+    """logits [D, V] -> per-depth top-k, packed on the logits' device for one read-back:
+    [D, 2k'] = token ids (float32 carries ids < 2^24 exactly) | log q, k' = min(k, V), then with
+    `hidden` [D, H] its Gram matrix [D, D] (SABA's state reads the diagonals).
 
     log q = logit - logsumexp(logits): the same values as log_softmax, without materializing the
     [D, V] log-probabilities. `id_map` maps the columns of a reduced draft vocabulary to target ids.
@@ -84,7 +86,11 @@ def top_k(logits: torch.Tensor, k: int, id_map: torch.Tensor | None = None) -> t
     top_logq = top - torch.logsumexp(logits, dim=-1, keepdim=True)
     if id_map is not None:
         top_ids = id_map[top_ids]
-    return top_ids, top_logq
+    parts = [top_ids.float(), top_logq]
+    if hidden is not None:
+        h = hidden.float()
+        parts.append(torch.mm(h, h.t()))
+    return torch.cat(parts, dim=1)
 
 
 class EdgeScorer(Protocol):

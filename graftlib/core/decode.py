@@ -201,10 +201,10 @@ class DecodeLoop:
         h = drafter(noise, st.features, st.start, st.draft_cache)[0, 1:]  # [D, H]
         st.features = st.features[:, :0]
         logits = self.sampling.temper(drafter.draft_logits(h, self.draft_head))  # [D, V_draft]
-        top = top_k(logits, k, drafter.id_map)  # on the device
+        top = top_k(logits, k, drafter.id_map, h)  # on the device
         if st.timer is not None:
             st.timer.split("draft_forward")
-        return Candidates.from_top_k(*top, h)
+        return Candidates.from_top_k(top, h)
 
     def tree_round(self, st: "SpecState", cand: Candidates, budget: int, timer: StageTimer,
                    record_trees: bool = False) -> "RoundOutcome":

@@ -40,6 +40,8 @@ the host wait for the device: .item(), .tolist(), .cpu(), bool/int/float/index o
 shape-dependent ops (nonzero, unique, masked_select, boolean indexing), on tensors on the loop's
 device. Blocking uploads (torch.tensor(.., device=), .to(device)) are counted apart: a pageable
 host-to-device copy also waits for the queue (on a CPU run: graftlib's own `.to(device)` calls).
+The decode loop's `StageTimer` laps (five a round; each synchronizes on CUDA so that the round's
+stage times mean something) are counted apart too, on any device.
 On a CPU run nothing really waits; the counts are what the same code does on a GPU (on a CPU every
 tensor is on the loop's device, so a host-side torch tensor's .tolist() would count too; the loop
 keeps host data in lists and numpy).
@@ -233,7 +235,7 @@ def round_stages(splits: SplitLog, tdes_share: float = 0.0) -> list[dict[str, fl
 
 def events_per_round(splits: SplitLog, rounds: int) -> dict[str, dict[str, float]]:
     """Counted events per round, by kind (`sync`, `upload`) and table stage."""
-    out = {kind: dict.fromkeys(HOST_STAGES + FORWARD_STAGES, 0.0) for kind in ("sync", "upload")}
+    out = {kind: dict.fromkeys(HOST_STAGES + FORWARD_STAGES, 0.0) for kind in ("sync", "upload", "timer")}
     for name, counts in splits.events.items():
         if name in SPLIT_STAGE:
             for kind, per_stage in out.items():
@@ -263,7 +265,8 @@ def measure(loop: DecodeLoop, scorer: TimedScorer, prompt: list[int], rounds: in
             "host_ms": {s: ms[s] for s in HOST_STAGES}, "host_total_ms": sum(ms[s] for s in HOST_STAGES),
             "forward_ms": {s: ms[s] for s in FORWARD_STAGES},
             "syncs": events["sync"], "syncs_total": sum(events["sync"].values()),
-            "uploads": events["upload"], "uploads_total": sum(events["upload"].values())}
+            "uploads": events["upload"], "uploads_total": sum(events["upload"].values()),
+            "timer_syncs_total": sum(events["timer"].values())}
 
 
 @torch.inference_mode()
@@ -316,7 +319,8 @@ def format_host_table(table: dict) -> str:
     for r in table["rows"]:
         parts = ", ".join(f"{k} {v:.2f}" for k, v in r["syncs"].items() if v)
         ups = ", ".join(f"{k} {v:.2f}" for k, v in r["uploads"].items() if v)
-        lines.append(f"  {r['method']}@{r['budget']}: syncs {parts or 'none'}; uploads {ups or 'none'}")
+        lines.append(f"  {r['method']}@{r['budget']}: syncs {parts or 'none'}; uploads {ups or 'none'};"
+                     f" StageTimer laps {r['timer_syncs_total']:.2f}")
     return "\n".join(lines)
 
 
