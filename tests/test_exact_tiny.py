@@ -110,6 +110,20 @@ def test_speculative_equals_ar(pairs, arch, method, budget):
         assert all(m <= 2 for m in mats)
 
 
+@pytest.mark.parametrize("arch", ARCHS)
+def test_eager_verdicts_equal_ar(pairs, arch):
+    """The accelerators' verdict path (every row's argmax read back at once), forced on the CPU: AR's tokens."""
+    target, drafter, prompts, ar = pairs[arch]
+    for method, budget in (("ar", 1), ("dflash", 7), ("ddtree", 64)):
+        dec = Decoder.for_method(target, drafter, method, budget)
+        dec.eager_verdicts = True
+        for p, ref in zip(prompts, ar):
+            res = dec.decode(p, max_new_tokens=MAX_NEW, record_trees=method != "ar")
+            assert_exact(target, p, ref, res.tokens, f"{arch} eager {method} B={budget} prompt_len={len(p)}")
+            if method != "ar":
+                check_rounds(res, budget, method, len(res.tokens))
+
+
 def eos_mid_round(res) -> int:
     """Index k of an emitted token that is its value's first occurrence and is not the last token its
     round emitted (so with it as EOS, decoding must stop inside a verified tree)."""

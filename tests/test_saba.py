@@ -25,6 +25,7 @@ from graftlib.methods.saba import (
     choose,
     cost,
     cost_correction,
+    decide,
     default_params,
     degeneration,
     draft_mass,
@@ -68,6 +69,37 @@ def test_signals_hand_made():
     for a in (3, 5, 7):
         tr.feedback({"accepted": a})
     assert tr.signals(cand)[2] == pytest.approx(5.0)  # last w = 3 rounds only
+
+
+def test_signals_from_the_read_back_gram_equal_the_hidden_states():
+    """`Candidates.from_top_k` reads the Gram diagonals back with the top-k; SABA's state is the same."""
+    g = torch.Generator().manual_seed(3)
+    hidden = torch.randn(6, 16, generator=g)
+    cand = Candidates.from_logits(torch.randn(6, 40, generator=g) * 3, 8, hidden)
+    assert cand.hidden_sq is not None and len(cand.hidden_sq) == 6 and len(cand.hidden_dot) == 5
+    bare = Candidates(cand.ids, cand.logq, cand.top1_prob, hidden)  # no read-back: from the tensor
+    assert StateTracker().signals(cand).tolist() == pytest.approx(StateTracker().signals(bare).tolist(), abs=1e-6)
+
+
+def test_decide_is_the_gate_the_argmax_and_the_prediction():
+    """`decide` (the controller's one pass) == prefers_ar_after_draft, choose and predicted_extra."""
+    rng = np.random.default_rng(0)
+    table = {str(b): [0.5, 0.2, 0.3, 0.4 + 0.1 * i] for i, b in enumerate((1, 2, 4, 8))}
+    seen = set()
+    for params in (SabaParams(), SabaParams(utility="paper"), gated_params([0.015, 1e-5], post_gate=True),
+                   SabaParams(gain_table=table, c_ar=[0.06, 1e-5], grid=[1, 2, 4, 8], cost_table={"2": 0.004})):
+        grid = np.array(params.grid, dtype=float)
+        for _ in range(40):
+            s = np.array([rng.uniform(0, 1), rng.uniform(-1, 1), rng.uniform(1, 6), 1.0])
+            prefix, k = int(rng.integers(10, 3000)), float(rng.uniform(0.3, 1.5))
+            b, extra = decide(params, grid, s, prefix, 15, k)
+            if prefers_ar_after_draft(params, grid, s, prefix, 15, k):
+                assert (b, extra) == (0, 0.0)
+            else:
+                assert b == choose(params, grid, s, prefix, 15, k)
+                assert extra == predicted_extra(params, s, b, 15)
+            seen.add(b)
+    assert len(seen) > 2 and 0 in seen  # the states above move the choice, and the gate declines some
 
 
 # ----------------------------------------------------------------------------- model (eqs. 14, 16, 17)

@@ -177,8 +177,8 @@ def test_save_load_round_trip(tmp_path, form):
     assert got.config["target"] == "tiny" and got.config["data"] == {"rounds": 3}
     cand = make_cand(depth=4, vocab=V - 1, k=6, seed=0)
     for d in range(1, 5):
-        assert got.child_scores(7, d, cand.ids[d - 1], cand.logq[d - 1]) == \
-               scorer.child_scores(7, d, cand.ids[d - 1], cand.logq[d - 1])
+        assert np.array_equal(got.child_scores(7, d, cand.ids[d - 1], cand.logq[d - 1]),
+                              scorer.child_scores(7, d, cand.ids[d - 1], cand.logq[d - 1]))
     assert TDESScorer.load(path, net.embed, beta=0.0).beta == 0.0
     with pytest.raises(GraftError, match="no TDES scorer"):
         TDESScorer.load(tmp_path / "missing", net.embed)

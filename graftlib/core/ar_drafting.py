@@ -235,10 +235,10 @@ class TreeDraftLoop(DecodeLoop):
         super().__init__(target, ARTreeDrafter(drafter, policy), policy, controller, eos_ids, sampling)
 
     def start_state(self, result: DecodeResult, cache, features: torch.Tensor, gen: torch.Generator | None = None,
-                    prompt_ids: list[int] | None = None) -> SpecState:
+                    prompt_ids: list[int] | None = None, timer: StageTimer | None = None) -> SpecState:
         """The prompt's features pair with the prompt's next tokens, the last one with the root."""
         require(prompt_ids is not None, "an AR drafter's first context step needs the prompt's tokens")
-        st = super().start_state(result, cache, features, gen, prompt_ids)
+        st = super().start_state(result, cache, features, gen, prompt_ids, timer)
         st.draft_cache.tokens = list(prompt_ids[1:]) + [st.root]
         return st
 

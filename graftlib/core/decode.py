@@ -26,6 +26,12 @@ distribution there instead of its argmax, with one seeded generator per decode, 
 follows the child carrying the draw: the output law is AR sampling's (the proof is in
 `graftlib.core.sampling`); T = 0 runs the greedy code path unchanged.
 
+Host-overhead measurements (`graftlib.lab.host_overhead`) pass a `SplitLog` (`decode(splits=)`):
+the loop then charges each sub-step by name (gate, draft_forward, candidates, budget, tree_build,
+verify_inputs, verify_forward, walk, commit, update; `graftlib.core.timing`); without one the
+splits cost nothing. Device syncs per round: one read-back after the draft's top-k
+(`Candidates.from_top_k`) and, off the CPU, one after the verify argmax (`eager_verdicts`).
+
 `DecodeLoop` holds the models and the method's parts; `decode(prompt_ids)` returns a
 `DecodeResult` with the tokens and one `RoundRecord` per round (accepted length including the
 bonus token, budget, nodes, prefix length, stage times; optionally the tree and verdicts).
@@ -41,14 +47,14 @@ from dataclasses import asdict, dataclass, field
 
 import torch
 
-from graftlib.core.builders import BudgetController, Candidates, TreeBuilder
+from graftlib.core.builders import BudgetController, Candidates, TreeBuilder, top_k
 from graftlib.core.drafting import Drafter
 from graftlib.core.errors import require
 from graftlib.core.kvcache import target_cache
 from graftlib.core.sampling import GREEDY, LazySample, Sampling
-from graftlib.core.timing import StageTimer
+from graftlib.core.timing import SplitLog, StageTimer
 from graftlib.core.tree import greedy_walk, parent_mismatch, verify_inputs
-from graftlib.core.verify import LazyArgmax, commit_cache, target_forward
+from graftlib.core.verify import LazyArgmax, commit_cache, kept_rows, target_forward
 
 
 @dataclass
@@ -123,6 +129,9 @@ class DecodeLoop:
         self.draft_head = drafter.head_weight(self.lm_head) if drafter is not None else None
         self.eos_ids = set(eos_ids or [])
         self.max_positions = target.config.max_position_embeddings
+        # greedy verdicts: all tree rows in one head product and one read-back off the CPU (one sync a
+        # round); on the CPU the rows the walk visits, one matvec each (`graftlib.core.verify.LazyArgmax`)
+        self.eager_verdicts = self.device.type != "cpu"
         require(builder is None or drafter is not None, "speculative methods need a drafter")
 
     def check_prompt(self, prompt_ids: list[int], max_new_tokens: int) -> None:
@@ -136,12 +145,13 @@ class DecodeLoop:
 
     @torch.inference_mode()
     def decode(self, prompt_ids: list[int], max_new_tokens: int = 256, record_trees: bool = False,
-               stop_at_eos: bool = True) -> DecodeResult:
+               stop_at_eos: bool = True, splits: SplitLog | None = None) -> DecodeResult:
+        """`splits`: charge each round's sub-steps to it (`graftlib.core.timing`; host-overhead measurements)."""
         self.check_prompt(prompt_ids, max_new_tokens)
         speculative = self.builder is not None
         tree_room = (self.controller.max_budget + 1) if speculative else 1
         cache = target_cache(self.target.config, len(prompt_ids) + max_new_tokens + tree_room)
-        timer = StageTimer(self.device)
+        timer = StageTimer(self.device, splits)
         ids = torch.tensor([prompt_ids], device=self.device)
         out = target_forward(self.target, ids, torch.arange(len(prompt_ids), device=self.device)[None],
                              cache, with_states=speculative)
@@ -152,8 +162,8 @@ class DecodeLoop:
         eos = stop_at_eos and root in self.eos_ids
         if speculative:
             features = self.drafter.context_features(out.hidden_states)  # [1, n, F]
-            self._speculate(result, self.start_state(result, cache, features, gen, prompt_ids), max_new_tokens,
-                            record_trees, stop_at_eos, timer, eos)
+            st = self.start_state(result, cache, features, gen, prompt_ids, timer)
+            self._speculate(result, st, max_new_tokens, record_trees, stop_at_eos, timer, eos)
         else:
             self._autoregress(result, cache, max_new_tokens, stop_at_eos, eos, gen)
         result.decode_s = timer.now() - t_decode
@@ -163,7 +173,7 @@ class DecodeLoop:
         """The target's token at each row of `hidden` [n, H], computed on first access: its argmax
         (T = 0), or a draw from its processed distribution with the decode's generator."""
         if gen is None:
-            return LazyArgmax(hidden, self.lm_head)
+            return LazyArgmax(hidden, self.lm_head, self.eager_verdicts)
         return LazySample(hidden, self.lm_head, self.sampling, gen)
 
     def _autoregress(self, result: DecodeResult, cache, max_new_tokens: int, stop_at_eos: bool, eos: bool,
@@ -179,11 +189,12 @@ class DecodeLoop:
         result.stop = "eos" if eos else "length"
 
     def start_state(self, result: DecodeResult, cache, features: torch.Tensor, gen: torch.Generator | None = None,
-                    prompt_ids: list[int] | None = None) -> "SpecState":
+                    prompt_ids: list[int] | None = None, timer: StageTimer | None = None) -> "SpecState":
         """The state before the first round: prompt in the target cache, root = the first token
-        (`prompt_ids`: for drafters that pair each feature with the next token, `core.ar_drafting`)."""
+        (`prompt_ids`: for drafters that pair each feature with the next token, `core.ar_drafting`;
+        `timer`: the decode's, for the host-overhead splits)."""
         return SpecState(cache, self.drafter.new_cache(), features, result.prompt_len,
-                         result.tokens[-1], gen)
+                         result.tokens[-1], gen, timer)
 
     def draft(self, st: "SpecState", k: int) -> Candidates:
         """Step `draft`: block [root, mask x D] -> per-depth top-k candidates (extends the draft cache
@@ -194,7 +205,10 @@ class DecodeLoop:
         h = drafter(noise, st.features, st.start, st.draft_cache)[0, 1:]  # [D, H]
         st.features = st.features[:, :0]
         logits = self.sampling.temper(drafter.draft_logits(h, self.draft_head))  # [D, V_draft]
-        return Candidates.from_logits(logits, k, h, drafter.id_map)
+        top = top_k(logits, k, drafter.id_map, h)  # on the device
+        if st.timer is not None:
+            st.timer.split("draft_forward")
+        return Candidates.from_top_k(top, h)
 
     def tree_round(self, st: "SpecState", cand: Candidates, budget: int, timer: StageTimer,
                    record_trees: bool = False) -> "RoundOutcome":
@@ -209,20 +223,26 @@ class DecodeLoop:
             return self.ar_round(st, timer)
         # build tree
         tree = self.builder.build(st.root, cand, budget)
+        timer.split("tree_build")
         vi = verify_inputs(tree, st.start, self.device, self.lm_head.dtype)
         t_tree = timer.lap()
+        timer.split("verify_inputs")
         # verify: [1, N+1] tokens at positions start + depth
         out = target_forward(self.target, vi.input_ids, vi.position_ids, st.cache, vi.attention_mask, True)
         verdict = self.verdict(out.hidden, st.gen)
+        timer.split("verify_forward")
         # accept (T > 0: the walk draws the target's token at each node it reaches)
         accepted, bonus = greedy_walk(vi.children, verdict)
         t_verify = timer.lap()
+        timer.split("walk")
         # commit: KV of accepted nodes; their features feed the next draft
-        commit_cache(st.cache, st.start, accepted)
-        idx = torch.tensor(accepted, device=self.device)
-        features = self.drafter.context_features(out.hidden_states)[:, idx]  # [1, a, F]
+        idx = kept_rows(accepted, self.device)  # None: the accepted path is rows 0..a-1
+        commit_cache(st.cache, st.start, accepted, idx)
+        features = self.drafter.context_features(out.hidden_states)  # [1, N+1, F]
+        features = features[:, :len(accepted)] if idx is None else features[:, idx]  # [1, a, F]
         new = [tree.tokens[i] for i in accepted[1:]] + [bonus]
         t_commit = timer.lap()
+        timer.split("commit")
         record = RoundRecord(len(accepted), budget, tree.num_nodes, st.start, 0.0, t_tree, t_verify, t_commit,
                              tree.depths[accepted[-1]],
                              parent_mismatch(tree.tokens, tree.parents, tree.depths, accepted[-1], bonus))
@@ -247,26 +267,32 @@ class DecodeLoop:
     def _speculate(self, result: DecodeResult, st: "SpecState", max_new_tokens: int, record_trees: bool,
                    stop_at_eos: bool, timer: StageTimer, eos: bool):
         self.controller.reset()  # a Decoder may decode many prompts: no history crosses between them
+        timer.split("prefill")
         while not eos and len(result.tokens) < max_new_tokens:
             # gate + draft (budget choice counted in the tree step)
             cand, budget, t_draft = None, 0, 0.0
-            if self.controller.speculate(st.start):
+            go = self.controller.speculate(st.start)
+            timer.split("gate")
+            if go:
                 cand = self.draft(st, self.controller.max_budget)
                 t_draft = timer.lap()
+                timer.split("candidates")
                 budget = self.controller.budget(cand, st.start)
+                timer.split("budget")
             # build tree .. commit (budget 0: one AR step)
             step = self.tree_round(st, cand, budget, timer, record_trees)
             # update
             step.record.t_draft = t_draft
             eos = self.advance(result, st, step, max_new_tokens, stop_at_eos)
             timer.lap()
+            timer.split("update")
         result.stop = "eos" if eos else "length"
 
     def advance(self, result: DecodeResult, st: "SpecState", step: "RoundOutcome", max_new_tokens: int,
                 stop_at_eos: bool) -> bool:
         """Step `update`: record + feedback hooks, move `st` past the round, emit tokens; True at EOS."""
         result.rounds.append(step.record)
-        record = asdict(step.record)
+        record = dict(vars(step.record))  # a shallow copy: hooks read it
         self.builder.feedback(record)
         self.controller.feedback(record)
         st.start += step.record.accepted
@@ -292,6 +318,7 @@ class SpecState:
     start: int  # tokens in the target cache; the root sits at position `start`
     root: int  # the previous round's bonus token (not yet in the target cache)
     gen: torch.Generator | None = None  # the decode's generator at T > 0 (None: greedy)
+    timer: StageTimer | None = None  # the decode's timer (the draft step's split, `graftlib.core.timing`)
 
 
 @dataclass

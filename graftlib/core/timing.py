@@ -4,18 +4,53 @@ On CUDA kernels run asynchronously, so a lap that did not wait for them would ch
 work to whichever later stage synchronizes first; `StageTimer` synchronizes the device at every
 boundary. The decode loop, replay and the cost measurements share it, so their stage times are
 comparable.
+
+Splits (optional, for host-overhead measurements): a `StageTimer` made with a `SplitLog` also
+charges the time since the previous split to the name given at each `split(name)` (the loop
+names its sub-steps: candidates, tree build, verify inputs, walk, commit, ...), and any events
+counted on the log in between (host<->device synchronizations, `graftlib.lab.host_overhead`).
+Without a log `split` returns at once and never synchronizes, so the loop pays nothing for it.
+The log's clock is wall time unless given another (`time.thread_time`: a CPU run's host work
+without the preemptions of a shared machine).
+Invariant: with a log, the split times of a decode sum to its wall time from its first split on.
 """
 
 import time
+from collections import Counter, defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 import torch
+
+
+@dataclass
+class SplitLog:
+    """The splits of a run in order, as (name, seconds), and the events (by kind) counted between splits."""
+
+    splits: list[tuple[str, float]] = field(default_factory=list)
+    clock: Callable[[], float] = time.perf_counter  # wall; a thread CPU clock leaves a shared CPU's preemptions out
+    events: dict[str, Counter] = field(default_factory=lambda: defaultdict(Counter))
+    pending: Counter = field(default_factory=Counter)  # events counted since the last split
+    last: float | None = None  # time of the last split (None: the clock has not started)
+
+    def count(self, kind: str) -> None:
+        self.pending[kind] += 1
+
+    def charge(self, name: str, t: float) -> None:
+        if self.last is not None:
+            self.splits.append((name, t - self.last))
+        if self.pending:
+            self.events[name].update(self.pending)
+            self.pending.clear()
+        self.last = t
 
 
 class StageTimer:
     """Wall-clock stage times; synchronizes the GPU at each boundary on CUDA."""
 
-    def __init__(self, device: torch.device):
-        self.cuda = device.type == "cuda"
+    def __init__(self, device: torch.device, splits: SplitLog | None = None):
+        self.cuda = torch.device(device).type == "cuda"
+        self.splits = splits
         self.t = self.now()
 
     def now(self) -> float:
@@ -24,5 +59,14 @@ class StageTimer:
         return time.perf_counter()
 
     def lap(self) -> float:
+        if self.splits is not None:
+            self.splits.count("timer")  # a device sync on CUDA (`now`): counted on any device
         t, self.t = self.t, self.now()
         return self.t - t
+
+    def split(self, name: str) -> None:
+        """Charge the time since the previous split to `name` (no-op without a `SplitLog`)."""
+        if self.splits is not None:
+            if self.cuda:
+                torch.cuda.synchronize()
+            self.splits.charge(name, self.splits.clock())

@@ -17,7 +17,9 @@ whose tokens equal the target's argmax tokens (exact at temperature 0).
 """
 
 from dataclasses import dataclass, field
+from functools import cached_property
 
+import numpy as np
 import torch
 
 
@@ -75,55 +77,65 @@ class Tree:
 class VerifyInputs:
     input_ids: torch.Tensor  # [1, N+1] tree tokens (root first)
     position_ids: torch.Tensor  # [1, N+1] start + depth
-    visible: torch.Tensor  # [N+1, N+1] bool, visible[i, j] = j is i or an ancestor of i
+    visible: torch.Tensor  # [N+1, N+1] bool (host), visible[i, j] = j is i or an ancestor of i
     attention_mask: torch.Tensor | None  # [1, 1, N+1, start+N+1] additive; None for a chain (causal)
     children: list[dict[int, int]]  # children[i][token] = child node index
-    paths: list[list[int]]  # paths[i] = node indices root..i
+    parents: list[int]
+
+    @cached_property
+    def paths(self) -> list[list[int]]:
+        """paths[i] = node indices root..i (derived on first use: the decode loop does not need them)."""
+        paths: list[list[int]] = []
+        for i, p in enumerate(self.parents):
+            paths.append([i] if p < 0 else paths[p] + [i])
+        return paths
 
 
-def ancestor_matrix(parents: list[int], max_depth: int | None = None) -> torch.Tensor:
-    """visible[i, j] is True iff j == i or j is an ancestor of i.
+def ancestor_matrix(parents, max_depth: int | None = None) -> torch.Tensor:
+    """visible[i, j] is True iff j == i or j is an ancestor of i (a host bool tensor).
 
-    Vectorized over nodes: walk every node up one level per step (the root is its own parent
-    here), marking the node reached; `max_depth + 1` steps reach the root from any node.
+    Vectorized over nodes: `max_depth` pointer-jumping steps list every node's ancestors by level
+    (the root is its own parent here), then one scatter marks them all.
     """
     n = len(parents)
-    up = torch.tensor(parents)
+    up = np.array(parents)
     up[0] = 0
-    steps = (max_depth if max_depth is not None else n - 1) + 1
-    visible = torch.zeros(n, n, dtype=torch.bool)
-    rows = torch.arange(n)
-    cur = rows
+    steps = max_depth if max_depth is not None else n - 1
+    levels = [np.arange(n)]
     for _ in range(steps):
-        visible[rows, cur] = True
-        cur = up[cur]
-    return visible
+        levels.append(up[levels[-1]])
+    visible = np.zeros((n, n), dtype=bool)
+    visible[levels[0][:, None], np.stack(levels, axis=1)] = True
+    return torch.from_numpy(visible)
 
 
 def verify_inputs(tree: Tree, start: int, device: torch.device | str = "cpu",
                   dtype: torch.dtype = torch.float32) -> VerifyInputs:
-    """Derive the target's verify inputs for `tree` placed after a cached prefix of `start` tokens."""
+    """Derive the target's verify inputs for `tree` placed after a cached prefix of `start` tokens.
+
+    Host work is numpy; the device gets two uploads: tokens and positions in one [2, N+1] tensor,
+    and, for a tree that is not a chain, the hidden pairs, from which the mask is made there.
+    """
     n = len(tree.tokens)
-    visible = ancestor_matrix(tree.parents, max(tree.depths))
+    host = np.array([tree.tokens, tree.depths, tree.parents])  # [3, N+1] int64
+    visible = ancestor_matrix(host[2], int(host[1].max()))
+    host[1] += start
     children: list[dict[int, int]] = [{} for _ in range(n)]
-    paths: list[list[int]] = []
-    for i, p in enumerate(tree.parents):
-        paths.append([i] if p < 0 else paths[p] + [i])
-        if p >= 0:
-            children[p][tree.tokens[i]] = i
-    if tree.is_chain():
-        mask = None  # plain causal attention: the fast path of every attention backend
-    else:
-        mask = torch.zeros(1, 1, n, start + n, dtype=dtype)
-        mask[0, 0, :, start:].masked_fill_(~visible, torch.finfo(dtype).min)
-        mask = mask.to(device)
+    tokens = tree.tokens
+    for i, p in enumerate(tree.parents[1:], 1):
+        children[p][tokens[i]] = i
+    ids_pos = torch.from_numpy(host[:2]).to(device)  # one upload
+    mask = None  # a chain: plain causal attention, the fast path of every attention backend
+    if not tree.is_chain():
+        mask = torch.zeros(1, 1, n, start + n, dtype=dtype, device=device)
+        mask[0, 0, :, start:].masked_fill_(visible.logical_not().to(device), torch.finfo(dtype).min)
     return VerifyInputs(
-        input_ids=torch.tensor([tree.tokens], device=device),
-        position_ids=(torch.tensor([tree.depths]) + start).to(device),
+        input_ids=ids_pos[:1],
+        position_ids=ids_pos[1:],
         visible=visible,
         attention_mask=mask,
         children=children,
-        paths=paths,
+        parents=tree.parents,
     )
 
 

@@ -6,10 +6,12 @@
 - `LazyArgmax` applies the 49152-way LM head only to the rows the greedy walk visits. On a CPU
   the head over every node of a large tree costs more than the body; the walk needs just
   (accepted + 1) rows. Rows are computed one matvec at a time, which is also exactly how the
-  AR baseline computes its logits.
+  AR baseline computes its logits. On an accelerator (`eager`) the head over all rows is one
+  product and the walk reads its argmax back once: one device sync per round, not one per row.
 - `commit_cache` keeps the K/V of the accepted tree nodes: an in-place gather of the accepted
   rows to the front of the appended region, then a crop (with `graftlib.core.kvcache`'s buffered
-  layers a length change; nothing else is copied).
+  layers a length change; nothing else is copied). A contiguous path (rows 0..a-1) needs no index;
+  otherwise one index upload serves every layer (`kept_rows`).
 
 Invariant: after `commit_cache(cache, start, keep)` the cache holds exactly `start + len(keep)`
 positions, and position `start + j` holds the K/V of tree node `keep[j]`, whose position id
@@ -42,32 +44,56 @@ def target_forward(model, input_ids: torch.Tensor, position_ids: torch.Tensor, c
 
 
 class LazyArgmax:
-    """`argmax(lm_head(hidden[i]))` computed on first access of row i (list-like for the walk)."""
+    """`argmax(lm_head(hidden[i]))` of row i, read on first access (list-like for the walk).
 
-    def __init__(self, hidden: torch.Tensor, lm_head_weight: torch.Tensor):
+    Lazy (default): row i is one matvec when the walk first reads it, which is also exactly how the
+    AR baseline computes its logits. Eager (`eager=True`, the decode loop's choice off the CPU): the
+    head over every row and its argmax are launched at construction and the first access reads all
+    rows back in one transfer, so the walk costs one device sync instead of one per visited row.
+    """
+
+    def __init__(self, hidden: torch.Tensor, lm_head_weight: torch.Tensor, eager: bool = False):
         self.hidden = hidden
         self.weight = lm_head_weight
         self.rows: dict[int, int] = {}
+        self.pending = (hidden @ lm_head_weight.T).argmax(-1) if eager else None  # [n] on the device
 
     def __getitem__(self, i: int) -> int:
         if i not in self.rows:
-            self.rows[i] = int(torch.mv(self.weight, self.hidden[i]).argmax())
+            if self.pending is not None:
+                self.all_rows()
+            else:
+                self.rows[i] = int(torch.mv(self.weight, self.hidden[i]).argmax())
         return self.rows[i]
 
     def all_rows(self) -> list[int]:
         """Every node's target token (for traces / the mismatch metric; costs the full head)."""
-        tokens = (self.hidden @ self.weight.T).argmax(-1).tolist()
+        top = self.pending if self.pending is not None else (self.hidden @ self.weight.T).argmax(-1)
+        tokens = top.tolist()
         self.rows.update(enumerate(tokens))
+        self.pending = None
         return tokens
 
 
-def commit_cache(cache, start: int, keep: list[int]) -> None:
-    """Compact the appended tree region of every layer to the accepted nodes `keep` (root first)."""
+def kept_rows(keep: list[int], device: torch.device | str) -> torch.Tensor | None:
+    """The device index of the kept tree rows `keep`; None when they are rows 0..len(keep)-1 (a slice)."""
+    return None if keep == list(range(len(keep))) else torch.tensor(keep, device=device)
+
+
+def commit_cache(cache, start: int, keep: list[int], index: torch.Tensor | None = None) -> None:
+    """Compact the appended tree region of every layer to the accepted nodes `keep` (root first).
+
+    `index`: `kept_rows(keep, device)` when the caller has it, so one upload serves every layer on
+    that device as well as the caller's own gathers."""
     n = len(keep)
     contiguous = keep == list(range(n))
+    rows: dict[torch.device, torch.Tensor] = {}  # per device: start + keep, the kept positions
     for layer in cache.layers:
         if not contiguous:
-            idx = torch.tensor(keep, device=layer.keys.device) + start
-            layer.keys[:, :, start:start + n] = layer.keys.index_select(2, idx)
-            layer.values[:, :, start:start + n] = layer.values.index_select(2, idx)
+            dev = layer.keys.device
+            if dev not in rows:
+                base = index if index is not None and index.device == dev else torch.tensor(keep, device=dev)
+                rows[dev] = base + start
+            layer.keys[:, :, start:start + n] = layer.keys.index_select(2, rows[dev])
+            layer.values[:, :, start:start + n] = layer.values.index_select(2, rows[dev])
         layer.crop(start + n - layer.get_seq_length())

@@ -115,7 +115,9 @@ The fits of c, c_ar, phi/alpha and the tables live in `graftlib.training.saba_fi
 (`graftlib.training.calibrate`) runs them on replayed validation rounds.
 
 Invariants: the controller returns a budget from its grid (capped at `cap`); its per-round cost is
-a few scalar ops plus one vectorized pass over the grid (numpy), microseconds per round.
+a few scalar ops plus one vectorized pass over the grid (numpy, `decide`: every term once),
+microseconds per round, and it reads no device tensor (the draft's state comes back with the
+candidates, `Candidates.hidden_sq` / `hidden_dot`).
 """
 
 import hashlib
@@ -258,7 +260,14 @@ def degeneration(hidden: torch.Tensor | None) -> float:
         return 0.0
     h = hidden.float()
     gram = torch.mm(h, h.t()).tolist()  # [D, D]: one small matmul, then scalar math
-    sq, dots = [gram[d][d] for d in range(len(gram))], [gram[d][d + 1] for d in range(len(gram) - 1)]
+    return degeneration_from([gram[d][d] for d in range(len(gram))], [gram[d][d + 1] for d in range(len(gram) - 1)])
+
+
+def degeneration_from(sq: list[float], dots: list[float]) -> float:
+    """degen_t from the squared norms |h_d|^2 [D] and the adjacent products h_d . h_{d+1} [D-1]
+    (`Candidates.hidden_sq` / `hidden_dot`, read back with the draft: no device sync here)."""
+    if len(sq) < 2:
+        return 0.0
     r = [dot / max(math.sqrt(sq[d] * sq[d + 1]), 1e-12) for d, dot in enumerate(dots)]  # r_{t,d}, d = 1..D-1
     return sum(r) / len(r) + (r[-1] - r[0])
 
@@ -297,7 +306,9 @@ class StateTracker:
 
     def signals(self, cand: Candidates) -> np.ndarray:
         conf = sum(cand.top1_prob) / len(cand.top1_prob) if cand.top1_prob else 0.0
-        return np.array([conf, degeneration(cand.hidden), self.hist(), 1.0])
+        degen = degeneration(cand.hidden) if cand.hidden_sq is None else degeneration_from(cand.hidden_sq,
+                                                                                           cand.hidden_dot)
+        return np.array([conf, degen, self.hist(), 1.0])
 
     def hist(self) -> float:
         return sum(self.history) / len(self.history) if self.history else self.hist_prior
@@ -411,6 +422,21 @@ def prefers_ar_after_draft(params: SabaParams, budgets: np.ndarray, s: np.ndarra
     return 1.0 / c_ar > float((numerator(params, budgets, s, depth, k, mass) / remaining).max())
 
 
+def decide(params: SabaParams, budgets: np.ndarray, s: np.ndarray, prefix_len: int, depth: int | None = None,
+           k: float = 1.0, mass: np.ndarray | None = None) -> tuple[int, float]:
+    """A drafted round's whole choice, each term computed once: (0, 0.0) when the post-draft gate
+    declines (`prefers_ar_after_draft`), else (B_t = `choose`, `predicted_extra` at B_t)."""
+    extra = extra_tokens(params, budgets, s, depth, mass)
+    num = 1.0 + k * extra if params.utility == "throughput" else gain(budgets, saturation(params, s, depth)[0])
+    costs = round_costs(params, budgets, prefix_len)
+    if params.c_ar is not None and params.post_gate:
+        c_ar = params.c_ar[0] + params.c_ar[1] * prefix_len
+        if 1.0 / c_ar > float((num / (costs - params.c_draft)).max()):
+            return 0, 0.0
+    i = int(np.argmax(num / costs))
+    return int(budgets[i]), float(extra[i])
+
+
 def predicted_extra(params: SabaParams, s: np.ndarray, budget: int, depth: int | None = None,
                     mass: np.ndarray | None = None) -> float:
     """E[a_t(B)] - 1 at one budget: the draft tokens the uncorrected model expects a round to accept."""
@@ -477,11 +503,9 @@ class SabaController:
         p, s = self.params, self.tracker.signals(cand)
         mass = draft_mass(cand, p.mass_budgets) if p.uses_mass else None
         self.last_state, self.last_mass, self.depth = s, mass, cand.depth
-        k = self.correction.k
-        if prefers_ar_after_draft(p, self.grid, s, prefix_len, cand.depth, k, mass):
-            return 0
-        b = choose(p, self.grid, s, prefix_len, cand.depth, k, mass)
-        self.predicted_extra = predicted_extra(p, s, b, cand.depth, mass)
+        b, extra = decide(p, self.grid, s, prefix_len, cand.depth, self.correction.k, mass)
+        if b:
+            self.predicted_extra = extra
         return b
 
     def feedback(self, record: dict) -> None:

@@ -8,11 +8,14 @@ Edge score (eq. 4): S_TDES(v) = log q_{t,d}(c) + beta * f~(p, c, d); path score 
 
 Inference (`TDESScorer`, an `EdgeScorer`): the projections depend on the token id only, so the
 tables P = g_p(E), C = g_c(E) ([V, m] each) are computed once for the whole vocabulary when the
-scorer is made or loaded (one [V, E] x [E, m] product, tens of ms for V = 49152). A call
-is a gather + a small product in numpy: a = s / sqrt(m) * (P[p] + u_d), and per depth the centred
-child side B~ = (C[C_d] + u_d) - mean_rows(...), cached for the round's pool (recognised by the
-identity of the `child_ids` / `logq` lists the builder passes), so f~ = B~ a. Scores are added to
-log q in float64, so beta = 0 gives exactly log q (and DDTree's tree).
+scorer is made or loaded (one [V, E] x [E, m] product, tens of ms for V = 49152). With
+a = s / sqrt(m) (P[p] + u_d) and the centred child side B~ = (C[C_d] + u_d) - mean_rows(...),
+    log q + beta f~ = [P[p] | 1] . [W_d ; base_d],   W_d = beta s / sqrt(m) B~^T [m, K],
+    base_d = log q + u_d . W_d,
+with [W_d ; base_d] computed once per depth for the round's pool (recognised by the identity of
+the `child_ids` / `logq` lists the builder passes) and [P | 1] once per scorer, so a call is one
+row view and one [m + 1] x [m + 1, K] product in float32 (`HeapTreeBuilder` calls it once per
+added node). beta = 0 makes W_d zero and the product exactly log q (DDTree's tree).
 
 Training (eqs. 7-12) lives in `graftlib.training.tdes_train`.
 
@@ -89,16 +92,19 @@ class TDESScorer:
     """S_TDES(v) = log q + beta * f~ (eqs. 4-6) from precomputed [V, m] tables; an `EdgeScorer`."""
 
     def __init__(self, parent_table, child_table, u, s: float, beta: float = 0.2, config: dict | None = None):
-        self.P = np.array(parent_table, dtype=np.float32, order="C")  # copies: never views of a net
-        self.C = np.array(child_table, dtype=np.float32, order="C")
+        parent = np.asarray(parent_table, dtype=np.float32)
+        self.C = np.array(child_table, dtype=np.float32, order="C")  # copies: never views of a net
         self.u = np.array(u, dtype=np.float32, order="C")
-        require(self.P.shape == self.C.shape and self.P.shape[1] == self.u.shape[1],
-                f"TDES tables {self.P.shape}, {self.C.shape} and depth embeddings {self.u.shape} do not fit")
+        require(parent.ndim == 2 and parent.shape == self.C.shape and parent.shape[1] == self.u.shape[1],
+                f"TDES tables {parent.shape}, {self.C.shape} and depth embeddings {self.u.shape} do not fit")
+        # [P | 1]: a call's scores are one product with [W_d ; base_d] (module doc)
+        self.P1 = np.concatenate([parent, np.ones((parent.shape[0], 1), np.float32)], axis=1)
+        self.P = self.P1[:, :-1]
         self.s = float(s)
         self.beta = float(beta)
         self.scale = self.s / math.sqrt(self.P.shape[1])
         self.config = dict(config or {})
-        self._pool: dict[int, tuple] = {}  # depth -> (child_ids, logq, centred child side, logq array)
+        self._pool: dict[int, tuple] = {}  # depth -> (child_ids, logq, [W_d ; base_d])
 
     @property
     def vocab(self) -> int:
@@ -128,21 +134,23 @@ class TDESScorer:
         f = self.f(parent_token, depth, child_ids)
         return f - f.mean()
 
-    def _child_side(self, depth: int, child_ids: list[int], logq: list[float]) -> tuple[np.ndarray, np.ndarray]:
+    def _child_side(self, depth: int, child_ids: list[int], logq: list[float]) -> np.ndarray:
+        """[W_d ; base_d] ([m + 1, K] float32): log q + beta * f~ = [P[p] | 1] @ it, for any parent p."""
         hit = self._pool.get(depth)
         if hit is None or hit[0] is not child_ids or hit[1] is not logq:
             if depth > self.depths or depth < 1:
                 raise GraftError(f"TDES scorer trained for depths 1..{self.depths}, asked depth {depth}")
             b = self.C[np.asarray(child_ids)] + self.u[depth - 1]
-            hit = (child_ids, logq, b - b.mean(0), np.asarray(logq, dtype=np.float64))
+            w = ((self.beta * self.scale) * (b - b.mean(0))).T  # [m, K]
+            base = np.asarray(logq, dtype=np.float32) + self.u[depth - 1] @ w
+            hit = (child_ids, logq, np.ascontiguousarray(np.concatenate([w, base[None]])))
             self._pool[depth] = hit
-        return hit[2], hit[3]
+        return hit[2]
 
-    def child_scores(self, parent_token: int, depth: int, child_ids: list[int], logq: list[float]) -> list[float]:
-        """log q + beta * f~ for the children C_{p,d} = child_ids at `depth` under `parent_token` (eq. 4)."""
-        b, lq = self._child_side(depth, child_ids, logq)
-        a = (self.P[parent_token] + self.u[depth - 1]) * self.scale
-        return (lq + self.beta * (b @ a).astype(np.float64)).tolist()
+    def child_scores(self, parent_token: int, depth: int, child_ids: list[int], logq: list[float]) -> np.ndarray:
+        """log q + beta * f~ (float32 [K]) for the children C_{p,d} = child_ids at `depth` under
+        `parent_token` (eq. 4): one [m + 1] x [m + 1, K] product per call."""
+        return self.P1[parent_token].dot(self._child_side(depth, child_ids, logq))
 
     def builder(self, depth: int | None = None) -> HeapTreeBuilder:
         """A TDES tree builder (eq. 13); `depth` (the drafter's D) is checked against the trained depths."""
