@@ -263,8 +263,8 @@ class ContextCheckingDecoder(TreeDecoder):
     """After every draft step: the drafter cache holds exactly the committed positions, with the K/V a
     fresh drafter computes from every committed pair (all target features so far, each with its next token)."""
 
-    def start_state(self, result, cache, features, gen=None, prompt_ids=None):
-        st = super().start_state(result, cache, features, gen, prompt_ids)
+    def start_state(self, result, cache, features, gen=None, prompt_ids=None, timer=None):
+        st = super().start_state(result, cache, features, gen, prompt_ids, timer)
         self.seen_features, self.seen_tokens = features, list(st.draft_cache.tokens)
         return st
 
