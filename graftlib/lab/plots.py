@@ -163,19 +163,20 @@ def legend_below(fig, axes) -> None:
 
 
 def grouped_bars(ax, groups: list[str], series: list[tuple]) -> None:
-    """Bars per group, one per series `(label, values[, (lows, highs)])`, the optional interval drawn as
-    whiskers; a nan value draws no bar (a series without that group)."""
+    """Bars per group, one per series `(label, values, color[, (lows, highs)])`, the optional interval
+    drawn as whiskers; a nan value draws no bar (a series without that group). The colour is the
+    caller's, so a series keeps it across panels and one legend serves them all."""
     import numpy as np
 
     width = 0.8 / len(series)
-    for i, (label, values, *interval) in enumerate(series):
+    for i, (label, values, color, *interval) in enumerate(series):
         x = np.arange(len(groups)) + (i - (len(series) - 1) / 2) * width
         v = np.asarray(values, dtype=float)
         yerr = None
         if interval:
             lo, hi = (np.asarray(b, dtype=float) for b in interval[0])
             yerr = np.nan_to_num(np.vstack([v - lo, hi - v]), nan=0.0)
-        ax.bar(x, v, width, yerr=yerr, capsize=2, label=label, error_kw={"lw": 0.8})
+        ax.bar(x, v, width, yerr=yerr, capsize=2, label=label, color=color, error_kw={"lw": 0.8})
     ax.set_xticks(range(len(groups)), groups, fontsize=7)
 
 
@@ -186,10 +187,12 @@ def plot_paper_bars(T, title: str, ours_label: str, paper_label: str):
 
     rows = T[T.method.isin(["DFlash", "DDTree", "GRAFT"])]
     runs = list(rows.task + "\n" + rows.method)
+    ours = f"{ours_label}: MAT, wall-clock speedup (95% CI)"  # one legend entry for both panels
     fig, axes = plt.subplots(1, 2, figsize=(11, 3.6))
-    grouped_bars(axes[0], runs, [(ours_label, rows.MAT), (paper_label, rows["paper MAT"])])
-    grouped_bars(axes[1], runs, [(f"{ours_label}, wall clock", rows.speedup, (rows["speedup lo"], rows["speedup hi"])),
-                                 (f"{ours_label}, modeled", rows["m-speedup"]), (paper_label, rows["paper speedup"])])
+    grouped_bars(axes[0], runs, [(ours, rows.MAT, "tab:blue"), (paper_label, rows["paper MAT"], "tab:green")])
+    grouped_bars(axes[1], runs, [(ours, rows.speedup, "tab:blue", (rows["speedup lo"], rows["speedup hi"])),
+                                 (f"{ours_label}: modeled speedup", rows["m-speedup"], "tab:orange"),
+                                 (paper_label, rows["paper speedup"], "tab:green")])
     for ax, name in zip(axes, ("MAT", "speedup vs AR"), strict=True):
         ax.axhline(1.0, color="gray", lw=0.5)
         ax.set_title(name)
@@ -206,8 +209,10 @@ def plot_components(T, labels: list[str], title: str, ours_label: str, paper_lab
 
     T = T.loc[labels]
     fig, ax = plt.subplots(figsize=(9, 3.4))
-    grouped_bars(ax, labels, [(f"{ours_label}, wall clock", T["dTPS %"], (T["dTPS lo %"], T["dTPS hi %"])),
-                              (f"{ours_label}, modeled", T["m-dTPS %"]), (paper_label, T["paper dTPS %"])])
+    grouped_bars(ax, labels, [(f"{ours_label}, wall clock (95% CI)", T["dTPS %"], "tab:blue",
+                               (T["dTPS lo %"], T["dTPS hi %"])),
+                              (f"{ours_label}, modeled", T["m-dTPS %"], "tab:orange"),
+                              (paper_label, T["paper dTPS %"], "tab:green")])
     ax.axhline(0, color="gray", lw=0.5)
     ax.set_ylabel("tokens/s vs DDTree (%)")
     legend_outside(ax, ncol=3)
@@ -216,22 +221,26 @@ def plot_components(T, labels: list[str], title: str, ours_label: str, paper_lab
 
 
 def plot_budget_curve(curve, title: str):
-    """Figure 1(c): tokens/s against the budget per group of rounds, measured (solid) and modeled
-    (dashed, same colour), the best budget of each starred. `curve`: `tables.budget_curve`."""
+    """Figure 1(c): tokens/s against the budget per group of rounds, measured (left) and modeled (right,
+    the rounds priced by the cost profile), the best budget of each group starred. `curve`:
+    `tables.budget_curve`. Two panels: on a loaded machine the two differ in level, the shapes are the point."""
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(6.5, 3.8))
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.6), sharex=True)
     for group, c in curve.groupby(level=0, observed=True):
         c = c.droplevel(0)
-        line, = ax.plot(c.index, c.tps, "o-", label=f"{group} ({c.rounds.max()} rounds), measured")
-        ax.plot(c.index, c.m_tps, "s--", color=line.get_color(), alpha=0.7, label=f"{group}, modeled")
-        ax.plot(c.tps.idxmax(), c.tps.max(), "k*", ms=12)
-        ax.plot(c.m_tps.idxmax(), c.m_tps.max(), "*", color="gray", ms=10)
-    ax.set_xscale("log", base=2)
-    ax.set_xlabel("budget B (nodes)")
-    ax.set_ylabel("tokens / s (round-level)")
-    legend_outside(ax, ncol=3, title="rounds (star: best B, black measured, gray modeled)", title_fontsize=7)
-    ax.set_title(title, fontsize=7)
+        for ax, col in zip(axes, ("tps", "m_tps"), strict=True):
+            line, = ax.plot(c.index, c[col], "o-", label=f"{group} ({c.rounds.max()} rounds)")
+            ax.plot(c[col].idxmax(), c[col].max(), "*", color=line.get_color(), mec="black", ms=13)
+    for ax, name in zip(axes, ("measured (wall clock); star: best B", "modeled (cost profile); star: best B"),
+                        strict=True):
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("budget B (nodes)")
+        ax.set_ylabel("tokens / s (round-level)")
+        ax.set_title(name, fontsize=8)
+    fig.suptitle(title, fontsize=7)
+    fig.tight_layout()
+    legend_below(fig, axes)
     return fig
 
 
