@@ -23,7 +23,7 @@ bootstrap interval of TPS_X / TPS_Y lies above 1, `fails` below 1, `inside noise
 """
 
 import math
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass
 
 from graftlib.core.errors import require
@@ -122,7 +122,8 @@ def _runs(chosen: dict[str, str]) -> str:
 
 
 def claims_summary(rows: list[dict]) -> list[dict]:
-    """Per claim: its pooled verdicts and in how many tasks it holds under each figure."""
+    """Per claim and figure: the pooled verdict, then the per-task verdicts counted, e.g.
+    "holds (tasks: 2 holds, 1 inside noise)"."""
     out = []
     for claim in CLAIMS:
         mine = [r for r in rows if r["claim"] == claim.id]
@@ -130,8 +131,9 @@ def claims_summary(rows: list[dict]) -> list[dict]:
         tasks = [r for r in mine if r["task"] != POOLED]
         row = {"claim": claim.id, "source": claim.source, "paper": claim.paper}
         for figure in ("wall-clock", "modeled"):
-            held = sum(r[f"verdict {figure}"] == "holds" for r in tasks)
-            row[figure] = pooled[f"verdict {figure}"] + (f" ({held}/{len(tasks)} tasks)" if tasks else "")
+            counts = Counter(r[f"verdict {figure}"] for r in tasks)
+            per_task = ", ".join(f"{n} {v}" for v, n in sorted(counts.items(), key=lambda x: (-x[1], x[0])))
+            row[figure] = pooled[f"verdict {figure}"] + (f" (tasks: {per_task})" if tasks else "")
         out.append(row)
     return out
 

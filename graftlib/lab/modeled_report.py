@@ -85,7 +85,7 @@ def run(args) -> int:
     rep = report(records, args.budget, args.cap)
     print(format_validation(rep["validation"]), "", format_claims(rep["claims"]), "", sep="\n")
     for row in rep["summary"]:
-        print(f"{row['claim']}  wall-clock: {row['wall-clock']:<28} modeled: {row['modeled']:<20} {row['paper']}")
+        print(f"{row['claim']}  wall-clock: {row['wall-clock']:<46} modeled: {row['modeled']:<34} {row['paper']}")
     out = Path(args.out) if args.out else results_dir() / "modeled.jsonl"
     append_record(out, {"kind": "modeled-report", "results": [portable(p) for p in args.results],
                         "cost_profile": profile.label, "settings": args.setting,
