@@ -131,10 +131,16 @@ class Order:
         return sum(p.figure == figure for p in self.pairs)
 
     def caption(self) -> str:
-        profiles = sorted({p.profile for p in self.pairs}) or ["none"]
-        return (f"rank: by wall-clock tokens/s where the paired 95% bootstrap interval of two runs' ratio excludes "
-                f"1.0, else by the modeled figure (cost profile {', '.join(profiles)}); of {len(self.pairs)} pairs, "
-                f"{self.decided_by('wall-clock')} ranked by wall clock, {self.decided_by('modeled')} by the model")
+        return rule_caption(self.pairs)
+
+
+def rule_caption(pairs) -> str:
+    """The cost profile, the ranking rule in words and how many of `pairs` (`Ranking`s) each figure decided."""
+    profiles = sorted({p.profile for p in pairs}) or ["none"]
+    wall = sum(p.figure == "wall-clock" for p in pairs)
+    return (f"cost profile {', '.join(profiles)} | rank (and best budgets): by wall-clock tokens/s where the paired "
+            f"95% bootstrap interval of two runs' ratio excludes 1.0, else by the modeled figure; {wall} of "
+            f"{len(pairs)} pairs ranked by wall clock, {len(pairs) - wall} by the model")
 
 
 def order_runs(records: list[dict], keys: list[str]) -> Order:

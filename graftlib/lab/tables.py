@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from graftlib.core.errors import require
 from graftlib.lab.metrics import by_task, summarize
-from graftlib.lab.modeled import best_run, order_runs, profile_labels, rank, relabeled
+from graftlib.lab.modeled import best_run, order_runs, rank, relabeled, rule_caption
 from graftlib.methods.cost_profile import CostProfile, RoundShape
 
 TABLE1_METHODS = (("ar", "AR"), ("dflash", "DFlash"), ("ddtree", "DDTree"), ("graft", "GRAFT"))
@@ -39,16 +39,6 @@ class Table:
 def method_keys(records: list[dict], method: str) -> list[str]:
     """The run keys of `method` (every budget) in `records`, first seen first."""
     return list(dict.fromkeys(r["key"] for r in records if r["method"] == method))
-
-
-def rule_caption(orders: list, records: list[dict]) -> str:
-    """The ranking rule and cost profile of a table whose ranks came from `orders` (`modeled.Order`)."""
-    pairs = sum(len(o.pairs) for o in orders)
-    wall = sum(o.decided_by("wall-clock") for o in orders)
-    profile = ", ".join(profile_labels(records)) or "none"
-    return (f"cost profile {profile} | rank and best budgets: by wall-clock tokens/s where the paired 95% bootstrap "
-            f"interval of two runs' ratio excludes 1.0, else by the modeled figure; {wall} of {pairs} pairs ranked "
-            f"by wall clock, {pairs - wall} by the model")
 
 
 def _interval(ci) -> tuple[float, float]:
@@ -79,7 +69,7 @@ def table1(records: list[dict], paper: dict, methods=TABLE1_METHODS, not_run: di
             p = paper.get(label, {}).get(task, (None, None))
             rows.append({"task": task, "method": label, "run": None, "paper MAT": p[0], "paper speedup": p[1],
                          "note": why})
-    return Table(pd.DataFrame(rows), rule_caption(orders, records))
+    return Table(pd.DataFrame(rows), rule_caption([p for o in orders for p in o.pairs]))
 
 
 def table2_runs(records: list[dict], budget: int, cap: int) -> dict[str, str]:
@@ -144,8 +134,9 @@ def table2(records: list[dict], budget: int, cap: int, paper: dict) -> tuple[Tab
     for col, i in (("paper nodes", 0), ("paper MAT", 1), ("paper TPS", 2), ("paper dTPS %", 3)):
         T[col] = [paper[m][i] if m in paper else None for m in T.index]
     averaged = ("averaged over tasks; dTPS lo/hi %: paired bootstrap 95% interval of TPS / DDTree's over every task's "
-                "prompts; rank pooled over them | " + rule_caption([pooled_order], records))
-    return Table(T, averaged), Table(P[["task", *P.columns.drop("task")]], rule_caption(orders, records))
+                "prompts; rank pooled over them | " + rule_caption(pooled_order.pairs))
+    return Table(T, averaged), Table(P[["task", *P.columns.drop("task")]],
+                                     rule_caption([p for o in orders for p in o.pairs]))
 
 
 def budget_curve(replay_records: list, grid: list[int], profile: CostProfile):
