@@ -30,7 +30,7 @@ from graftlib.core.paths import results_dir
 from graftlib.core.records import append_record, setting_id
 from graftlib.core.sampling import GREEDY, Sampling, prompt_sampling
 from graftlib.core.version import __version__
-from graftlib.lab.metrics import decoded_tokens, format_table, summarize
+from graftlib.lab.metrics import decoded_tokens, format_table, summarize, summarize_tasks
 from graftlib.lab.modeled import format_validation, price, reprice, validate
 from graftlib.lab.turns import TURNS, decode_turns, matches, turn_uid, user_turns
 from graftlib.methods.args import (
@@ -242,17 +242,22 @@ def bracket(first: dict, second: dict) -> dict:
     return first
 
 
-def bench_tasks(pair, tasks: list[str], runs: list[Run], n_prompts: int, max_new_tokens: int, out: Path,
-                tdes: str | None = None, beta: float | None = None, progress: bool = False,
-                sampling: Sampling = GREEDY, cost_profile: CostProfile | None = None, turns: str = "all") -> list[dict]:
-    """`run_bench` over several tasks (first `n_prompts` eval prompts each); summary rows with `task`."""
-    rows = []
+def bench_records(pair, tasks: list[str], runs: list[Run], n_prompts: int, max_new_tokens: int, out: Path,
+                  tdes: str | None = None, beta: float | None = None, progress: bool = False,
+                  sampling: Sampling = GREEDY, cost_profile: CostProfile | None = None,
+                  turns: str = "all") -> list[dict]:
+    """`run_bench` over several tasks (first `n_prompts` eval prompts each); every task's records."""
+    records = []
     for task in tasks:
         prompts = task_prompts(pair, task, n_prompts, turns=turns)
-        recs = run_bench(pair, prompts, runs, max_new_tokens, out, progress=progress, extra={"task": task},
-                         tdes=tdes, beta=beta, sampling=sampling, cost_profile=cost_profile)
-        rows += [dict(r, task=task) for r in summarize(recs)]
-    return rows
+        records += run_bench(pair, prompts, runs, max_new_tokens, out, progress=progress, extra={"task": task},
+                             tdes=tdes, beta=beta, sampling=sampling, cost_profile=cost_profile)
+    return records
+
+
+def bench_tasks(*args, **kwargs) -> list[dict]:
+    """`bench_records` summarized per task: summary rows with `task`."""
+    return summarize_tasks(bench_records(*args, **kwargs))
 
 
 def load_prompts(pair, args) -> list[BenchPrompt]:

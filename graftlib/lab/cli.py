@@ -10,7 +10,7 @@ import sys
 
 from graftlib.core.errors import GraftError
 from graftlib.data import prompts
-from graftlib.lab import bench, costs, generate, host_overhead, workbook
+from graftlib.lab import bench, costs, generate, host_overhead, modeled_report, workbook
 from graftlib.training import (
     calibrate,
     drafter_data,
@@ -22,8 +22,8 @@ from graftlib.training import (
 )
 
 # subcommand modules, in the order shown by --help
-COMMAND_MODULES = (generate, bench, costs, host_overhead, calibrate, replay, prompts, drafter_data, drafter_train,
-                   drafter_pipeline, traces, tdes_train, workbook)
+COMMAND_MODULES = (generate, bench, modeled_report, costs, host_overhead, calibrate, replay, prompts, drafter_data,
+                   drafter_train, drafter_pipeline, traces, tdes_train, workbook)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -69,6 +69,19 @@ def summarize(records: list[dict], baseline: str = "ar") -> list[dict]:
     return rows
 
 
+def by_task(records: list[dict]) -> dict[str, list[dict]]:
+    """Records per task (their `task`, "custom" without one), tasks first seen first."""
+    out: dict[str, list[dict]] = defaultdict(list)
+    for r in records:
+        out[r.get("task", "custom")].append(r)
+    return dict(out)
+
+
+def summarize_tasks(records: list[dict], baseline: str = "ar") -> list[dict]:
+    """`summarize` per task: rows with `task`."""
+    return [dict(row, task=task) for task, recs in by_task(records).items() for row in summarize(recs, baseline)]
+
+
 def pooled_speedup(paired: list[tuple[dict, dict]], time: str = "decode_s") -> float:
     """Baseline time per output token / method time per output token, pooled over (baseline, method)
     pairs; `time` names the records' time field (`modeled_s`: the modeled speedup)."""

@@ -19,9 +19,19 @@ them when its bootstrap interval (`metrics.speedup_ci`) excludes 1.0; when the i
 1.0, or there are fewer than 3 prompts and no interval, wall clock cannot tell them apart on this
 machine and the deterministic modeled ratio ranks them. `Ranking.caption` says which and why.
 
-Validation (`validate`): per task and run, the wall-clock speedup vs the baseline and the modeled
-one, their difference, and the mean absolute error over runs x tasks (absolute, in x, and
-relative, in % of the wall-clock speedup; the baseline's own rows are left out, they are 1 both).
+Several runs (`order_runs`, a table's rank column): every pair is compared by `rank`, and the runs
+are ordered by how many of the others each one beats (a tie counts half), then by modeled
+tokens/s, then by wall-clock tokens/s. When wall clock separates every pair this is the
+wall-clock order, when it separates none it is the modeled order (both are transitive over the
+same prompts); in between, each pair is decided by the figure the rule picks for it, and
+`Order.caption` counts how many pairs each figure decided. `best_run` picks a method's best
+budget after the fact by a named figure (`FIGURES`). `relabeled` renames the run chosen per task
+(e.g. DDTree's best budget, which differs across tasks) to one key, so the rule pools it over tasks.
+
+Validation (`validate`): per task and run, the wall-clock speedup vs the baseline with its
+bootstrap interval and the modeled one, their difference, and the mean absolute error over runs x
+tasks (absolute, in x, and relative, in % of the wall-clock speedup; the baseline's own rows are
+left out, they are 1 both).
 """
 
 import math
@@ -29,11 +39,12 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from graftlib.core.errors import require
-from graftlib.lab.metrics import decoded_tokens, pooled_speedup, speedup_ci, summarize
+from graftlib.lab.metrics import by_task, decoded_tokens, pooled_speedup, speedup_ci, summarize
 from graftlib.lab.turns import turn_entries
 from graftlib.methods.cost_profile import CostProfile, RoundShape
 
 AR_LIKE = ("ar", "hf")
+FIGURES = ("wall-clock", "modeled", "rule")  # what picks a best run: one figure, or the ranking rule
 
 
 def price(rec: dict, profile: CostProfile) -> dict:
@@ -48,6 +59,11 @@ def price(rec: dict, profile: CostProfile) -> dict:
         seconds = None
     tps = decoded_tokens(rec) / seconds if seconds else None
     return {"modeled_s": seconds, "modeled_tokens_per_s": tps, "cost_profile": profile.label}
+
+
+def profile_labels(records: list[dict]) -> list[str]:
+    """The "name id" of every cost profile that priced `records`, sorted."""
+    return sorted({r["cost_profile"]["name"] + " " + r["cost_profile"]["id"] for r in records if r.get("cost_profile")})
 
 
 def reprice(records: list[dict], profile: CostProfile) -> list[dict]:
@@ -99,38 +115,107 @@ def rank(records: list[dict], a: str, b: str) -> Ranking:
     modeled = pooled_speedup(paired, "modeled_s") if priced else math.nan
     inside = ci is None or ci[0] <= 1.0 <= ci[1]
     figure = "modeled" if inside and priced else "wall-clock"
-    labels = {x["cost_profile"]["name"] + " " + x["cost_profile"]["id"] for pair in paired for x in pair
-              if x.get("cost_profile")}
-    return Ranking(a, b, figure, wall, ci, modeled, ", ".join(sorted(labels)) or "none", len(paired))
+    labels = profile_labels([x for pair in paired for x in pair])
+    return Ranking(a, b, figure, wall, ci, modeled, ", ".join(labels) or "none", len(paired))
+
+
+@dataclass(frozen=True)
+class Order:
+    """Several runs ordered by the ranking rule (module doc): `keys` fastest first, `pairs` every comparison."""
+
+    keys: tuple[str, ...]
+    pairs: tuple[Ranking, ...]
+
+    def position(self, key: str) -> int:
+        """1 for the fastest run."""
+        return self.keys.index(key) + 1
+
+    def decided_by(self, figure: str) -> int:
+        return sum(p.figure == figure for p in self.pairs)
+
+    def caption(self) -> str:
+        return rule_caption(self.pairs)
+
+
+def rule_caption(pairs) -> str:
+    """The cost profile, the ranking rule in words and how many of `pairs` (`Ranking`s) each figure decided."""
+    profiles = sorted({p.profile for p in pairs}) or ["none"]
+    wall = sum(p.figure == "wall-clock" for p in pairs)
+    return (f"cost profile {', '.join(profiles)} | rank (and best budgets): by wall-clock tokens/s where the paired "
+            f"95% bootstrap interval of two runs' ratio excludes 1.0, else by the modeled figure; {wall} of "
+            f"{len(pairs)} pairs ranked by wall clock, {len(pairs) - wall} by the model")
+
+
+def order_runs(records: list[dict], keys: list[str]) -> Order:
+    """Order run keys `keys` by the ranking rule over `records` (module doc)."""
+    require(len(keys) == len(set(keys)) and len(keys) > 0, f"order_runs needs distinct run keys, got {keys}")
+    pairs = tuple(rank(records, a, b) for i, a in enumerate(keys) for b in keys[i + 1:])
+    wins = dict.fromkeys(keys, 0.0)
+    for p in pairs:
+        if p.faster is None:
+            wins[p.a] += 0.5
+            wins[p.b] += 0.5
+        else:
+            wins[p.faster] += 1.0
+
+    def tie_break(k):
+        modeled = pooled_tps(records, k, "modeled_s")
+        return -wins[k], math.inf if math.isnan(modeled) else -modeled, -pooled_tps(records, k), keys.index(k)
+
+    return Order(tuple(sorted(keys, key=tie_break)), pairs)
+
+
+def pooled_tps(records: list[dict], key: str, time: str = "decode_s") -> float:
+    """Tokens/s of run `key` pooled over its records by the time field `time`; nan if a record has none."""
+    recs = [r for r in records if r["key"] == key]
+    require(len(recs) > 0, f"no records of run {key!r}")
+    if any(r.get(time) is None for r in recs):
+        return math.nan
+    seconds = math.fsum(r[time] for r in recs)
+    return sum(r["new_tokens"] - 1 for r in recs) / seconds if seconds else math.nan
+
+
+def best_run(records: list[dict], keys: list[str], figure: str) -> str:
+    """The fastest of `keys` after the fact: by wall-clock or modeled tokens/s, or first by the ranking rule."""
+    require(figure in FIGURES, f"unknown figure {figure!r}: choose from {', '.join(FIGURES)}")
+    if figure == "rule":
+        return order_runs(records, keys).keys[0]
+    time = "decode_s" if figure == "wall-clock" else "modeled_s"
+    tps = {k: pooled_tps(records, k, time) for k in keys}
+    return max(keys, key=lambda k: -math.inf if math.isnan(tps[k]) else tps[k])
+
+
+def relabeled(records: list[dict], chosen: dict[str, str], label: str) -> list[dict]:
+    """Copies of the records of the run chosen per task (`chosen`: task -> key), keyed `label`."""
+    return [{**r, "key": label} for r in records if chosen.get(r.get("task", "custom")) == r["key"]]
 
 
 def validate(records: list[dict], baseline: str = "ar") -> dict:
     """Modeled vs wall-clock speedup per task and run, with the mean absolute errors (module doc)."""
-    by_task: dict[str, list[dict]] = defaultdict(list)
-    for r in records:
-        by_task[r.get("task", "custom")].append(r)
     rows = []
-    for task, recs in by_task.items():
+    for task, recs in by_task(records).items():
         for row in summarize(recs, baseline):
             if row["key"] == baseline or math.isnan(row["speedup"]) or math.isnan(row["modeled_speedup"]):
                 continue
             err = row["modeled_speedup"] - row["speedup"]
             rows.append({"task": task, "key": row["key"], "prompts": row["prompts"], "speedup": row["speedup"],
-                         "modeled_speedup": row["modeled_speedup"], "error": err, "rel_error": err / row["speedup"]})
+                         "speedup_ci": row["speedup_ci"], "modeled_speedup": row["modeled_speedup"], "error": err,
+                         "rel_error": err / row["speedup"]})
     n = len(rows)
-    return {"rows": rows, "cost_profile": sorted({r["cost_profile"]["name"] + " " + r["cost_profile"]["id"]
-                                                  for r in records if r.get("cost_profile")}),
+    return {"rows": rows, "cost_profile": profile_labels(records),
             "mae": sum(abs(r["error"]) for r in rows) / n if n else math.nan,
             "mare": sum(abs(r["rel_error"]) for r in rows) / n if n else math.nan}
 
 
 def format_validation(v: dict) -> str:
-    head = f"{'task':<12} {'run':<14} {'n':>3} {'wall':>7} {'modeled':>8} {'error':>7} {'rel':>6}"
+    head = f"{'task':<12} {'run':<14} {'n':>3} {'wall':>7} {'wall CI95':>13} {'modeled':>8} {'error':>7} {'rel':>6}"
     lines = [f"modeled vs wall-clock speedup (cost profile {', '.join(v['cost_profile']) or 'none'})", head,
              "-" * len(head)]
     for r in v["rows"]:
-        lines.append(f"{r['task']:<12} {r['key']:<14} {r['prompts']:>3} {r['speedup']:>6.3f}x {r['modeled_speedup']:>7.3f}x "
-                     f"{r['error']:>+7.3f} {100 * r['rel_error']:>+5.1f}%")
+        ci = r.get("speedup_ci")
+        ci = f"{'-':>13}" if ci is None else f"[{ci[0]:.3f}, {ci[1]:.3f}]".rjust(13)
+        lines.append(f"{r['task']:<12} {r['key']:<14} {r['prompts']:>3} {r['speedup']:>6.3f}x {ci} "
+                     f"{r['modeled_speedup']:>7.3f}x {r['error']:>+7.3f} {100 * r['rel_error']:>+5.1f}%")
     lines.append(f"mean absolute error: {v['mae']:.3f}x ({100 * v['mare']:.1f}% of the wall-clock speedup) over "
                  f"{len(v['rows'])} runs x tasks")
     return "\n".join(lines)

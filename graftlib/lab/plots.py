@@ -8,9 +8,13 @@ another parent (the paper's Figure 1(a) idea). matplotlib and seaborn are import
 Rules every figure follows: a paper series is drawn on the same axes as ours and named in the
 legend (never on an unlabeled second axis); legends sit outside the plot area (`legend_outside`
 under one panel, `legend_below` one legend under a figure of panels), never over data. seaborn draws
-grouped bars and distributions (`plot_paper_bars`, `plot_generalization`); matplotlib the rest.
-The `plot_*` functions take the tables the notebooks also write as CSV under `figures/`, so a
-committed figure can be redrawn from its CSV without measuring again.
+the generalization bars (`plot_generalization`); matplotlib the rest, `grouped_bars` the bars
+that carry intervals. The `plot_*` functions take the tables the notebooks also write as CSV
+under `figures/`, so a committed figure can be redrawn from its CSV without measuring again.
+A figure with modeled throughput (issue 18: the rounds priced by a cost profile, `graftlib.lab.modeled`)
+draws it beside the wall-clock series, never instead of it, and its title names the profile and the
+ranking rule (the `caption` of `graftlib.lab.tables.Table`); wall-clock speedups carry their
+paired bootstrap 95% interval as whiskers.
 """
 
 from pathlib import Path
@@ -21,6 +25,13 @@ def caption(pair_desc: dict, **counts) -> str:
     extra = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in counts.items())
     return (f"{pair_desc['target']} + {pair_desc['drafter']} (trained={pair_desc['drafter_trained']}) | "
             f"{pair_desc['hardware']}, {pair_desc['dtype']}" + (f" | {extra}" if extra else ""))
+
+
+def wrap_title(*parts: str, width: int = 160) -> str:
+    """A figure title from parts (a caption, a table's ranking note), each wrapped at `width` characters."""
+    import textwrap
+
+    return "\n".join(textwrap.fill(part, width) for part in parts)
 
 
 def save_figure(fig, name: str, figures_dir: str | Path) -> list[Path]:
@@ -151,25 +162,83 @@ def legend_below(fig, axes) -> None:
                fontsize=8, frameon=False)
 
 
-def plot_paper_bars(T, title: str, ours_label: str, paper_label: str):
-    """Table 1: MAT and speedup per task and method, ours beside the paper's (grouped bars, seaborn).
-    `T` has columns task, method, MAT, speedup, paper MAT, paper speedup (the notebook's table1.csv)."""
-    import matplotlib.pyplot as plt
-    import pandas as pd
-    import seaborn as sns
+def grouped_bars(ax, groups: list[str], series: list[tuple]) -> None:
+    """Bars per group, one per series `(label, values, color[, (lows, highs)])`, the optional interval
+    drawn as whiskers; a nan value draws no bar (a series without that group). The colour is the
+    caller's, so a series keeps it across panels and one legend serves them all."""
+    import numpy as np
 
-    rows = T[T.method.isin(["DFlash", "DDTree", "GRAFT"])].copy()
-    rows["run"] = rows.task + "\n" + rows.method
-    fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
-    for ax, (col, name) in zip(axes, (("MAT", "MAT"), ("speedup", "speedup vs AR")), strict=True):
-        long = pd.concat([pd.DataFrame({"run": rows.run, "value": rows[col].astype(float), "series": ours_label}),
-                          pd.DataFrame({"run": rows.run, "value": rows[f"paper {col}"].astype(float),
-                                        "series": paper_label})])
-        sns.barplot(long, x="run", y="value", hue="series", ax=ax, errorbar=None)
+    width = 0.8 / len(series)
+    for i, (label, values, color, *interval) in enumerate(series):
+        x = np.arange(len(groups)) + (i - (len(series) - 1) / 2) * width
+        v = np.asarray(values, dtype=float)
+        yerr = None
+        if interval:
+            lo, hi = (np.asarray(b, dtype=float) for b in interval[0])
+            yerr = np.nan_to_num(np.vstack([v - lo, hi - v]), nan=0.0)
+        ax.bar(x, v, width, yerr=yerr, capsize=2, label=label, color=color, error_kw={"lw": 0.8})
+    ax.set_xticks(range(len(groups)), groups, fontsize=7)
+
+
+def plot_paper_bars(T, title: str, ours_label: str, paper_label: str):
+    """Table 1: MAT and speedup per task and method, ours beside the paper's; the speedup panel has
+    ours wall-clock (with its interval) and modeled. `T`: the notebook's table1.csv (`tables.table1`)."""
+    import matplotlib.pyplot as plt
+
+    rows = T[T.method.isin(["DFlash", "DDTree", "GRAFT"])]
+    runs = list(rows.task + "\n" + rows.method)
+    ours = f"{ours_label}: MAT, wall-clock speedup (95% CI)"  # one legend entry for both panels
+    fig, axes = plt.subplots(1, 2, figsize=(11, 3.6))
+    grouped_bars(axes[0], runs, [(ours, rows.MAT, "tab:blue"), (paper_label, rows["paper MAT"], "tab:green")])
+    grouped_bars(axes[1], runs, [(ours, rows.speedup, "tab:blue", (rows["speedup lo"], rows["speedup hi"])),
+                                 (f"{ours_label}: modeled speedup", rows["m-speedup"], "tab:orange"),
+                                 (paper_label, rows["paper speedup"], "tab:green")])
+    for ax, name in zip(axes, ("MAT", "speedup vs AR"), strict=True):
         ax.axhline(1.0, color="gray", lw=0.5)
-        ax.set(title=name, xlabel="", ylabel="")
-        ax.tick_params(axis="x", labelsize=7)
-    fig.suptitle(title, fontsize=8)
+        ax.set_title(name)
+    fig.suptitle(title, fontsize=7)
+    fig.tight_layout()
+    legend_below(fig, axes)
+    return fig
+
+
+def plot_components(T, labels: list[str], title: str, ours_label: str, paper_label: str):
+    """Table 2: tokens/s against DDTree per component, ours wall-clock (with its interval) and modeled
+    beside the paper's. `T`: the averaged frame of `tables.table2` (index: the labels)."""
+    import matplotlib.pyplot as plt
+
+    T = T.loc[labels]
+    fig, ax = plt.subplots(figsize=(9, 3.4))
+    grouped_bars(ax, labels, [(f"{ours_label}, wall clock (95% CI)", T["dTPS %"], "tab:blue",
+                               (T["dTPS lo %"], T["dTPS hi %"])),
+                              (f"{ours_label}, modeled", T["m-dTPS %"], "tab:orange"),
+                              (paper_label, T["paper dTPS %"], "tab:green")])
+    ax.axhline(0, color="gray", lw=0.5)
+    ax.set_ylabel("tokens/s vs DDTree (%)")
+    legend_outside(ax, ncol=3)
+    ax.set_title(title, fontsize=7)
+    return fig
+
+
+def plot_budget_curve(curve, title: str):
+    """Figure 1(c): tokens/s against the budget per group of rounds, measured (left) and modeled (right,
+    the rounds priced by the cost profile), the best budget of each group starred. `curve`:
+    `tables.budget_curve`. Two panels: on a loaded machine the two differ in level, the shapes are the point."""
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.6), sharex=True)
+    for group, c in curve.groupby(level=0, observed=True):
+        c = c.droplevel(0)
+        for ax, col in zip(axes, ("tps", "m_tps"), strict=True):
+            line, = ax.plot(c.index, c[col], "o-", label=f"{group} ({c.rounds.max()} rounds)")
+            ax.plot(c[col].idxmax(), c[col].max(), "*", color=line.get_color(), mec="black", ms=13)
+    for ax, name in zip(axes, ("measured (wall clock); star: best B", "modeled (cost profile); star: best B"),
+                        strict=True):
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("budget B (nodes)")
+        ax.set_ylabel("tokens / s (round-level)")
+        ax.set_title(name, fontsize=8)
+    fig.suptitle(title, fontsize=7)
     fig.tight_layout()
     legend_below(fig, axes)
     return fig
@@ -204,7 +273,8 @@ def plot_beta_sweep(T, title: str, ours_label: str, paper_label: str):
 def plot_generalization(F, title: str):
     """Figure 5: per task, TDES's mismatch reduction and tokens/s against DDTree with the scorer
     trained on every task's rounds vs on GSM8K's only (grouped bars, seaborn; the paper gives no
-    numbers for this figure). `F`: index task, columns (metric, scorer) as in fig5_generalization.csv."""
+    numbers for this figure). `F`: index task, columns (metric, scorer) as in fig5_generalization.csv; with
+    a metric "modeled TPS / DDTree" (rounds priced by the cost profile) a third panel shows it."""
     import matplotlib.pyplot as plt
     import seaborn as sns
 
@@ -212,9 +282,12 @@ def plot_generalization(F, title: str):
     F.columns = F.columns.set_names(["metric", "scorer"])
     long = F.stack("scorer", future_stack=True).reset_index()
     long["scorer"] = "TDES scorer trained on " + long.scorer.map({"full": "every task", "gsm8k-only": "GSM8K only"})
-    fig, axes = plt.subplots(1, 2, figsize=(10, 3.4))
-    for ax, (col, name, line) in zip(axes, (("mismatch reduction %", "mismatch reduction vs DDTree (%)", 0.0),
-                                            ("TPS / DDTree", "tokens/s normalized by DDTree", 1.0)), strict=True):
+    panels = [("mismatch reduction %", "mismatch reduction vs DDTree (%)", 0.0),
+              ("TPS / DDTree", "tokens/s normalized by DDTree (wall clock)", 1.0),
+              ("modeled TPS / DDTree", "modeled tokens/s normalized by DDTree", 1.0)]
+    panels = [p for p in panels if p[0] in long.columns]
+    fig, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels), 3.4))
+    for ax, (col, name, line) in zip(axes, panels, strict=True):
         sns.barplot(long, x=long.columns[0], y=col, hue="scorer", ax=ax, errorbar=None)
         ax.axhline(line, color="gray", lw=0.5)
         ax.set(title=name, xlabel="", ylabel="")

@@ -1,0 +1,212 @@
+"""Issue 18 in the workbook: the ranking rule over several runs, the paper's claims under both
+figures, `graft modeled` (validation MAE and claims of a results file), and the Table 1 / Table 2
+frames and Figure 1(c) curve with their modeled columns. Synthetic records only (no model runs)."""
+
+import json
+
+import pytest
+
+from graftlib.core.errors import GraftError
+from graftlib.core.records import append_record, read_records
+from graftlib.lab import cli
+from graftlib.lab.claims import CLAIMS, POOLED, claims_summary, evaluate_claims, format_claims
+from graftlib.lab.metrics import summarize
+from graftlib.lab.modeled import best_run, order_runs, reprice, validate
+from graftlib.lab.paper import TABLE1, TABLE2
+from graftlib.lab.tables import budget_curve, table1, table2
+from graftlib.methods.cost_profile import CostProfile, RoundShape
+from graftlib.training.replay import ReplayRecord
+
+NOISE = [1.0, 1.3, 0.75, 1.2, 0.8, 0.95]  # a run that wall clock cannot tell apart from its reference
+PROFILE = {"name": "hand", "id": "abc"}
+
+
+def rec(task, i, key, wall, modeled, new=33, nodes=0):
+    """A bench record of prompt i of `task`: `wall` / `modeled` seconds for new - 1 decoded tokens."""
+    method, _, budget = key.partition("@")
+    return {"uid": f"{task}/{i}", "key": key, "method": method, "budget": int(budget) if budget else None,
+            "task": task, "new_tokens": new, "prompt_tokens": 20, "decode_s": wall, "modeled_s": modeled,
+            "rounds": 8, "accepted_sum": 8 if method == "ar" else new - 1, "nodes_sum": 8 * nodes, "ar_rounds": 0,
+            "matches_ar": True, "setting_id": f"s-{task}", "cost_profile": PROFILE,
+            "stage_s": {"draft": 0.0, "tree": 0.0, "verify": 0.0, "commit": 0.0}}
+
+
+def sweep(tasks=("gsm8k", "mbpp"), prompts=6):
+    """Table 2's runs. Wall clock: GRAFT clearly fastest, ddtree@32 clearly faster than ddtree@16 (the model
+    says slower), +TDES inside noise of ddtree@16 (the model says 6.7% faster), +SABA clearly slower."""
+    out = []
+    for task in tasks:
+        for i in range(prompts):
+            out += [rec(task, i, "ar", 1.0, 1.0), rec(task, i, "dflash@15", 0.9, 0.9, nodes=15),
+                    rec(task, i, "ddtree@16", 0.8, 0.8, nodes=16), rec(task, i, "ddtree@32", 0.7, 0.85, nodes=32),
+                    rec(task, i, "ddtree+tdes@16", 0.8 * NOISE[i], 0.75, nodes=16),
+                    rec(task, i, "ddtree+saba@64", 0.95, 0.9, nodes=8), rec(task, i, "graft@64", 0.5, 0.6, nodes=8)]
+    return out
+
+
+def three_runs(wall_b, wall_c, model_a, model_b, model_c):
+    out = []
+    for i in range(6):
+        out += [rec("gsm8k", i, "a@1", 1.0, model_a), rec("gsm8k", i, "b@1", wall_b[i], model_b),
+                rec("gsm8k", i, "c@1", wall_c[i], model_c)]
+    return out
+
+
+def test_order_is_wall_clock_where_intervals_separate_else_modeled():
+    keys = ["a@1", "b@1", "c@1"]
+    # every pair separated by wall clock (b 0.7, c 0.85 of a's time on every prompt): the wall-clock order,
+    # though the model says the opposite
+    order = order_runs(three_runs([0.7] * 6, [0.85] * 6, 0.5, 0.9, 0.7), keys)
+    assert order.keys == ("b@1", "c@1", "a@1") and order.decided_by("wall-clock") == 3
+    # no pair separated (prompt-to-prompt noise around equal times): the modeled order
+    order = order_runs(three_runs(NOISE, NOISE[::-1], 0.8, 0.9, 0.7), keys)
+    assert order.keys == ("c@1", "a@1", "b@1") and order.decided_by("modeled") == 3
+    # mixed: wall clock separates a < b only; c (noisy) is compared by the model, which puts it first.
+    # The rule's order is neither figure's own order (wall: b, c, a; modeled: c, a, b)
+    noisy_c = [0.85 * x for x in (1.0, 1.4, 0.6, 1.3, 0.7, 1.0)]
+    order = order_runs(three_runs([0.7] * 6, noisy_c, 0.6, 0.8, 0.5), keys)
+    assert order.keys == ("c@1", "b@1", "a@1") and order.position("a@1") == 3
+    assert (order.decided_by("wall-clock"), order.decided_by("modeled")) == (1, 2)
+    caption = order.caption()
+    assert "cost profile hand abc" in caption and "1 of 3 pairs ranked by wall clock, 2 by the model" in caption
+    with pytest.raises(GraftError, match="distinct run keys"):
+        order_runs(three_runs(NOISE, NOISE, 1, 1, 1), ["a@1", "a@1"])
+
+
+def test_best_run_by_each_figure():
+    recs = [r for r in sweep(("gsm8k",)) if r["method"] == "ddtree"]
+    keys = ["ddtree@16", "ddtree@32"]
+    assert best_run(recs, keys, "wall-clock") == "ddtree@32" and best_run(recs, keys, "modeled") == "ddtree@16"
+    assert best_run(recs, keys, "rule") == "ddtree@32"  # wall clock separates them: it decides
+    with pytest.raises(GraftError, match="unknown figure"):
+        best_run(recs, keys, "fastest")
+
+
+def test_claims_under_wall_clock_and_the_model():
+    rows = evaluate_claims(sweep())
+    assert [c.id for c in CLAIMS] == [f"C{i}" for i in range(1, 8)]
+    got = {(r["claim"], r["task"]): r for r in rows}
+    assert {t for _, t in got} == {"gsm8k", "mbpp", POOLED} and len(rows) == 7 * 3
+    c1 = got[("C1", POOLED)]  # each figure picks DDTree's best budget by itself
+    assert c1["runs wall-clock"] == "graft@64 vs ddtree@32" and c1["runs modeled"] == "graft@64 vs ddtree@16"
+    assert c1["ratio wall-clock"] == pytest.approx(0.7 / 0.5) and c1["ratio modeled"] == pytest.approx(0.8 / 0.6)
+    assert c1["prompts"] == 12 and c1["verdict wall-clock"] == c1["verdict modeled"] == "holds"
+    c4 = got[("C4", "gsm8k")]  # +TDES: inside wall clock's noise, the model says faster
+    assert c4["wall CI95"][0] < 1.0 < c4["wall CI95"][1] and c4["verdict wall-clock"] == "inside noise"
+    assert c4["ratio modeled"] == pytest.approx(0.8 / 0.75) and c4["verdict modeled"] == "holds"
+    c5 = got[("C5", POOLED)]
+    assert c5["verdict wall-clock"] == "fails" and c5["verdict modeled"] == "fails"
+    summary = {s["claim"]: s for s in claims_summary(rows)}
+    assert summary["C4"]["wall-clock"] == "inside noise (tasks: 2 inside noise)"
+    assert summary["C4"]["modeled"] == summary["C7"]["wall-clock"] == "holds (tasks: 2 holds)"
+    assert "C4    gsm8k" in format_claims(rows) and "inside noise" in format_claims(rows)
+    # two prompts: no interval, wall clock cannot decide; Table 1's runs alone test C1-C3 only
+    few = {(r["claim"], r["task"]): r for r in evaluate_claims(sweep(prompts=2))}
+    assert few[("C1", "gsm8k")]["verdict wall-clock"] == "no interval"
+    assert few[("C1", "gsm8k")]["verdict modeled"] == "holds"
+    t1 = [r for r in sweep() if r["method"] in ("ar", "dflash", "ddtree", "graft")]
+    verdicts = {r["claim"]: r["verdict modeled"] for r in evaluate_claims(t1) if r["task"] == POOLED}
+    assert verdicts == {"C1": "holds", "C2": "holds", "C3": "holds", "C4": "not run", "C5": "not run",
+                        "C6": "not run", "C7": "not run"}
+    explicit = {r["claim"]: r["verdict modeled"] for r in evaluate_claims(t1, budget=16, cap=64)
+                if r["task"] == POOLED}
+    assert explicit["C6"] == "holds" and explicit["C4"] == "not run"  # the explicit budget names ddtree@16
+
+
+def profile_file(tmp_path) -> CostProfile:
+    profile = CostProfile("hand", "paper and pencil", [0.1, 0.01, 0.0], [0.05, 0.0], 0.02)
+    profile.save(tmp_path / "hand.json")
+    return profile
+
+
+def priced_records(tasks=("gsm8k", "mbpp")):
+    """AR and ddtree@8 records with round shapes: ddtree@8 decodes 32 tokens in 8 rounds of 8 nodes,
+    wall clock 2.2x AR on gsm8k (2.0x on mbpp); modeled: 32 AR steps (1.6 s) / 8 x 0.18 s = 1.111x."""
+    out = []
+    for task, wall in zip(tasks, (1 / 2.2, 0.5), strict=False):
+        for i in range(4):
+            base = {**rec(task, i, "ar", 1.0, None), "round_shapes": None}
+            spec = {**rec(task, i, "ddtree@8", wall * (1 + 0.01 * i), None), "round_shapes": [[8, 8, 20, 1]] * 8}
+            out += [base, spec]
+    return out
+
+
+def test_graft_modeled_prints_the_validation_and_the_claims(tmp_path, capsys):
+    profile = profile_file(tmp_path)
+    results, out = tmp_path / "bench.jsonl", tmp_path / "modeled.jsonl"
+    for r in priced_records():
+        append_record(results, r)
+    code = cli.main(["modeled", "--results", str(results), "--cost-profile", str(tmp_path / "hand.json"),
+                     "--out", str(out)])
+    text = capsys.readouterr().out
+    assert code == 0
+    modeled = (32 * 0.05) / (8 * (0.1 + 8 * 0.01))  # 32 AR steps against 8 rounds of 8 nodes
+    v = validate(reprice(priced_records(), profile))
+    assert [(r["task"], r["key"]) for r in v["rows"]] == [("gsm8k", "ddtree@8"), ("mbpp", "ddtree@8")]
+    assert all(r["modeled_speedup"] == pytest.approx(modeled) for r in v["rows"])
+    assert v["rows"][0]["speedup_ci"][0] <= v["rows"][0]["speedup"] <= v["rows"][0]["speedup_ci"][1]
+    mae = (abs(modeled - v["rows"][0]["speedup"]) + abs(modeled - v["rows"][1]["speedup"])) / 2
+    assert v["mae"] == pytest.approx(mae)
+    assert f"mean absolute error: {mae:.3f}x" in text and f"cost profile hand {profile.id}" in text
+    assert f"{v['rows'][0]['speedup_ci'][0]:.3f}, {v['rows'][0]['speedup_ci'][1]:.3f}]" in text
+    assert "C1" in text and "not run" in text  # no GRAFT run here: every claim is not run
+    (written,) = read_records(out)
+    assert written["kind"] == "modeled-report" and written["cost_profile"] == profile.label
+    assert written["validation"]["mae"] == pytest.approx(mae) and len(written["claims"]) == 7
+    json.dumps(written, allow_nan=False)  # nan was written as null
+    # the same prompt and run under two settings is refused, naming them; --setting picks one
+    append_record(results, {**priced_records()[0], "setting_id": "other"})
+    assert cli.main(["modeled", "--results", str(results), "--out", str(out)]) == 2
+    assert "measured under several settings" in capsys.readouterr().err
+    assert cli.main(["modeled", "--results", str(results), "--out", str(out), "--setting", "s-"]) == 0
+    assert cli.main(["modeled", "--results", str(tmp_path / "none.jsonl")]) == 2
+    assert "does not exist" in capsys.readouterr().err
+
+
+def test_table1_has_modeled_columns_intervals_and_the_rule():
+    recs = [r for r in sweep() if r["method"] in ("ar", "dflash", "ddtree", "graft")]
+    t = table1(recs, TABLE1["Qwen3-8B"], not_run={"EAGLE-3": "not run: no drafter"})
+    T = t.frame.set_index(["task", "method"])
+    ddtree = T.loc[("gsm8k", "DDTree")]
+    assert ddtree.run == "ddtree@32"  # wall clock separates the budgets, so it picks DDTree's
+    assert ddtree["m-speedup"] == pytest.approx(1.0 / 0.85) and ddtree.speedup == pytest.approx(1.0 / 0.7)
+    row = summarize([r for r in recs if r["task"] == "gsm8k"])[3]
+    assert row["key"] == "ddtree@32" and (ddtree["speedup lo"], ddtree["speedup hi"]) == row["speedup_ci"]
+    assert [T.loc[("mbpp", m), "rank"] for m in ("GRAFT", "DDTree", "DFlash", "AR")] == [1, 2, 3, 4]
+    assert T.loc[("gsm8k", "GRAFT"), "paper speedup"] == TABLE1["Qwen3-8B"]["GRAFT"]["gsm8k"][1]
+    assert T.loc[("gsm8k", "EAGLE-3"), "note"] == "not run: no drafter"
+    assert t.caption.startswith("cost profile hand abc") and "else by the modeled figure" in t.caption
+
+
+def test_table2_averages_tasks_and_pools_the_interval():
+    averaged, per_task = table2(sweep(), 16, 64, TABLE2)
+    T, P = averaged.frame, per_task.frame
+    assert list(T.index[:4]) == ["DDTree", "+TDES", "+SABA", "GRAFT"]
+    assert T.loc["+TDES", "m-dTPS %"] == pytest.approx(100 * (0.8 / 0.75 - 1))
+    assert T.loc["+TDES", "dTPS lo %"] < 0 < T.loc["+TDES", "dTPS hi %"]  # inside wall clock's noise
+    assert T.loc["GRAFT", "dTPS %"] == pytest.approx(60.0) and T.loc["GRAFT", "rank"] == 1
+    assert T.loc["+TDES", "paper dTPS %"] == TABLE2["+TDES"][3]
+    gsm = P[P.task == "gsm8k"].set_index("method")
+    # +TDES beats DDTree@16 by the model (inside noise) and ddtree@32 too: the rule ranks it second
+    assert gsm.loc["+TDES", "rank"] == 2 and gsm.loc["DDTree best fixed", "run"] == "ddtree@32"
+    assert "averaged over tasks" in averaged.caption and "cost profile hand abc" in averaged.caption
+    with pytest.raises(GraftError, match="needs the DDTree run ddtree@8"):
+        table2(sweep(), 8, 64, TABLE2)
+
+
+def test_budget_curve_prices_the_replayed_rounds():
+    profile = CostProfile("hand", "h", [0.1, 0.01, 0.0], [0.05, 0.0], 0.02)
+    recs = []
+    for rnd in range(3):
+        for budget in (2, 4):
+            accepted = 1 + rnd + (budget == 4)
+            recs.append(ReplayRecord(round=rnd, budget=budget, nodes=budget, accepted=accepted, prefix_len=20,
+                                     t_draft=0.01, t_tree=0.0, t_verify=0.1 * budget, t_commit=0.0, tokens=[],
+                                     state=[0.5, 0.0, 0.0, 1.0], reference_budget=4))
+    curve = budget_curve(recs, [2, 4], profile)
+    hard = curve.loc[("hard", 4)]
+    assert hard.a == 2 and hard.m_tps == pytest.approx(2 / profile.round_s(RoundShape(4, 4, 20, True)))
+    assert hard.tps == pytest.approx(2 / (0.01 + 0.4))
+    assert list(curve.index.get_level_values(0).unique()) == ["hard", "medium", "easy"]
+    with pytest.raises(GraftError, match="largest budget 8"):
+        budget_curve(recs, [2, 8], profile)
