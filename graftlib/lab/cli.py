@@ -10,11 +10,11 @@ import sys
 
 from graftlib.core.errors import GraftError
 from graftlib.data import prompts
-from graftlib.lab import bench, costs, generate, workbook
-from graftlib.training import calibrate, drafter_data, drafter_train, replay, tdes_train, traces
+from graftlib.lab import bench, costs, device_check, generate, workbook
+from graftlib.training import calibrate, drafter_data, drafter_train, prepare, replay, tdes_train, traces
 
 # subcommand modules, in the order shown by --help
-COMMAND_MODULES = (generate, bench, costs, calibrate, replay, prompts, drafter_data, drafter_train, traces,
+COMMAND_MODULES = (generate, bench, costs, device_check, prepare, calibrate, replay, prompts, drafter_data, drafter_train, traces,
                    tdes_train, workbook)
 
 

@@ -1,7 +1,13 @@
 """`graft generate`: decode one prompt with one method and print the text and round statistics."""
 
 from graftlib.core.errors import require
-from graftlib.methods.args import add_method_args, add_model_args, add_sampling_args, sampling_from_args
+from graftlib.methods.args import (
+    add_method_args,
+    add_model_args,
+    add_sampling_args,
+    method_inputs,
+    sampling_from_args,
+)
 from graftlib.methods.decoder import Decoder
 from graftlib.methods.registry import METHODS
 
@@ -25,9 +31,10 @@ def run(args) -> int:
     require(args.method in METHODS, f"unknown method {args.method!r}: choose from {', '.join(METHODS)}")
     require(args.prompt.strip() != "", "empty prompt: pass some text with --prompt")
     sampling = sampling_from_args(args)
+    tdes, saba = method_inputs(args)
     pair = load_pair(args.target, args.drafter, args.device, args.device_map)
-    decoder = Decoder.for_method(pair.target, pair.drafter, args.method, args.budget, pair.eos_ids, args.tdes, args.beta,
-                                 sampling)
+    decoder = Decoder.for_method(pair.target, pair.drafter, args.method, args.budget, pair.eos_ids, tdes, args.beta,
+                                 sampling, saba, pair.identity())
     res = decoder.decode(pair.prompt_ids(args.prompt), args.max_new_tokens)
     print(pair.tokenizer.decode(res.tokens, skip_special_tokens=True))
     print()

@@ -2,13 +2,19 @@
 
 `graftlib.core.decode.DecodeLoop` runs whatever builder and controller it is given;
 `Decoder.for_method(target, drafter, "graft", budget=64, ...)` builds them from the registry
-(`graftlib.methods.registry.make_parts`) over the target's embeddings. Constructing a `Decoder`
-with explicit parts is the same as constructing the loop.
+(`graftlib.methods.registry.make_parts`) over the target's embeddings. A method that loads a
+fitted artifact (a TDES scorer, a SABA calibration) checks it against this pair and machine
+(`graftlib.methods.artifacts`): `pair` is the pair's `PairId` (`Pair.identity()`; default: the
+models' fingerprints, without names). Constructing a `Decoder` with explicit parts is the same as
+constructing the loop.
 """
 
 from graftlib.core.decode import DecodeLoop
+from graftlib.core.hardware import hardware_id
 from graftlib.core.sampling import GREEDY, Sampling
-from graftlib.methods.registry import make_parts
+from graftlib.methods.registry import FITTED_METHODS, make_parts
+from graftlib.methods.saba import SabaParams
+from graftlib.models.pair import PairId, identify
 
 
 class Decoder(DecodeLoop):
@@ -16,8 +22,12 @@ class Decoder(DecodeLoop):
 
     @classmethod
     def for_method(cls, target, drafter, method: str, budget: int = 32, eos_ids=None, tdes: str | None = None,
-                   beta: float | None = None, sampling: Sampling = GREEDY) -> "Decoder":
+                   beta: float | None = None, sampling: Sampling = GREEDY, saba: SabaParams | None = None,
+                   pair: PairId | None = None) -> "Decoder":
         block = drafter.block_size if drafter is not None else 16
         embed = target.get_input_embeddings().weight.detach()
-        builder, controller = make_parts(method, budget, block, tdes, beta, embed=embed)
+        hardware = ""
+        if method in FITTED_METHODS and drafter is not None:  # what its scorer / calibration is checked against
+            pair, hardware = pair or identify(target, drafter), hardware_id(target.device)
+        builder, controller = make_parts(method, budget, block, tdes, beta, saba, embed, pair, hardware)
         return cls(target, drafter, builder, controller, eos_ids, sampling)
