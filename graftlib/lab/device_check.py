@@ -46,7 +46,13 @@ from graftlib.methods.artifacts import ArtifactDir, artifact_inputs, slug
 from graftlib.methods.cost_profile import CostProfile, from_saba
 from graftlib.methods.decoder import Decoder
 from graftlib.methods.saba import SabaParams
-from graftlib.models.tiny import ARCH_SEEDS, exactness_pair, exactness_prompts, write_drafter_dir, write_target_dir
+from graftlib.models.tiny import (
+    ARCH_SEEDS,
+    exactness_pair,
+    exactness_prompts,
+    write_drafter_dir,
+    write_target_dir,
+)
 from graftlib.training.prepare import QUICK, PrepareConfig, prepare
 
 SCHEMA = "graft-device-check/1"
@@ -267,9 +273,10 @@ def headline(name: str, entry: dict) -> str:
 
 
 def format_report(report: dict) -> str:
-    lines = [f"device check on {report['hardware']} ({report['device']}), pair {report['pair']['target']} + "
-             f"{report['pair']['drafter']}, {report.get('seconds', 0):.0f} s", "",
-             f"{'section':<10} {'status':<8} {'s':>6}  figures"]
+    pair = report["pair"]
+    title = (f"device check on {report['hardware']} ({report['device']}), pair {pair['target']} + {pair['drafter']}, "
+             f"{report.get('seconds', 0):.0f} s")
+    lines = [title, "", f"{'section':<10} {'status':<8} {'s':>6}  figures"]
     for name, e in report["sections"].items():
         lines.append(f"{name:<10} {e['status']:<8} {e.get('seconds', 0):>6.1f}  {headline(name, e)}")
         lines += [f"{'':<27}warning: {w}" for w in e.get("warnings", [])]

@@ -28,9 +28,9 @@ from pathlib import Path
 
 from graftlib.core.errors import require
 from graftlib.core.paths import portable
-from graftlib.models.pair import PairId
 from graftlib.methods.saba import SabaParams
 from graftlib.methods.tdes import scorer_config, scorer_paths
+from graftlib.models.pair import PairId
 
 ARTIFACTS_ROOT = Path("artifacts")
 

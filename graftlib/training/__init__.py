@@ -3,7 +3,8 @@
 Drafter data and the DFlash recipe (`drafter_data`, `drafter_train`); DDTree traces and the
 mismatch metric (`traces`); TDES training (`tdes_train`, eqs. 7-12); same-prefix budget replay
 (`replay`), SABA's least-squares fits (`saba_fit`) and the calibration that runs them
-(`calibrate`). Each pipeline is also a `graft` subcommand.
+(`calibrate`); `prepare` runs traces, TDES training and calibration for a new pair into one folder.
+Each pipeline is also a `graft` subcommand.
 
 May import: `graftlib.core`, `graftlib.models`, `graftlib.data`, `graftlib.methods`.
 """
