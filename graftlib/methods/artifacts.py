@@ -82,7 +82,8 @@ def prepare_command(pair: PairId, hardware: str) -> str:
 
 
 def _remedy(pair: PairId, hardware: str) -> str:
-    return f"make them with `{prepare_command(pair, hardware)}` and pass `--artifacts {default_dir(pair)}`"
+    return (f"make this pair's scorer and calibration with `{prepare_command(pair, hardware)}` and pass "
+            f"`--artifacts {default_dir(pair)}`")
 
 
 def check_fitted(what: str, where: str, record: dict, pair: PairId, hardware: str, per_machine: bool) -> None:
