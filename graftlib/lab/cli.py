@@ -10,20 +10,21 @@ import sys
 
 from graftlib.core.errors import GraftError
 from graftlib.data import prompts
-from graftlib.lab import bench, costs, generate, host_overhead, modeled_report, workbook
+from graftlib.lab import bench, costs, device_check, generate, host_overhead, modeled_report, workbook
 from graftlib.training import (
     calibrate,
     drafter_data,
     drafter_pipeline,
     drafter_train,
+    prepare,
     replay,
     tdes_train,
     traces,
 )
 
 # subcommand modules, in the order shown by --help
-COMMAND_MODULES = (generate, bench, modeled_report, costs, host_overhead, calibrate, replay, prompts, drafter_data,
-                   drafter_train, drafter_pipeline, traces, tdes_train, workbook)
+COMMAND_MODULES = (generate, bench, modeled_report, costs, host_overhead, device_check, prepare, calibrate, replay,
+                   prompts, drafter_data, drafter_train, drafter_pipeline, traces, tdes_train, workbook)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -42,7 +42,8 @@ def verify_cost_curve(target, sizes: list[int], prefix_len: int = 256, repeats: 
     device = target.device
     vocab = target.config.vocab_size
     cache = target_cache(target.config, prefix_len + max(sizes) + 1)
-    prompt = torch.randint(100, vocab - 1, (1, prefix_len), generator=torch.Generator().manual_seed(seed))
+    low = min(100, vocab // 2)  # past the special tokens of a real vocabulary
+    prompt = torch.randint(low, vocab - 1, (1, prefix_len), generator=torch.Generator().manual_seed(seed))
     target_forward(target, prompt.to(device), torch.arange(prefix_len, device=device)[None], cache)
     trees = {n: HeapTreeBuilder().build(5, _random_candidates(vocab, depth, n, seed + n), n - 1) for n in sizes}
     timer = StageTimer(device)

@@ -13,6 +13,7 @@ from graftlib.methods.args import (
     add_method_args,
     add_model_args,
     add_sampling_args,
+    method_inputs,
     sampling_from_args,
 )
 from graftlib.methods.decoder import Decoder, drafter_for
@@ -57,9 +58,10 @@ def run(args) -> int:
     require(args.method in METHODS, f"unknown method {args.method!r}: choose from {', '.join(METHODS)}")
     require(args.prompt.strip() != "", "empty prompt: pass some text with --prompt")
     sampling = sampling_from_args(args)
+    tdes, saba = method_inputs(args)
     pair = load_pair(args.target, args.drafter, args.device, args.device_map, args.eagle3)
     decoder = Decoder.for_method(pair.target, drafter_for(pair, args.method), args.method, args.budget, pair.eos_ids,
-                                 args.tdes, args.beta, sampling)
+                                 tdes, args.beta, sampling, saba, pair.identity())
     res = decoder.decode(pair.prompt_ids(args.prompt), args.max_new_tokens)
     print(pair.tokenizer.decode(res.tokens, skip_special_tokens=True))
     print()

@@ -2,7 +2,8 @@
 
 `add_model_args` (--target, --drafter, --device, --device-map) feeds `graftlib.models.load_pair`, and
 `add_ar_drafter_arg` (--eagle3) its EAGLE-3 drafter, for commands that run AR-drafted methods;
-`add_method_args` (--tdes, --beta) feeds `graftlib.methods.registry.make_parts`; `add_sampling_args`
+`add_method_args` (--tdes, --beta, --artifacts) feeds `graftlib.methods.registry.make_parts` through
+`method_inputs` (the scorer path and the SABA calibration); `add_sampling_args`
 (--temperature, --top-p, --seed) gives `sampling_from_args`, the decode's `Sampling` (T = 0: greedy). They live here,
 below the commands of `graftlib.training` and `graftlib.lab`, so every command takes them from
 one place.
@@ -12,6 +13,8 @@ import argparse
 
 from graftlib.core.paths import portable
 from graftlib.core.sampling import Sampling
+from graftlib.methods.artifacts import artifact_inputs
+from graftlib.methods.saba import SabaParams
 from graftlib.models.drafter import EMBEDDED_DRAFTER
 from graftlib.models.eagle3 import EMBEDDED_EAGLE3_DIR
 from graftlib.models.target import EMBEDDED_TARGET
@@ -34,6 +37,14 @@ def add_method_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tdes", default=None,
                    help="TDES scorer (FILE.safetensors or DIR) for ddtree+tdes / graft (default: the shipped one)")
     p.add_argument("--beta", type=float, default=None, help="TDES weight beta in eq. (4) (default: the scorer's)")
+    p.add_argument("--artifacts", default=None, metavar="DIR",
+                   help="a `graft prepare` folder: its TDES scorer and SABA calibration, fitted for this pair "
+                   "(default: the shipped ones, fitted for the embedded pair on a 2-core CPU)")
+
+
+def method_inputs(args: argparse.Namespace) -> tuple[str | None, SabaParams | None]:
+    """(TDES scorer path, SABA calibration) from --tdes / --artifacts (None, None: the shipped ones)."""
+    return artifact_inputs(args.artifacts, args.tdes)
 
 
 def add_sampling_args(p: argparse.ArgumentParser) -> None:

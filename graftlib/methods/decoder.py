@@ -6,13 +6,19 @@
 with explicit parts is the same as constructing the loop. An AR-drafted method (`eagle3`,
 `opt-tree`) gets a `TreeDecoder`, the loop whose draft step grows the tree with an EAGLE-3
 drafter (`graftlib.core.ar_drafting.TreeDraftLoop`); `drafter_for(pair, method)` picks the pair's
-drafter a method drafts with.
+drafter a method drafts with. A method that loads a
+fitted artifact (a TDES scorer, a SABA calibration) checks it against this pair and machine
+(`graftlib.methods.artifacts`): `pair` is the pair's `PairId` (`Pair.identity()`; default: the
+models' fingerprints, without names).
 """
 
 from graftlib.core.ar_drafting import TreeDraftLoop
 from graftlib.core.decode import DecodeLoop
+from graftlib.core.hardware import hardware_id
 from graftlib.core.sampling import GREEDY, Sampling
-from graftlib.methods.registry import AR_METHODS, make_parts
+from graftlib.methods.registry import AR_METHODS, FITTED_METHODS, make_parts
+from graftlib.methods.saba import SabaParams
+from graftlib.models.pair import PairId, identify
 
 
 class Decoder(DecodeLoop):
@@ -20,13 +26,17 @@ class Decoder(DecodeLoop):
 
     @classmethod
     def for_method(cls, target, drafter, method: str, budget: int = 32, eos_ids=None, tdes: str | None = None,
-                   beta: float | None = None, sampling: Sampling = GREEDY) -> "Decoder":
+                   beta: float | None = None, sampling: Sampling = GREEDY, saba: SabaParams | None = None,
+                   pair: PairId | None = None) -> "Decoder":
         if method in AR_METHODS:
             policy, controller = make_parts(method, budget, 0)
             return TreeDecoder(target, drafter, policy, controller, eos_ids, sampling)
         block = drafter.block_size if drafter is not None else 16
         embed = target.get_input_embeddings().weight.detach()
-        builder, controller = make_parts(method, budget, block, tdes, beta, embed=embed)
+        hardware = ""
+        if method in FITTED_METHODS and drafter is not None:  # what its scorer / calibration is checked against
+            pair, hardware = pair or identify(target, drafter), hardware_id(target.device)
+        builder, controller = make_parts(method, budget, block, tdes, beta, saba, embed, pair, hardware)
         return cls(target, drafter, builder, controller, eos_ids, sampling)
 
 

@@ -15,7 +15,9 @@ A new method is one factory and one row. `Method.tdes` marks methods that need a
 the target's embeddings, `Method.adaptive` those whose budget caps a per-round choice made from
 a SABA calibration, `Method.policy` the AR-drafted ones (`graftlib.core.ar_drafting`: the tree
 policy, with `release_budget` the budget of its release's settings); `method_setting` names those
-inputs in every result's setting.
+inputs in every result's setting. Given the pair and hardware at hand (`pair`, `hardware`), a method
+checks the scorer and calibration it loads against the ones they were fitted for
+(`graftlib.methods.artifacts`): another pair's is refused.
 """
 
 from collections.abc import Callable, Iterable
@@ -26,6 +28,7 @@ import torch
 from graftlib.core.builders import BudgetController, ChainBuilder, FixedBudget, HeapTreeBuilder, TreeBuilder
 from graftlib.core.errors import require
 from graftlib.core.paths import portable
+from graftlib.methods.artifacts import check_calibration, check_scorer
 from graftlib.methods.caddtree import CaDDTree
 from graftlib.methods.eagle_tree import RELEASE_BUDGET as EAGLE_RELEASE_BUDGET
 from graftlib.methods.eagle_tree import EagleTree
@@ -33,6 +36,7 @@ from graftlib.methods.opt_tree import RELEASE_BUDGET as OPT_RELEASE_BUDGET
 from graftlib.methods.opt_tree import OptTree
 from graftlib.methods.saba import SabaController, SabaParams, default_params
 from graftlib.methods.tdes import default_scorer_path, load_scorer, scorer_config, scorer_id
+from graftlib.models.pair import PairId
 
 MAX_BUDGET = 4096
 Parts = tuple[TreeBuilder | None, BudgetController | None]
@@ -41,7 +45,8 @@ Parts = tuple[TreeBuilder | None, BudgetController | None]
 @dataclass(frozen=True)
 class MethodArgs:
     """What a method's factory may use: the budget (or cap), the drafter's block size, the TDES
-    scorer path and beta, the SABA calibration (None: the default) and the target's embeddings."""
+    scorer path and beta, the SABA calibration (None: the default), the target's embeddings, and
+    the pair and hardware the scorer and calibration are checked against (None: not checked)."""
 
     budget: int
     block_size: int
@@ -49,14 +54,21 @@ class MethodArgs:
     beta: float | None = None
     saba: SabaParams | None = None
     embed: torch.Tensor | None = None
+    pair: PairId | None = None
+    hardware: str = ""
 
     def scorer_builder(self, method: str) -> HeapTreeBuilder:
         """The heap ranked by a TDES scorer (eq. 13) over the target's embeddings."""
         require(self.embed is not None, f"{method} needs the target's embeddings (embed=) for its TDES scorer")
+        if self.pair is not None:
+            check_scorer(self.tdes or default_scorer_path(), self.pair, self.hardware)
         return load_scorer(self.tdes, self.embed, self.beta).builder(self.block_size - 1)
 
     def calibration(self) -> SabaParams:
-        return self.saba or default_params()
+        params = self.saba or default_params()
+        if self.pair is not None:
+            check_calibration(params, self.pair, self.hardware)
+        return params
 
 
 @dataclass(frozen=True)
@@ -101,22 +113,26 @@ METHODS = tuple(REGISTRY)
 TDES_METHODS = tuple(m.name for m in REGISTRY.values() if m.tdes)  # heap ranked by log q + beta * f~
 ADAPTIVE_METHODS = tuple(m.name for m in REGISTRY.values() if m.adaptive)  # budget = cap on a per-round choice
 AR_METHODS = tuple(m.name for m in REGISTRY.values() if m.policy is not None)  # an EAGLE-3 drafter grows the tree
+FITTED_METHODS = TDES_METHODS + tuple(m for m in ADAPTIVE_METHODS if m not in TDES_METHODS)  # load artifacts
 
 
 def make_parts(method: str, budget: int, block_size: int, tdes: str | None = None, beta: float | None = None,
-               saba: SabaParams | None = None, embed: torch.Tensor | None = None) -> Parts:
+               saba: SabaParams | None = None, embed: torch.Tensor | None = None, pair: PairId | None = None,
+               hardware: str = "") -> Parts:
     """(tree builder, budget controller) of a method. `budget` is the fixed node budget, or the cap
     of an adaptive method's grid; `tdes` / `beta` pick the TDES scorer (default: the shipped one,
     `graftlib.methods.tdes.default_scorer_path()`) and its weight for `ddtree+tdes` and `graft`; `saba`
     (SabaParams) the calibration of `ddtree+saba`, `graft` and `caddtree` (default:
-    `graftlib.methods.saba.default_params()`); `embed` the target's input embeddings [V, E] (TDES's tables)."""
+    `graftlib.methods.saba.default_params()`); `embed` the target's input embeddings [V, E] (TDES's tables);
+    `pair` / `hardware` what the scorer and calibration must have been fitted for (`graftlib.methods.artifacts`;
+    None: no check)."""
     require(method in REGISTRY, f"unknown method {method!r}: choose from {', '.join(METHODS)}")
     require(beta is None or 0 <= beta <= 10, f"beta must be in [0, 10], got {beta}")
     if method != "ar":
         require(isinstance(budget, int) and budget >= 1, f"budget must be a positive integer, got {budget!r}")
     if method not in ("ar", "dflash"):
         require(budget <= MAX_BUDGET, f"budget {budget} too large: at most {MAX_BUDGET} nodes per tree")
-    return REGISTRY[method].parts(MethodArgs(budget, block_size, tdes, beta, saba, embed))
+    return REGISTRY[method].parts(MethodArgs(budget, block_size, tdes, beta, saba, embed, pair, hardware))
 
 
 def method_setting(methods: Iterable[str], tdes: str | None = None, beta: float | None = None,

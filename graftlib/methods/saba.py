@@ -139,6 +139,7 @@ from graftlib.core.records import read_json_object
 
 PAPER_GRID = tuple(range(32, 513, 16))
 CPU_GRID = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
+GPU_GRID = (1, 2, 4, 8, 16, 32, 48, 64, 96, 128, 192, 256)  # verify is about flat to ~100 nodes on a GPU
 PARAMS_ENV = "GRAFT_SABA_PARAMS"
 DEFAULT_PATH = ASSETS_DIR / "saba" / "default.json"
 UTILITIES = ("throughput", "paper")

@@ -2,8 +2,9 @@
 
 `target` loads targets (embedded GGUF -> cached safetensors, local directories, the HF cache);
 `drafter` is the DFlash drafter (z-lab layout, strict loading); `eagle3` the EAGLE-3 drafter (the
-release's layout); `pair` joins them (`load_pair`,
-`Pair`, `weights_id`, `hardware`); `chat` is the chat template every prompt goes through.
+release's layout); `pair` joins them (`load_pair`, `Pair`, `PairId`, `weights_id`, `fingerprint`,
+`hardware`); `chat` is the chat template every prompt goes through; `tiny` builds tiny random models
+(tests, the device check, a stand-in pair).
 `from graftlib.models import load_pair` works: the pair's names are re-exported lazily, so
 importing `graftlib.models.chat` stays free of torch.
 

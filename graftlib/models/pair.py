@@ -10,12 +10,17 @@ The EAGLE-3 drafter of the AR-drafted methods (`graftlib.models.eagle3`) is load
 (`Pair.eagle3_drafter()`): from `eagle3_path` (`--eagle3 PATH`), else, for the embedded target,
 from `EMBEDDED_EAGLE3_DIR`; with neither it raises a GraftError that names the missing drafter and
 how to get one. `Pair.eagle3_describe()` names it (path and weights hash) in a result's setting.
+`Pair.identity()` (a `PairId`) is what artifacts fitted for a pair (a TDES scorer, a SABA
+calibration; `graftlib.methods.artifacts`) record and are checked against: the names as given
+and a `fingerprint` of each model's weights. Unlike `weights_id` the fingerprint does not depend
+on the device or dtype the weights were loaded in (it hashes a sample rounded to bfloat16), so the
+embedded pair is the same pair in float32 on a CPU and in bfloat16 on a GPU.
 """
 
 import hashlib
 import os
 import platform
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import torch
@@ -39,6 +44,7 @@ class Pair:
     drafter_id: str = ""  # weights_id(drafter), computed once (by load_pair or on first describe)
     eagle3_path: str | None = None  # the AR-drafted methods' EAGLE-3 drafter (None: the embedded target's)
     _eagle3: Eagle3Drafter | None = field(default=None, repr=False)
+    pair_id: "PairId | None" = None  # identity(), computed once
 
     @property
     def device(self) -> torch.device:
@@ -81,6 +87,12 @@ class Pair:
     def eagle3_describe(self) -> dict:
         return {"eagle3": portable(self.eagle3_dir()), "eagle3_id": weights_id(self.eagle3_drafter())}
 
+    def identity(self) -> "PairId":
+        """The pair's `PairId` (names + weight fingerprints), computed once."""
+        if self.pair_id is None:
+            self.pair_id = identify(self.target, self.drafter, self.target_name, self.drafter_name)
+        return self.pair_id
+
     def describe(self) -> dict:
         return {"target": self.target_name, "drafter": self.drafter_name, "drafter_trained": self.drafter_trained,
                 "drafter_id": self.drafter_id or self._drafter_id(),
@@ -96,6 +108,58 @@ def weights_id(module: torch.nn.Module) -> str:
         h.update(f"{name}:{t.dtype}:{tuple(t.shape)}".encode())
         h.update(t.view(torch.uint8).numpy().tobytes() if t.numel() else b"")
     return h.hexdigest()[:12]
+
+
+FINGERPRINT_SAMPLE = 4096  # values per tensor
+
+
+def fingerprint(module: torch.nn.Module) -> str:
+    """12 hex digits of sha256 over the module's tensor names and shapes and, per tensor, an evenly
+    spaced sample of at most FINGERPRINT_SAMPLE values, floats rounded to bfloat16: the same for
+    the same weights on any device and in any dtype they round to (a few ms for a 135M target)."""
+    h = hashlib.sha256()
+    for name, t in sorted(module.state_dict().items()):
+        flat = t.detach().reshape(-1)
+        sample = flat[::max(1, flat.numel() // FINGERPRINT_SAMPLE)][:FINGERPRINT_SAMPLE]
+        sample = sample.to(torch.bfloat16).view(torch.int16) if sample.is_floating_point() else sample.long()
+        h.update(f"{name}:{tuple(t.shape)}".encode())
+        h.update(sample.cpu().numpy().tobytes())
+    return h.hexdigest()[:12]
+
+
+@dataclass(frozen=True)
+class PairId:
+    """A model pair as artifacts record it: names as given ('?' when unknown) and weight fingerprints.
+    Two PairIds are the same pair iff their fingerprints are equal (`same`); names only word messages."""
+
+    target: str
+    drafter: str
+    target_fingerprint: str
+    drafter_fingerprint: str
+
+    def same(self, other: "PairId") -> bool:
+        return (self.target_fingerprint, self.drafter_fingerprint) == (other.target_fingerprint,
+                                                                        other.drafter_fingerprint)
+
+    def __str__(self) -> str:
+        return (f"target {self.target} ({self.target_fingerprint}) + drafter {self.drafter} "
+                f"({self.drafter_fingerprint})")
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d, where: str) -> "PairId":
+        fields = set(cls.__dataclass_fields__)
+        require(isinstance(d, dict) and set(d) == fields and all(isinstance(v, str) for v in d.values()),
+                f"{where}: 'pair' must be an object with the strings {sorted(fields)}, got {d!r}")
+        return cls(**d)
+
+
+def identify(target: torch.nn.Module, drafter: torch.nn.Module, target_name: str = "?",
+             drafter_name: str = "?") -> PairId:
+    """The `PairId` of loaded models (fingerprints of both); names as the user gave them."""
+    return PairId(target_name, drafter_name, fingerprint(target), fingerprint(drafter))
 
 
 def hardware(device: torch.device) -> str:

@@ -4,7 +4,8 @@ Drafter data and the DFlash recipe (`drafter_data`, `drafter_train`); DDTree tra
 mismatch metric (`traces`); TDES training (`tdes_train`, eqs. 7-12); same-prefix budget replay
 (`replay`), SABA's least-squares fits (`saba_fit`), the calibration that runs them
 (`calibrate`) and its check at T > 0 (`temperature_tracking`: a greedy fit against one refitted
-on sampled replay). Each pipeline but the last is also a `graft` subcommand.
+on sampled replay); `prepare` runs traces, TDES training and calibration for a new pair into one
+folder. Each pipeline but `temperature_tracking` is also a `graft` subcommand.
 
 May import: `graftlib.core`, `graftlib.models`, `graftlib.data`, `graftlib.methods`.
 """

@@ -29,7 +29,8 @@ fit then sees a_t(B) and s_t as SABA meets them when decoding at that temperatur
 records the sampling in `meta["sampling"]`; at T = 0 nothing is added (the greedy calibration is
 written as before).
 
-The saved JSON (`SabaParams`) records hardware, target, drafter, date, grid, prompt count and
+The saved JSON (`SabaParams`) records hardware, target, drafter, the pair's identity (names and
+weight fingerprints, checked on use: `graftlib.methods.artifacts`), date, grid, prompt count and
 fit quality; its `id` (a hash of the numbers) is what replay records name as their calibration.
 `offline_tracking` scores any parameters on replay records: retained oracle throughput of the
 budgets SABA would have picked, using the measured a_t(B) / l_t(B) (its AR gate, when budget 0 was
@@ -49,6 +50,7 @@ import numpy as np
 
 from graftlib.core.builders import FixedBudget, HeapTreeBuilder
 from graftlib.core.errors import require
+from graftlib.core.hardware import hardware_id
 from graftlib.core.sampling import GREEDY, Sampling, prompt_sampling
 from graftlib.methods.args import add_model_args, add_sampling_args, sampling_from_args
 from graftlib.methods.saba import (
@@ -213,43 +215,53 @@ def add_parser(sub) -> None:
     p.set_defaults(func=run)
 
 
-def run(args) -> int:
+def calibrate_pair(pair, out, grid: list[int], val_prompts: int = 8, ref_budget: int = 8, max_new_tokens: int = 64,
+                   max_prompt_tokens: int = 384, window: int = 8, utility: str = "throughput", gain: str = "table",
+                   cost: str = "table", records: str | None = None, from_records: str | None = None,
+                   command: str | None = None, sampling: Sampling = GREEDY, log=print) -> SabaParams:
+    """Replay `val_prompts` validation prompts over `grid` (or read `from_records`), fit, save to `out`.
+    The saved meta names the pair (`Pair.identity()`) and the hardware (`core.hardware.hardware_id`)
+    the calibration belongs to (`graftlib.methods.artifacts`), and at T > 0 its sampling."""
     from graftlib.data.prompts import format_prompt, pool
-    from graftlib.models.pair import load_pair
 
-    sampling = sampling_from_args(args)
-    require(args.val_prompts >= 1, "--val-prompts must be >= 1")
-    require(all(b >= 1 for b in args.grid), f"--grid budgets must be >= 1 (the AR step is always replayed), got {args.grid}")
-    pair = load_pair(args.target, args.drafter, args.device, args.device_map)
-    items = pool("val", args.val_prompts)
-    prompts = [format_prompt(item, pair.tokenizer, args.max_prompt_tokens).input_ids for item in items]
-    if args.from_records:
-        records = read_replay_records(args.from_records)
-        require({r.budget for r in records if not r.reference} >= {0, *args.grid},
-                f"records {args.from_records} do not cover the grid {args.grid} and the AR step")
+    require(val_prompts >= 1, "--val-prompts must be >= 1")
+    require(all(b >= 1 for b in grid), f"--grid budgets must be >= 1 (the AR step is always replayed), got {grid}")
+    items = pool("val", val_prompts)
+    prompts = [format_prompt(item, pair.tokenizer, max_prompt_tokens).input_ids for item in items]
+    if from_records:
+        replayed = read_replay_records(from_records)
+        require({r.budget for r in replayed if not r.reference} >= {0, *grid},
+                f"records {from_records} do not cover the grid {grid} and the AR step")
     else:
         at = "" if sampling.greedy else f" at T = {sampling.temperature} (top-p {sampling.top_p}, seed {sampling.seed})"
-        print(f"replaying {len(prompts)} validation prompts over the grid {args.grid} and an AR step{at} ...",
-              flush=True)
-        records = replay_rounds(pair.target, pair.drafter, prompts, [0, *args.grid], args.ref_budget,
-                                args.max_new_tokens, pair.eos_ids, args.window, sampling=sampling,
-                                uids=[item.uid for item in items])
+        log(f"replaying {len(prompts)} validation prompts over the grid {grid} and an AR step{at} ...")
+        replayed = replay_rounds(pair.target, pair.drafter, prompts, [0, *grid], ref_budget, max_new_tokens,
+                                 pair.eos_ids, window, sampling=sampling, uids=[item.uid for item in items])
     depth = pair.drafter.block_size - 1
-    meta = calibration_meta(pair.describe(), grid=args.grid,
-                            val_prompts=len(prompts), ref_budget=args.ref_budget, max_new_tokens=args.max_new_tokens,
-                            command="graft " + " ".join(sys.argv[1:]),
-                            **sampling.setting())
-    if args.records:
-        write_records(args.records, records)
-    params = fit_params(records, args.grid, depth, args.window, args.utility, meta=meta, gain_model=args.gain,
-                        cost_model=args.cost)
-    params.meta["offline_tracking"] = offline_tracking(params, records, depth)
-    params.meta["offline_tracking_uncorrected"] = offline_tracking(replace(params, gain_prior=None), records, depth)
-    path = params.save(args.out)
+    meta = calibration_meta(pair.describe(), grid=grid, val_prompts=len(prompts), ref_budget=ref_budget,
+                            max_new_tokens=max_new_tokens, pair=pair.identity().to_dict(),
+                            hardware=hardware_id(pair.device),
+                            command=command or "graft " + " ".join(sys.argv[1:]), **sampling.setting())
+    if records:
+        write_records(records, replayed)
+    params = fit_params(replayed, grid, depth, window, utility, meta=meta, gain_model=gain, cost_model=cost)
+    params.meta["offline_tracking"] = offline_tracking(params, replayed, depth)
+    params.meta["offline_tracking_uncorrected"] = offline_tracking(replace(params, gain_prior=None), replayed, depth)
+    params.save(out)
+    return SabaParams.load(out)
+
+
+def run(args) -> int:
+    from graftlib.models.pair import load_pair
+
+    pair = load_pair(args.target, args.drafter, args.device, args.device_map)
+    params = calibrate_pair(pair, args.out, args.grid, args.val_prompts, args.ref_budget, args.max_new_tokens,
+                            args.max_prompt_tokens, args.window, args.utility, args.gain, args.cost, args.records,
+                            args.from_records, sampling=sampling_from_args(args), log=lambda m: print(m, flush=True))
     fit = params.meta["fit"]
     print(f"c = {params.c} (R^2 {fit['cost_r2']:.3f}); c_ar = {params.c_ar}; phi = {params.phi}; alpha = {params.alpha} "
           f"(RMSE {fit['gain_rmse_tokens']:.2f} tokens); hist_prior = {params.hist_prior:.2f}")
     print(f"in-sample retained oracle throughput: {params.meta['offline_tracking']} "
           f"(without the online gain correction: {params.meta['offline_tracking_uncorrected']})")
-    print(f"saved {path} (id {params.id})")
+    print(f"saved {args.out} (id {params.id})")
     return 0

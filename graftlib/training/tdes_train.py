@@ -31,7 +31,7 @@ import torch.nn.functional as F
 from graftlib.core.errors import require
 from graftlib.core.paths import portable
 from graftlib.methods.tdes import TDESNet, TDESScorer
-from graftlib.training.traces import TraceRound, is_loose_mismatch
+from graftlib.training.traces import PROVENANCE_KEYS, TraceRound, is_loose_mismatch, load_traces
 
 
 @dataclass
@@ -263,25 +263,35 @@ def target_embedding(name: str) -> torch.Tensor:
     return model.get_input_embeddings().weight.detach().float().cpu()
 
 
-def _main(args) -> int:
-    from graftlib.training.traces import load_traces
+def train_from_traces(traces, out, cfg: TDESConfig, target: str | None = None, tasks: list[str] | None = None,
+                      embed: torch.Tensor | None = None, command: str | None = None, log=print) -> TDESScorer:
+    """Train a scorer on a trace directory (`tasks`: those tasks' rounds only) and save it at `out`.
+    `embed`: the target's embeddings when already loaded (default: loaded on the CPU by name). The
+    config records the traces' target, drafter, pair identity and hardware (checked on use by
+    `graftlib.methods.artifacts`) and the command."""
+    index, rounds = load_traces(traces, tasks)
+    name = target or index.get("target")
+    require(name not in (None, "?"), "the traces do not name their target: pass --target")
+    meta = {"target": name, "traces": portable(traces), "drafter": index.get("drafter"),
+            "drafter_id": index.get("drafter_id"), "pool": index.get("pool"),
+            **{k: index[k] for k in PROVENANCE_KEYS if k in index},
+            "trace_budget": index.get("budget"), "tasks": tasks or "all",
+            "command": command or "graft " + " ".join(sys.argv[1:])}
+    scorer, net, _ = train_tdes(rounds, target_embedding(name) if embed is None else embed.detach().float().cpu(),
+                                cfg, meta, log)
+    scorer.save(out, net)
+    return scorer
 
+
+def _main(args) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
-    index, rounds = load_traces(args.traces, args.tasks)
-    name = args.target or index.get("target")
-    require(name not in (None, "?"), "the traces do not name their target: pass --target")
     cfg = TDESConfig(m=args.m, beta=args.beta, gamma=args.gamma, epochs=args.epochs, lr=args.lr,
                      weight_decay=args.weight_decay, lambda_kl=args.lambda_kl, lambda_pair=args.lambda_pair,
                      lambda_bce=args.lambda_bce, batch_groups=args.batch_groups, val_fraction=args.val_fraction,
                      seed=args.seed, device=args.device or "cpu")
-    meta = {"target": name, "traces": portable(args.traces), "drafter": index.get("drafter"),
-            "drafter_id": index.get("drafter_id"), "pool": index.get("pool"),
-            "trace_budget": index.get("budget"), "tasks": args.tasks or "all",
-            "command": "graft " + " ".join(sys.argv[1:])}
-    scorer, net, _ = train_tdes(rounds, target_embedding(name), cfg, meta)
-    path = scorer.save(args.out, net)
-    print(f"TDES scorer saved to {path} (beta {scorer.beta}, m {scorer.m}, depths {scorer.depths})")
+    scorer = train_from_traces(args.traces, args.out, cfg, args.target, args.tasks)
+    print(f"TDES scorer saved to {args.out} (beta {scorer.beta}, m {scorer.m}, depths {scorer.depths})")
     return 0
 
 

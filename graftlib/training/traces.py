@@ -29,7 +29,8 @@ the pool back to back: per round `round_prompt`, `prefix_len`, `n_nodes`, `n_acc
 `n_rows` (int32 [R]); per node `tokens`, `parents`, `depths`, `target_next` (int32 [sum N+1]);
 `accepted_nodes` (int32 [sum a]); `cand_ids` int32 / `cand_logq` fp32 [R, D, K]; `logit_nodes`
 int32 [sum rows] and `child_logits` fp16 [sum rows, K]. Re-running skips finished shards; an
-index written with other settings is refused.
+index written with other settings is refused. The index also names the pair (`Pair.identity()`)
+and hardware the traces were made for, which a scorer trained on them records.
 """
 
 import time
@@ -41,6 +42,7 @@ from safetensors.torch import load_file, save_file
 
 from graftlib.core.builders import Candidates, FixedBudget, HeapTreeBuilder, TreeBuilder
 from graftlib.core.errors import require
+from graftlib.core.hardware import hardware_id
 from graftlib.core.kvcache import target_cache
 from graftlib.core.records import read_json_index, write_json_atomic
 from graftlib.core.tree import Tree, parent_mismatch, verify_inputs
@@ -51,6 +53,7 @@ FORMAT = 1
 LOGIT_ROWS = ("all", "accepted")
 SHARED_KEYS = ("target", "drafter", "drafter_id", "pool", "budget", "max_new_tokens", "max_prompt_tokens",
                "shard_size", "child_logits")
+PROVENANCE_KEYS = ("pair", "hardware")  # stored when the index is made, passed on to the scorer (not compared)
 
 
 # ----------------------------------------------------------------------------- rounds + metric
@@ -237,7 +240,7 @@ def collect_traces(target, drafter, prompts: list[list[int]], budget: int, max_n
               **(settings or {}),
               "budget": budget, "max_new_tokens": max_new_tokens, "shard_size": shard_size,
               "child_logits": child_logits}
-    index = open_index(out, {k: shared[k] for k in SHARED_KEYS})
+    index = open_index(out, {k: shared[k] for k in SHARED_KEYS}, {k: shared[k] for k in PROVENANCE_KEYS if k in shared})
     done = {s["file"]: s for s in index["shards"]}
     plan = []
     for first in range(0, len(prompts), shard_size):
@@ -344,12 +347,13 @@ def write_index(out: Path, index: dict) -> None:
     write_json_atomic(Path(out) / INDEX, index)
 
 
-def open_index(out: Path, shared: dict) -> dict:
-    """The directory's index, created on first use; refuses one written with other settings."""
+def open_index(out: Path, shared: dict, provenance: dict | None = None) -> dict:
+    """The directory's index, created on first use (with `provenance`: the pair's identity and the
+    hardware, which `graft train-tdes` passes on to the scorer); refuses one written with other settings."""
     index = read_index(out)
     if index is None:
         out.mkdir(parents=True, exist_ok=True)
-        index = {"format": FORMAT, **shared, "shards": []}
+        index = {"format": FORMAT, **shared, **(provenance or {}), "shards": []}
         write_index(out, index)
         return index
     diff = [f"{k} {index.get(k)!r} (asked {shared[k]!r})" for k in SHARED_KEYS if index.get(k) != shared[k]]
@@ -405,7 +409,8 @@ def make_traces(out: str | Path, cfg: TraceConfig, device: str | None = None, pa
         print("warning: the drafter is untrained; traces of an untrained drafter teach TDES little")
     prompts = [format_prompt(item, pair.tokenizer, cfg.max_prompt_tokens).input_ids for item in items]
     settings = {"target": cfg.target, "drafter": cfg.drafter, "drafter_id": pair.describe()["drafter_id"],
-                "pool": cfg.pool, "max_prompt_tokens": cfg.max_prompt_tokens}
+                "pool": cfg.pool, "max_prompt_tokens": cfg.max_prompt_tokens,
+                "pair": pair.identity().to_dict(), "hardware": hardware_id(pair.device)}
     return collect_traces(pair.target, pair.drafter, prompts, cfg.budget, cfg.max_new_tokens, out,
                           eos_ids=pair.eos_ids, shard_size=cfg.shard_size, child_logits=cfg.child_logits,
                           settings=settings, uids=[i.uid for i in items], max_minutes=cfg.max_minutes)

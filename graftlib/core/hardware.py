@@ -1,0 +1,36 @@
+"""What machine a measurement or a fitted artifact belongs to, as one short string.
+
+`hardware_id(device)` is what a SABA calibration and a TDES scorer record as the hardware they
+were fitted on, and what their users compare it with:
+  "cuda:<GPU name>"                      e.g. "cuda:NVIDIA H200"
+  "cpu:<threads>-threads:<CPU model>"    e.g. "cpu:2-threads:AMD EPYC"
+A CPU's round costs depend on the torch thread count as much as on the chip, so both are in it.
+The CPU model comes from /proc/cpuinfo where there is one (Linux), else from `platform`.
+"""
+
+import platform
+from pathlib import Path
+
+import torch
+
+CPUINFO = Path("/proc/cpuinfo")
+
+
+def cpu_model() -> str:
+    """The CPU's model name ("AMD EPYC", "Intel(R) Xeon(R) ..."), or the machine type."""
+    if CPUINFO.is_file():
+        for line in CPUINFO.read_text(errors="replace").splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() == "model name" and value.strip():
+                return " ".join(value.split())
+    return platform.processor() or platform.machine() or "unknown"
+
+
+def hardware_id(device: str | torch.device) -> str:
+    """The hardware string of a device (module doc); threads are torch's at the time of the call."""
+    device = torch.device(device)
+    if device.type == "cuda":
+        return f"cuda:{torch.cuda.get_device_name(device)}"
+    if device.type == "cpu":
+        return f"cpu:{torch.get_num_threads()}-threads:{cpu_model()}"
+    return device.type

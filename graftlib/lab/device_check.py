@@ -1,0 +1,326 @@
+"""`graft device-check` (`make device-check`): one prepared run of the figures a device must show.
+
+Sections, in this order; each is timed, its warnings are kept, its errors are recorded (never
+fatal), and one that would start after the time budget (`minutes`) is skipped:
+  exactness  every method against greedy AR on this device (`graftlib.core.exactness`): the tiny
+             random pairs (Llama, Qwen3) and, unless `tiny`, the embedded pair with the shipped
+             scorer and calibration (on another machine the calibration's hardware warning is
+             recorded). A divergence passes only as a near-tie of the target's top-2 logits:
+             gap <= 1e-3 in float32, <= 0.125 in bfloat16 (its logits of magnitude 8-32 are
+             0.0625-0.125 apart, so a tie shows as a gap of one such step);
+  costs      the verify cost curve for 1..256 tokens (`graftlib.lab.costs.verify_cost_curve`);
+  host       the host overhead per round (`host_section`: `host_overhead_table` from another branch);
+  prepare    `graft prepare` on the pair (`graftlib.training.prepare`), by default on a GPU and for
+             the tiny pair: the pair's own scorer and calibration on this device, and the device's
+             cost profile (`cost_profile.from_saba(...).save`);
+  bench      a short `graft bench` of ar / dflash / ddtree / graft on gsm8k; graft (and the modeled
+             columns) use the prepared artifacts and profile when prepare ran, else the shipped ones.
+(The bench comes last so that graft runs with this device's own calibration.)
+The pair is the embedded one, or with `tiny` a tiny random Qwen3 target and a z-lab-layout drafter
+written as directories into the output folder and loaded by path, as a user's own pair would be
+(the CPU test runs every section on it in seconds).
+
+Output (`out`): device-check.json (settings, hardware, every section's status, seconds, warnings,
+result or error; rewritten after each section, so an interrupted run keeps what it finished),
+bench.jsonl, artifacts/ and cost-profile.json; the table is printed.
+"""
+
+import time
+import traceback
+import warnings
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+
+import torch
+
+from graftlib.core.errors import require
+from graftlib.core.exactness import first_divergence
+from graftlib.core.hardware import hardware_id
+from graftlib.core.paths import portable, results_dir
+from graftlib.core.records import write_json_atomic
+from graftlib.core.version import __version__
+from graftlib.lab.bench import Run, run_bench, task_prompts
+from graftlib.lab.costs import verify_cost_curve
+from graftlib.lab.metrics import format_table, summarize
+from graftlib.methods.artifacts import ArtifactDir, artifact_inputs, slug
+from graftlib.methods.cost_profile import CostProfile, from_saba
+from graftlib.methods.decoder import Decoder
+from graftlib.methods.saba import SabaParams
+from graftlib.models.tiny import (
+    ARCH_SEEDS,
+    exactness_pair,
+    exactness_prompts,
+    write_drafter_dir,
+    write_target_dir,
+)
+from graftlib.training.prepare import QUICK, PrepareConfig, prepare
+
+SCHEMA = "graft-device-check/1"
+SECTIONS = ("exactness", "costs", "host", "prepare", "bench")
+
+
+@dataclass
+class CheckConfig:
+    device: str = "cuda"
+    tiny: bool = False  # the tiny random Qwen3 pair instead of the embedded one
+    minutes: float = 8.0  # no section starts after this
+    run_prepare: bool | None = None  # None: on a GPU and for the tiny pair
+    exact_prompts: int = 3  # embedded pair: gsm8k eval prompts
+    exact_tokens: int = 128
+    tiny_tokens: int = 37
+    costs_sizes: tuple[int, ...] = (1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 192, 256)
+    costs_prefix: int = 256
+    costs_repeats: int = 5
+    bench_prompts: int = 4
+    bench_tokens: int = 128
+    bench_budgets: tuple[int, ...] = (8, 32)  # ddtree
+    graft_cap: int = 64
+    prompt_tokens: int | None = None  # cut longer prompts (the tiny pair's context is 512)
+    prepare: PrepareConfig = field(default_factory=lambda: PrepareConfig(trace_prompts=48, trace_minutes=2.0,
+                                                                          val_prompts=6))
+
+
+def quick(cfg: CheckConfig) -> CheckConfig:
+    """The small variant: a couple of prompts, fewer tokens, sizes and repeats, QUICK prepare."""
+    return replace(cfg, exact_prompts=2, exact_tokens=48, tiny_tokens=24, costs_sizes=(1, 2, 4, 8, 16, 32, 64, 128, 256),
+                   costs_repeats=2, bench_prompts=2, bench_tokens=48, minutes=min(cfg.minutes, 3.0), prepare=QUICK)
+
+
+def tiny(cfg: CheckConfig) -> CheckConfig:
+    """The tiny pair at the smallest sizes (the CPU test): every section in seconds."""
+    return replace(cfg, tiny=True, tiny_tokens=16, costs_sizes=(1, 2, 4, 8, 16, 32, 64), costs_prefix=32,
+                   costs_repeats=1, bench_prompts=1, bench_tokens=16, bench_budgets=(8,), graft_cap=16,
+                   prompt_tokens=96,
+                   prepare=replace(QUICK, trace_prompts=2, trace_tokens=16, shard_size=2, val_prompts=2, calib_tokens=16,
+                                   max_prompt_tokens=96, grid=(1, 2, 4)))
+
+
+class Skipped(Exception):
+    """A section that has nothing to do here (its reason is recorded)."""
+
+
+# ----------------------------------------------------------------------------- sections
+
+
+def near_tie_tol(dtype: torch.dtype) -> float:
+    return 1e-3 if dtype == torch.float32 else 0.125
+
+
+def exactness_row(label: str, decoder, target, prompts: list[list[int]], refs: list[list[int]], n: int) -> dict:
+    """One run's decodes of `prompts` against the AR references: exact, near-ties, mismatches."""
+    tol = near_tie_tol(target.dtype)
+    row = {"model": label, "exact": 0, "near_ties": 0, "mismatches": 0, "max_gap": 0.0, "first_mismatch": None}
+    for ids, ref in zip(prompts, refs):
+        d = first_divergence(target, ids, ref, decoder.decode(ids, n).tokens)
+        if d is None:
+            row["exact"] += 1
+            continue
+        row["max_gap"] = max(row["max_gap"], d.top2_gap)
+        if d.is_near_tie(tol):
+            row["near_ties"] += 1
+        else:
+            row["mismatches"] += 1
+            row["first_mismatch"] = row["first_mismatch"] or asdict(d)
+    return row
+
+
+def exactness_of(label: str, target, drafter, prompts, runs, n: int, eos_ids=None, pair_id=None,
+                 saba: SabaParams | None = None) -> list[dict]:
+    """Rows of `exactness_row` for every (method, budget) in `runs` on one model pair."""
+    ar = Decoder.for_method(target, None, "ar", eos_ids=eos_ids)
+    refs = [ar.decode(ids, n).tokens for ids in prompts]
+    rows = []
+    for method, budget in runs:
+        dec = Decoder.for_method(target, drafter, method, budget, eos_ids, saba=saba, pair=pair_id)
+        rows.append({"run": f"{method}@{budget}", **exactness_row(label, dec, target, prompts, refs, n)})
+    return rows
+
+
+TINY_RUNS = [("dflash", 3), ("ddtree", 1), ("ddtree", 8), ("ddtree", 64), ("ddtree+saba", 16), ("caddtree", 16)]
+EMBEDDED_RUNS = [("dflash", 15), ("ddtree", 8), ("ddtree", 64), ("ddtree+tdes", 32), ("ddtree+saba", 64),
+                 ("graft", 64), ("caddtree", 64)]  # the shipped scorer and calibration
+
+
+def exactness_section(cfg: CheckConfig, pair) -> dict:
+    rows = []
+    for arch in ARCH_SEEDS:
+        target, drafter = (m.to(cfg.device) for m in exactness_pair(arch))
+        rows += exactness_of(f"tiny-{arch}", target, drafter, exactness_prompts(arch), TINY_RUNS, cfg.tiny_tokens,
+                             saba=SabaParams())  # the builtin placeholder calibration: no pair to check
+    if not cfg.tiny:
+        prompts = [list(p.input_ids) for p in task_prompts(pair, "gsm8k", cfg.exact_prompts)]
+        rows += exactness_of(pair.target_name, pair.target, pair.drafter, prompts, EMBEDDED_RUNS, cfg.exact_tokens,
+                             pair.eos_ids, pair.identity())
+    total = {k: sum(r[k] for r in rows) for k in ("exact", "near_ties", "mismatches")}
+    return {"rows": rows, **total, "passed": total["mismatches"] == 0}
+
+
+def costs_section(cfg: CheckConfig, pair) -> dict:
+    curve = verify_cost_curve(pair.target, list(cfg.costs_sizes), cfg.costs_prefix, cfg.costs_repeats)
+    return {"prefix_len": cfg.costs_prefix, "repeats": cfg.costs_repeats, "verify_ms": {n: 1000 * t for n, t in curve.items()},
+            "x_one_token": {n: t / curve[min(curve)] for n, t in curve.items()}}
+
+
+def host_section(cfg: CheckConfig, pair) -> dict:
+    """INTEGRATION POINT: `host_overhead_table` is written in a parallel branch (issue 20); this is
+    its one call site. Until it is merged the section is recorded as skipped."""
+    try:
+        from graftlib.lab.costs import host_overhead_table
+    except ImportError:
+        raise Skipped("host_overhead_table is not in this build (it comes from a parallel branch)") from None
+    return {"table": host_overhead_table(pair)}
+
+
+def prepare_section(cfg: CheckConfig, pair, out: Path) -> dict:
+    wanted = cfg.run_prepare if cfg.run_prepare is not None else (cfg.tiny or cfg.device.startswith("cuda"))
+    if not wanted:
+        raise Skipped("prepare runs on a GPU or for the tiny pair (pass --prepare to run it here)")
+    manifest = prepare(pair, out / "artifacts", cfg.prepare, command="graft device-check", log=print)
+    profile = from_saba(SabaParams.load(ArtifactDir(out / "artifacts").saba), name=slug(hardware_id(pair.device)))
+    profile.save(out / "cost-profile.json")
+    return {"manifest": manifest, "cost_profile": {**profile.to_dict(), "file": portable(out / "cost-profile.json")}}
+
+
+def bench_section(cfg: CheckConfig, pair, out: Path, prepared: bool) -> dict:
+    tdes, saba = artifact_inputs(out / "artifacts") if prepared else (None, None)
+    profile = CostProfile.load(out / "cost-profile.json") if prepared else None
+    runs = [Run("ar", None), Run("dflash", pair.drafter.block_size - 1)] + [Run("ddtree", b) for b in cfg.bench_budgets]
+    if prepared or not cfg.tiny:  # the tiny pair has no scorer or calibration of its own without prepare
+        runs.append(Run("graft", cfg.graft_cap))
+    prompts = task_prompts(pair, "gsm8k", cfg.bench_prompts, max_prompt_tokens=cfg.prompt_tokens)
+    records = run_bench(pair, prompts, runs, cfg.bench_tokens, out / "bench.jsonl", progress=False, tdes=tdes,
+                        saba=saba, cost_profile=profile, extra={"task": "gsm8k"})
+    rows = summarize(records)
+    return {"artifacts": "prepared" if prepared else "shipped", "rows": rows, "table": format_table(rows)}
+
+
+# ----------------------------------------------------------------------------- the run
+
+
+def tiny_pair(out: Path, device: str):
+    """The tiny random Qwen3 pair, written as a model directory and a z-lab-layout drafter directory
+    and loaded by path (a user's own pair)."""
+    from graftlib.models.pair import load_pair
+
+    target, drafter = out / "tiny-pair" / "target", out / "tiny-pair" / "drafter"
+    if not (target / "config.json").is_file():
+        write_target_dir(target, "qwen3", seed=ARCH_SEEDS["qwen3"], initializer_range=0.1)
+        write_drafter_dir(drafter, seed=ARCH_SEEDS["qwen3"])
+    return load_pair(str(target), str(drafter), device)
+
+
+def run_section(report: dict, name: str, fn, deadline: float, path: Path):
+    """Run one section into `report["sections"][name]` (module doc); returns its result or None."""
+    entry: dict = {"status": "skipped", "reason": "time budget spent"}
+    result = None
+    t0 = time.perf_counter()
+    if t0 < deadline:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            try:
+                result = fn()
+                entry = {"status": "ok", "result": result}
+            except Skipped as e:
+                entry = {"status": "skipped", "reason": str(e)}
+            except Exception as e:  # noqa: BLE001  (a section's failure is a finding, never fatal)
+                entry = {"status": "error", "error": f"{type(e).__name__}: {e}",
+                         "traceback": traceback.format_exc(limit=-4)}
+        entry.update(seconds=round(time.perf_counter() - t0, 2), warnings=sorted({str(w.message) for w in caught}))
+    report["sections"][name] = entry
+    write_json_atomic(path, report)
+    return result
+
+
+def device_check(cfg: CheckConfig, out: str | Path, log=print) -> dict:
+    """Run every section (module doc) and write out/device-check.json; returns the report."""
+    from graftlib.models.pair import load_pair
+
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "device-check.json"
+    start = time.perf_counter()
+    deadline = start + 60 * cfg.minutes
+    pair = tiny_pair(out, cfg.device) if cfg.tiny else load_pair(device=cfg.device)
+    report = {"schema": SCHEMA, "graftlib": __version__, "device": cfg.device, "hardware": hardware_id(pair.device),
+              "pair": pair.identity().to_dict(), "config": asdict(cfg), "date": time.strftime("%Y-%m-%d %H:%M:%S"),
+              "sections": {}}
+    run_section(report, "exactness", lambda: exactness_section(cfg, pair), deadline, path)
+    run_section(report, "costs", lambda: costs_section(cfg, pair), deadline, path)
+    run_section(report, "host", lambda: host_section(cfg, pair), deadline, path)
+    prepared = run_section(report, "prepare", lambda: prepare_section(cfg, pair, out), deadline, path) is not None
+    run_section(report, "bench", lambda: bench_section(cfg, pair, out, prepared), deadline, path)
+    report["seconds"] = round(time.perf_counter() - start, 1)
+    write_json_atomic(path, report)
+    log(format_report(report))
+    return report
+
+
+def headline(name: str, entry: dict) -> str:
+    """One line of a section's figures for the table."""
+    if entry["status"] != "ok":
+        return entry.get("reason") or entry.get("error", "")
+    r = entry["result"]
+    if name == "exactness":
+        return f"{r['exact']} exact, {r['near_ties']} near-ties, {r['mismatches']} mismatches over {len(r['rows'])} runs"
+    if name == "costs":
+        ms = {int(k): v for k, v in r["verify_ms"].items()}
+        return "verify ms: " + ", ".join(f"{n} tok {ms[n]:.1f}" for n in sorted(ms) if n in (1, 16, 64, 128, 256))
+    if name == "prepare":
+        return ", ".join(f"{k} {s['status']} ({s.get('seconds', 0):.0f} s)" for k, s in r["manifest"]["steps"].items())
+    if name == "bench":
+        return ", ".join(f"{row['key']} x{row['speedup']:.2f}" for row in r["rows"] if row["method"] != "ar")
+    return "ok"
+
+
+def format_report(report: dict) -> str:
+    pair = report["pair"]
+    title = (f"device check on {report['hardware']} ({report['device']}), pair {pair['target']} + {pair['drafter']}, "
+             f"{report.get('seconds', 0):.0f} s")
+    lines = [title, "", f"{'section':<10} {'status':<8} {'s':>6}  figures"]
+    for name, e in report["sections"].items():
+        lines.append(f"{name:<10} {e['status']:<8} {e.get('seconds', 0):>6.1f}  {headline(name, e)}")
+        lines += [f"{'':<27}warning: {w}" for w in e.get("warnings", [])]
+    ex = report["sections"].get("exactness", {})
+    if ex.get("status") == "ok":
+        lines += ["", f"{'model':<16} {'run':<16} {'exact':>5} {'ties':>5} {'bad':>4} {'max gap':>8}"]
+        lines += [f"{r['model']:<16} {r['run']:<16} {r['exact']:>5} {r['near_ties']:>5} {r['mismatches']:>4} "
+                  f"{r['max_gap']:>8.3g}" for r in ex["result"]["rows"]]
+    bench = report["sections"].get("bench", {})
+    if bench.get("status") == "ok":
+        lines += ["", bench["result"]["table"]]
+    return "\n".join(lines)
+
+
+# ----------------------------------------------------------------------------- CLI
+
+
+def add_parser(sub) -> None:
+    d = CheckConfig()
+    p = sub.add_parser("device-check", help="exactness, verify costs, host overhead, prepare and a short bench on "
+                       "one device: one JSON file + a table (make device-check)")
+    p.add_argument("--device", default=d.device, help=f"cpu | cuda[:i] (default {d.device})")
+    p.add_argument("--quick", action="store_true", help="a couple of prompts and fewer sizes (1-3 min)")
+    p.add_argument("--tiny", action="store_true", help="the tiny random Qwen3 pair only, smallest sizes (seconds)")
+    p.add_argument("--minutes", type=float, default=None, help=f"no section starts after this (default {d.minutes}; "
+                   "--quick: 3)")
+    p.add_argument("--prepare", dest="run_prepare", action="store_true", default=None,
+                   help="run graft prepare also on a CPU with the embedded pair")
+    p.add_argument("--no-prepare", dest="run_prepare", action="store_false")
+    p.add_argument("--out", default=None, help="output folder (default results/device-check-<device>)")
+    p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    cfg = CheckConfig(device=args.device, run_prepare=args.run_prepare)
+    cfg = quick(cfg) if args.quick else cfg
+    cfg = tiny(cfg) if args.tiny else cfg
+    cfg = replace(cfg, minutes=args.minutes) if args.minutes is not None else cfg
+    require(cfg.minutes > 0, f"--minutes must be > 0, got {cfg.minutes}")
+    out = Path(args.out) if args.out else results_dir() / f"device-check-{slug(args.device)}"
+    report = device_check(cfg, out)
+    print(f"\nwritten: {out / 'device-check.json'}")
+    failed = [n for n, e in report["sections"].items() if e["status"] == "error"]
+    return 1 if failed or not report["sections"]["exactness"].get("result", {}).get("passed", True) else 0

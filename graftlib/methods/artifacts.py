@@ -1,0 +1,123 @@
+"""Artifacts fitted for one model pair on one machine: what they record, the check on use, their folder.
+
+A TDES scorer is trained on one target's embeddings and one drafter's candidate pools; a SABA
+calibration fits one pair's acceptance and one machine's round costs. Each records
+  pair      the `PairId` it was fitted for (`graftlib.models.pair`: names + weight fingerprints)
+  hardware  the machine it was fitted on (`graftlib.core.hardware.hardware_id`)
+(a scorer in its JSON config, a calibration in its `meta`). On use (`check_scorer`,
+`check_calibration`, called by `graftlib.methods.registry` whenever a method loads one) they are
+compared with the pair and machine at hand:
+  - another pair: GraftError naming both pairs and the `graft prepare` command that makes this
+    pair's artifacts;
+  - the same pair on other hardware: for a calibration a `HardwareMismatchWarning` with that
+    command (its costs, and so SABA's budgets, are the other machine's); a scorer is the pair's on
+    any machine, so it is not warned about;
+  - an artifact that records no pair (made by hand, or older than this check): not checked.
+
+The folder `graft prepare` writes (`ArtifactDir`), one per pair: traces/ (`graft traces`),
+tdes.safetensors + tdes.json (`graft train-tdes`), saba.json (`graft calibrate`) and
+manifest.json (the pair, the hardware, each step's settings and outputs). `--artifacts DIR`
+(`graftlib.methods.args`) points the decoding commands at it (`artifact_inputs`).
+"""
+
+import re
+import shlex
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+from graftlib.core.errors import require
+from graftlib.core.paths import portable
+from graftlib.methods.saba import SabaParams
+from graftlib.methods.tdes import scorer_config, scorer_paths
+from graftlib.models.pair import PairId
+
+ARTIFACTS_ROOT = Path("artifacts")
+
+
+class HardwareMismatchWarning(UserWarning):
+    """A SABA calibration of this pair, fitted on another machine."""
+
+
+@dataclass(frozen=True)
+class ArtifactDir:
+    """The files of one pair's artifact folder (module doc)."""
+
+    root: Path
+
+    @property
+    def traces(self) -> Path:
+        return self.root / "traces"
+
+    @property
+    def tdes(self) -> Path:
+        return self.root / "tdes.safetensors"
+
+    @property
+    def saba(self) -> Path:
+        return self.root / "saba.json"
+
+    @property
+    def manifest(self) -> Path:
+        return self.root / "manifest.json"
+
+
+def slug(text: str) -> str:
+    """`text` as a file name: runs of other characters than letters, digits, '.', '_', '-' become '-'."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-") or "unknown"
+
+
+def default_dir(pair: PairId) -> Path:
+    """artifacts/<target>--<drafter> (the last path component of each name)."""
+    return ARTIFACTS_ROOT / "--".join(slug(Path(n.rstrip("/")).name if n != "?" else "") for n in (pair.target,
+                                                                                                  pair.drafter))
+
+
+def prepare_command(pair: PairId, hardware: str) -> str:
+    """The `graft prepare` command that makes this pair's artifacts on this machine."""
+    names = [shlex.quote(n) if n != "?" else placeholder for n, placeholder in ((pair.target, "TARGET"),
+                                                                               (pair.drafter, "DRAFTER"))]
+    device = " --device cuda" if hardware.startswith("cuda") else ""
+    return f"graft prepare --target {names[0]} --drafter {names[1]}{device} --out {default_dir(pair)}"
+
+
+def _remedy(pair: PairId, hardware: str) -> str:
+    return (f"make this pair's scorer and calibration with `{prepare_command(pair, hardware)}` and pass "
+            f"`--artifacts {default_dir(pair)}`")
+
+
+def check_fitted(what: str, where: str, record: dict, pair: PairId, hardware: str, per_machine: bool) -> None:
+    """The check of the module doc on one artifact's `record` (the dict holding 'pair' and 'hardware')."""
+    if record.get("pair") is None:
+        return
+    fitted = PairId.from_dict(record["pair"], f"{what} {where}")
+    require(fitted.same(pair), f"{what} {where} was fitted for {fitted}, not for this pair, {pair}: "
+            + _remedy(pair, hardware))
+    recorded = record.get("hardware")
+    if per_machine and recorded is not None and recorded != hardware:
+        warnings.warn(f"{what} {where} was fitted on {recorded}, this run is on {hardware}: its round costs, "
+                      f"and so SABA's budgets, are that machine's; {_remedy(pair, hardware)}",
+                      HardwareMismatchWarning, stacklevel=2)
+
+
+def check_scorer(path: str | Path, pair: PairId, hardware: str) -> None:
+    """A TDES scorer must be this pair's (any machine)."""
+    check_fitted("TDES scorer", portable(scorer_paths(path)[0]), scorer_config(path), pair, hardware, False)
+
+
+def check_calibration(params: SabaParams, pair: PairId, hardware: str) -> None:
+    """A SABA calibration must be this pair's, and should be this machine's."""
+    check_fitted("SABA calibration", params.meta.get("path", "(in memory)"), params.meta, pair, hardware, True)
+
+
+def artifact_inputs(artifacts: str | Path | None, tdes: str | None = None) -> tuple[str | None, SabaParams | None]:
+    """(TDES scorer path, SABA calibration) of a `graft prepare` folder; an explicit `tdes` wins.
+    None: (tdes, None), i.e. the shipped defaults (`graftlib.methods.registry.make_parts`)."""
+    if artifacts is None:
+        return tdes, None
+    d = ArtifactDir(Path(artifacts))
+    require(d.root.is_dir(), f"artifacts folder {d.root} does not exist: make one with `graft prepare --out {d.root}`")
+    require(d.tdes.is_file() or d.saba.is_file(), f"artifacts folder {d.root} holds neither {d.tdes.name} nor "
+            f"{d.saba.name}: run `graft prepare --out {d.root}` (it resumes)")
+    saba = SabaParams.load(d.saba) if d.saba.is_file() else None
+    return tdes or (str(d.tdes) if d.tdes.is_file() else None), saba

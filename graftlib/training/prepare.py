@@ -1,0 +1,187 @@
+"""`graft prepare`: a pair's TDES scorer and SABA calibration in one command, into that pair's folder.
+
+The shipped scorer and calibration belong to the embedded pair on a 2-core CPU; another pair (or
+machine) needs its own, and `graftlib.methods.artifacts` refuses another pair's scorer and
+calibration (and warns about another machine's calibration). The steps, each the existing
+command's own function:
+  1. traces   `graft traces` (`traces.make_traces`): DDTree decodes of the `tdes` pool
+  2. TDES     `graft train-tdes` (`tdes_train.train_from_traces`) on those traces
+  3. SABA     `graft calibrate` (`calibrate.calibrate_pair`): same-prefix replay of validation prompts
+into one folder (`ArtifactDir`): traces/, tdes.safetensors + tdes.json, saba.json and manifest.json
+(the pair, the hardware, the sizes, each step's status, outputs and seconds).
+
+Resumable: a step whose output exists, is complete and was fitted for this pair (the calibration:
+also on this hardware) is kept; traces resume shard by shard; `trace_minutes` can stop the traces
+early, and the scorer is then trained on what there is and marked incomplete, so a re-run goes on
+tracing and trains again. A folder that holds another pair's artifacts is refused.
+`PrepareConfig` holds the sizes; `QUICK` a small set (minutes on a CPU for the embedded pair).
+The folder is used with `--artifacts DIR` (`graft generate`, `graft bench`).
+"""
+
+import sys
+import time
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+
+from graftlib.core.errors import require
+from graftlib.core.hardware import hardware_id
+from graftlib.core.paths import portable
+from graftlib.core.records import read_json_object, write_json_atomic
+from graftlib.core.version import __version__
+from graftlib.methods.args import add_model_args
+from graftlib.methods.artifacts import ArtifactDir, default_dir
+from graftlib.methods.saba import CPU_GRID, GPU_GRID, SabaParams
+from graftlib.methods.tdes import scorer_config, scorer_id
+from graftlib.models.pair import PairId
+from graftlib.training.calibrate import calibrate_pair
+from graftlib.training.tdes_train import TDESConfig, train_from_traces
+from graftlib.training.traces import TraceConfig, make_traces
+
+SCHEMA = "graft-artifacts/1"
+
+
+@dataclass
+class PrepareConfig:
+    trace_prompts: int = 96  # `tdes`-pool prompts decoded for the traces
+    trace_budget: int = 16  # DDTree nodes per traced round
+    trace_tokens: int = 96  # new tokens per traced prompt
+    trace_minutes: float | None = None  # start no new trace shard after this long (None: trace them all)
+    shard_size: int = 8
+    max_prompt_tokens: int = 384
+    tdes_epochs: int = 8
+    val_prompts: int = 8  # validation prompts replayed for SABA
+    calib_tokens: int = 64  # new tokens per replayed prompt
+    ref_budget: int = 8
+    grid: tuple[int, ...] | None = None  # SABA's budgets; None: CPU_GRID on a CPU, GPU_GRID on a GPU
+
+    def check(self) -> "PrepareConfig":
+        for name in ("trace_prompts", "trace_budget", "trace_tokens", "shard_size", "max_prompt_tokens",
+                     "tdes_epochs", "val_prompts", "calib_tokens", "ref_budget"):
+            require(getattr(self, name) >= 1, f"prepare: {name} must be >= 1, got {getattr(self, name)}")
+        require(self.grid is None or (len(self.grid) > 0 and min(self.grid) >= 1),
+                f"prepare: the SABA grid must be budgets >= 1, got {self.grid}")
+        return self
+
+
+QUICK = PrepareConfig(trace_prompts=8, trace_tokens=32, shard_size=4, tdes_epochs=2, val_prompts=2, calib_tokens=32)
+
+
+def _fitted_for(record: dict, pair: PairId, where: str) -> bool:
+    return record.get("pair") is not None and PairId.from_dict(record["pair"], where).same(pair)
+
+
+def _open_manifest(d: ArtifactDir, pair: PairId) -> dict:
+    """The folder's manifest, refusing one of another pair; a fresh one when there is none."""
+    if not d.manifest.is_file():
+        return {"schema": SCHEMA, "pair": pair.to_dict(), "steps": {}}
+    manifest = read_json_object(d.manifest, "artifacts manifest")
+    require(manifest.get("schema") == SCHEMA, f"{d.manifest}: schema {manifest.get('schema')!r}, expected {SCHEMA!r}")
+    require(_fitted_for(manifest, pair, str(d.manifest)), f"{d.root} holds the artifacts of "
+            f"{PairId.from_dict(manifest.get('pair'), str(d.manifest))}, not of this pair, {pair}: "
+            f"choose another --out (e.g. {default_dir(pair)})")
+    return manifest
+
+
+def _kept(manifest: dict, step: str, record: dict | None, pair: PairId, where: str, hardware: str | None = None) -> bool:
+    """The step's output exists, is complete, is this pair's (and, given `hardware`, this machine's)."""
+    done = manifest["steps"].get(step, {}).get("complete") is True
+    return (done and record is not None and _fitted_for(record, pair, where)
+            and (hardware is None or record.get("hardware") == hardware))
+
+
+def _trace_and_train(pair, d: ArtifactDir, cfg: PrepareConfig, command: str, log) -> dict[str, dict]:
+    t0 = time.perf_counter()
+    tc = TraceConfig(target=pair.target_name, drafter=pair.drafter_name, pool="tdes", n=cfg.trace_prompts,
+                     budget=cfg.trace_budget, max_new_tokens=cfg.trace_tokens, max_prompt_tokens=cfg.max_prompt_tokens,
+                     shard_size=cfg.shard_size, max_minutes=cfg.trace_minutes)
+    index = make_traces(d.traces, tc, pair=pair)
+    traced = sum(s["count"] for s in index["shards"])
+    traces = {"complete": traced >= cfg.trace_prompts, "dir": portable(d.traces), "prompts": traced,
+              "rounds": sum(s["rounds"] for s in index["shards"]), "seconds": round(time.perf_counter() - t0, 1)}
+    t1 = time.perf_counter()
+    tdes_cfg = TDESConfig(epochs=cfg.tdes_epochs, device="cuda" if pair.device.type == "cuda" else "cpu")
+    train_from_traces(d.traces, d.tdes, tdes_cfg, pair.target_name, embed=pair.target.get_input_embeddings().weight,
+                      command=command, log=log)
+    tdes = {"complete": traces["complete"], "file": portable(d.tdes), "id": scorer_id(d.tdes),
+            "seconds": round(time.perf_counter() - t1, 1)}
+    return {"traces": traces, "tdes": tdes}
+
+
+def prepare(pair, out: str | Path, cfg: PrepareConfig | None = None, command: str | None = None, log=print) -> dict:
+    """Make (or resume) the pair's artifacts in `out` (module doc); returns the manifest."""
+    cfg = (cfg or PrepareConfig()).check()
+    d = ArtifactDir(Path(out))
+    ident, hw = pair.identity(), hardware_id(pair.device)
+    command = command or "graft " + " ".join(sys.argv[1:])
+    manifest = _open_manifest(d, ident)
+    d.root.mkdir(parents=True, exist_ok=True)
+    steps = manifest["steps"]
+    tdes_config = scorer_config(d.tdes) if d.tdes.is_file() else None
+    if _kept(manifest, "tdes", tdes_config, ident, str(d.tdes)):
+        log(f"prepare: TDES scorer {d.tdes} is this pair's and complete: kept")
+        steps["tdes"]["status"] = steps["traces"]["status"] = "kept"
+    else:
+        steps.update({k: dict(v, status="made") for k, v in _trace_and_train(pair, d, cfg, command, log).items()})
+    saba_meta = SabaParams.load(d.saba).meta if d.saba.is_file() else None
+    if _kept(manifest, "saba", saba_meta, ident, str(d.saba), hw):
+        log(f"prepare: SABA calibration {d.saba} is this pair's on {hw}: kept")
+        steps["saba"]["status"] = "kept"
+    else:
+        t0 = time.perf_counter()
+        grid = list(cfg.grid or (GPU_GRID if pair.device.type == "cuda" else CPU_GRID))
+        params = calibrate_pair(pair, d.saba, grid, cfg.val_prompts, cfg.ref_budget, cfg.calib_tokens,
+                                cfg.max_prompt_tokens, command=command, log=log)
+        steps["saba"] = {"complete": True, "status": "made", "file": portable(d.saba), "id": params.id,
+                         "hardware": hw, "grid": grid, "seconds": round(time.perf_counter() - t0, 1)}
+    manifest.update(pair=ident.to_dict(), hardware=hw, graftlib=__version__, command=command, config=asdict(cfg),
+                    date=time.strftime("%Y-%m-%d %H:%M:%S"))
+    write_json_atomic(d.manifest, manifest)
+    return manifest
+
+
+# ----------------------------------------------------------------------------- CLI
+
+
+def add_parser(sub) -> None:
+    d = PrepareConfig()
+    p = sub.add_parser("prepare", help="a pair's TDES scorer and SABA calibration (traces -> train-tdes -> calibrate) "
+                       "into one folder, resumable")
+    add_model_args(p)
+    p.add_argument("--out", default=None, help="the pair's folder (default: artifacts/<target>--<drafter>)")
+    p.add_argument("--quick", action="store_true", help="small sizes (QUICK: 8 traced prompts, 2 epochs, 2 "
+                   "validation prompts): a first try, minutes on a CPU")
+    p.add_argument("--trace-prompts", type=int, default=None, help=f"tdes-pool prompts to trace (default {d.trace_prompts})")
+    p.add_argument("--trace-minutes", type=float, default=None, help="start no new trace shard after this many "
+                   "minutes (a re-run goes on)")
+    p.add_argument("--val-prompts", type=int, default=None, help=f"validation prompts for SABA (default {d.val_prompts})")
+    p.add_argument("--grid", nargs="+", type=int, default=None, help="SABA budget grid (default: "
+                   f"{' '.join(map(str, CPU_GRID))} on a CPU, {' '.join(map(str, GPU_GRID))} on a GPU)")
+    p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
+    p.set_defaults(func=run)
+
+
+def config_from_args(args) -> PrepareConfig:
+    base = QUICK if args.quick else PrepareConfig()
+    given = {"trace_prompts": args.trace_prompts, "trace_minutes": args.trace_minutes,
+             "val_prompts": args.val_prompts, "grid": tuple(args.grid) if args.grid else None}
+    return replace(base, **{k: v for k, v in given.items() if v is not None}).check()
+
+
+def run(args) -> int:
+    import torch
+
+    from graftlib.models.pair import load_pair
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    cfg = config_from_args(args)
+    pair = load_pair(args.target, args.drafter, args.device, args.device_map)
+    out = Path(args.out) if args.out else default_dir(pair.identity())
+    manifest = prepare(pair, out, cfg, log=lambda m: print(m, flush=True))
+    print(f"\nartifacts of {pair.identity()} on {manifest['hardware']} in {out}:")
+    for step, s in manifest["steps"].items():
+        print(f"  {step:<7} {s['status']:<5} {'complete' if s['complete'] else 'INCOMPLETE (re-run to go on)':<12} "
+              f"{s.get('seconds', 0):>7.1f} s  {s.get('file') or s.get('dir')}")
+    print(f"use them: graft generate --target {args.target} --drafter {args.drafter} --artifacts {out} "
+          f"--method graft --prompt '...'  (graft bench takes --artifacts too)")
+    return 0

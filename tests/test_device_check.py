@@ -1,0 +1,49 @@
+"""The device check's CPU run at its smallest (`graft device-check --device cpu --tiny`): every section
+on the tiny random Qwen3 pair, one JSON file and a table; a failing section is recorded, not fatal."""
+
+import json
+
+import pytest
+
+from graftlib.lab import device_check
+from graftlib.lab.cli import main
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+def test_cpu_run_writes_every_section(tmp_path, capsys):
+    code = main(["device-check", "--device", "cpu", "--tiny", "--out", str(tmp_path)])
+    table = capsys.readouterr().out
+    report = json.loads((tmp_path / "device-check.json").read_text())
+    s = report["sections"]
+    assert list(s) == list(device_check.SECTIONS) and report["hardware"].startswith("cpu:")
+    assert code == 0 and all(e["status"] == "ok" for n, e in s.items() if n != "host"), {n: e.get("error") for n, e in s.items()}
+    assert s["host"]["status"] in ("ok", "skipped")
+    ex = s["exactness"]["result"]
+    assert ex["passed"] and ex["exact"] == 36 and {r["model"] for r in ex["rows"]} == {"tiny-llama", "tiny-qwen3"}
+    assert sorted(map(int, s["costs"]["result"]["verify_ms"])) == [1, 2, 4, 8, 16, 32, 64]
+    steps = s["prepare"]["result"]["manifest"]["steps"]
+    assert {k: v["status"] for k, v in steps.items()} == {"traces": "made", "tdes": "made", "saba": "made"}
+    assert (tmp_path / "cost-profile.json").is_file()
+    rows = {r["key"]: r for r in s["bench"]["result"]["rows"]}
+    assert set(rows) == {"ar", "dflash@7", "ddtree@8", "graft@16"} and all(r["exact"] for r in rows.values())
+    assert s["bench"]["result"]["artifacts"] == "prepared"
+    assert "exactness  ok" in table and "graft@16" in table
+
+
+def test_a_failing_section_is_recorded_not_fatal(tmp_path, monkeypatch):
+    def broken(cfg, pair):
+        raise RuntimeError("no such kernel")
+
+    monkeypatch.setattr(device_check, "costs_section", broken)
+    monkeypatch.setattr(device_check, "exactness_section", lambda cfg, pair: {
+        "rows": [], "exact": 0, "near_ties": 0, "mismatches": 0, "passed": True})
+    cfg = device_check.tiny(device_check.CheckConfig(device="cpu", run_prepare=False))
+    report = device_check.device_check(cfg, tmp_path, log=lambda _: None)
+    s = report["sections"]
+    assert s["costs"]["status"] == "error" and "no such kernel" in s["costs"]["error"]
+    assert s["prepare"]["status"] == "skipped" and s["bench"]["status"] == "ok"  # the later sections still ran
+    assert {r["key"] for r in s["bench"]["result"]["rows"]} == {"ar", "dflash@7", "ddtree@8"}  # no artifacts: no graft
+    assert json.loads((tmp_path / "device-check.json").read_text())["sections"]["costs"]["status"] == "error"
+    spent = device_check.device_check(device_check.replace(cfg, minutes=1e-6), tmp_path, log=lambda _: None)
+    assert {e["status"] for e in spent["sections"].values()} == {"skipped"}  # the time budget holds every section
