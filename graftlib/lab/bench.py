@@ -43,7 +43,14 @@ from graftlib.methods.args import (
 )
 from graftlib.methods.cost_profile import CostProfile, RoundShape, default_profile, load_profile
 from graftlib.methods.decoder import Decoder, drafter_for
-from graftlib.methods.registry import ADAPTIVE_METHODS, AR_METHODS, FITTED_METHODS, METHODS, REGISTRY, method_setting
+from graftlib.methods.registry import (
+    ADAPTIVE_METHODS,
+    AR_METHODS,
+    FITTED_METHODS,
+    METHODS,
+    REGISTRY,
+    method_setting,
+)
 from graftlib.methods.saba import SabaParams
 
 BASELINES = ("hf",)
