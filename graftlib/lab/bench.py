@@ -164,11 +164,11 @@ def decode_record(pair, run: Run, prompt: BenchPrompt, max_new_tokens: int, tdes
 
 
 def decode_prompt(pair, run: Run, prompt: BenchPrompt, max_new_tokens: int, tdes: str | None = None,
-                  beta: float | None = None, sampling: Sampling = GREEDY) -> dict:
+                  beta: float | None = None, sampling: Sampling = GREEDY, saba: SabaParams | None = None) -> dict:
     """`decode_record` over every turn of `prompt` (`graftlib.lab.turns`); a one-turn prompt's is its own."""
     def decode(ids: tuple[int, ...], turn: int) -> dict:
         one = replace(prompt, uid=turn_uid(prompt.uid, turn), input_ids=ids, user_turns=())
-        return decode_record(pair, run, one, max_new_tokens, tdes, beta, sampling)
+        return decode_record(pair, run, one, max_new_tokens, tdes, beta, sampling, saba)
 
     return decode_turns(decode, pair.tokenizer, prompt.input_ids, prompt.user_turns)
 
