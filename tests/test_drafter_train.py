@@ -21,7 +21,6 @@ from graftlib.training.drafter_data import (
     load_dataset,
 )
 from graftlib.training.drafter_train import (
-    IGNORE,
     TrainConfig,
     Trainer,
     ablation_summary,
@@ -29,6 +28,7 @@ from graftlib.training.drafter_train import (
     train,
     write_ablation,
 )
+from graftlib.training.train_loop import IGNORE
 
 LAYERS = [0, 2]
 EOS = 5
