@@ -11,11 +11,11 @@ import sys
 from graftlib.core.errors import GraftError
 from graftlib.data import prompts
 from graftlib.lab import bench, costs, generate, workbook
-from graftlib.training import calibrate, drafter_data, drafter_train, replay, tdes_train, traces
+from graftlib.training import calibrate, drafter_data, drafter_train, eagle3_train, replay, tdes_train, traces
 
 # subcommand modules, in the order shown by --help
-COMMAND_MODULES = (generate, bench, costs, calibrate, replay, prompts, drafter_data, drafter_train, traces,
-                   tdes_train, workbook)
+COMMAND_MODULES = (generate, bench, costs, calibrate, replay, prompts, drafter_data, drafter_train, eagle3_train,
+                   traces, tdes_train, workbook)
 
 
 def build_parser() -> argparse.ArgumentParser:

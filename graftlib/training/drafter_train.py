@@ -57,6 +57,7 @@ from graftlib.training.train_loop import (
     LoopConfig,
     LoopTrainer,
     add_loop_args,
+    batch_to,
     choose_draft_vocab,
     draft_index,
     loop_config_kwargs,
@@ -66,6 +67,7 @@ from graftlib.training.train_loop import (
     resume_from,
     run_command,
     run_loop,
+    target_layer_shape,
     to_draft,
     training_record,
 )
@@ -100,13 +102,8 @@ def embedded_defaults() -> DFlashConfig:
 def drafter_config(target_config, cfg: TrainConfig, layer_ids: list[int], draft_vocab_size: int | None) -> DFlashConfig:
     """A drafter shaped like one target layer (so it can start from one), block/mask from cfg."""
     tc, base = target_config, embedded_defaults()
-    rope = getattr(tc, "rope_parameters", None) or {}
     return DFlashConfig(
-        hidden_size=tc.hidden_size, intermediate_size=tc.intermediate_size, num_hidden_layers=cfg.layers,
-        num_attention_heads=tc.num_attention_heads, num_key_value_heads=tc.num_key_value_heads,
-        head_dim=getattr(tc, "head_dim", None) or tc.hidden_size // tc.num_attention_heads,
-        rms_norm_eps=tc.rms_norm_eps, rope_theta=float(rope.get("rope_theta", getattr(tc, "rope_theta", 10000.0))),
-        vocab_size=tc.vocab_size, max_position_embeddings=tc.max_position_embeddings,
+        **target_layer_shape(tc), num_hidden_layers=cfg.layers,
         block_size=cfg.block_size or base.block_size,
         mask_token_id=base.mask_token_id if cfg.mask_token_id is None else cfg.mask_token_id,
         target_layer_ids=list(layer_ids), num_target_layers=tc.num_hidden_layers,
@@ -168,9 +165,7 @@ class Batch:
     soft_logp: torch.Tensor | None = None  # [R, Q, K] their log-probs
 
     def to(self, device) -> "Batch":
-        moved = {k: (v.to(device, non_blocking=True) if isinstance(v, torch.Tensor) else v)
-                 for k, v in self.__dict__.items()}
-        return Batch(**moved)
+        return batch_to(self, device)
 
 
 def pack_blocks(seqs: list[Sequence], anchors: list[list[int]], block_size: int, mask_id: int) -> Batch:
@@ -287,10 +282,8 @@ class Trainer(LoopTrainer):
         stats = DepthStats(bs - 1, self.device)
         for batch in self.eval_set:
             h = self.hidden(batch)
-            loss, _ = self.loss(batch, h)
-            labels = to_draft(self.t2d, batch.labels)
-            w = self.depth_weight[batch.depth].expand_as(labels)[labels >= 0].sum().item()
-            tot_loss, tot_w = tot_loss + loss.item() * w, tot_w + w
+            loss, info = self.loss(batch, h)
+            tot_loss, tot_w = tot_loss + loss.item() * info["weight"], tot_w + info["weight"]
             k = min(max(DepthStats.KS), len(self.draft_ids))
             with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.bf16):
                 top = self.draft_ids[F.linear(h, self.head).topk(k, dim=-1).indices]  # [R, Q, k]

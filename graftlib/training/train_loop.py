@@ -28,7 +28,7 @@ the same labels, so their numbers compare side by side.
 
 Checkpoints (`checkpoint/`): the trained module (`model.safetensors`, what the trainer's
 `model_state` gives), the AdamW state and the sampler's RNG (`optimizer.safetensors`), step, time,
-blocks and config (`state.json`); written under a temporary name, then renamed. Resuming refuses a
+blocks and labels seen (the tokens predicted with a loss), and config (`state.json`); written under a temporary name, then renamed. Resuming refuses a
 checkpoint trained with other settings, except those in `RESUMABLE_CHANGES`, and then continues
 exactly as an uninterrupted run would (the trainers' tests compare the tensors).
 """
@@ -39,7 +39,7 @@ import math
 import shutil
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -170,6 +170,22 @@ def load_data(data_dirs: list[str | Path], layer_ids: list[int] | None) -> tuple
     return indexes, seqs
 
 
+def batch_to(batch, device):
+    """A copy of a batch dataclass with its tensors moved to `device`."""
+    return replace(batch, **{k: v.to(device, non_blocking=True) for k, v in vars(batch).items()
+                             if isinstance(v, torch.Tensor)})
+
+
+def target_layer_shape(tc) -> dict:
+    """The shape of one target layer (a drafter layer is made like it): widths, heads, norm eps, RoPE."""
+    rope = getattr(tc, "rope_parameters", None) or {}
+    return dict(hidden_size=tc.hidden_size, intermediate_size=tc.intermediate_size,
+                num_attention_heads=tc.num_attention_heads, num_key_value_heads=tc.num_key_value_heads,
+                head_dim=getattr(tc, "head_dim", None) or tc.hidden_size // tc.num_attention_heads,
+                rms_norm_eps=tc.rms_norm_eps, rope_theta=float(rope.get("rope_theta", getattr(tc, "rope_theta", 10000.0))),
+                vocab_size=tc.vocab_size, max_position_embeddings=tc.max_position_embeddings)
+
+
 # ----------------------------------------------------------------------------- optimization
 
 
@@ -199,7 +215,8 @@ def mixed_loss(logits: torch.Tensor, labels: torch.Tensor, weight: torch.Tensor,
     """Weighted (1 - distill) * CE(hard label) + distill * soft CE on the target's top-k.
 
     logits [N, draft vocab] (float), labels [N] draft ids, weight [N]; soft = (target ids [N, K],
-    IGNORE where none; their log-probs [N, K]). The soft term is -sum_i p_i log q(i) over the
+    IGNORE where none; their log-probs [N, K]). The stats carry the total weight, so that losses of
+    several batches average as one. The soft term is -sum_i p_i log q(i) over the
     stored top-k ids that lie in the draft vocabulary (`t2d`), p renormalized over them: the forward
     KL(p || q) up to p's entropy."""
     per = F.cross_entropy(logits, labels, reduction="none")
@@ -215,7 +232,8 @@ def mixed_loss(logits: torch.Tensor, labels: torch.Tensor, weight: torch.Tensor,
         stats["soft"] = ((soft_ce * weight).sum() / weight.sum().clamp(min=1e-9)).item()
     loss = (per * weight).sum() / weight.sum().clamp(min=1e-9)
     pred = logits.detach().argmax(-1)
-    return loss, {"acc": (pred == labels).float().mean().item(), "labels": len(labels), **stats}
+    return loss, {"acc": (pred == labels).float().mean().item(), "labels": len(labels),
+                  "weight": weight.sum().item(), **stats}
 
 
 class DepthStats:
@@ -263,7 +281,7 @@ class LoopTrainer:
         self.compute_dtype = torch.bfloat16 if self.bf16 else torch.float32
         self.gen = torch.Generator().manual_seed(cfg.seed)
         self.weights = torch.tensor([n_anchors(s) for s in train], dtype=torch.float64)
-        self.step_no, self.elapsed_s, self.blocks_seen = 0, 0.0, 0
+        self.step_no, self.elapsed_s, self.blocks_seen, self.labels_seen = 0, 0.0, 0, 0
 
     def init_optimizer(self) -> None:
         params = [(n, p) for n, p in self.drafter.named_parameters() if p.requires_grad]
@@ -297,6 +315,7 @@ class LoopTrainer:
         self.opt.step()
         self.step_no += 1
         self.blocks_seen += batch.n_blocks
+        self.labels_seen += stats["labels"]
         dt = time.perf_counter() - t0
         self.elapsed_s += dt
         return {"step": self.step_no, "loss": loss.item(), "lr": lr, "grad_norm": grad_norm.item(),
@@ -327,6 +346,7 @@ class LoopTrainer:
         tensors = {k: v.cpu() for k, v in tensors.items()}
         save_file(tensors, tmp / "optimizer.safetensors", metadata={"format": "pt"})
         state = {"step": self.step_no, "elapsed_s": self.elapsed_s, "blocks_seen": self.blocks_seen,
+                 "labels_seen": self.labels_seen,
                  "param_groups": opt["param_groups"], "config": asdict(self.cfg), **(extra or {})}
         (tmp / "state.json").write_text(json.dumps(state, indent=1) + "\n")
         old = path.with_name(path.name + ".old")
@@ -355,6 +375,7 @@ class LoopTrainer:
         self.opt.load_state_dict({"state": opt_state, "param_groups": state["param_groups"]})
         self.gen.set_state(tensors["rng.sampler"])
         self.step_no, self.elapsed_s, self.blocks_seen = state["step"], state["elapsed_s"], state["blocks_seen"]
+        self.labels_seen = state.get("labels_seen", 0)  # absent from checkpoints written before it was counted
         return state
 
 
@@ -487,9 +508,10 @@ def training_record(trainer: LoopTrainer, run: Run, draft_vocab_size: int, wall_
                  "max_response_tokens": index.max_response_tokens, "generation_s": tot["seconds"],
                  "stored_layer_ids": index.target_layer_ids},
         "split": {"train_sequences": len(run.train), "heldout_sequences": len(run.heldout), "train_anchors": anchors},
-        "steps": trainer.step_no, "blocks_seen": trainer.blocks_seen,
+        "steps": trainer.step_no, "blocks_seen": trainer.blocks_seen, "labels_seen": trainer.labels_seen,
         "epochs_over_anchors": round(trainer.blocks_seen / max(anchors, 1), 3),
         "train_s": round(trainer.elapsed_s, 1), "wall_s_this_run": round(wall_s, 1),
+        "process_cpu_s_this_run": round(time.process_time(), 1),  # CPU time of this process (shared machines)
         "draft_vocab_size": draft_vocab_size, "config": asdict(trainer.cfg), "final_eval": final_eval,
         "command": command,
     }
