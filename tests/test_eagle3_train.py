@@ -199,9 +199,11 @@ def test_cli_registers_train_eagle3():
     from graftlib.lab.cli import build_parser
 
     a = build_parser().parse_args(["train-eagle3", "--data", "d", "--out", "o", "--minutes", "25", "--ttt-steps", "5",
-                                   "--draft-vocab", "4096", "--distill", "0.5", "--resume"])
+                                   "--draft-vocab", "4096", "--distill", "0.5", "--clock", "cpu", "--resume"])
     assert a.minutes == 25 and a.ttt_steps == 5 and a.draft_vocab == 4096 and a.distill == 0.5 and a.resume
-    assert a.eval_depth == 15 and a.step_weight == 0.8 and a.head_init == "target"
+    assert a.eval_depth == 15 and a.step_weight == 0.8 and a.head_init == "target" and a.clock == "cpu"
+    with pytest.raises(GraftError, match="clock"):
+        small_config(clock="gpu").check()
     with pytest.raises(GraftError, match="three target layers"):
         from graftlib.training.eagle3_train import make_drafter
 

@@ -57,6 +57,7 @@ from graftlib.training.train_loop import (
     LoopConfig,
     LoopTrainer,
     add_loop_args,
+    anchor_rows,
     batch_to,
     choose_draft_vocab,
     draft_index,
@@ -170,45 +171,24 @@ class Batch:
 
 def pack_blocks(seqs: list[Sequence], anchors: list[list[int]], block_size: int, mask_id: int) -> Batch:
     """Rows of packed blocks: row r holds the blocks of `seqs[r]` at `anchors[r]` (see module doc)."""
-    R, B, bs = len(seqs), max(len(a) for a in anchors), block_size
-    Q, C = B * bs, max(max(a) for a in anchors)
-    feat_dim = seqs[0].features.shape[1]
-    A = torch.zeros(R, B, dtype=torch.long)
-    valid = torch.zeros(R, B, dtype=torch.bool)
-    ctx = torch.zeros(R, C, feat_dim, dtype=seqs[0].features.dtype, device=seqs[0].features.device)
-    width = max(len(s.tokens) for s in seqs) + bs
-    toks = torch.full((R, width), IGNORE, dtype=torch.long)
-    soft = all(s.topk_ids is not None for s in seqs)
-    if soft:  # the target's top-k by sequence position (row p: its distribution over tokens[p])
-        K = seqs[0].topk_ids.shape[1]
-        tk_ids = torch.full((R, width, K), IGNORE, dtype=torch.long)
-        tk_logp = torch.zeros(R, width, K, dtype=torch.float32)
-    for r, (s, a) in enumerate(zip(seqs, anchors)):
-        A[r, :len(a)] = torch.tensor(a)
-        valid[r, :len(a)] = True
-        ctx[r, :max(a)] = s.features[:max(a)]
-        toks[r, :len(s.tokens)] = s.tokens
-        if soft:
-            tk_ids[r, s.prompt_len:len(s.tokens)] = s.topk_ids.to("cpu", torch.long)
-            tk_logp[r, s.prompt_len:len(s.tokens)] = s.topk_logp.to("cpu", torch.float32)
+    rows = anchor_rows(seqs, anchors, block_size)
+    A, valid, C = rows.anchor, rows.valid, rows.ctx.shape[1]
+    (R, B), bs = A.shape, block_size
+    Q = B * bs
     k = torch.arange(bs)
     pos = A[:, :, None] + k  # [R, B, bs]
-    labels = toks.gather(1, pos.reshape(R, Q)).view(R, B, bs)
+    labels = rows.labels(pos)
     labels[:, :, 0] = IGNORE
     labels[~valid] = IGNORE
     ids = torch.full((R, B, bs), mask_id, dtype=torch.long)
-    ids[:, :, 0] = torch.where(valid, toks.gather(1, A).clamp(min=0), mask_id)
+    ids[:, :, 0] = torch.where(valid, rows.toks.gather(1, A).clamp(min=0), mask_id)
     sees_ctx = torch.arange(C)[None, None, :] < (A * valid)[:, :, None]  # [R, B, C]
     sees_ctx = sees_ctx[:, :, None, :].expand(R, B, bs, C).reshape(R, Q, C)
     block_id = torch.arange(Q) // bs
     own = (block_id[:, None] == block_id[None, :]).expand(R, Q, Q)
     mask = torch.cat([sees_ctx, own], dim=-1)[:, None]
-    soft_ids = soft_logp = None
-    if soft:
-        flat = pos.reshape(R, Q, 1).expand(R, Q, K)
-        soft_ids = tk_ids.gather(1, flat).masked_fill((labels.view(R, Q) < 0)[..., None], IGNORE)
-        soft_logp = tk_logp.gather(1, flat)
-    return Batch(ids.view(R, Q), ctx, torch.arange(C).expand(R, C), pos.view(R, Q), mask, labels.view(R, Q),
+    soft_ids, soft_logp = rows.soft(pos.view(R, Q), labels.view(R, Q))
+    return Batch(ids.view(R, Q), rows.ctx, torch.arange(C).expand(R, C), pos.view(R, Q), mask, labels.view(R, Q),
                  k.repeat(B), int(valid.sum()), soft_ids, soft_logp)
 
 

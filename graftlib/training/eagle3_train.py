@@ -63,6 +63,7 @@ from graftlib.training.train_loop import (
     LoopConfig,
     LoopTrainer,
     add_loop_args,
+    anchor_rows,
     batch_to,
     choose_draft_vocab,
     draft_index,
@@ -137,36 +138,14 @@ class ChainBatch:
 
 def pack_chains(seqs: list[Sequence], anchors: list[list[int]], depth: int) -> ChainBatch:
     """Rows of `depth`-step chains: row r holds the chains of `seqs[r]` at `anchors[r]` (module doc)."""
-    R, A = len(seqs), max(len(a) for a in anchors)
-    C = max(max(a) for a in anchors)  # indices 0 .. max anchor - 1
-    ctx = torch.zeros(R, C, seqs[0].features.shape[1], dtype=seqs[0].features.dtype)
-    width = max(len(s.tokens) for s in seqs) + depth + 1
-    toks = torch.full((R, width), IGNORE, dtype=torch.long)
-    anchor = torch.zeros(R, A, dtype=torch.long)
-    valid = torch.zeros(R, A, dtype=torch.bool)
-    soft = all(s.topk_ids is not None for s in seqs)
-    if soft:  # the target's top-k by sequence position (row p: its distribution over tokens[p])
-        K = seqs[0].topk_ids.shape[1]
-        tk_ids = torch.full((R, width, K), IGNORE, dtype=torch.long)
-        tk_logp = torch.zeros(R, width, K, dtype=torch.float32)
-    for r, (s, a) in enumerate(zip(seqs, anchors)):
-        anchor[r, :len(a)] = torch.tensor(a)
-        valid[r, :len(a)] = True
-        ctx[r, :max(a)] = s.features[:max(a)]
-        toks[r, :len(s.tokens)] = s.tokens
-        if soft:
-            tk_ids[r, s.prompt_len:len(s.tokens)] = s.topk_ids.to(torch.long)
-            tk_logp[r, s.prompt_len:len(s.tokens)] = s.topk_logp.to(torch.float32)
+    rows = anchor_rows(seqs, anchors, depth + 1)
+    anchor, valid, C = rows.anchor, rows.valid, rows.ctx.shape[1]  # indices 0 .. C - 1 = last anchor - 1
     pos = anchor[:, :, None] + torch.arange(depth + 1)  # [R, A, D + 1]: anchor + j
-    seq = toks.gather(1, pos.view(R, -1)).view(R, A, depth + 1)
+    seq = rows.labels(pos)
     labels = seq[..., 1:].masked_fill(~valid[..., None], IGNORE)
-    soft_ids = soft_logp = None
-    if soft:
-        flat = pos[..., 1:].reshape(R, -1, 1).expand(-1, -1, K)
-        soft_ids = tk_ids.gather(1, flat).view(R, A, depth, K).masked_fill((labels < 0)[..., None], IGNORE)
-        soft_logp = tk_logp.gather(1, flat).view(R, A, depth, K)
-    return ChainBatch(ctx, toks[:, 1:C + 1].clamp(min=0), (anchor - 1).clamp(min=0), seq[..., :depth].clamp(min=0),
-                      labels, int(valid.sum()), soft_ids, soft_logp)
+    soft_ids, soft_logp = rows.soft(pos[..., 1:], labels)
+    return ChainBatch(rows.ctx, rows.toks[:, 1:C + 1].clamp(min=0), (anchor - 1).clamp(min=0),
+                      seq[..., :depth].clamp(min=0), labels, int(valid.sum()), soft_ids, soft_logp)
 
 
 def unroll(drafter: Eagle3Drafter, batch: ChainBatch, steps: int) -> list[torch.Tensor]:

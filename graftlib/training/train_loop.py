@@ -73,6 +73,7 @@ class LoopConfig:
     grad_clip: float = 1.0
     bf16: bool | None = None  # None: bf16 autocast where the device computes it natively, else fp32
     minutes: float | None = 50.0  # time budget (the schedule follows it when max_steps is None)
+    clock: str = "wall"  # what the budget counts: "wall" seconds, or "cpu" seconds of this process
     max_steps: int | None = None
     heldout: float = 0.04  # fraction of sequences held out (by uid hash)
     eval_every: int = 400
@@ -92,6 +93,7 @@ class LoopConfig:
         require(0 <= self.distill <= 1, f"distill must be in [0, 1], got {self.distill}")
         require(self.minutes is not None or self.max_steps is not None, "give a time budget (minutes) or max_steps")
         require(self.minutes is None or self.minutes > 0, f"minutes must be > 0, got {self.minutes}")
+        require(self.clock in ("wall", "cpu"), f"clock {self.clock!r} is not 'wall' or 'cpu'")
         require(self.max_steps is None or self.max_steps >= 1, f"max_steps must be >= 1, got {self.max_steps}")
         require(0 < self.heldout < 1, f"heldout must be in (0, 1), got {self.heldout}")
         require(self.eval_every >= 1, f"eval_every must be >= 1, got {self.eval_every}")
@@ -153,6 +155,61 @@ def sample_anchors(gen: torch.Generator, seqs: list[Sequence], weights: torch.Te
         picked.append(s)
         anchors.append(sorted((perm + s.prompt_len).tolist()))
     return picked, anchors
+
+
+@dataclass
+class AnchorRows:
+    """The per-row tensors both packers start from: row r is `seqs[r]` with its anchors."""
+
+    anchor: torch.Tensor  # [R, A] anchors (0 for padding)
+    valid: torch.Tensor  # [R, A] bool
+    ctx: torch.Tensor  # [R, C, F] features of positions < C = the batch's last anchor (zero past a row's)
+    toks: torch.Tensor  # [R, width] tokens by position, IGNORE past a sequence's end
+    topk_ids: torch.Tensor | None  # [R, width, K] the target's top-k over tokens[p] by position p, IGNORE if none
+    topk_logp: torch.Tensor | None  # [R, width, K] their log-probs
+
+    def labels(self, pos: torch.Tensor) -> torch.Tensor:
+        """The tokens at positions `pos` [R, ...] (IGNORE past a sequence's end; padded anchors are the
+        caller's to mask)."""
+        R = pos.shape[0]
+        return self.toks.gather(1, pos.reshape(R, -1)).view(pos.shape)
+
+    def soft(self, pos: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+        """The top-k ids [*pos.shape, K] (IGNORE where `labels` is) and log-probs at positions `pos`."""
+        if self.topk_ids is None:
+            return None, None
+        R, K = pos.shape[0], self.topk_ids.shape[-1]
+        flat = pos.reshape(R, -1, 1).expand(-1, -1, K)
+        ids = self.topk_ids.gather(1, flat).view(*pos.shape, K).masked_fill((labels < 0)[..., None], IGNORE)
+        return ids, self.topk_logp.gather(1, flat).view(*pos.shape, K)
+
+
+def anchor_rows(seqs: list[Sequence], anchors: list[list[int]], spare: int) -> AnchorRows:
+    """`AnchorRows` of sequences and their anchors; `spare` IGNORE columns past the longest sequence
+    let labels run past the end."""
+    R, A = len(seqs), max(len(a) for a in anchors)
+    C = max(max(a) for a in anchors)
+    feats = seqs[0].features
+    ctx = torch.zeros(R, C, feats.shape[1], dtype=feats.dtype, device=feats.device)
+    width = max(len(s.tokens) for s in seqs) + spare
+    toks = torch.full((R, width), IGNORE, dtype=torch.long)
+    anchor = torch.zeros(R, A, dtype=torch.long)
+    valid = torch.zeros(R, A, dtype=torch.bool)
+    soft = all(s.topk_ids is not None for s in seqs)
+    tk_ids = tk_logp = None
+    if soft:
+        K = seqs[0].topk_ids.shape[1]
+        tk_ids = torch.full((R, width, K), IGNORE, dtype=torch.long)
+        tk_logp = torch.zeros(R, width, K, dtype=torch.float32)
+    for r, (s, a) in enumerate(zip(seqs, anchors)):
+        anchor[r, :len(a)] = torch.tensor(a)
+        valid[r, :len(a)] = True
+        ctx[r, :max(a)] = s.features[:max(a)]
+        toks[r, :len(s.tokens)] = s.tokens
+        if soft:
+            tk_ids[r, s.prompt_len:len(s.tokens)] = s.topk_ids.to("cpu", torch.long)
+            tk_logp[r, s.prompt_len:len(s.tokens)] = s.topk_logp.to("cpu", torch.float32)
+    return AnchorRows(anchor, valid, ctx, toks, tk_ids, tk_logp)
 
 
 def load_data(data_dirs: list[str | Path], layer_ids: list[int] | None) -> tuple[list, list[Sequence]]:
@@ -290,6 +347,11 @@ class LoopTrainer:
         self.opt = torch.optim.AdamW([{"params": decay, "weight_decay": self.cfg.weight_decay},
                                       {"params": other, "weight_decay": 0.0}], lr=self.cfg.lr, betas=(0.9, 0.95))
 
+    def now(self) -> float:
+        """The budget's clock: wall time, or this process's CPU time (`clock="cpu"`: on a shared machine,
+        the compute a run actually got, so runs that shared the CPUs with others still compare)."""
+        return time.process_time() if self.cfg.clock == "cpu" else time.perf_counter()
+
     def progress(self) -> float:
         cfg, p = self.cfg, 0.0
         if cfg.max_steps:
@@ -303,7 +365,7 @@ class LoopTrainer:
 
     def step(self) -> dict:
         """One optimizer step on `blocks_per_step` fresh blocks."""
-        t0 = time.perf_counter()
+        t0 = self.now()
         lr = self.cfg.lr * lr_factor(self.progress(), self.cfg.warmup, self.cfg.schedule, self.cfg.decay)
         for g in self.opt.param_groups:
             g["lr"] = lr
@@ -316,7 +378,7 @@ class LoopTrainer:
         self.step_no += 1
         self.blocks_seen += batch.n_blocks
         self.labels_seen += stats["labels"]
-        dt = time.perf_counter() - t0
+        dt = self.now() - t0
         self.elapsed_s += dt
         return {"step": self.step_no, "loss": loss.item(), "lr": lr, "grad_norm": grad_norm.item(),
                 "blocks": batch.n_blocks, "blocks_per_s": batch.n_blocks / dt, **stats}
@@ -361,9 +423,10 @@ class LoopTrainer:
             state = json.loads((path / "state.json").read_text())
         except (OSError, json.JSONDecodeError) as e:
             raise GraftError(f"cannot read checkpoint {path}: {e}") from None
-        saved, now = state["config"], asdict(self.cfg)
-        diff = [f"{k} {saved.get(k)!r} -> {now[k]!r}" for k in now
-                if k not in RESUMABLE_CHANGES and saved.get(k) != now[k]]
+        saved, now, default = state["config"], asdict(self.cfg), asdict(type(self.cfg)())
+        # a setting added since the checkpoint was written had its default then
+        diff = [f"{k} {saved.get(k, default[k])!r} -> {now[k]!r}" for k in now
+                if k not in RESUMABLE_CHANGES and saved.get(k, default[k]) != now[k]]
         require(not diff, f"checkpoint {path} was trained with other settings: {'; '.join(diff)}")
         self.load_model_state(load_file(path / "model.safetensors"), str(path))
         tensors = load_file(path / "optimizer.safetensors")
@@ -446,7 +509,8 @@ def eval_line(e: dict) -> str:
 
 
 def run_loop(trainer: LoopTrainer, ckpt: Path, metrics: Path, data_info: dict, log) -> dict:
-    """Steps until the budget (minutes of training + evaluation, or max_steps); logs, evaluates every
+    """Steps until the budget (minutes of training + evaluation on the trainer's clock, or max_steps);
+    logs, evaluates every
     `eval_every` steps, checkpoints at each evaluation and every `checkpoint_minutes`, and on Ctrl-C.
     Returns the final evaluation (made at the last step if the last periodic one was earlier)."""
     cfg = trainer.cfg
@@ -467,13 +531,13 @@ def run_loop(trainer: LoopTrainer, ckpt: Path, metrics: Path, data_info: dict, l
                 log(f"step {rec['step']}: loss {rec['loss']:.3f} acc {rec['acc']:.3f} lr {rec['lr']:.2e} "
                     f"{rec['blocks_per_s']:.0f} blocks/s, {trainer.elapsed_s / 60:.1f} min")
             if trainer.step_no % cfg.eval_every == 0:
-                t0 = time.perf_counter()
+                t0 = trainer.now()
                 last_eval = trainer.evaluate()
                 append_record(metrics, last_eval)
                 log(eval_line(last_eval))
                 trainer.save_checkpoint(ckpt, {"data": data_info})
                 last_ckpt = time.perf_counter()
-                trainer.elapsed_s += last_ckpt - t0  # evaluation counts against the budget
+                trainer.elapsed_s += trainer.now() - t0  # evaluation counts against the budget
             elif time.perf_counter() - last_ckpt > 60 * cfg.checkpoint_minutes:
                 trainer.save_checkpoint(ckpt, {"data": data_info})
                 last_ckpt = time.perf_counter()
@@ -526,6 +590,9 @@ def add_loop_args(p, d: LoopConfig) -> None:
     p.add_argument("--out", required=True, help="output directory (checkpoint/, metrics.jsonl, drafter/)")
     p.add_argument("--minutes", type=float, default=d.minutes, help=f"time budget; the lr schedule follows it (default {d.minutes})")
     p.add_argument("--max-steps", type=int, default=None, help="step budget (with --minutes: whichever ends first)")
+    p.add_argument("--clock", default=d.clock, choices=("wall", "cpu"),
+                   help=f"what --minutes counts: wall time or this process's CPU time, for equal compute on a "
+                        f"shared machine (default {d.clock})")
     p.add_argument("--target-layer-ids", type=int, nargs="+", default=None,
                    help="target layers used as context (a subset of the data's; default: all of them)")
     p.add_argument("--draft-vocab", type=int, default=d.draft_vocab,
@@ -557,7 +624,7 @@ def loop_config_kwargs(args) -> dict:
     return dict(target_layer_ids=args.target_layer_ids, draft_vocab=args.draft_vocab,
                 blocks_per_step=args.blocks_per_step, blocks_per_seq=args.blocks_per_seq, lr=args.lr,
                 eval_every=args.eval_every, eval_blocks=args.eval_blocks, minutes=args.minutes,
-                max_steps=args.max_steps, bf16=False if args.fp32 else True if args.bf16 else None,
+                max_steps=args.max_steps, clock=args.clock, bf16=False if args.fp32 else True if args.bf16 else None,
                 seed=args.seed, schedule=args.schedule, decay=args.decay, distill=args.distill,
                 checkpoint_minutes=args.checkpoint_minutes)
 
