@@ -25,7 +25,8 @@ from graftlib.training.drafter_data import (
     sampled,
     write_prompts,
 )
-from graftlib.training.drafter_train import IGNORE, TrainConfig, Trainer, lr_factor, pack_blocks
+from graftlib.training.drafter_train import TrainConfig, Trainer, pack_blocks
+from graftlib.training.train_loop import IGNORE, lr_factor
 
 LAYERS = [0, 2]
 EOS = 5
@@ -184,11 +185,11 @@ def test_loop_tau_uses_greedy_heldout_responses_only(target):
     cfg = TrainConfig(block_size=4, mask_token_id=16, draft_vocab=0, blocks_per_step=4, blocks_per_seq=2,
                       minutes=None, max_steps=1, eval_blocks=4, tau_prompts=4, bf16=False)
     trainer = Trainer(cfg, target, seqs[:2], seqs[2:], LAYERS, [], sampled_uids=frozenset({"h/2"}))
-    assert [s.uid for s in trainer.tau_seqs] == ["h/3"]
+    assert [s.uid for s in trainer.greedy_heldout] == ["h/3"]
 
 
 def test_bf16_autocast_only_where_native(target):
-    from graftlib.training.drafter_train import native_bf16
+    from graftlib.training.train_loop import native_bf16
 
     assert native_bf16(torch.device("cuda")) and not native_bf16(torch.device("meta"))
     cpu = native_bf16(torch.device("cpu"))
@@ -204,7 +205,7 @@ def test_bf16_autocast_only_where_native(target):
 
 def test_sampled_share_is_independent_of_the_heldout_split():
     from graftlib.training.drafter_data import Sequence
-    from graftlib.training.drafter_train import heldout_split
+    from graftlib.training.train_loop import heldout_split
 
     seqs = [Sequence(torch.tensor([1, 2, 3]), 1, torch.zeros(2, 4), f"u/{i}") for i in range(4000)]
     _, held = heldout_split(seqs, 0.04)

@@ -6,6 +6,7 @@ import json
 
 import pytest
 import torch
+from resume import assert_resume_identical
 from tiny import MASK_ID, prompts_of, tiny_drafter, tiny_target, tiny_tokenizer, write_target_dir
 
 from graftlib.core.errors import GraftError
@@ -21,7 +22,6 @@ from graftlib.training.drafter_data import (
     load_dataset,
 )
 from graftlib.training.drafter_train import (
-    IGNORE,
     TrainConfig,
     Trainer,
     ablation_summary,
@@ -29,6 +29,7 @@ from graftlib.training.drafter_train import (
     train,
     write_ablation,
 )
+from graftlib.training.train_loop import IGNORE
 
 LAYERS = [0, 2]
 EOS = 5
@@ -184,23 +185,7 @@ def test_loss_decreases(target, tiny_data):
 def test_checkpoint_resume_is_identical(tmp_path, target, tiny_data):
     train_seqs, held = tiny_data
     cfg = small_train_config(max_steps=6, draft_vocab=20)
-    straight = Trainer(cfg, target, train_seqs, held, LAYERS, [])
-    for _ in range(6):
-        straight.step()
-    first = Trainer(cfg, target, train_seqs, held, LAYERS, [])
-    for _ in range(3):
-        first.step()
-    first.save_checkpoint(tmp_path / "ckpt")
-    resumed = Trainer(cfg, target, train_seqs, held, LAYERS, [])
-    resumed.load_checkpoint(tmp_path / "ckpt")
-    assert resumed.step_no == 3
-    for _ in range(3):
-        resumed.step()
-    for (name, a), b in zip(straight.drafter.state_dict().items(), resumed.drafter.state_dict().values()):
-        assert torch.equal(a, b), name
-    sa, sb = straight.opt.state_dict()["state"], resumed.opt.state_dict()["state"]
-    assert all(torch.equal(sa[i][k], sb[i][k]) for i in sa for k in sa[i])
-    assert torch.equal(straight.gen.get_state(), resumed.gen.get_state())
+    assert_resume_identical(lambda: Trainer(cfg, target, train_seqs, held, LAYERS, []), tmp_path / "ckpt")
     with pytest.raises(GraftError, match="other settings: lr"):
         Trainer(small_train_config(max_steps=6, draft_vocab=20, lr=1e-3), target, train_seqs, held, LAYERS,
                 []).load_checkpoint(tmp_path / "ckpt")
@@ -282,7 +267,7 @@ def test_flat_packing_trains_identically(target, tiny_data):
     cfg = small_train_config(max_steps=3, draft_vocab=20)
     rows = Trainer(cfg, target, train_seqs, held, LAYERS, [], flat=False)
     flat = Trainer(cfg, target, train_seqs, held, LAYERS, [], flat=True)
-    assert flat.flat_train is not None and rows.flat_train is None
+    assert flat.flat is not None and rows.flat is None
     for _ in range(3):
         assert rows.step()["loss"] == flat.step()["loss"]
     assert rows.evaluate()["heldout_loss"] == flat.evaluate()["heldout_loss"]

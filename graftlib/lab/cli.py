@@ -16,6 +16,7 @@ from graftlib.training import (
     drafter_data,
     drafter_pipeline,
     drafter_train,
+    eagle3_train,
     prepare,
     replay,
     tdes_train,
@@ -24,7 +25,7 @@ from graftlib.training import (
 
 # subcommand modules, in the order shown by --help
 COMMAND_MODULES = (generate, bench, modeled_report, costs, host_overhead, device_check, prepare, calibrate, replay,
-                   prompts, drafter_data, drafter_train, drafter_pipeline, traces, tdes_train, workbook)
+                   prompts, drafter_data, drafter_train, drafter_pipeline, eagle3_train, traces, tdes_train, workbook)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -415,13 +415,16 @@ def load_drafter(name_or_path: str, target_config, device="cpu", dtype=torch.flo
     return drafter.to(device=device, dtype=dtype).eval().requires_grad_(False), state is not None
 
 
-def init_weights(drafter: DFlashDrafter, std: float = 0.02) -> None:
+def init_weights(drafter: nn.Module, std: float = 0.02) -> None:
+    """Norms at one, other weights N(0, std), the residual outputs (o_proj, down_proj) scaled by
+    1 / sqrt(2 x layers); for any drafter whose config has `num_hidden_layers` (one layer if not)."""
+    layers = getattr(drafter.config, "num_hidden_layers", 1)
     for name, p in drafter.named_parameters():
         if name.endswith("norm.weight"):
             nn.init.ones_(p)
         else:
             nn.init.normal_(p, std=std / math.sqrt(1 if "o_proj" not in name and "down_proj" not in name
-                                                   else 2 * drafter.config.num_hidden_layers))
+                                                   else 2 * layers))
 
 
 def save_drafter(drafter: DFlashDrafter, path: str | Path, dtype: torch.dtype | None = None) -> None:

@@ -30,7 +30,12 @@ positions it may see (its ancestors), so a tree grown depth by depth shares one 
 
 Checkpoints: `config.json` (LlamaConfig keys plus `draft_vocab_size`, optional `target_hidden_size`,
 an architecture name containing "Eagle3") + `*.safetensors`. Loading is strict: missing, unexpected
-and mis-shaped tensors are named. Only safetensors are read; no remote code.
+and mis-shaped tensors are named. Only safetensors are read; no remote code. `save_eagle3` writes
+the same layout (graftlib's own drafters: `graftlib.training.eagle3_train`).
+
+The attention's pieces (`query`, `key_value`, `attend`) and the layer's (`mix`, `finish`) are
+separate methods so that training's unrolled steps (a query sees the prefix up to its own index and
+its own chain, not the cache) run the very same code as the cached decode forward.
 """
 
 import json
@@ -39,7 +44,7 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F
-from safetensors.torch import load_file
+from safetensors.torch import load_file, save_file
 from torch import nn
 
 from graftlib.core.errors import GraftError, require
@@ -88,6 +93,16 @@ class Eagle3Config:
             target_layer_ids=list(d["target_layer_ids"]) if d.get("target_layer_ids") is not None else None,
         )
 
+    def to_dict(self) -> dict:
+        """The release's config.json keys (a LlamaConfig with `draft_vocab_size`), plus `target_hidden_size`."""
+        return {"architectures": ["LlamaForCausalLMEagle3"], "model_type": "llama", "hidden_act": "silu",
+                "hidden_size": self.hidden_size, "intermediate_size": self.intermediate_size,
+                "num_attention_heads": self.num_attention_heads, "num_key_value_heads": self.num_key_value_heads,
+                "head_dim": self.head_dim, "num_hidden_layers": 1, "vocab_size": self.vocab_size,
+                "draft_vocab_size": self.draft_vocab_size, "target_hidden_size": self.target_hidden_size,
+                "rms_norm_eps": self.rms_norm_eps, "rope_theta": self.rope_theta, "rope_scaling": None,
+                "max_position_embeddings": self.max_position_embeddings, "tie_word_embeddings": False}
+
 
 def release_layer_ids(num_target_layers: int) -> list[int]:
     """The release's low / mid / high layers as layer ids (inputs of layers 2, L // 2, L - 3)."""
@@ -124,17 +139,38 @@ class Eagle3Attention(nn.Module):
         self.v_proj = nn.Linear(2 * cfg.hidden_size, kv * hd, bias=False)
         self.o_proj = nn.Linear(h * hd, cfg.hidden_size, bias=False)
 
+    def rope(self, positions: torch.Tensor, dtype: torch.dtype):
+        """cos/sin for positions [n] (shared by the batch) or [b, n] (per row)."""
+        cos, sin = rope_cos_sin(positions, self.head_dim, self.theta, dtype)
+        return (cos, sin) if positions.ndim == 1 else (cos[:, None], sin[:, None])
+
+    def query(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        """Rotated queries [b, heads, n, hd] of x [b, n, 2H]."""
+        b, n, _ = x.shape
+        return apply_rope(self.q_proj(x).view(b, n, self.n_heads, self.head_dim).transpose(1, 2),
+                          *self.rope(positions, x.dtype))
+
+    def key_value(self, x: torch.Tensor, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Rotated keys and values [b, kv_heads, n, hd] of x [b, n, 2H]."""
+        b, n, _ = x.shape
+        k = apply_rope(self.k_proj(x).view(b, n, self.n_kv, self.head_dim).transpose(1, 2),
+                       *self.rope(positions, x.dtype))
+        return k, self.v_proj(x).view(b, n, self.n_kv, self.head_dim).transpose(1, 2)
+
+    def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """o_proj of the attention of q over k/v under the bool `mask` (True = may attend)."""
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=self.n_kv != self.n_heads)
+        return self.o_proj(out.transpose(1, 2).reshape(q.shape[0], q.shape[2], -1))
+
     def forward(self, x: torch.Tensor, positions: torch.Tensor, cache: Eagle3Cache,
                 extra_mask: torch.Tensor | None) -> torch.Tensor:
         """x [1, n, 2H] at `positions` [n]; appends the n new K/V to `cache`; attends to the cache's
         earlier positions and, among the new ones, causally, unless `extra_mask` [n, m] (bool, True =
         may attend; m >= n) says otherwise for the last m positions, the n new ones included (draft
         trees: a node sees the committed context, its ancestors and itself)."""
-        b, n, _ = x.shape
-        cos, sin = rope_cos_sin(positions, self.head_dim, self.theta, x.dtype)
-        q = apply_rope(self.q_proj(x).view(b, n, self.n_heads, self.head_dim).transpose(1, 2), cos, sin)
-        k = apply_rope(self.k_proj(x).view(b, n, self.n_kv, self.head_dim).transpose(1, 2), cos, sin)
-        v = self.v_proj(x).view(b, n, self.n_kv, self.head_dim).transpose(1, 2)
+        n = x.shape[1]
+        q = self.query(x, positions)
+        k, v = self.key_value(x, positions)
         past = cache.length
         if past:
             k, v = torch.cat([cache.k, k], dim=2), torch.cat([cache.v, v], dim=2)
@@ -142,8 +178,7 @@ class Eagle3Attention(nn.Module):
         cache.positions = cache.positions + positions.tolist()
         new = extra_mask if extra_mask is not None else torch.ones(n, n, dtype=torch.bool, device=x.device).tril()
         mask = torch.cat([torch.ones(n, past + n - new.shape[1], dtype=torch.bool, device=x.device), new], dim=1)
-        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=self.n_kv != self.n_heads)
-        return self.o_proj(out.transpose(1, 2).reshape(b, n, -1))
+        return self.attend(q, k, v, mask)
 
 
 class Eagle3Layer(nn.Module):
@@ -155,10 +190,17 @@ class Eagle3Layer(nn.Module):
         self.input_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
         self.post_attention_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
 
-    def forward(self, emb, hidden, positions, cache, extra_mask):
-        x = torch.cat([self.input_layernorm(emb), self.hidden_norm(hidden)], dim=-1)  # [1, n, 2H]
-        hidden = hidden + self.self_attn(x, positions, cache, extra_mask)
+    def mix(self, emb: torch.Tensor, hidden: torch.Tensor) -> torch.Tensor:
+        """The attention input [..., 2H]: [input_layernorm(emb), hidden_norm(hidden)]."""
+        return torch.cat([self.input_layernorm(emb), self.hidden_norm(hidden)], dim=-1)
+
+    def finish(self, hidden: torch.Tensor, attn: torch.Tensor) -> torch.Tensor:
+        """The residual on the hidden state, then the post-attention norm and MLP with its residual."""
+        hidden = hidden + attn
         return hidden + self.mlp(self.post_attention_layernorm(hidden))
+
+    def forward(self, emb, hidden, positions, cache, extra_mask):
+        return self.finish(hidden, self.self_attn(self.mix(emb, hidden), positions, cache, extra_mask))
 
 
 class Eagle3Drafter(nn.Module):
@@ -203,10 +245,12 @@ class Eagle3Drafter(nn.Module):
                 extra_mask: torch.Tensor | None = None) -> torch.Tensor:
         """input_ids [1, n] (token i + 1 beside feature i), hidden [1, n, 3 x target_hidden] target
         features or [1, n, hidden] the drafter's own outputs; returns the output hidden [1, n, hidden]."""
-        if hidden.shape[-1] != self.config.hidden_size:
-            hidden = self.fc(hidden)
-        emb = self.embed_tokens(input_ids).to(hidden.dtype)
-        return self.midlayer(emb, hidden, positions, cache, extra_mask)
+        hidden = self.fuse(hidden)
+        return self.midlayer(self.embed_tokens(input_ids).to(hidden.dtype), hidden, positions, cache, extra_mask)
+
+    def fuse(self, hidden: torch.Tensor) -> torch.Tensor:
+        """Target features [..., 3 x target_hidden] through `fc`; the drafter's own outputs as they are."""
+        return self.fc(hidden) if hidden.shape[-1] != self.config.hidden_size else hidden
 
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """Draft-vocabulary logits [..., draft_vocab] of output hidden states."""
@@ -249,3 +293,17 @@ def load_eagle3(path: str | Path, target_embed: torch.Tensor | None = None, devi
     require(not problems, f"EAGLE-3 checkpoint {path} does not fit its config: " + "; ".join(problems))
     model.load_state_dict({k: v.to(want[k].dtype) for k, v in state.items()}, strict=True)
     return model.to(device=device, dtype=dtype).eval().requires_grad_(False)
+
+
+def save_eagle3(model: Eagle3Drafter, path: str | Path, dtype: torch.dtype | None = None,
+                with_embedding: bool = False) -> Path:
+    """Write config.json + model.safetensors in the release's layout; `dtype` casts the floating-point
+    weights (`d2t`, `t2d` keep theirs). Without `with_embedding` the target's embedding is left out
+    (`load_eagle3(..., target_embed=)` supplies it), which keeps a small drafter small."""
+    path = Path(path)
+    path.mkdir(parents=True, exist_ok=True)
+    (path / "config.json").write_text(json.dumps(model.config.to_dict(), indent=2) + "\n")
+    state = {k: (v.to(dtype) if dtype is not None and v.is_floating_point() else v).detach().contiguous().cpu()
+             for k, v in model.state_dict().items() if with_embedding or k != "embed_tokens.weight"}
+    save_file(state, path / "model.safetensors", metadata={"format": "pt"})
+    return path

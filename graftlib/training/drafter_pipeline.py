@@ -7,7 +7,7 @@ saved data cannot leave the machine anyway. Here the target is loaded once, in f
 dtype the drafter meets when decoding; a bf16 generation made every stored greedy response
 disagree with the float32 decode loop's, so the in-loop tau had no reference), responses are
 generated in large batches for `data_minutes`, and the sequences go straight to
-`drafter_train.train_on`, whose `FlatBlocks` packs batches on the device.
+`drafter_train.train_run`, whose `FlatBlocks` packs batches on the device.
 
 Variants (`--variants d1:0.5:1 h1:0:1 d2:0.5:2`) are trained one after another on the same
 sequences for the same time each: the distillation-vs-hard-labels and capacity comparisons at
@@ -41,7 +41,8 @@ from graftlib.training.drafter_data import (
     read_prompts,
     sampled,
 )
-from graftlib.training.drafter_train import TrainConfig, add_train_args, config_from_args, train_on
+from graftlib.training.drafter_train import TrainConfig, add_drafter_args, config_from_args, train_run
+from graftlib.training.train_loop import Run, add_loop_args, heldout_split
 
 
 def generate_for(model, tokenizer, items: list, cfg: DataConfig, layer_ids: list[int], minutes: float,
@@ -127,13 +128,18 @@ def run(out_dir: str | Path, data_cfg: DataConfig, train_cfg: TrainConfig, data_
     sampled_uids = frozenset(s.uid for s in seqs if sampled(s.uid, data_cfg.sample_share))
     finals = {}
     for name, overrides in plans:
+        cfg = replace(train_cfg, **overrides)
         log(f"training variant {name} {overrides or ''}")
-        finals[name] = train_on(seqs, model, tokenizer, data_cfg.target, out / name, replace(train_cfg, **overrides),
-                                data, sampled_uids, log=log, command=command)
+        train, held = heldout_split(seqs, cfg.heldout)
+        run_ = Run([], [], seqs, cfg.target_layer_ids or layer_ids, train, held, model, eos_ids(model, tokenizer),
+                   sampled_uids, 0.0, described=data, target_name=data_cfg.target)
+        finals[name] = train_run(run_, out / name, cfg, log=log, command=command)
     return finals
 
 
 def _main(args) -> int:
+    if args.threads:
+        torch.set_num_threads(args.threads)
     data_cfg = DataConfig(target=args.target, pool=args.pool, n_prompts=args.n_prompts,
                           max_response_tokens=args.max_response_tokens, batch_size=args.batch_size,
                           shard_size=args.shard_size, top_k=args.top_k, sample_share=args.sample_share)
@@ -143,26 +149,27 @@ def _main(args) -> int:
 
 
 def add_parser(subparsers) -> None:
-    d = DataConfig()
+    dd = DataConfig()
     p = subparsers.add_parser(
         "drafter-pipeline", help="generate target data and train a drafter on it in one process (GPU runs)",
         description="Target responses (batched, features + top-k log-probs) for --data-minutes, kept in memory, "
                     "then the drafter trained on them for --minutes (the recipe of graft train-drafter).",
     )
-    p.add_argument("--out", required=True, help="output directory (drafter/, metrics.jsonl, data.json)")
     p.add_argument("--data-minutes", type=float, required=True, help="generation time budget")
-    p.add_argument("--target", default=d.target, help=f"target model (default {d.target})")
-    p.add_argument("--pool", default=d.pool, help=f"training pool (default {d.pool!r})")
+    p.add_argument("--target", default=dd.target, help=f"target model (default {dd.target})")
+    p.add_argument("--pool", default=dd.pool, help=f"training pool (default {dd.pool!r})")
     p.add_argument("--prompts", default=None, help="prompts file (JSONL[.gz] from graft drafter-data --export-prompts)")
     p.add_argument("--n-prompts", type=int, default=100000, help="at most this many prompts (default 100000)")
     p.add_argument("--max-response-tokens", type=int, default=512, help="response cap (default 512)")
     p.add_argument("--batch-size", type=int, default=1024, help="generation batch (default 1024)")
     p.add_argument("--shard-size", type=int, default=2048, help="prompts per generation chunk (default 2048)")
-    p.add_argument("--top-k", type=int, default=d.top_k, help=f"target log-probs kept per token (default {d.top_k})")
+    p.add_argument("--top-k", type=int, default=dd.top_k, help=f"target log-probs kept per token (default {dd.top_k})")
     p.add_argument("--sample-share", type=float, default=0.1, help="share of sampled responses (default 0.1)")
     p.add_argument("--variants", nargs="+", default=None, metavar="NAME:DISTILL:LAYERS",
                    help="drafters trained one after another on the same data, --minutes each, into OUT/NAME "
                         "(e.g. d1:0.5:1 h1:0:1 d2:0.5:2: distilled vs hard labels at equal time, and a second "
                         "layer; default: one run named 'main' with the options given)")
-    add_train_args(p)
+    d = TrainConfig()
+    add_loop_args(p, d, data=False)
+    add_drafter_args(p, d)
     p.set_defaults(func=_main)

@@ -1,0 +1,196 @@
+"""EAGLE-3 training on tiny models: the training-time-test unroll equals the cached decode forward
+(prefix, then a chain of drafts fed back), packed chains carry the right inputs, labels and top-k,
+the loss decreases, checkpoints resume exactly, and the saved drafter (public EAGLE-3 layout, the
+release's d2t / t2d convention, no embedding) loads strictly with `load_eagle3`."""
+
+import json
+
+import pytest
+import torch
+from resume import assert_resume_identical
+from tiny import VOCAB, prompts_of, tiny_target, tiny_tokenizer, write_target_dir
+
+from graftlib.core.errors import GraftError
+from graftlib.models.drafter import init_weights
+from graftlib.models.eagle3 import Eagle3Cache, Eagle3Config, Eagle3Drafter, load_eagle3, save_eagle3
+from graftlib.training.drafter_data import DataConfig, Sequence, build_dataset, generate_sequences
+from graftlib.training.eagle3_train import Eagle3TrainConfig, Eagle3Trainer, pack_chains, train, unroll
+from graftlib.training.train_loop import IGNORE
+
+LAYERS = [0, 1, 2]  # low, mid, high of the 4-layer tiny target
+H, TH = 48, 64
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+@pytest.fixture(scope="module")
+def target():
+    return tiny_target("llama", seed=0, initializer_range=0.1)
+
+
+@pytest.fixture(scope="module")
+def tiny_data(target):
+    prompts = prompts_of([4, 9, 6, 12, 5, 8, 7, 10, 3, 11], seed=50)
+    seqs = generate_sequences(target, prompts, LAYERS, 30, [], batch_size=10, top_k=5)
+    for i, s in enumerate(seqs):
+        s.uid = f"tiny/{i}"
+    return seqs[:8], seqs[8:]
+
+
+def small_config(**kw) -> Eagle3TrainConfig:
+    base = dict(draft_vocab=0, blocks_per_step=32, blocks_per_seq=8, lr=3e-3, warmup=0.1, minutes=None,
+                max_steps=30, eval_blocks=16, heldout=0.3, eval_every=1000, log_every=1000, ttt_steps=3,
+                eval_depth=5)
+    base.update(kw)
+    return Eagle3TrainConfig(**base)
+
+
+def synthetic(n, seed=0, lo=14, hi=40):
+    g = torch.Generator().manual_seed(seed)
+    out = []
+    for i in range(n):
+        length = int(torch.randint(lo, hi, (1,), generator=g))
+        p = int(torch.randint(2, length - 4, (1,), generator=g))
+        out.append(Sequence(torch.randint(0, VOCAB, (length,), generator=g), p,
+                            torch.randn(length - 1, 3 * TH, generator=g), f"syn/{i}"))
+    return out
+
+
+def test_unroll_equals_the_cached_chain_forward():
+    cfg = Eagle3Config(hidden_size=H, intermediate_size=96, num_attention_heads=4, num_key_value_heads=2, head_dim=12,
+                       vocab_size=VOCAB, draft_vocab_size=VOCAB, target_hidden_size=TH, rope_theta=500.0)
+    torch.manual_seed(3)
+    drafter = Eagle3Drafter(cfg)
+    init_weights(drafter, std=0.3)
+    seqs = synthetic(3, seed=1)
+    depth = 4
+    anchors = [[seqs[0].prompt_len, seqs[0].prompt_len + 2, len(seqs[0].tokens) - 3],
+               [len(seqs[1].tokens) - 2], [seqs[2].prompt_len + 1, seqs[2].prompt_len + 4]]
+    batch = pack_chains(seqs, anchors, depth)
+    assert batch.n_blocks == 6 and batch.index.shape == (3, 3)
+    with torch.no_grad():
+        outs = unroll(drafter, batch, depth)
+        worst, chains = 0.0, 0
+        for r, (s, row) in enumerate(zip(seqs, anchors)):
+            for slot, a in enumerate(row):
+                # the decode loop: features 0..a-1 beside tokens 1..a, then the chain fed back
+                cache = Eagle3Cache()
+                h = drafter(s.tokens[None, 1:a + 1], s.features[None, :a], torch.arange(a), cache)[:, -1:]
+                worst = max(worst, (outs[0][r, slot] - h[0, 0]).abs().max().item())
+                for j in range(1, depth):
+                    if a + j >= len(s.tokens):
+                        break
+                    h = drafter(s.tokens[None, a + j:a + j + 1], h, torch.tensor([a - 1 + j]), cache)
+                    worst = max(worst, (outs[j][r, slot] - h[0, 0]).abs().max().item())
+                    chains += 1
+                want = [int(s.tokens[a + 1 + j]) if a + 1 + j < len(s.tokens) else IGNORE for j in range(depth)]
+                assert batch.labels[r, slot].tolist() == want
+                assert batch.chain_ids[r, slot, 1:].tolist()[:len(s.tokens) - a - 1] == s.tokens[a + 1:a + depth].tolist()
+        assert chains >= 10 and worst < 1e-4, (chains, worst)
+        assert (batch.labels[1, 1:] == IGNORE).all()  # padded anchors
+        # not vacuous: the chain's own keys matter (attending to the prefix only differs)
+        own_blind = unroll(drafter, batch, 2)
+        batch.chain_ids[0, 0, 1] = (batch.chain_ids[0, 0, 1] + 1) % VOCAB
+        changed = unroll(drafter, batch, 2)
+        assert torch.equal(own_blind[0], changed[0]) and (own_blind[1][0, 0] - changed[1][0, 0]).abs().max() > 1e-3
+        assert torch.equal(own_blind[1][0, 1:], changed[1][0, 1:])  # other chains do not see it
+
+
+def test_packed_soft_targets_are_the_labels_rows(tiny_data):
+    seqs = tiny_data[0][:2]
+    a0, a1 = seqs[0].prompt_len + 1, seqs[1].prompt_len
+    batch = pack_chains(seqs, [[a0], [a1]], 3)
+    for j in range(3):
+        p = a0 + 1 + j
+        assert batch.labels[0, 0, j] == seqs[0].tokens[p]
+        assert torch.equal(batch.soft_ids[0, 0, j], seqs[0].topk_ids[p - seqs[0].prompt_len].long())
+    assert (batch.soft_ids[batch.labels < 0] == IGNORE).all()
+
+
+def test_unrolled_loss_decreases_and_evaluates(target, tiny_data):
+    train_seqs, held = tiny_data
+    trainer = Eagle3Trainer(small_config(distill=0.5), target, train_seqs, held, LAYERS)
+    losses = [trainer.step()["loss"] for _ in range(30)]
+    first, last = sum(losses[:5]) / 5, sum(losses[-5:]) / 5
+    assert last < 0.8 * first, (first, last)
+    ev = trainer.evaluate()
+    assert len(ev["acc_by_depth"]) == 5 and 1 <= ev["offline_tau"] <= 6 and ev["heldout_loss"] > 0
+    assert trainer.drafter.training  # evaluation leaves the mode as it was
+
+
+def test_checkpoint_resume_is_identical(tmp_path, target, tiny_data):
+    train_seqs, held = tiny_data
+    cfg = small_config(max_steps=6, draft_vocab=20)
+    first, _ = assert_resume_identical(lambda: Eagle3Trainer(cfg, target, train_seqs, held, LAYERS), tmp_path / "ckpt")
+    assert first.labels_seen > 0
+    with pytest.raises(GraftError, match="other settings: ttt_steps"):
+        Eagle3Trainer(small_config(max_steps=6, draft_vocab=20, ttt_steps=2), target, train_seqs, held,
+                      LAYERS).load_checkpoint(tmp_path / "ckpt")
+
+
+def test_saved_drafter_loads_strictly_with_the_release_vocab_convention(tmp_path, target, tiny_data):
+    train_seqs, held = tiny_data
+    trainer = Eagle3Trainer(small_config(max_steps=2, draft_vocab=12), target, train_seqs, held, LAYERS)
+    trainer.step()
+    trainer.drafter.eval()
+    path = save_eagle3(trainer.drafter, tmp_path / "e3")
+    cfg = json.loads((path / "config.json").read_text())
+    assert cfg["architectures"] == ["LlamaForCausalLMEagle3"] and cfg["draft_vocab_size"] == 12
+    from safetensors.torch import load_file
+
+    assert "embed_tokens.weight" not in load_file(path / "model.safetensors")
+    with pytest.raises(GraftError, match="pass the target's"):
+        load_eagle3(path)
+    embed = target.get_input_embeddings().weight
+    loaded = load_eagle3(path, target_embed=embed)
+    # d2t holds offsets to sorted target ids, t2d marks exactly them (the release's buffers)
+    ids = loaded.target_ids(torch.arange(12))
+    assert torch.equal(ids, trainer.draft_ids) and (ids.diff() > 0).all()
+    assert loaded.t2d.sum() == 12 and loaded.t2d[ids].all()
+    seq = train_seqs[0]
+    a = seq.prompt_len + 2
+    with torch.no_grad():
+        want = trainer.drafter.logits(trainer.drafter(seq.tokens[None, 1:a + 1], seq.features[None, :a].float(),
+                                                      torch.arange(a), Eagle3Cache()))
+        got = loaded.logits(loaded(seq.tokens[None, 1:a + 1], seq.features[None, :a].float(), torch.arange(a),
+                                   Eagle3Cache()))
+    assert torch.allclose(got, want, atol=1e-5)
+    small = load_eagle3(save_eagle3(trainer.drafter, tmp_path / "bf16", torch.bfloat16), target_embed=embed)
+    assert (path / "model.safetensors").stat().st_size > 1.8 * (tmp_path / "bf16" / "model.safetensors").stat().st_size
+    assert torch.equal(small.d2t, loaded.d2t)
+
+
+def test_train_writes_the_public_layout_and_its_record(tmp_path, target):
+    tdir = write_target_dir(tmp_path / "target", seed=0, initializer_range=0.1)
+    items = [__import__("graftlib.data.prompts", fromlist=["Item"]).Item("alpaca", f"alpaca/{i}", f"say {i} things",
+                                                                        f"say {i} things") for i in range(6)]
+    cfg = DataConfig(target=str(tdir), n_prompts=6, shard_size=6, batch_size=6, max_prompt_tokens=40,
+                     max_response_tokens=16, top_k=4)
+    build_dataset(tmp_path / "data", cfg, target, tiny_tokenizer(), items, LAYERS, log=lambda _: None)
+    final = train(tmp_path / "data", tmp_path / "run", small_config(max_steps=4, eval_every=2, draft_vocab=16),
+                  log=lambda _: None, command="graft train-eagle3 ...")
+    assert sorted(p.name for p in final.iterdir()) == ["config.json", "model.safetensors", "training.json"]
+    drafter = load_eagle3(final, target_embed=target.get_input_embeddings().weight)
+    assert drafter.config.draft_vocab_size == 16 and drafter.config.target_hidden_size == target.config.hidden_size
+    record = json.loads((final / "training.json").read_text())
+    assert record["steps"] == 4 and record["labels_seen"] > 0 and record["config"]["ttt_steps"] == 3
+    assert record["command"] == "graft train-eagle3 ..." and record["threads"] >= 1
+    evals = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert [e["step"] for e in evals if e["kind"] == "eval"] == [2, 4]
+    with pytest.raises(GraftError, match="pass --resume"):
+        train(tmp_path / "data", tmp_path / "run", small_config(max_steps=4), log=lambda _: None)
+
+
+def test_cli_registers_train_eagle3():
+    from graftlib.lab.cli import build_parser
+
+    a = build_parser().parse_args(["train-eagle3", "--data", "d", "--out", "o", "--minutes", "25", "--ttt-steps", "5",
+                                   "--draft-vocab", "4096", "--distill", "0.5", "--clock", "cpu", "--resume"])
+    assert a.minutes == 25 and a.ttt_steps == 5 and a.draft_vocab == 4096 and a.distill == 0.5 and a.resume
+    assert a.eval_depth == 15 and a.step_weight == 0.8 and a.head_init == "target" and a.clock == "cpu"
+    with pytest.raises(GraftError, match="clock"):
+        small_config(clock="gpu").check()
+    with pytest.raises(GraftError, match="three target layers"):
+        from graftlib.training.eagle3_train import make_drafter
+
+        make_drafter(small_config(), tiny_target(), [0, 2], torch.arange(VOCAB))
