@@ -9,7 +9,7 @@ fatal), and one that would start after the time budget (`minutes`) is skipped:
              gap <= 1e-3 in float32, <= 0.125 in bfloat16 (its logits of magnitude 8-32 are
              0.0625-0.125 apart, so a tie shows as a gap of one such step);
   costs      the verify cost curve for 1..256 tokens (`graftlib.lab.costs.verify_cost_curve`);
-  host       the host overhead per round (`host_section`: `host_overhead_table` from another branch);
+  host       the host overhead per round and device syncs per round (`graftlib.lab.host_overhead`);
   prepare    `graft prepare` on the pair (`graftlib.training.prepare`), by default on a GPU and for
              the tiny pair: the pair's own scorer and calibration on this device, and the device's
              cost profile (`cost_profile.from_saba(...).save`);
@@ -41,6 +41,7 @@ from graftlib.core.records import write_json_atomic
 from graftlib.core.version import __version__
 from graftlib.lab.bench import Run, run_bench, task_prompts
 from graftlib.lab.costs import verify_cost_curve
+from graftlib.lab.host_overhead import format_host_table, host_overhead_table
 from graftlib.lab.metrics import format_table, summarize
 from graftlib.methods.artifacts import ArtifactDir, artifact_inputs, slug
 from graftlib.methods.cost_profile import CostProfile, from_saba
@@ -71,6 +72,9 @@ class CheckConfig:
     costs_sizes: tuple[int, ...] = (1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 192, 256)
     costs_prefix: int = 256
     costs_repeats: int = 5
+    host_budgets: tuple[int, ...] = (8, 32, 64, 256)
+    host_rounds: int = 48
+    host_repeats: int = 3
     bench_prompts: int = 4
     bench_tokens: int = 128
     bench_budgets: tuple[int, ...] = (8, 32)  # ddtree
@@ -83,13 +87,15 @@ class CheckConfig:
 def quick(cfg: CheckConfig) -> CheckConfig:
     """The small variant: a couple of prompts, fewer tokens, sizes and repeats, QUICK prepare."""
     return replace(cfg, exact_prompts=2, exact_tokens=48, tiny_tokens=24, costs_sizes=(1, 2, 4, 8, 16, 32, 64, 128, 256),
-                   costs_repeats=2, bench_prompts=2, bench_tokens=48, minutes=min(cfg.minutes, 3.0), prepare=QUICK)
+                   costs_repeats=2, host_budgets=(8, 64), host_rounds=16, host_repeats=1, bench_prompts=2,
+                   bench_tokens=48, minutes=min(cfg.minutes, 3.0), prepare=QUICK)
 
 
 def tiny(cfg: CheckConfig) -> CheckConfig:
     """The tiny pair at the smallest sizes (the CPU test): every section in seconds."""
     return replace(cfg, tiny=True, tiny_tokens=16, costs_sizes=(1, 2, 4, 8, 16, 32, 64), costs_prefix=32,
-                   costs_repeats=1, bench_prompts=1, bench_tokens=16, bench_budgets=(8,), graft_cap=16,
+                   costs_repeats=1, host_budgets=(8, 64), host_rounds=4, host_repeats=1, bench_prompts=1,
+                   bench_tokens=16, bench_budgets=(8,), graft_cap=16,
                    prompt_tokens=96,
                    prepare=replace(QUICK, trace_prompts=2, trace_tokens=16, shard_size=2, val_prompts=2, calib_tokens=16,
                                    max_prompt_tokens=96, grid=(1, 2, 4)))
@@ -162,13 +168,12 @@ def costs_section(cfg: CheckConfig, pair) -> dict:
 
 
 def host_section(cfg: CheckConfig, pair) -> dict:
-    """INTEGRATION POINT: `host_overhead_table` is written in a parallel branch (issue 20); this is
-    its one call site. Until it is merged the section is recorded as skipped."""
-    try:
-        from graftlib.lab.costs import host_overhead_table
-    except ImportError:
-        raise Skipped("host_overhead_table is not in this build (it comes from a parallel branch)") from None
-    return {"table": host_overhead_table(pair)}
+    """`graftlib.lab.host_overhead`: host time per round by stage and device syncs per round, on a tiny
+    random pair on this device (the forwards nearly free), DDTree / +TDES / GRAFT at B = 8, 32, 64, 256
+    (`host_budgets`; 8 and 64 in a quick run)."""
+    table = host_overhead_table(cfg.device, budgets=cfg.host_budgets, rounds=cfg.host_rounds, repeats=cfg.host_repeats)
+    print(format_host_table(table), flush=True)
+    return {"table": table}
 
 
 def prepare_section(cfg: CheckConfig, pair, out: Path) -> dict:
