@@ -194,3 +194,14 @@ def test_cli_registers_train_eagle3():
         from graftlib.training.eagle3_train import make_drafter
 
         make_drafter(small_config(), tiny_target(), [0, 2], torch.arange(VOCAB))
+
+
+def test_evaluation_uses_greedy_heldout_responses_only(target, tiny_data):
+    train_seqs, held = tiny_data
+    assert all(s.greedy() for s in held)
+    off = Sequence(held[0].tokens.clone(), held[0].prompt_len, held[0].features, "off/0", held[0].topk_ids,
+                   held[0].topk_logp)
+    off.tokens[off.prompt_len + 1] = int(off.topk_ids[1, 1])  # a sampled token: not the target's first choice
+    assert not off.greedy()
+    trainer = Eagle3Trainer(small_config(), target, train_seqs, [off, *held], LAYERS, sampled_uids=frozenset({held[1].uid}))
+    assert [s.uid for s in trainer.greedy_heldout] == [held[0].uid]

@@ -21,7 +21,8 @@ What lives here, so that the trainers differ only in their model, packing and fo
 - `add_loop_args`, `loop_config_kwargs`: the shared command-line options.
 
 Evaluation anchors are drawn once (seed + 1) from the held-out *greedy* sequences (a sampled
-response is no reference for the target's greedy token; all held-out sequences if none is greedy).
+response is no reference for the target's greedy token; `Sequence.greedy` checks each against its
+stored top-1; all held-out sequences if none is greedy).
 Their labels are the stored tokens, i.e. the target's greedy tokens. With the same `heldout`,
 `seed`, `eval_blocks` and `blocks_per_seq`, the two trainers score exactly the same anchors against
 the same labels, so their numbers compare side by side.
@@ -332,7 +333,7 @@ class LoopTrainer:
         cfg.check()
         self.cfg, self.target, self.train_seqs, self.heldout_seqs = cfg, target, train, heldout
         # the target's greedy responses among the held-out (a sampled one is no exactness reference)
-        self.greedy_heldout = [s for s in heldout if s.uid not in sampled_uids]
+        self.greedy_heldout = [s for s in heldout if s.uid not in sampled_uids and s.greedy()]
         self.device = target.device
         self.bf16 = cfg.bf16 if cfg.bf16 is not None else native_bf16(self.device)
         self.compute_dtype = torch.bfloat16 if self.bf16 else torch.float32
