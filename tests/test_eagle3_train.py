@@ -179,6 +179,12 @@ def test_train_writes_the_public_layout_and_its_record(tmp_path, target):
     assert [e["step"] for e in evals if e["kind"] == "eval"] == [2, 4]
     with pytest.raises(GraftError, match="pass --resume"):
         train(tmp_path / "data", tmp_path / "run", small_config(max_steps=4), log=lambda _: None)
+    # evaluate-only on other data: the checkpoint's settings win over the command line's (lr here)
+    path = train(tmp_path / "data", tmp_path / "run", small_config(lr=1.0, eval_blocks=8), log=lambda _: None,
+                 eval_data=[tmp_path / "data"])
+    ev = json.loads(path.read_text())
+    assert path.name == "eval-data.json" and ev["step"] == 4 and ev["heldout_sequences"] == 6
+    assert ev["eval_data"] and len(ev["acc_by_depth"]) == 5
 
 
 def test_cli_registers_train_eagle3():

@@ -65,13 +65,11 @@ from graftlib.training.train_loop import (
     add_loop_args,
     anchor_rows,
     batch_to,
+    begin,
     choose_draft_vocab,
     draft_index,
     loop_config_kwargs,
     mixed_loss,
-    output_dirs,
-    prepare_run,
-    resume_from,
     run_command,
     run_loop,
     target_layer_shape,
@@ -258,24 +256,23 @@ class Eagle3Trainer(LoopTrainer):
 
 
 def train(data_dir: str | Path | list[str | Path], out_dir: str | Path, cfg: Eagle3TrainConfig, resume: bool = False,
-          device: str = "cpu", log=print, command: str | None = None) -> Path:
+          device: str = "cpu", log=print, command: str | None = None, eval_data: list | None = None) -> Path:
     """Train an EAGLE-3 drafter on one or more `graft drafter-data` directories; returns the saved
-    drafter directory (public EAGLE-3 layout + training.json)."""
+    drafter directory (public EAGLE-3 layout + training.json), or with `eval_data` only evaluates
+    out/checkpoint there and returns the evaluation record's path."""
     cfg.check()
-    ckpt, metrics, final = output_dirs(out_dir, resume)
-    t_start = time.perf_counter()
-    run = prepare_run(data_dir, cfg, device)
-    trainer = Eagle3Trainer(cfg, run.target, run.train, run.heldout, run.layer_ids, run.sampled_uids)
-    if resume:
-        resume_from(trainer, ckpt, run, log)
-    log(f"start-up: data + target {run.load_s:.0f} s, trainer {time.perf_counter() - t_start - run.load_s:.0f} s")
+    st = begin(data_dir, out_dir, cfg, resume, device, eval_data, lambda c, run: Eagle3Trainer(
+        c, run.target, run.train, run.heldout, run.layer_ids, run.sampled_uids), log)
+    if st.eval_path:
+        return st.eval_path
+    trainer, run = st.trainer, st.run
     log(f"training an EAGLE-3 drafter on {len(run.train)} sequences ({int(trainer.weights.sum())} anchors; "
         f"{len(run.heldout)} held out), layers {run.layer_ids}, draft vocab {len(trainer.draft_ids)}, "
         f"{cfg.ttt_steps} unrolled steps, {cfg.blocks_per_step} chains/step, {'bf16' if trainer.bf16 else 'fp32'}")
     t_wall = time.perf_counter()
-    last_eval = run_loop(trainer, ckpt, metrics, run.data_info, log)
+    last_eval = run_loop(trainer, st.ckpt, st.metrics, run.data_info, log)
     trainer.drafter.eval()
-    save_eagle3(trainer.drafter, final, torch.bfloat16)
+    final = save_eagle3(trainer.drafter, st.final, torch.bfloat16)
     record = training_record(trainer, run, len(trainer.draft_ids), time.perf_counter() - t_wall, last_eval, command)
     record["layout"] = "EAGLE-3 (config.json + model.safetensors; embed_tokens is the target's)"
     (final / "training.json").write_text(json.dumps(record, indent=1) + "\n")
