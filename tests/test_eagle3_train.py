@@ -172,6 +172,7 @@ def test_train_writes_the_public_layout_and_its_record(tmp_path, target):
     assert sorted(p.name for p in final.iterdir()) == ["config.json", "model.safetensors", "training.json"]
     drafter = load_eagle3(final, target_embed=target.get_input_embeddings().weight)
     assert drafter.config.draft_vocab_size == 16 and drafter.config.target_hidden_size == target.config.hidden_size
+    assert drafter.config.target_layer_ids == LAYERS
     record = json.loads((final / "training.json").read_text())
     assert record["steps"] == 4 and record["labels_seen"] > 0 and record["config"]["ttt_steps"] == 3
     assert record["command"] == "graft train-eagle3 ..." and record["threads"] >= 1
@@ -211,3 +212,17 @@ def test_evaluation_uses_greedy_heldout_responses_only(target, tiny_data):
     assert not off.greedy()
     trainer = Eagle3Trainer(small_config(), target, train_seqs, [off, *held], LAYERS, sampled_uids=frozenset({held[1].uid}))
     assert [s.uid for s in trainer.greedy_heldout] == [held[0].uid]
+
+
+def test_shipped_drafter_loads_strictly_and_is_small():
+    from graftlib.core.paths import ASSETS_DIR
+
+    path = ASSETS_DIR / "drafters" / "smollm2-135m-eagle3"
+    assert (path / "model.safetensors").stat().st_size < 21e6  # bf16, no embedding, 8k draft vocabulary
+    drafter = load_eagle3(path, target_embed=torch.zeros(49152, 576))
+    cfg = drafter.config
+    assert (cfg.draft_vocab_size, cfg.hidden_size, cfg.target_layer_ids) == (8192, 576, [2, 15, 28])
+    ids = drafter.target_ids(torch.arange(cfg.draft_vocab_size))
+    assert (ids.diff() > 0).all() and drafter.t2d.sum() == cfg.draft_vocab_size and drafter.t2d[ids].all()
+    record = json.loads((path / "training.json").read_text())
+    assert record["config"]["ttt_steps"] == 7 and record["steps"] > 0 and record["greedy_eval"]["eagle3"]["offline_tau"] > 1

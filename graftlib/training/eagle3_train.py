@@ -103,7 +103,7 @@ def make_drafter(cfg: Eagle3TrainConfig, target, layer_ids: list[int], draft_ids
     require(len(layer_ids) == 3, f"EAGLE-3 fuses three target layers (low, mid, high); the data gives {layer_ids}")
     torch.manual_seed(cfg.seed)
     drafter = Eagle3Drafter(Eagle3Config(**target_layer_shape(tc), draft_vocab_size=len(draft_ids),
-                                         target_hidden_size=tc.hidden_size))
+                                         target_hidden_size=tc.hidden_size, target_layer_ids=list(layer_ids)))
     init_weights(drafter)
     drafter.embed_tokens = target.get_input_embeddings()  # frozen, shared, never saved
     with torch.no_grad():
