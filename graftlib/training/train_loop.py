@@ -7,8 +7,11 @@ unrolled from it) count as one *block*. Rows (sequences) are drawn in proportion
 count, up to `blocks_per_seq` anchors without replacement inside a row (`sample_anchors`).
 
 What lives here, so that the trainers differ only in their model, packing and forward:
-- `LoopConfig`: the settings both share (schedule, budget, split, evaluation, checkpoints);
-- data: `load_data` (one or more data directories), `heldout_split` (by a hash of each uid, so both
+- `LoopConfig`: the settings both share (schedule, budget, split, evaluation, checkpoints); the budget
+  counts wall time or, with `clock="cpu"`, this process's CPU time (runs sharing a loaded machine then
+  still get, and compare at, equal compute);
+- data: `load_data` (one or more data directories), `anchor_rows` (the per-row tensors both packers
+  start from), `heldout_split` (by a hash of each uid, so both
   trainers hold out the same sequences), `choose_draft_vocab` (the most frequent response ids),
   `draft_index` (target id -> draft id);
 - `lr_factor` (warmup-stable-decay, cosine or linear), `native_bf16`;
