@@ -172,6 +172,7 @@ def test_train_writes_the_public_layout_and_its_record(tmp_path, target):
     assert sorted(p.name for p in final.iterdir()) == ["config.json", "model.safetensors", "training.json"]
     drafter = load_eagle3(final, target_embed=target.get_input_embeddings().weight)
     assert drafter.config.draft_vocab_size == 16 and drafter.config.target_hidden_size == target.config.hidden_size
+    assert drafter.config.target_layer_ids == LAYERS
     record = json.loads((final / "training.json").read_text())
     assert record["steps"] == 4 and record["labels_seen"] > 0 and record["config"]["ttt_steps"] == 3
     assert record["command"] == "graft train-eagle3 ..." and record["threads"] >= 1
@@ -179,6 +180,12 @@ def test_train_writes_the_public_layout_and_its_record(tmp_path, target):
     assert [e["step"] for e in evals if e["kind"] == "eval"] == [2, 4]
     with pytest.raises(GraftError, match="pass --resume"):
         train(tmp_path / "data", tmp_path / "run", small_config(max_steps=4), log=lambda _: None)
+    # evaluate-only on other data: the checkpoint's settings win over the command line's (lr here)
+    path = train(tmp_path / "data", tmp_path / "run", small_config(lr=1.0, eval_blocks=8), log=lambda _: None,
+                 eval_data=[tmp_path / "data"])
+    ev = json.loads(path.read_text())
+    assert path.name == "eval-data.json" and ev["step"] == 4 and ev["heldout_sequences"] == 6
+    assert ev["eval_data"] and len(ev["acc_by_depth"]) == 5
 
 
 def test_cli_registers_train_eagle3():
@@ -194,3 +201,28 @@ def test_cli_registers_train_eagle3():
         from graftlib.training.eagle3_train import make_drafter
 
         make_drafter(small_config(), tiny_target(), [0, 2], torch.arange(VOCAB))
+
+
+def test_evaluation_uses_greedy_heldout_responses_only(target, tiny_data):
+    train_seqs, held = tiny_data
+    assert all(s.greedy() for s in held)
+    off = Sequence(held[0].tokens.clone(), held[0].prompt_len, held[0].features, "off/0", held[0].topk_ids,
+                   held[0].topk_logp)
+    off.tokens[off.prompt_len + 1] = int(off.topk_ids[1, 1])  # a sampled token: not the target's first choice
+    assert not off.greedy()
+    trainer = Eagle3Trainer(small_config(), target, train_seqs, [off, *held], LAYERS, sampled_uids=frozenset({held[1].uid}))
+    assert [s.uid for s in trainer.greedy_heldout] == [held[0].uid]
+
+
+def test_shipped_drafter_loads_strictly_and_is_small():
+    from graftlib.core.paths import ASSETS_DIR
+
+    path = ASSETS_DIR / "drafters" / "smollm2-135m-eagle3"
+    assert (path / "model.safetensors").stat().st_size < 21e6  # bf16, no embedding, 8k draft vocabulary
+    drafter = load_eagle3(path, target_embed=torch.zeros(49152, 576))
+    cfg = drafter.config
+    assert (cfg.draft_vocab_size, cfg.hidden_size, cfg.target_layer_ids) == (8192, 576, [2, 15, 28])
+    ids = drafter.target_ids(torch.arange(cfg.draft_vocab_size))
+    assert (ids.diff() > 0).all() and drafter.t2d.sum() == cfg.draft_vocab_size and drafter.t2d[ids].all()
+    record = json.loads((path / "training.json").read_text())
+    assert record["config"]["ttt_steps"] == 7 and record["steps"] > 0 and record["greedy_eval"]["eagle3"]["offline_tau"] > 1

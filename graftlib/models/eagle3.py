@@ -67,7 +67,7 @@ class Eagle3Config:
     rms_norm_eps: float = 1e-6
     rope_theta: float = 10000.0
     max_position_embeddings: int = 2048
-    target_layer_ids: list[int] | None = None  # graftlib key; None: the release's layers (module doc)
+    target_layer_ids: list[int] | None = None  # low, mid, high: HF hidden_states[i + 1] (graftlib's drafters say)
 
     @classmethod
     def from_dict(cls, d: dict) -> "Eagle3Config":
@@ -94,14 +94,16 @@ class Eagle3Config:
         )
 
     def to_dict(self) -> dict:
-        """The release's config.json keys (a LlamaConfig with `draft_vocab_size`), plus `target_hidden_size`."""
+        """The release's config.json keys (a LlamaConfig with `draft_vocab_size`), plus `target_hidden_size`
+    and, when known, `target_layer_ids` (the release's checkpoints do not name their layers)."""
         return {"architectures": ["LlamaForCausalLMEagle3"], "model_type": "llama", "hidden_act": "silu",
                 "hidden_size": self.hidden_size, "intermediate_size": self.intermediate_size,
                 "num_attention_heads": self.num_attention_heads, "num_key_value_heads": self.num_key_value_heads,
                 "head_dim": self.head_dim, "num_hidden_layers": 1, "vocab_size": self.vocab_size,
                 "draft_vocab_size": self.draft_vocab_size, "target_hidden_size": self.target_hidden_size,
                 "rms_norm_eps": self.rms_norm_eps, "rope_theta": self.rope_theta, "rope_scaling": None,
-                "max_position_embeddings": self.max_position_embeddings, "tie_word_embeddings": False}
+                "max_position_embeddings": self.max_position_embeddings, "tie_word_embeddings": False,
+                **({"target_layer_ids": self.target_layer_ids} if self.target_layer_ids is not None else {})}
 
 
 def release_layer_ids(num_target_layers: int) -> list[int]:

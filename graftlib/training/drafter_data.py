@@ -97,6 +97,12 @@ class Sequence:
     def response_len(self) -> int:
         return len(self.tokens) - self.prompt_len
 
+    def greedy(self) -> bool:
+        """Whether the response is the target's greedy one: every token its stored top-1 (True when no
+        top-k was stored). Read from the data itself, so it holds whatever hash chose the sampled share
+        when the data was made (data made before that hash was salted samples other prompts)."""
+        return self.topk_ids is None or bool((self.tokens[self.prompt_len:] == self.topk_ids[:, 0].long()).all())
+
 
 @dataclass
 class DataIndex:

@@ -60,13 +60,12 @@ from graftlib.training.train_loop import (
     add_loop_args,
     anchor_rows,
     batch_to,
+    begin,
     choose_draft_vocab,
     draft_index,
     loop_config_kwargs,
     mixed_loss,
     output_dirs,
-    prepare_run,
-    resume_from,
     run_command,
     run_loop,
     target_layer_shape,
@@ -381,24 +380,31 @@ class Trainer(LoopTrainer):
 
 
 def train(data_dir: str | Path | list[str | Path], out_dir: str | Path, cfg: TrainConfig, resume: bool = False,
-          device: str = "cpu", log=print, command: str | None = None) -> Path:
-    """Train a drafter on one or more `graft drafter-data` directories; returns the saved drafter directory."""
+          device: str = "cpu", log=print, command: str | None = None, eval_data: list | None = None) -> Path:
+    """Train a drafter on one or more `graft drafter-data` directories; returns the saved drafter directory,
+    or with `eval_data` only evaluates out/checkpoint there and returns the evaluation record's path."""
     cfg.check()
-    output_dirs(out_dir, resume)  # refuse a bad --out / --resume before loading anything
-    return train_run(prepare_run(data_dir, cfg, device), out_dir, cfg, resume, log, command)
+    st = begin(data_dir, out_dir, cfg, resume, device, eval_data, lambda c, run: Trainer(
+        c, run.target, run.train, run.heldout, run.layer_ids, run.eos, run.sampled_uids), log)
+    if st.eval_path:
+        return st.eval_path
+    return fit(st.trainer, st.run, st.ckpt, st.metrics, st.final, log, command)
 
 
-def train_run(run: Run, out_dir: str | Path, cfg: TrainConfig, resume: bool = False, log=print,
-              command: str | None = None) -> Path:
-    """Train on a prepared `Run` (read from disk by `train`, or generated in this process by
+def train_run(run: Run, out_dir: str | Path, cfg: TrainConfig, log=print, command: str | None = None) -> Path:
+    """Train from scratch on a prepared `Run` (generated in this process by
     `graftlib.training.drafter_pipeline`); returns the saved drafter directory."""
     cfg.check()
-    ckpt, metrics, final = output_dirs(out_dir, resume)
+    ckpt, metrics, final = output_dirs(out_dir, False)
     t_start = time.perf_counter()
     trainer = Trainer(cfg, run.target, run.train, run.heldout, run.layer_ids, run.eos, run.sampled_uids)
-    if resume:
-        resume_from(trainer, ckpt, run, log)
-    log(f"start-up: data + target {run.load_s:.0f} s, trainer {time.perf_counter() - t_start:.0f} s")
+    log(f"start-up: trainer {time.perf_counter() - t_start:.0f} s")
+    return fit(trainer, run, ckpt, metrics, final, log, command)
+
+
+def fit(trainer: "Trainer", run: Run, ckpt: Path, metrics: Path, final: Path, log, command: str | None) -> Path:
+    """The run loop, then the drafter saved (bf16, z-lab layout) with its training.json."""
+    cfg = trainer.cfg
     log(f"training a {cfg.layers}-layer drafter on {len(run.train)} sequences ({int(trainer.weights.sum())} anchors; "
         f"{len(run.heldout)} held out), layers {run.layer_ids}, draft vocab {len(trainer.draft_ids)}, "
         f"{cfg.blocks_per_step} blocks/step, {'bf16' if trainer.bf16 else 'fp32'}")

@@ -7,8 +7,11 @@ unrolled from it) count as one *block*. Rows (sequences) are drawn in proportion
 count, up to `blocks_per_seq` anchors without replacement inside a row (`sample_anchors`).
 
 What lives here, so that the trainers differ only in their model, packing and forward:
-- `LoopConfig`: the settings both share (schedule, budget, split, evaluation, checkpoints);
-- data: `load_data` (one or more data directories), `heldout_split` (by a hash of each uid, so both
+- `LoopConfig`: the settings both share (schedule, budget, split, evaluation, checkpoints); the budget
+  counts wall time or, with `clock="cpu"`, this process's CPU time (runs sharing a loaded machine then
+  still get, and compare at, equal compute);
+- data: `load_data` (one or more data directories), `anchor_rows` (the per-row tensors both packers
+  start from), `heldout_split` (by a hash of each uid, so both
   trainers hold out the same sequences), `choose_draft_vocab` (the most frequent response ids),
   `draft_index` (target id -> draft id);
 - `lr_factor` (warmup-stable-decay, cosine or linear), `native_bf16`;
@@ -16,12 +19,14 @@ What lives here, so that the trainers differ only in their model, packing and fo
 - `DepthStats`: per-depth top-1/4/16 hit rates and the offline chain tau;
 - `LoopTrainer`: AdamW, the optimizer step, the sampler's generator, fixed evaluation anchors, exact
   checkpoint / resume;
-- `prepare_run`, `run_loop`, `training_record`: the run (data and target; the step / evaluate /
+- `begin`, `prepare_run`, `run_loop`, `training_record`: the run (data and target; the step / evaluate /
   checkpoint loop under the time budget, a checkpoint on Ctrl-C) and the `training.json` record;
+  `evaluate_only`: a checkpoint scored on other data (`--eval-data`, e.g. fresh greedy responses);
 - `add_loop_args`, `loop_config_kwargs`: the shared command-line options.
 
 Evaluation anchors are drawn once (seed + 1) from the held-out *greedy* sequences (a sampled
-response is no reference for the target's greedy token; all held-out sequences if none is greedy).
+response is no reference for the target's greedy token; `Sequence.greedy` checks each against its
+stored top-1; all held-out sequences if none is greedy).
 Their labels are the stored tokens, i.e. the target's greedy tokens. With the same `heldout`,
 `seed`, `eval_blocks` and `blocks_per_seq`, the two trainers score exactly the same anchors against
 the same labels, so their numbers compare side by side.
@@ -332,7 +337,7 @@ class LoopTrainer:
         cfg.check()
         self.cfg, self.target, self.train_seqs, self.heldout_seqs = cfg, target, train, heldout
         # the target's greedy responses among the held-out (a sampled one is no exactness reference)
-        self.greedy_heldout = [s for s in heldout if s.uid not in sampled_uids]
+        self.greedy_heldout = [s for s in heldout if s.uid not in sampled_uids and s.greedy()]
         self.device = target.device
         self.bf16 = cfg.bf16 if cfg.bf16 is not None else native_bf16(self.device)
         self.compute_dtype = torch.bfloat16 if self.bf16 else torch.float32
@@ -459,6 +464,7 @@ class Run:
     eos: list[int]
     sampled_uids: frozenset[str]
     load_s: float
+    eval_dirs: list | None = None  # evaluate-only: the held-out sequences are these directories' (all of them)
     described: dict | None = None  # data generated in this process (no index): its training.json "data"
     target_name: str | None = None
 
@@ -467,8 +473,10 @@ class Run:
         return {"sequences": len(self.seqs), "train_sequences": len(self.train)}
 
 
-def prepare_run(data_dir, cfg: LoopConfig, device: str) -> Run:
-    """Load one or more `graft drafter-data` directories, split them, and load their target."""
+def prepare_run(data_dir, cfg: LoopConfig, device: str, eval_data: list | None = None) -> Run:
+    """Load one or more `graft drafter-data` directories, split them, and load their target. With
+    `eval_data` (directories of the same target and layers), every usable sequence there is the held-out
+    set instead (an evaluate-only run: `evaluate_only`)."""
     from graftlib.models.target import load_target
 
     cfg.check()
@@ -476,13 +484,65 @@ def prepare_run(data_dir, cfg: LoopConfig, device: str) -> Run:
     t0 = time.perf_counter()
     indexes, seqs = load_data(data_dirs, cfg.target_layer_ids)
     train, held = heldout_split(seqs, cfg.heldout)
+    sampled_uids = frozenset(s.uid for ix in indexes for s in seqs if sampled(s.uid, ix.sample_share))
+    if eval_data:
+        ev_indexes, ev_seqs = load_data(list(eval_data), cfg.target_layer_ids)
+        ev, first = ev_indexes[0], indexes[0]
+        require(ev.target == first.target and ev.target_layer_ids == first.target_layer_ids,
+                f"evaluation data {eval_data[0]} ({ev.target}, layers {ev.target_layer_ids}) does not match the "
+                f"training data ({first.target}, layers {first.target_layer_ids})")
+        held = [s for s in ev_seqs if n_anchors(s) > 0]
+        require(held, f"no usable sequences in the evaluation data {eval_data}")
+        seqs = seqs + ev_seqs
+        sampled_uids |= {s.uid for ix in ev_indexes for s in ev_seqs if sampled(s.uid, ix.sample_share)}
     target, tokenizer = load_target(indexes[0].target, device=device, dtype=torch.float32)
     if target.device.type != "cpu":  # features (memory-mapped on disk) move to the accelerator once
         for s in seqs:
             s.features = s.features.to(target.device, non_blocking=True)
-    sampled_uids = frozenset(s.uid for ix in indexes for s in seqs if sampled(s.uid, ix.sample_share))
     return Run(data_dirs, indexes, seqs, cfg.target_layer_ids or indexes[0].target_layer_ids, train, held, target,
-               eos_ids(target, tokenizer), sampled_uids, time.perf_counter() - t0)
+               eos_ids(target, tokenizer), sampled_uids, time.perf_counter() - t0, eval_data)
+
+
+@dataclass
+class Started:
+    """What `begin` hands a trainer's `train`: the trainer and its run, the output paths, and for an
+    evaluate-only run the evaluation record's path (then there is nothing left to do)."""
+
+    trainer: LoopTrainer
+    run: Run
+    ckpt: Path
+    metrics: Path
+    final: Path
+    eval_path: Path | None = None
+
+
+def begin(data_dir, out_dir, cfg: LoopConfig, resume: bool, device: str, eval_data: list | None,
+          make_trainer, log) -> Started:
+    """A run's start, shared by the trainers: output paths, data and target, `make_trainer(cfg, run)`,
+    then either the evaluate-only run (`eval_data`; the checkpoint's own settings, except those a
+    resume may change) or the resume of out/checkpoint."""
+    ckpt, metrics, final = output_dirs(out_dir, resume or bool(eval_data))
+    if eval_data:
+        cfg = checkpoint_config(ckpt, cfg)
+    t_start = time.perf_counter()
+    run = prepare_run(data_dir, cfg, device, eval_data)
+    trainer = make_trainer(cfg, run)
+    if eval_data:
+        return Started(trainer, run, ckpt, metrics, final, evaluate_only(trainer, ckpt, run, log))
+    if resume:
+        resume_from(trainer, ckpt, run, log)
+    log(f"start-up: data + target {run.load_s:.0f} s, trainer {time.perf_counter() - t_start - run.load_s:.0f} s")
+    return Started(trainer, run, ckpt, metrics, final)
+
+
+def checkpoint_config(ckpt: Path, cfg: LoopConfig) -> LoopConfig:
+    """`cfg` with the checkpoint's settings, except the ones a resumed run may change."""
+    try:
+        saved = json.loads((Path(ckpt) / "state.json").read_text())["config"]
+    except (OSError, json.JSONDecodeError, KeyError) as e:
+        raise GraftError(f"cannot read checkpoint {ckpt}: {e}") from None
+    now = asdict(cfg)
+    return type(cfg)(**{**now, **{k: v for k, v in saved.items() if k in now and k not in RESUMABLE_CHANGES}})
 
 
 def output_dirs(out: str | Path, resume: bool) -> tuple[Path, Path, Path]:
@@ -500,6 +560,20 @@ def resume_from(trainer: LoopTrainer, ckpt: Path, run: Run, log) -> None:
     log(f"resumed {ckpt} at step {trainer.step_no} ({trainer.elapsed_s / 60:.1f} min trained)")
     if state.get("data") != run.data_info:
         log(f"note: the data changed since the checkpoint ({state.get('data')} -> {run.data_info})")
+
+
+def evaluate_only(trainer: LoopTrainer, ckpt: Path, run: Run, log) -> Path:
+    """Load the checkpoint, evaluate it on `run`'s evaluation data, write `eval-<first dir name>.json`
+    beside the checkpoint (the evaluation, its data and the checkpoint's step); returns its path."""
+    require(ckpt.exists(), f"nothing to evaluate: {ckpt} does not exist")
+    trainer.load_checkpoint(ckpt)
+    record = {**trainer.evaluate(), "eval_data": [portable(d) for d in run.eval_dirs],
+              "heldout_sequences": len(run.heldout), "greedy_sequences": len(trainer.greedy_heldout),
+              "eval_blocks": trainer.cfg.eval_blocks, "checkpoint": portable(ckpt)}
+    log(eval_line(record))
+    path = ckpt.parent / f"eval-{Path(run.eval_dirs[0]).name}.json"
+    path.write_text(json.dumps(record, indent=1) + "\n")
+    return path
 
 
 def eval_line(e: dict) -> str:
@@ -622,6 +696,9 @@ def add_loop_args(p, d: LoopConfig, data: bool = True) -> None:
     p.add_argument("--seed", type=int, default=d.seed)
     if data:
         p.add_argument("--resume", action="store_true", help="continue out/checkpoint")
+        p.add_argument("--eval-data", nargs="+", default=None, metavar="DIR",
+                       help="no training: evaluate out/checkpoint on every sequence of these drafter-data directories "
+                            "(same target and layers) and write out/eval-<DIR>.json")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
 
 
@@ -636,11 +713,11 @@ def loop_config_kwargs(args) -> dict:
 
 
 def run_command(args, train_fn, cfg: LoopConfig) -> int:
-    """A trainer's `_main`: threads, device, then `train_fn(data, out, cfg, resume=, device=, command=)`."""
+    """A trainer's `_main`: threads, device, then `train_fn(data, out, cfg, resume=, device=, command=, eval_data=)`."""
     from graftlib.models.target import default_device
 
     if args.threads:
         torch.set_num_threads(args.threads)
     train_fn(args.data, args.out, cfg, resume=args.resume, device=args.device or default_device(),
-             command="graft " + " ".join(sys.argv[1:]))
+             command="graft " + " ".join(sys.argv[1:]), eval_data=args.eval_data)
     return 0
