@@ -3,7 +3,6 @@ ddtree+saba / caddtree against AR on tiny Llama and Qwen3 targets."""
 
 import json
 import math
-import time
 from dataclasses import replace
 
 import numpy as np
@@ -133,19 +132,6 @@ def test_controller_small_when_steep_large_when_flat():
     # cap trims the grid; max_budget follows it
     capped = SabaController(SabaParams(c=[0.05, 1e-5, 0.0], **base), cap=16)
     assert capped.max_budget == 16 and capped.budget(cand, 200) == 16
-
-
-def test_controller_overhead_is_microseconds():
-    cand = hand_candidates([0.5] * 15, torch.randn(15, 576))
-    ctl = SabaController(SabaParams(grid=list(range(32, 513, 16))))
-    n = 2000
-    t0 = time.perf_counter()
-    for i in range(n):
-        ctl.budget(cand, 300 + i)
-        ctl.feedback({"accepted": 3, "budget": 4})
-    us = 1e6 * (time.perf_counter() - t0) / n
-    print(f"SABA controller: {us:.1f} us/round (D=15, H=576, 31 budgets)")
-    assert us < 500
 
 
 def test_params_roundtrip_and_errors(tmp_path, monkeypatch):
