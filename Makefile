@@ -76,7 +76,7 @@ drafter-ablation: data
 # Issue 21 on a GPU, one process (graft drafter-pipeline): target data (batched, float32 target, top-k log-probs,
 # a tenth sampled) for GPU_DATA_MIN minutes kept in memory, then the GPU_VARIANTS drafters trained one after another
 # on it for GPU_TRAIN_MIN minutes each: distilled (d1), hard labels (h1), two layers distilled (d2). About 9 min on
-# one H200 (docs/gpu.md: the two device calls that bring the target's weights there). GRAFT: how to call graftlib
+# one H200 (docs/gpu.md: the four device calls that bring the target's weights there). GRAFT: how to call graftlib
 # (`python3 -m graftlib` where it is not installed); GPU_PROMPTS: e.g. `--prompts FILE` written by
 # `graft drafter-data --export-prompts FILE --n-prompts 100000` where the prompt sets are not fetched.
 GRAFT ?= $(BIN)/graft
