@@ -395,12 +395,34 @@ def _shard_done(out: Path, entry: dict | None, count: int) -> bool:
     return path.is_file() and features_path(path).is_file()
 
 
+def generate_chunk(model, tokenizer, chunk: list, first: int, cfg: DataConfig, layer_ids: list[int],
+                   eos: list[int], progress=None) -> tuple[list[Sequence], dict]:
+    """The responses to `chunk` (data.Item; prompt indices `first`..), with their uids, and its log
+    entry (counts, seconds, tokens/s, uids). The generator is seeded by `first`, so a chunk's sampled
+    responses do not depend on what ran before it."""
+    from graftlib.data.prompts import format_prompt
+
+    prompts = [format_prompt(item, tokenizer, cfg.max_prompt_tokens).input_ids for item in chunk]
+    temps = [cfg.sample_temperature if sampled(item.uid, cfg.sample_share) else 0.0 for item in chunk]
+    gen = torch.Generator(model.device).manual_seed(first)
+    t0 = time.perf_counter()
+    seqs = generate_sequences(model, prompts, layer_ids, cfg.max_response_tokens, eos, cfg.batch_size,
+                              progress=progress, top_k=cfg.top_k, temperatures=temps, generator=gen)
+    seconds = time.perf_counter() - t0
+    for item, seq in zip(chunk, seqs):
+        seq.uid = item.uid
+    resp = sum(seq.response_len for seq in seqs)
+    return seqs, {"first": first, "count": len(chunk), "n_seqs": len(seqs),
+                  "prompt_tokens": sum(seq.prompt_len for seq in seqs), "response_tokens": resp,
+                  "eos_stops": sum(int(seq.tokens[-1]) in eos for seq in seqs), "sampled": sum(t > 0 for t in temps),
+                  "seconds": round(seconds, 2), "tokens_per_s": round(resp / seconds, 1),
+                  "batch_size": cfg.batch_size, "device": model.device.type, "uids": [item.uid for item in chunk]}
+
+
 def build_dataset(out: str | Path, cfg: DataConfig, model, tokenizer, items: list, layer_ids: list[int],
                   log=print) -> DataIndex:
     """Generate the missing shards for the first `cfg.n_prompts` of `items` (data.Item)."""
     from tqdm import tqdm
-
-    from graftlib.data.prompts import format_prompt
 
     cfg.check()
     n_layers = model.config.num_hidden_layers
@@ -433,23 +455,11 @@ def build_dataset(out: str | Path, cfg: DataConfig, model, tokenizer, items: lis
         if cfg.max_minutes is not None and time.perf_counter() - t_start > 60 * cfg.max_minutes:
             log(f"time budget of {cfg.max_minutes} min reached; re-run to continue")
             break
-        chunk = items[first:first + count]
-        prompts = [format_prompt(item, tokenizer, cfg.max_prompt_tokens).input_ids for item in chunk]
-        temps = [cfg.sample_temperature if sampled(item.uid, cfg.sample_share) else 0.0 for item in chunk]
-        gen = torch.Generator(model.device).manual_seed(first)
-        t0 = time.perf_counter()
-        seqs = generate_sequences(model, prompts, layer_ids, cfg.max_response_tokens, eos, cfg.batch_size,
-                                  progress=lambda k, _: bar.update(k), top_k=cfg.top_k, temperatures=temps,
-                                  generator=gen)
-        seconds = time.perf_counter() - t0
+        seqs, stats = generate_chunk(model, tokenizer, items[first:first + count], first, cfg, layer_ids, eos,
+                                     progress=lambda k, _: bar.update(k))
         size = write_shard(out / name, seqs)
-        resp = sum(s.response_len for s in seqs)
-        entry = {"file": name, "first": first, "count": count, "n_seqs": len(seqs),
-                 "prompt_tokens": sum(s.prompt_len for s in seqs), "response_tokens": resp,
-                 "eos_stops": sum(int(s.tokens[-1]) in eos for s in seqs), "sampled": sum(t > 0 for t in temps),
-                 "seconds": round(seconds, 2), "tokens_per_s": round(resp / seconds, 1),
-                 "batch_size": cfg.batch_size, "device": model.device.type, "bytes": size,
-                 "uids": [item.uid for item in chunk]}
+        entry = {"file": name, **stats, "bytes": size}
+        resp, seconds = stats["response_tokens"], stats["seconds"]
         index.shards = [s for s in index.shards if s["file"] != name] + [entry]
         write_index(out, index)
         tot = index.totals()
@@ -495,11 +505,7 @@ def _main(args) -> int:
         print(f"wrote {len(items)} prompts of pool '{args.pool}' to {args.export_prompts}")
         return 0
     require(args.out, "graft drafter-data needs --out (or --export-prompts FILE)")
-    cfg = DataConfig(target=args.target, pool=args.pool, n_prompts=args.n_prompts,
-                     max_prompt_tokens=args.max_prompt_tokens, max_response_tokens=args.max_response_tokens,
-                     batch_size=args.batch_size, shard_size=args.shard_size, top_k=args.top_k,
-                     sample_share=args.sample_share, sample_temperature=args.sample_temperature,
-                     target_layer_ids=args.target_layer_ids, max_minutes=args.max_minutes)
+    cfg = data_config_from_args(args, target_layer_ids=args.target_layer_ids, max_minutes=args.max_minutes)
     index = make_dataset(args.out, cfg, args.device, args.prompts)
     tot = index.totals()
     rate = tot["response_tokens"] / max(tot["seconds"], 1e-9)
@@ -518,28 +524,41 @@ def add_parser(subparsers) -> None:
                     "next-token log-probs captured while generating; resumable shards.",
     )
     p.add_argument("--out", default=None, help="data directory (re-running skips finished shards)")
-    p.add_argument("--target", default=d.target, help=f"target model (default {d.target})")
-    p.add_argument("--pool", default=d.pool, help=f"training pool (graftlib.data.prompts.POOLS; default {d.pool!r})")
-    p.add_argument("--prompts", default=None, help="read the prompts from this file instead of --pool "
-                                                   "(JSONL[.gz] written by --export-prompts)")
+    add_data_args(p, d)
     p.add_argument("--export-prompts", default=None, metavar="FILE",
                    help="write the first --n-prompts of --pool to FILE (JSONL, .gz to compress) and stop")
-    p.add_argument("--n-prompts", type=int, default=d.n_prompts, help=f"first prompts of the pool (default {d.n_prompts})")
-    p.add_argument("--max-prompt-tokens", type=int, default=d.max_prompt_tokens,
-                   help=f"cut longer questions to fit (default {d.max_prompt_tokens})")
-    p.add_argument("--max-response-tokens", type=int, default=d.max_response_tokens,
-                   help=f"response cap (default {d.max_response_tokens})")
-    p.add_argument("--batch-size", type=int, default=d.batch_size, help=f"generation batch (default {d.batch_size})")
-    p.add_argument("--shard-size", type=int, default=d.shard_size, help=f"prompts per shard (default {d.shard_size})")
-    p.add_argument("--top-k", type=int, default=d.top_k,
-                   help=f"target log-probs stored per response token for distillation (default {d.top_k}; 0: none)")
-    p.add_argument("--sample-share", type=float, default=d.sample_share,
-                   help=f"share of prompts answered by sampling (default {d.sample_share})")
-    p.add_argument("--sample-temperature", type=float, default=d.sample_temperature,
-                   help=f"temperature of the sampled responses (default {d.sample_temperature})")
     p.add_argument("--target-layer-ids", type=int, nargs="+", default=None,
                    help="target layers whose features are stored (default: the embedded drafter's)")
     p.add_argument("--max-minutes", type=float, default=None, help="start no new shard after this many minutes")
     p.add_argument("--device", default=None, help="cpu or cuda (default: cuda if available)")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
     p.set_defaults(func=_main)
+
+
+def add_data_args(p, d: DataConfig) -> None:
+    """The generation options shared by `graft drafter-data` and `graft drafter-pipeline` (defaults from `d`)."""
+    p.add_argument("--target", default=d.target, help=f"target model (default {d.target})")
+    p.add_argument("--pool", default=d.pool, help=f"training pool (graftlib.data.prompts.POOLS; default {d.pool!r})")
+    p.add_argument("--prompts", default=None, help="read the prompts from this file instead of --pool "
+                                                   "(JSONL[.gz] written by --export-prompts)")
+    p.add_argument("--n-prompts", type=int, default=d.n_prompts, help=f"first prompts of the pool (default {d.n_prompts})")
+    p.add_argument("--max-prompt-tokens", type=int, default=d.max_prompt_tokens,
+                   help=f"cut longer questions to fit (default {d.max_prompt_tokens})")
+    p.add_argument("--max-response-tokens", type=int, default=d.max_response_tokens,
+                   help=f"response cap (default {d.max_response_tokens})")
+    p.add_argument("--batch-size", type=int, default=d.batch_size, help=f"generation batch (default {d.batch_size})")
+    p.add_argument("--shard-size", type=int, default=d.shard_size, help=f"prompts per shard, or per generation chunk in drafter-pipeline (default {d.shard_size})")
+    p.add_argument("--top-k", type=int, default=d.top_k,
+                   help=f"target log-probs stored per response token for distillation (default {d.top_k}; 0: none)")
+    p.add_argument("--sample-share", type=float, default=d.sample_share,
+                   help=f"share of prompts answered by sampling (default {d.sample_share})")
+    p.add_argument("--sample-temperature", type=float, default=d.sample_temperature,
+                   help=f"temperature of the sampled responses (default {d.sample_temperature})")
+
+
+def data_config_from_args(args, **extra) -> DataConfig:
+    """The `DataConfig` of `add_data_args`' options (plus `extra` fields)."""
+    return DataConfig(target=args.target, pool=args.pool, n_prompts=args.n_prompts,
+                      max_prompt_tokens=args.max_prompt_tokens, max_response_tokens=args.max_response_tokens,
+                      batch_size=args.batch_size, shard_size=args.shard_size, top_k=args.top_k,
+                      sample_share=args.sample_share, sample_temperature=args.sample_temperature, **extra)

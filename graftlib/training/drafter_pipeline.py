@@ -35,9 +35,11 @@ from graftlib.core.errors import GraftError, require
 from graftlib.training.drafter_data import (
     DataConfig,
     Sequence,
+    add_data_args,
+    data_config_from_args,
     default_layer_ids,
     eos_ids,
-    generate_sequences,
+    generate_chunk,
     read_prompts,
     sampled,
 )
@@ -47,35 +49,23 @@ from graftlib.training.train_loop import Run, add_loop_args, heldout_split
 
 def generate_for(model, tokenizer, items: list, cfg: DataConfig, layer_ids: list[int], minutes: float,
                  log=print) -> tuple[list[Sequence], list[dict]]:
-    """Responses to `items` in chunks of `cfg.shard_size` prompts until `minutes` have passed."""
-    from graftlib.data.prompts import format_prompt
-
+    """Responses to `items` in chunks of `cfg.shard_size` prompts until `minutes` have passed
+    (`drafter_data.generate_chunk`, as `graft drafter-data` makes its shards)."""
     cfg.check()
     eos = eos_ids(model, tokenizer)
     seqs: list[Sequence] = []
     chunks: list[dict] = []
     t_start = time.perf_counter()
-    n = min(cfg.n_prompts, len(items))
-    for first in range(0, n, cfg.shard_size):
+    for first in range(0, min(cfg.n_prompts, len(items)), cfg.shard_size):
         if time.perf_counter() - t_start > 60 * minutes:
             break
-        chunk = items[first:first + cfg.shard_size]
-        prompts = [format_prompt(item, tokenizer, cfg.max_prompt_tokens).input_ids for item in chunk]
-        temps = [cfg.sample_temperature if sampled(item.uid, cfg.sample_share) else 0.0 for item in chunk]
-        gen = torch.Generator(model.device).manual_seed(first)
-        t0 = time.perf_counter()
-        part = generate_sequences(model, prompts, layer_ids, cfg.max_response_tokens, eos, cfg.batch_size,
-                                  top_k=cfg.top_k, temperatures=temps, generator=gen)
-        seconds = time.perf_counter() - t0
-        for item, s in zip(chunk, part):
-            s.uid = item.uid
+        part, stats = generate_chunk(model, tokenizer, items[first:first + cfg.shard_size], first, cfg, layer_ids, eos)
         seqs.extend(part)
-        resp = sum(s.response_len for s in part)
-        chunks.append({"first": first, "count": len(chunk), "response_tokens": resp, "seconds": round(seconds, 2),
-                       "tokens_per_s": round(resp / seconds, 1), "sampled": sum(t > 0 for t in temps)})
+        stats.pop("uids")
+        chunks.append(stats)
         total = sum(c["response_tokens"] for c in chunks)
-        log(f"data: {len(seqs)} seqs, {total} response tokens ({resp / seconds:.0f} tok/s on the last "
-            f"{len(chunk)} prompts), {(time.perf_counter() - t_start) / 60:.1f} min")
+        log(f"data: {len(seqs)} seqs, {total} response tokens ({stats['tokens_per_s']:.0f} tok/s on the last "
+            f"{stats['count']} prompts), {(time.perf_counter() - t_start) / 60:.1f} min")
     return seqs, chunks
 
 
@@ -140,31 +130,22 @@ def run(out_dir: str | Path, data_cfg: DataConfig, train_cfg: TrainConfig, data_
 def _main(args) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
-    data_cfg = DataConfig(target=args.target, pool=args.pool, n_prompts=args.n_prompts,
-                          max_response_tokens=args.max_response_tokens, batch_size=args.batch_size,
-                          shard_size=args.shard_size, top_k=args.top_k, sample_share=args.sample_share)
+    data_cfg = data_config_from_args(args)
     run(args.out, data_cfg, config_from_args(args), args.data_minutes, args.prompts, args.device, args.variants,
         command="graft " + " ".join(sys.argv[1:]))
     return 0
 
 
 def add_parser(subparsers) -> None:
-    dd = DataConfig()
     p = subparsers.add_parser(
         "drafter-pipeline", help="generate target data and train a drafter on it in one process (GPU runs)",
         description="Target responses (batched, features + top-k log-probs) for --data-minutes, kept in memory, "
                     "then the drafter trained on them for --minutes (the recipe of graft train-drafter).",
     )
     p.add_argument("--data-minutes", type=float, required=True, help="generation time budget")
-    p.add_argument("--target", default=dd.target, help=f"target model (default {dd.target})")
-    p.add_argument("--pool", default=dd.pool, help=f"training pool (default {dd.pool!r})")
-    p.add_argument("--prompts", default=None, help="prompts file (JSONL[.gz] from graft drafter-data --export-prompts)")
-    p.add_argument("--n-prompts", type=int, default=100000, help="at most this many prompts (default 100000)")
-    p.add_argument("--max-response-tokens", type=int, default=512, help="response cap (default 512)")
-    p.add_argument("--batch-size", type=int, default=1024, help="generation batch (default 1024)")
-    p.add_argument("--shard-size", type=int, default=2048, help="prompts per generation chunk (default 2048)")
-    p.add_argument("--top-k", type=int, default=dd.top_k, help=f"target log-probs kept per token (default {dd.top_k})")
-    p.add_argument("--sample-share", type=float, default=0.1, help="share of sampled responses (default 0.1)")
+    # the accelerator's sizes: 512-token responses, large batches and chunks, a tenth sampled
+    add_data_args(p, DataConfig(n_prompts=100000, max_response_tokens=512, batch_size=1024, shard_size=2048,
+                                sample_share=0.1))
     p.add_argument("--variants", nargs="+", default=None, metavar="NAME:DISTILL:LAYERS",
                    help="drafters trained one after another on the same data, --minutes each, into OUT/NAME "
                         "(e.g. d1:0.5:1 h1:0:1 d2:0.5:2: distilled vs hard labels at equal time, and a second "
