@@ -415,7 +415,7 @@ def generate_chunk(model, tokenizer, chunk: list, first: int, cfg: DataConfig, l
     return seqs, {"first": first, "count": len(chunk), "n_seqs": len(seqs),
                   "prompt_tokens": sum(seq.prompt_len for seq in seqs), "response_tokens": resp,
                   "eos_stops": sum(int(seq.tokens[-1]) in eos for seq in seqs), "sampled": sum(t > 0 for t in temps),
-                  "seconds": round(seconds, 2), "tokens_per_s": round(resp / seconds, 1),
+                  "seconds": round(seconds, 2), "tokens_per_s": round(resp / max(seconds, 1e-9), 1),
                   "batch_size": cfg.batch_size, "device": model.device.type, "uids": [item.uid for item in chunk]}
 
 
@@ -459,12 +459,12 @@ def build_dataset(out: str | Path, cfg: DataConfig, model, tokenizer, items: lis
                                      progress=lambda k, _: bar.update(k))
         size = write_shard(out / name, seqs)
         entry = {"file": name, **stats, "bytes": size}
-        resp, seconds = stats["response_tokens"], stats["seconds"]
+        resp = stats["response_tokens"]
         index.shards = [s for s in index.shards if s["file"] != name] + [entry]
         write_index(out, index)
         tot = index.totals()
-        bar.write(f"{name}: {len(seqs)} seqs, {resp} response tokens in {seconds:.0f} s "
-                  f"({resp / seconds:.0f} tok/s); total {tot['n_seqs']} seqs, {tot['response_tokens']} "
+        bar.write(f"{name}: {len(seqs)} seqs, {resp} response tokens in {stats['seconds']:.0f} s "
+                  f"({stats['tokens_per_s']:.0f} tok/s); total {tot['n_seqs']} seqs, {tot['response_tokens']} "
                   f"response tokens, {tot['bytes'] / 2 ** 30:.2f} GiB")
     bar.close()
     return index
