@@ -8,22 +8,26 @@ target. Everything is seeded, so the outcome is deterministic on a given torch b
 
 N: 10^4 decodes for DDTree and GRAFT (heap trees, TDES-ranked heaps, SABA's AR steps between drafted
 rounds); 3,000 for AR (the sampler the exact law describes), the DFlash chain (a one-path tree through
-the same walk), +TDES, +SABA and CaDDTree, whose tree shapes the former cover; 2,000 for each injected
-bug (both are rejected far below the 1e-6 asserted). The suite's time budget sets these counts.
+the same walk), +TDES, +SABA and CaDDTree, whose tree shapes the former cover; 1,500 for the
+AR-drafted trees (EAGLE-3's dynamic tree and OPT-Tree, drafted depth by depth by a random EAGLE-3
+drafter, at depths that keep their drafter forwards affordable); 2,000 for each injected bug (both
+are rejected far below the 1e-6 asserted). The suite's time budget sets these counts.
 """
 
 import math
 
 import pytest
 import torch
-from tiny import tiny_drafter, tiny_target
+from tiny import eagle3_config, random_eagle3, tiny_drafter, tiny_target
 
 from graftlib.core import decode as decode_module
 from graftlib.core.builders import FixedBudget, HeapTreeBuilder
 from graftlib.core.decode import DecodeLoop
 from graftlib.core.sampling import LazySample, Sampling
 from graftlib.methods.caddtree import CaDDTree
-from graftlib.methods.decoder import Decoder
+from graftlib.methods.decoder import Decoder, TreeDecoder
+from graftlib.methods.eagle_tree import EagleTree
+from graftlib.methods.opt_tree import OptTree
 from graftlib.methods.saba import SabaController, SabaParams
 from graftlib.methods.tdes import TDESNet, TDESScorer
 
@@ -34,7 +38,7 @@ MASK = V - 1
 PROMPT = [1, 4, 2, 5]
 T = 0.6
 SAMPLING = Sampling(T, top_p=0.95)
-N_MAIN, N_OTHER, N_BUG = 10_000, 3_000, 2_000
+N_MAIN, N_OTHER, N_AR_DRAFTED, N_BUG = 10_000, 3_000, 1_500, 2_000
 GATED = SabaParams(c_ar=[0.02, 0.0], max_skip=2, post_gate=False)  # AR steps between drafted rounds
 
 
@@ -45,7 +49,8 @@ def pair():
     target = tiny_target("llama", seed=3, num_hidden_layers=2, initializer_range=0.2, **shape)
     drafter = tiny_drafter(seed=4, mask_token_id=MASK, block_size=4, target_layer_ids=[0, 1], num_target_layers=2,
                            **shape)
-    return target, drafter
+    eagle3 = random_eagle3(eagle3_config(target.config, draft_vocab=V, layer_ids=(0, 1, 1)), target.config, seed=1)
+    return target, drafter, eagle3
 
 
 def scorer_builder(seed: int = 0) -> HeapTreeBuilder:
@@ -57,7 +62,10 @@ def scorer_builder(seed: int = 0) -> HeapTreeBuilder:
 
 
 def make(pair, method: str, budget: int = 6) -> DecodeLoop:
-    target, drafter = pair
+    target, drafter, eagle3 = pair
+    if method in ("eagle3", "opt-tree"):
+        policy = EagleTree(depth=3, top_k=4) if method == "eagle3" else OptTree(max_depth=4)
+        return TreeDecoder(target, eagle3, policy, FixedBudget(budget), sampling=SAMPLING)
     if method in ("ar", "dflash", "ddtree"):
         return Decoder.for_method(target, drafter, method, 3 if method == "dflash" else budget, sampling=SAMPLING)
     parts = {
@@ -112,7 +120,8 @@ def chi_square(counts: torch.Tensor, law: torch.Tensor) -> tuple[float, float]:
 
 @pytest.mark.parametrize("method, n", [("ddtree", N_MAIN), ("graft", N_MAIN), ("ar", N_OTHER), ("dflash", N_OTHER),
                                        ("ddtree+tdes", N_OTHER), ("ddtree+saba", N_OTHER),
-                                       ("caddtree", N_OTHER)])
+                                       ("caddtree", N_OTHER), ("eagle3", N_AR_DRAFTED),
+                                       ("opt-tree", N_AR_DRAFTED)])
 def test_first_three_tokens_follow_ar_sampling(pair, exact_law, method, n):
     dec = make(pair, method)
     counts = sample_law(dec, n)
@@ -142,7 +151,7 @@ def test_the_test_rejects_following_the_draft(pair, exact_law, monkeypatch):
 
 
 def test_a_seed_reproduces_a_decode_and_t0_is_greedy(pair):
-    target, drafter = pair
+    target, drafter, _ = pair
     dec = Decoder.for_method(target, drafter, "ddtree", 6, sampling=Sampling(1.0, seed=11))
     a = dec.decode(PROMPT, 24, stop_at_eos=False).tokens
     assert dec.decode(PROMPT, 24, stop_at_eos=False).tokens == a
