@@ -94,9 +94,12 @@ class ShippedAssets:
 
 def check_shipped(assets: ShippedAssets, embedded: PairId) -> list[str]:
     """One line per shipped scorer or calibration that does not record the `embedded` pair (empty: all do)."""
-    records = {portable(p.with_suffix(".json")): scorer_config(p) for p in assets.scorers().values()}
+    def where(path: Path) -> str:  # named from the root (a root outside the project keeps its name)
+        return f"{portable(assets.root)}/{path.relative_to(assets.root).as_posix()}"
+
+    records = {where(p.with_suffix(".json")): scorer_config(p) for p in assets.scorers().values()}
     if assets.saba.is_file():
-        records[portable(assets.saba)] = SabaParams.load(assets.saba).meta
+        records[where(assets.saba)] = SabaParams.load(assets.saba).meta
     problems = [] if records else [f"{portable(assets.root)} holds no TDES scorer and no SABA calibration"]
     for where, record in records.items():
         if record.get("pair") is None:
