@@ -36,11 +36,13 @@ from pathlib import Path
 
 from graftlib.core.errors import require
 from graftlib.core.paths import ASSETS_DIR, portable
+from graftlib.core.records import read_json_object
 from graftlib.methods.saba import SabaParams
 from graftlib.methods.tdes import scorer_config, scorer_paths
 from graftlib.models.pair import PairId
 
 ARTIFACTS_ROOT = Path("artifacts")
+MANIFEST_SCHEMA = "graft-artifacts/1"
 
 
 class HardwareMismatchWarning(UserWarning):
@@ -72,6 +74,13 @@ class ArtifactDir:
     @property
     def manifest(self) -> Path:
         return self.root / "manifest.json"
+
+    def read_manifest(self) -> dict:
+        """The folder's manifest (GraftError when it is malformed or of another schema)."""
+        manifest = read_json_object(self.manifest, "artifacts manifest")
+        require(manifest.get("schema") == MANIFEST_SCHEMA,
+                f"{self.manifest}: schema {manifest.get('schema')!r}, expected {MANIFEST_SCHEMA!r}")
+        return manifest
 
 
 @dataclass(frozen=True)

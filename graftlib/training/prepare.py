@@ -33,19 +33,17 @@ from pathlib import Path
 from graftlib.core.errors import require
 from graftlib.core.hardware import hardware_id
 from graftlib.core.paths import portable
-from graftlib.core.records import read_json_object, write_json_atomic
+from graftlib.core.records import write_json_atomic
 from graftlib.core.version import __version__
 from graftlib.data.prompts import TDES_TASKS
 from graftlib.methods.args import add_model_args
-from graftlib.methods.artifacts import ArtifactDir, ShippedAssets, default_dir
+from graftlib.methods.artifacts import MANIFEST_SCHEMA, ArtifactDir, ShippedAssets, default_dir
 from graftlib.methods.saba import CPU_GRID, GPU_GRID, SabaParams
 from graftlib.methods.tdes import scorer_config, scorer_id
 from graftlib.models.pair import PairId
 from graftlib.training.calibrate import calibrate_pair
 from graftlib.training.tdes_train import TDESConfig, train_from_traces
 from graftlib.training.traces import TraceConfig, make_traces
-
-SCHEMA = "graft-artifacts/1"
 
 
 @dataclass
@@ -87,9 +85,8 @@ def _fitted_for(record: dict, pair: PairId, where: str) -> bool:
 def _open_manifest(d: ArtifactDir, pair: PairId) -> dict:
     """The folder's manifest, refusing one of another pair; a fresh one when there is none."""
     if not d.manifest.is_file():
-        return {"schema": SCHEMA, "pair": pair.to_dict(), "steps": {}}
-    manifest = read_json_object(d.manifest, "artifacts manifest")
-    require(manifest.get("schema") == SCHEMA, f"{d.manifest}: schema {manifest.get('schema')!r}, expected {SCHEMA!r}")
+        return {"schema": MANIFEST_SCHEMA, "pair": pair.to_dict(), "steps": {}}
+    manifest = d.read_manifest()
     require(_fitted_for(manifest, pair, str(d.manifest)), f"{d.root} holds the artifacts of "
             f"{PairId.from_dict(manifest.get('pair'), str(d.manifest))}, not of this pair, {pair}: "
             f"choose another --out (e.g. {default_dir(pair)})")

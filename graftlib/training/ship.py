@@ -39,7 +39,6 @@ from graftlib.methods.tdes import scorer_config, scorer_paths
 from graftlib.models.drafter import EMBEDDED_DRAFTER
 from graftlib.models.pair import PairId
 from graftlib.models.target import EMBEDDED_TARGET
-from graftlib.training.prepare import SCHEMA
 
 REGENERATE = "make artifacts"
 
@@ -55,8 +54,7 @@ def require_embedded(target: str, drafter: str) -> None:
 def _manifest(d: ArtifactDir, embedded: PairId) -> dict:
     require(d.manifest.is_file(), f"{d.root} is not a `graft prepare` folder (no {d.manifest.name}): make one "
             f"with `graft prepare --out {d.root}`")
-    manifest = read_json_object(d.manifest, "artifacts manifest")
-    require(manifest.get("schema") == SCHEMA, f"{d.manifest}: schema {manifest.get('schema')!r}, expected {SCHEMA!r}")
+    manifest = d.read_manifest()
     fitted = PairId.from_dict(manifest.get("pair"), str(d.manifest))
     require(fitted.same(embedded), f"{d.root} holds the artifacts of {fitted}, not of the embedded pair, {embedded}: "
             "only the embedded pair's artifacts ship (use this folder with `--artifacts DIR`)")
