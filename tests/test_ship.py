@@ -1,7 +1,8 @@
 """Refreshing the shipped artifacts from one `graft prepare` folder (`make artifacts`), on a tiny random pair.
 
 `graft prepare --task-scorers gsm8k` trains a second scorer on the gsm8k rounds of the same traces
-(kept on a re-run, re-made alone when its files are gone, a task without traces named); `ship`
+(kept on a re-run, re-made alone when its files are gone, dropped when the traces are remade without
+it, a task without traces named); `ship`
 copies a finished folder into a temporary assets root (never the repository's) with the drafter's
 fingerprint and the regenerating command in each JSON, and refuses, writing nothing, another pair's
 folder, a folder holding a doctored artifact and an unfinished one; `check_shipped` passes on the
@@ -78,6 +79,15 @@ def test_prepare_keeps_the_task_scorer_and_remakes_it_alone(folder, tiny_pair):
     m = prepare(pair, folder, SIZES, log=quiet)
     assert statuses(m) == {"traces": "kept", "tdes": "kept", "tdes-gsm8k": "made", "saba": "kept"}
     assert {k: s.get("id") for k, s in m["steps"].items()} == ids  # same traces, same seed: the same scorer
+
+
+def test_retraced_folders_drop_a_task_scorer_no_longer_asked_for(folder, tiny_pair, tmp_path):
+    pair, _ = tiny_pair
+    copy = shutil.copytree(folder, tmp_path / "copy")
+    (copy / "tdes.safetensors").unlink()  # the scorers are trained again, on traces that resume
+    m = prepare(pair, copy, replace(SIZES, task_scorers=()), log=quiet)
+    assert statuses(m) == {"traces": "made", "tdes": "made", "saba": "kept"}
+    assert not (copy / "tdes-gsm8k.safetensors").exists() and not (copy / "tdes-gsm8k.json").exists()
 
 
 def test_a_task_scorer_needs_that_tasks_traces(folder, tiny_pair):

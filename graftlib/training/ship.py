@@ -20,8 +20,9 @@ Invariants:
     goes on where it stopped);
   - writes are atomic per file and staged: every file is written next to its destination as
     `.partial` first, then all are renamed, so a failure while staging leaves the assets as they
-    were. The weights are copied byte for byte, so the scorers' ids (`tdes.scorer_id`) and the
-    calibration's (`SabaParams.id`, the numbers only) are the folder's.
+    were. A shipped scorer the folder does not hold stays as it is (`check_shipped` names it if
+    it was fitted for another drafter). The weights are copied byte for byte, so the scorers' ids
+    (`tdes.scorer_id`) and the calibration's (`SabaParams.id`, the numbers only) are the folder's.
 The assets root is a parameter (`--assets`, default graftlib/assets), so tests ship into a
 temporary folder.
 """
