@@ -52,9 +52,13 @@ def require_embedded(target: str, drafter: str) -> None:
             "`--artifacts DIR` instead")
 
 
-def _manifest(d: ArtifactDir, embedded: PairId) -> dict:
+def _require_folder(d: ArtifactDir) -> None:
     require(d.manifest.is_file(), f"{d.root} is not a `graft prepare` folder (no {d.manifest.name}): make one "
             f"with `graft prepare --out {d.root}`")
+
+
+def _manifest(d: ArtifactDir, embedded: PairId) -> dict:
+    _require_folder(d)
     manifest = d.read_manifest()
     fitted = PairId.from_dict(manifest.get("pair"), str(d.manifest))
     require(fitted.same(embedded), f"{d.root} holds the artifacts of {fitted}, not of the embedded pair, {embedded}: "
@@ -127,7 +131,7 @@ def ship(folder: str | Path, embedded: PairId, assets: ShippedAssets | None = No
             _discard(plan)
     for tmp, dest in staged:
         tmp.replace(dest)
-        log(f"ship: {portable(dest)}")
+        log(f"ship: {portable(assets.root)}/{dest.relative_to(assets.root).as_posix()}")
     return [dest for _, dest in staged]
 
 
@@ -145,6 +149,7 @@ def add_parser(sub) -> None:
 def run(args) -> int:
     from graftlib.models.pair import load_pair
 
+    _require_folder(ArtifactDir(Path(args.folder)))  # before the models load
     embedded = load_pair(device="cpu").identity()
     assets = ShippedAssets(Path(args.assets)) if args.assets else ShippedAssets()
     written = ship(args.folder, embedded, assets)
