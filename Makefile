@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 # torch==2.13.0 is the CPU build on this machine's disk; GPU users: install their CUDA torch 2.13.0 first.
 EXTRAS ?= notebooks,dev
 
-.PHONY: setup data main lab bench-drafter bench-graft bench-goals drafter-ablation drafter-gpu device-check \
+.PHONY: setup data main artifacts lab bench-drafter bench-graft bench-goals drafter-ablation drafter-gpu device-check \
 	device-bundle gpu-site device-check-gpu drafter-gpu-remote test lint clean-results
 
 $(BIN)/graft: pyproject.toml
@@ -25,6 +25,18 @@ data: setup  ## fetch and verify the prompt-set packages once (about 15 s)
 # (executed notebooks + summary.md in results/notebooks, figures in figures/).
 main: data
 	$(BIN)/graft workbook --profile quick
+
+# Everything downstream of the embedded drafter, after retraining it (graftlib/training/ship.py): traces -> the
+# TDES scorer on all tasks and the GSM8K-only one -> SABA calibration (`graft prepare`, full sizes, on this machine's
+# CPU with ARTIFACTS_THREADS threads, into ARTIFACTS_DIR) -> copied into graftlib/assets, each JSON naming the
+# drafter's fingerprint and this target -> `make main` (figures/ and figures/manifest.json, which names the
+# artifacts each figure was drawn with; tests/test_figures_manifest.py checks them). Resumable: prepare keeps its
+# finished steps and traces, so a re-run after an interruption goes on. About an hour on a 2-core CPU (traces ~18 min, `make main` ~27 min; not timed end to end).
+ARTIFACTS_DIR ?= artifacts/embedded
+ARTIFACTS_THREADS ?= 2
+artifacts: data
+	$(BIN)/graft prepare --device cpu --threads $(ARTIFACTS_THREADS) --out $(ARTIFACTS_DIR) --task-scorers gsm8k --ship
+	$(MAKE) main
 
 # JupyterLab on the repository with the notebooks' kernel (`python3` in their metadata), registered in the venv so
 # it runs the venv's Python; JUPYTER_PATH puts the venv's kernels before a user-wide `python3` of another Python.

@@ -6,7 +6,7 @@ import pytest
 
 from graftlib.core.errors import GraftError
 from graftlib.data import prompts as data
-from graftlib.lab.workbook import PROFILES, check_params, notebooks, run_workbook
+from graftlib.lab.workbook import FIGURES_DIR, PROFILES, check_params, notebooks, run_workbook
 
 
 @pytest.mark.parametrize("kwargs,message", [
@@ -53,6 +53,7 @@ def test_every_notebook_has_a_parameters_cell_of_primitives():
         assert len(tagged) == 1, f"{book.name}: expected one cell tagged 'parameters'"
         declared = pm.inspect_notebook(str(book))
         assert "profile" in declared and "results_dir" in declared and "figures_dir" in declared, book.name
+        assert ast.literal_eval(declared["figures_dir"]["default"]) == FIGURES_DIR, book.name  # the manifest's folder
         for name, p in declared.items():
             value = ast.literal_eval(p["default"])
             assert isinstance(value, str | int | float | bool), f"{book.name}: {name} is not a primitive"

@@ -19,12 +19,13 @@ from graftlib.training import (
     eagle3_train,
     prepare,
     replay,
+    ship,
     tdes_train,
     traces,
 )
 
 # subcommand modules, in the order shown by --help
-COMMAND_MODULES = (generate, bench, modeled_report, costs, host_overhead, device_check, prepare, calibrate, replay,
+COMMAND_MODULES = (generate, bench, modeled_report, costs, host_overhead, device_check, prepare, ship, calibrate, replay,
                    prompts, drafter_data, drafter_train, drafter_pipeline, eagle3_train, traces, tdes_train, workbook)
 
 

@@ -14,15 +14,25 @@ papermill's bar over the running notebook's cells; a line per finished notebook 
 them. Notebooks
 validate their parameters in their first cell with `check_params`, so a bad value stops the
 notebook there with one clear message.
+
+Every file a notebook writes under the figures folder (the `figures_dir` parameter, `figures/` by
+default) is recorded in `<figures>/manifest.json` with the notebook, the profile and what it was
+drawn with: the pair's fingerprints, the TDES scorers', SABA calibration's and cost profile's ids and
+the graftlib commit (`graftlib.lab.figures_manifest`; `check_figures` checks the committed figures
+against the shipped artifacts). The manifest is updated after each notebook, so an interrupted run
+keeps the entries of the notebooks it finished.
 """
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from graftlib.core.errors import GraftError, require
 from graftlib.core.paths import PROJECT_DIR
+from graftlib.lab import figures_manifest
 
 NOTEBOOK_DIR = PROJECT_DIR / "notebooks"
+FIGURES_DIR = "figures"  # the notebooks' default `figures_dir`, relative to the repository root
 
 # Each notebook receives the profile values of the parameters it declares (and no others).
 PROFILES: dict[str, dict] = {
@@ -128,9 +138,12 @@ def check_params(tasks: str | None = None, budgets: str | None = None, chain_bud
 
 
 def run_workbook(profile: str = "quick", out: str | Path = "results/notebooks", only: list[str] | None = None,
-                 extra: dict | None = None, progress: bool = True) -> list[dict]:
+                 extra: dict | None = None, progress: bool = True,
+                 drawn_with: Callable[[dict], dict] = figures_manifest.drawn_with) -> list[dict]:
     """Run the profile's notebooks with papermill; return one status row per notebook.
-    `progress`: the bars over notebooks and cells (on stderr); the per-notebook lines are printed anyway."""
+    `progress`: the bars over notebooks and cells (on stderr); the per-notebook lines are printed anyway.
+    `drawn_with(parameters)`: what the figures are drawn with, for the figures manifest (module doc),
+    called once, after the first notebook that writes a figure."""
     import papermill as pm
     from tqdm.auto import tqdm
 
@@ -142,13 +155,17 @@ def run_workbook(profile: str = "quick", out: str | Path = "results/notebooks", 
         books = [b for b in books if b.stem in only]
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
+    values = dict(PROFILES[profile], **(extra or {}))
+    figures = NOTEBOOK_DIR.parent / values.get("figures_dir", FIGURES_DIR)
+    used = None
     rows = []
     bar = tqdm(books, desc=f"workbook {profile}", unit="notebook", disable=not progress, position=0)
     for book in bar:
         bar.set_postfix_str(book.stem)
         cells = {"desc": f"  {book.stem}", "position": 1, "leave": False} if progress else False
         declared = pm.inspect_notebook(str(book))
-        params = {k: v for k, v in dict(PROFILES[profile], **(extra or {})).items() if k in declared}
+        params = {k: v for k, v in values.items() if k in declared}
+        before = figures_manifest.snapshot(figures)
         t0 = time.time()
         row = {"notebook": book.stem, "status": "ok", "seconds": 0.0, "error": ""}
         try:
@@ -157,6 +174,10 @@ def run_workbook(profile: str = "quick", out: str | Path = "results/notebooks", 
         except pm.PapermillExecutionError as e:
             row.update(status="failed", error=f"cell {e.exec_count}: {e.ename}: {str(e.evalue).splitlines()[0]}")
         row["seconds"] = round(time.time() - t0, 1)
+        written = figures_manifest.drawn(before, figures_manifest.snapshot(figures))
+        if written:
+            used = used or drawn_with(values)
+            figures_manifest.record(figures, written, book.stem, profile, used)
         rows.append(row)
         tqdm.write(f"[{row['status']:>6}] {book.stem} ({row['seconds']} s) {row['error']}")
     bar.close()

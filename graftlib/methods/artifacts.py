@@ -15,9 +15,17 @@ compared with the pair and machine at hand:
   - an artifact that records no pair (made by hand, or older than this check): not checked.
 
 The folder `graft prepare` writes (`ArtifactDir`), one per pair: traces/ (`graft traces`),
-tdes.safetensors + tdes.json (`graft train-tdes`), saba.json (`graft calibrate`) and
+tdes.safetensors + tdes.json (`graft train-tdes`), per-task scorers tdes-<task>.safetensors +
+.json (`graft train-tdes --tasks <task>`, on the same traces), saba.json (`graft calibrate`) and
 manifest.json (the pair, the hardware, each step's settings and outputs). `--artifacts DIR`
 (`graftlib.methods.args`) points the decoding commands at it (`artifact_inputs`).
+
+The shipped artifacts (`ShippedAssets`, a root that defaults to graftlib/assets and is a parameter
+so tests never write into the repository): tdes/<name>.safetensors + .json (`default`: all tasks,
+`gsm8k`: GSM8K only) and saba/default.json, all fitted for the embedded pair (`make artifacts`
+refreshes them from one `graft prepare` folder, `graftlib.training.ship`). `check_shipped` lists
+every shipped scorer or calibration that records no pair or another pair than the embedded one
+(by fingerprints, so a retrained drafter makes every artifact fitted for the old one show up).
 """
 
 import re
@@ -27,12 +35,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from graftlib.core.errors import require
-from graftlib.core.paths import portable
+from graftlib.core.paths import ASSETS_DIR, portable
+from graftlib.core.records import read_json_object
 from graftlib.methods.saba import SabaParams
 from graftlib.methods.tdes import scorer_config, scorer_paths
 from graftlib.models.pair import PairId
 
 ARTIFACTS_ROOT = Path("artifacts")
+MANIFEST_SCHEMA = "graft-artifacts/1"
 
 
 class HardwareMismatchWarning(UserWarning):
@@ -53,6 +63,10 @@ class ArtifactDir:
     def tdes(self) -> Path:
         return self.root / "tdes.safetensors"
 
+    def task_tdes(self, task: str) -> Path:
+        """The scorer trained on `task`'s traces only."""
+        return self.root / f"tdes-{task}.safetensors"
+
     @property
     def saba(self) -> Path:
         return self.root / "saba.json"
@@ -60,6 +74,51 @@ class ArtifactDir:
     @property
     def manifest(self) -> Path:
         return self.root / "manifest.json"
+
+    def read_manifest(self) -> dict:
+        """The folder's manifest (GraftError when it is malformed or of another schema)."""
+        manifest = read_json_object(self.manifest, "artifacts manifest")
+        require(manifest.get("schema") == MANIFEST_SCHEMA,
+                f"{self.manifest}: schema {manifest.get('schema')!r}, expected {MANIFEST_SCHEMA!r}")
+        return manifest
+
+
+@dataclass(frozen=True)
+class ShippedAssets:
+    """The shipped scorers and calibration under `root` (module doc)."""
+
+    root: Path = ASSETS_DIR
+
+    def tdes(self, name: str = "default") -> Path:
+        return self.root / "tdes" / f"{name}.safetensors"
+
+    @property
+    def saba(self) -> Path:
+        return self.root / "saba" / "default.json"
+
+    def scorers(self) -> dict[str, Path]:
+        """{name: weights path} of every shipped scorer."""
+        return {p.stem: p for p in sorted((self.root / "tdes").glob("*.safetensors"))}
+
+
+def check_shipped(assets: ShippedAssets, embedded: PairId) -> list[str]:
+    """One line per shipped scorer or calibration that does not record the `embedded` pair (empty: all do)."""
+    def where(path: Path) -> str:  # named from the root (a root outside the project keeps its name)
+        return f"{portable(assets.root)}/{path.relative_to(assets.root).as_posix()}"
+
+    records = {where(p.with_suffix(".json")): scorer_config(p) for p in assets.scorers().values()}
+    if assets.saba.is_file():
+        records[where(assets.saba)] = SabaParams.load(assets.saba).meta
+    problems = [] if records else [f"{portable(assets.root)} holds no TDES scorer and no SABA calibration"]
+    for where, record in records.items():
+        if record.get("pair") is None:
+            problems.append(f"{where} records no pair (fitted for which drafter?)")
+            continue
+        fitted = PairId.from_dict(record["pair"], where)
+        if not fitted.same(embedded):
+            problems.append(f"{where} was fitted for {fitted}, not for the embedded pair {embedded}: "
+                            "refresh the shipped artifacts with `make artifacts`")
+    return problems
 
 
 def slug(text: str) -> str:

@@ -1,21 +1,28 @@
-"""`graft prepare`: a pair's TDES scorer and SABA calibration in one command, into that pair's folder.
+"""`graft prepare`: a pair's TDES scorers and SABA calibration in one command, into that pair's folder.
 
-The shipped scorer and calibration belong to the embedded pair on a 2-core CPU; another pair (or
+The shipped scorers and calibration belong to the embedded pair on a 2-core CPU; another pair (or
 machine) needs its own, and `graftlib.methods.artifacts` refuses another pair's scorer and
 calibration (and warns about another machine's calibration). The steps, each the existing
 command's own function:
   1. traces   `graft traces` (`traces.make_traces`): DDTree decodes of the `tdes` pool
   2. TDES     `graft train-tdes` (`tdes_train.train_from_traces`) on those traces
+  2b. per task `graft train-tdes --tasks T` on the same traces, one scorer per `--task-scorers` task
+              (the shipped `gsm8k` scorer of Figure 5)
   3. SABA     `graft calibrate` (`calibrate.calibrate_pair`): same-prefix replay of validation prompts
-into one folder (`ArtifactDir`): traces/, tdes.safetensors + tdes.json, saba.json and manifest.json
-(the pair, the hardware, the sizes, each step's status, outputs and seconds).
+into one folder (`ArtifactDir`): traces/, tdes.safetensors + tdes.json, tdes-<task>.safetensors +
+.json, saba.json and manifest.json (the pair, the hardware, the sizes, each step's status, outputs,
+ids and seconds).
 
 Resumable: a step whose output exists, is complete and was fitted for this pair (the calibration:
-also on this hardware) is kept; traces resume shard by shard; `trace_minutes` can stop the traces
-early, and the scorer is then trained on what there is and marked incomplete, so a re-run goes on
-tracing and trains again. A folder that holds another pair's artifacts is refused.
+also on this hardware) is kept; the manifest is written after every step, so an interrupted run
+keeps what it finished; traces resume shard by shard; `trace_minutes` can stop the traces early,
+and the scorers are then trained on what there is and marked incomplete, so a re-run goes on
+tracing and trains again. Invariant: every scorer in the manifest was trained on the traces the
+manifest names (remade traces retrain every scorer, and drop a per-task scorer no longer asked for).
+A folder that holds another pair's artifacts is refused.
 `PrepareConfig` holds the sizes; `QUICK` a small set (minutes on a CPU for the embedded pair).
-The folder is used with `--artifacts DIR` (`graft generate`, `graft bench`).
+The folder is used with `--artifacts DIR` (`graft generate`, `graft bench`); for the embedded pair
+`--ship` then copies it into graftlib/assets (`graftlib.training.ship`; `make artifacts`).
 """
 
 import sys
@@ -26,18 +33,17 @@ from pathlib import Path
 from graftlib.core.errors import require
 from graftlib.core.hardware import hardware_id
 from graftlib.core.paths import portable
-from graftlib.core.records import read_json_object, write_json_atomic
+from graftlib.core.records import write_json_atomic
 from graftlib.core.version import __version__
+from graftlib.data.prompts import TDES_TASKS
 from graftlib.methods.args import add_model_args
-from graftlib.methods.artifacts import ArtifactDir, default_dir
+from graftlib.methods.artifacts import MANIFEST_SCHEMA, ArtifactDir, ShippedAssets, default_dir
 from graftlib.methods.saba import CPU_GRID, GPU_GRID, SabaParams
 from graftlib.methods.tdes import scorer_config, scorer_id
 from graftlib.models.pair import PairId
 from graftlib.training.calibrate import calibrate_pair
 from graftlib.training.tdes_train import TDESConfig, train_from_traces
 from graftlib.training.traces import TraceConfig, make_traces
-
-SCHEMA = "graft-artifacts/1"
 
 
 @dataclass
@@ -49,6 +55,7 @@ class PrepareConfig:
     shard_size: int = 8
     max_prompt_tokens: int = 384
     tdes_epochs: int = 8
+    task_scorers: tuple[str, ...] = ()  # tasks that also get a scorer of their own (tdes-<task>.*)
     val_prompts: int = 8  # validation prompts replayed for SABA
     calib_tokens: int = 64  # new tokens per replayed prompt
     ref_budget: int = 8
@@ -60,6 +67,11 @@ class PrepareConfig:
             require(getattr(self, name) >= 1, f"prepare: {name} must be >= 1, got {getattr(self, name)}")
         require(self.grid is None or (len(self.grid) > 0 and min(self.grid) >= 1),
                 f"prepare: the SABA grid must be budgets >= 1, got {self.grid}")
+        unknown = [t for t in self.task_scorers if t not in TDES_TASKS]
+        require(not unknown, f"prepare: no traces of task(s) {unknown} for a per-task scorer: the `tdes` pool "
+                f"traced holds {', '.join(TDES_TASKS)}")
+        require(len(set(self.task_scorers)) == len(self.task_scorers),
+                f"prepare: a task is named twice in the per-task scorers {list(self.task_scorers)}")
         return self
 
 
@@ -73,9 +85,8 @@ def _fitted_for(record: dict, pair: PairId, where: str) -> bool:
 def _open_manifest(d: ArtifactDir, pair: PairId) -> dict:
     """The folder's manifest, refusing one of another pair; a fresh one when there is none."""
     if not d.manifest.is_file():
-        return {"schema": SCHEMA, "pair": pair.to_dict(), "steps": {}}
-    manifest = read_json_object(d.manifest, "artifacts manifest")
-    require(manifest.get("schema") == SCHEMA, f"{d.manifest}: schema {manifest.get('schema')!r}, expected {SCHEMA!r}")
+        return {"schema": MANIFEST_SCHEMA, "pair": pair.to_dict(), "steps": {}}
+    manifest = d.read_manifest()
     require(_fitted_for(manifest, pair, str(d.manifest)), f"{d.root} holds the artifacts of "
             f"{PairId.from_dict(manifest.get('pair'), str(d.manifest))}, not of this pair, {pair}: "
             f"choose another --out (e.g. {default_dir(pair)})")
@@ -89,22 +100,48 @@ def _kept(manifest: dict, step: str, record: dict | None, pair: PairId, where: s
             and (hardware is None or record.get("hardware") == hardware))
 
 
-def _trace_and_train(pair, d: ArtifactDir, cfg: PrepareConfig, command: str, log) -> dict[str, dict]:
+def _tdes_config(pair, cfg: PrepareConfig) -> TDESConfig:
+    return TDESConfig(epochs=cfg.tdes_epochs, device="cuda" if pair.device.type == "cuda" else "cpu")
+
+
+def _trace(pair, d: ArtifactDir, cfg: PrepareConfig) -> dict:
     t0 = time.perf_counter()
     tc = TraceConfig(target=pair.target_name, drafter=pair.drafter_name, pool="tdes", n=cfg.trace_prompts,
                      budget=cfg.trace_budget, max_new_tokens=cfg.trace_tokens, max_prompt_tokens=cfg.max_prompt_tokens,
                      shard_size=cfg.shard_size, max_minutes=cfg.trace_minutes)
     index = make_traces(d.traces, tc, pair=pair)
     traced = sum(s["count"] for s in index["shards"])
-    traces = {"complete": traced >= cfg.trace_prompts, "dir": portable(d.traces), "prompts": traced,
-              "rounds": sum(s["rounds"] for s in index["shards"]), "seconds": round(time.perf_counter() - t0, 1)}
-    t1 = time.perf_counter()
-    tdes_cfg = TDESConfig(epochs=cfg.tdes_epochs, device="cuda" if pair.device.type == "cuda" else "cpu")
-    train_from_traces(d.traces, d.tdes, tdes_cfg, pair.target_name, embed=pair.target.get_input_embeddings().weight,
-                      command=command, log=log)
-    tdes = {"complete": traces["complete"], "file": portable(d.tdes), "id": scorer_id(d.tdes),
-            "seconds": round(time.perf_counter() - t1, 1)}
-    return {"traces": traces, "tdes": tdes}
+    return {"complete": traced >= cfg.trace_prompts, "dir": portable(d.traces), "prompts": traced,
+            "rounds": sum(s["rounds"] for s in index["shards"]), "seconds": round(time.perf_counter() - t0, 1)}
+
+
+def _train(pair, d: ArtifactDir, cfg: PrepareConfig, out: Path, task: str | None, complete: bool, command: str,
+           log) -> dict:
+    """One scorer on the folder's traces (`task`: that task's rounds only), as its manifest step."""
+    t0 = time.perf_counter()
+    train_from_traces(d.traces, out, _tdes_config(pair, cfg), pair.target_name, tasks=[task] if task else None,
+                      embed=pair.target.get_input_embeddings().weight, command=command, log=log)
+    step = {"complete": complete, "file": portable(out), "id": scorer_id(out),
+            "seconds": round(time.perf_counter() - t0, 1)}
+    return dict(step, task=task) if task else step
+
+
+def _task_step(task: str) -> str:
+    return f"tdes-{task}"
+
+
+def _drop_stale_task_scorers(d: ArtifactDir, steps: dict, cfg: PrepareConfig, log) -> None:
+    """Remade traces: a per-task scorer not asked for this time was trained on the old ones; drop it."""
+    for step in [s for s in steps if s.startswith("tdes-") and s.removeprefix("tdes-") not in cfg.task_scorers]:
+        path = d.task_tdes(step.removeprefix("tdes-"))
+        for stale in (path, path.with_suffix(".json")):
+            stale.unlink(missing_ok=True)
+        del steps[step]
+        log(f"prepare: {path} was trained on the former traces and is not asked for: removed")
+
+
+def _save(d: ArtifactDir, manifest: dict) -> None:
+    write_json_atomic(d.manifest, manifest)
 
 
 def prepare(pair, out: str | Path, cfg: PrepareConfig | None = None, command: str | None = None, log=print) -> dict:
@@ -115,13 +152,30 @@ def prepare(pair, out: str | Path, cfg: PrepareConfig | None = None, command: st
     command = command or "graft " + " ".join(sys.argv[1:])
     manifest = _open_manifest(d, ident)
     d.root.mkdir(parents=True, exist_ok=True)
+    manifest.update(pair=ident.to_dict(), hardware=hw, graftlib=__version__, command=command, config=asdict(cfg),
+                    date=time.strftime("%Y-%m-%d %H:%M:%S"))
     steps = manifest["steps"]
     tdes_config = scorer_config(d.tdes) if d.tdes.is_file() else None
-    if _kept(manifest, "tdes", tdes_config, ident, str(d.tdes)):
+    retrace = not _kept(manifest, "tdes", tdes_config, ident, str(d.tdes))
+    if retrace:
+        steps["traces"] = dict(_trace(pair, d, cfg), status="made")
+        _drop_stale_task_scorers(d, steps, cfg, log)
+        steps["tdes"] = dict(_train(pair, d, cfg, d.tdes, None, steps["traces"]["complete"], command, log),
+                             status="made")
+        _save(d, manifest)
+    else:
         log(f"prepare: TDES scorer {d.tdes} is this pair's and complete: kept")
         steps["tdes"]["status"] = steps["traces"]["status"] = "kept"
-    else:
-        steps.update({k: dict(v, status="made") for k, v in _trace_and_train(pair, d, cfg, command, log).items()})
+    for task in cfg.task_scorers:
+        path, step = d.task_tdes(task), _task_step(task)
+        config = scorer_config(path) if path.is_file() else None
+        if not retrace and _kept(manifest, step, config, ident, str(path)) and config.get("tasks") == [task]:
+            log(f"prepare: {task} scorer {path} is this pair's and complete: kept")
+            steps[step]["status"] = "kept"
+        else:
+            steps[step] = dict(_train(pair, d, cfg, path, task, steps["traces"]["complete"], command, log),
+                               status="made")
+            _save(d, manifest)
     saba_meta = SabaParams.load(d.saba).meta if d.saba.is_file() else None
     if _kept(manifest, "saba", saba_meta, ident, str(d.saba), hw):
         log(f"prepare: SABA calibration {d.saba} is this pair's on {hw}: kept")
@@ -133,9 +187,7 @@ def prepare(pair, out: str | Path, cfg: PrepareConfig | None = None, command: st
                                 cfg.max_prompt_tokens, command=command, log=log)
         steps["saba"] = {"complete": True, "status": "made", "file": portable(d.saba), "id": params.id,
                          "hardware": hw, "grid": grid, "seconds": round(time.perf_counter() - t0, 1)}
-    manifest.update(pair=ident.to_dict(), hardware=hw, graftlib=__version__, command=command, config=asdict(cfg),
-                    date=time.strftime("%Y-%m-%d %H:%M:%S"))
-    write_json_atomic(d.manifest, manifest)
+    _save(d, manifest)
     return manifest
 
 
@@ -153,17 +205,23 @@ def add_parser(sub) -> None:
     p.add_argument("--trace-prompts", type=int, default=None, help=f"tdes-pool prompts to trace (default {d.trace_prompts})")
     p.add_argument("--trace-minutes", type=float, default=None, help="start no new trace shard after this many "
                    "minutes (a re-run goes on)")
+    p.add_argument("--task-scorers", nargs="+", default=None, metavar="TASK", help="also train a scorer on each "
+                   "task's traces only (tdes-TASK.*; the shipped gsm8k scorer: --task-scorers gsm8k)")
     p.add_argument("--val-prompts", type=int, default=None, help=f"validation prompts for SABA (default {d.val_prompts})")
     p.add_argument("--grid", nargs="+", type=int, default=None, help="SABA budget grid (default: "
                    f"{' '.join(map(str, CPU_GRID))} on a CPU, {' '.join(map(str, GPU_GRID))} on a GPU)")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
+    p.add_argument("--ship", action="store_true", help="then copy the folder's scorers and calibration into the "
+                   "shipped assets (the embedded pair only; `graft ship-artifacts`)")
+    p.add_argument("--assets", default=None, help=f"where --ship writes (default: {portable(ShippedAssets().root)})")
     p.set_defaults(func=run)
 
 
 def config_from_args(args) -> PrepareConfig:
     base = QUICK if args.quick else PrepareConfig()
     given = {"trace_prompts": args.trace_prompts, "trace_minutes": args.trace_minutes,
-             "val_prompts": args.val_prompts, "grid": tuple(args.grid) if args.grid else None}
+             "val_prompts": args.val_prompts, "grid": tuple(args.grid) if args.grid else None,
+             "task_scorers": tuple(args.task_scorers) if args.task_scorers else None}
     return replace(base, **{k: v for k, v in given.items() if v is not None}).check()
 
 
@@ -171,7 +229,10 @@ def run(args) -> int:
     import torch
 
     from graftlib.models.pair import load_pair
+    from graftlib.training.ship import require_embedded, ship
 
+    if args.ship:
+        require_embedded(args.target, args.drafter)
     if args.threads:
         torch.set_num_threads(args.threads)
     cfg = config_from_args(args)
@@ -184,4 +245,7 @@ def run(args) -> int:
               f"{s.get('seconds', 0):>7.1f} s  {s.get('file') or s.get('dir')}")
     print(f"use them: graft generate --target {args.target} --drafter {args.drafter} --artifacts {out} "
           f"--method graft --prompt '...'  (graft bench takes --artifacts too)")
+    if args.ship:
+        assets = ShippedAssets(Path(args.assets)) if args.assets else ShippedAssets()
+        ship(out, pair.identity(), assets, log=lambda m: print(m, flush=True))
     return 0

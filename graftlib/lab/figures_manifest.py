@@ -1,0 +1,160 @@
+"""The figures manifest: which notebook, profile, drafter and artifacts drew each file under figures/.
+
+`graft workbook` (`graftlib.lab.workbook.run_workbook`) snapshots the figures folder around each
+notebook (`snapshot`, `drawn`): every file the notebook wrote or rewrote (PNG, PDF, CSV, ...) gets
+an entry in `<figures>/manifest.json` (`record`, merged into what is there, so a run of some
+notebooks keeps the others' entries):
+  notebook, profile, sha256 (12 hex digits of the file as written), date, and `drawn_with`:
+    pair          the `PairId` the notebooks loaded (its `drafter_fingerprint` is the drafter's
+                  weights id, `graftlib.models.pair.fingerprint`)
+    tdes          {"default": id, "gsm8k": id}: `tdes.scorer_id` of the scorers the notebooks read
+                  ($GRAFT_TDES or the shipped default; the `gsm8k_scorer` parameter or the shipped one)
+    saba          `SabaParams.id` of the calibration in use ($GRAFT_SABA_PARAMS or the shipped one)
+    cost_profile  `CostProfile.id` of the profile pricing the modeled columns (the `cost_profile`
+                  parameter, else the one derived from the shipped calibration)
+    commit        the graftlib git commit (None outside a git checkout) and whether the tree was dirty
+(`drawn_with` is computed once per run, on the first notebook that draws: it loads the pair.)
+
+`check_figures` is the other half: every file under figures/ (but README.md and the manifest) must
+have an entry, its sha256 must be the file's (nothing redrew it outside the workbook), its profile
+the committed one (`quick`, what `make main` draws) and its `drawn_with` the shipped artifacts'
+ids (`shipped_ids`): the committed figures are what `make main` draws from the committed artifacts.
+It returns one line per problem (empty: none), so a test can show them all.
+"""
+
+import hashlib
+import subprocess
+import time
+from pathlib import Path
+
+from graftlib.core.paths import PROJECT_DIR, portable
+from graftlib.core.records import read_json_object, write_json_atomic
+from graftlib.methods.artifacts import ShippedAssets
+from graftlib.methods.cost_profile import from_saba, load_profile
+from graftlib.methods.saba import SabaParams, default_params
+from graftlib.methods.tdes import GSM8K_PATH, default_scorer_path, scorer_config, scorer_id
+from graftlib.models.pair import PairId
+
+SCHEMA = "graft-figures/1"
+MANIFEST = "manifest.json"
+NOT_FIGURES = frozenset({"README.md", MANIFEST})
+COMMITTED_PROFILE = "quick"
+
+
+def manifest_path(folder: str | Path) -> Path:
+    return Path(folder) / MANIFEST
+
+
+def snapshot(folder: str | Path) -> dict[str, tuple[int, int]]:
+    """{file name: (mtime ns, size)} of the figure files in `folder` (none when it does not exist)."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        return {}
+    return {p.name: (p.stat().st_mtime_ns, p.stat().st_size) for p in folder.iterdir()
+            if p.is_file() and p.name not in NOT_FIGURES and not p.name.endswith(".partial")}
+
+
+def drawn(before: dict, after: dict) -> list[str]:
+    """The files written or rewritten between two snapshots."""
+    return sorted(name for name, stamp in after.items() if before.get(name) != stamp)
+
+
+def file_hash(path: str | Path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:12]
+
+
+def _git(root: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["git", "-C", str(root), *args], check=False, capture_output=True, text=True, timeout=30)
+
+
+def git_commit(root: Path = PROJECT_DIR) -> dict:
+    """{"commit": HEAD or None, "dirty": bool or None} of the checkout at `root`."""
+    try:
+        head, status = _git(root, "rev-parse", "HEAD"), _git(root, "status", "--porcelain", "--untracked-files=no")
+    except (OSError, subprocess.SubprocessError):
+        return {"commit": None, "dirty": None}
+    if head.returncode != 0:
+        return {"commit": None, "dirty": None}
+    return {"commit": head.stdout.strip(), "dirty": bool(status.stdout.strip()) if status.returncode == 0 else None}
+
+
+def drawn_with(params: dict) -> dict:
+    """What the notebooks of a run with these parameters draw with (module doc); loads the pair once."""
+    from graftlib.models.pair import load_pair
+    from graftlib.models.target import EMBEDDED_TARGET
+
+    pair = load_pair(params.get("target", EMBEDDED_TARGET), params.get("drafter", "embedded"), "cpu").identity()
+    return {"pair": pair.to_dict(),
+            "tdes": {"default": scorer_id(default_scorer_path()),
+                     "gsm8k": scorer_id(params.get("gsm8k_scorer") or GSM8K_PATH)},
+            "saba": default_params().id, "cost_profile": load_profile(params.get("cost_profile") or None).id,
+            **git_commit()}
+
+
+def shipped_ids(assets: ShippedAssets | None = None) -> dict:
+    """The ids `drawn_with` names when the notebooks read the shipped artifacts under `assets`."""
+    assets = assets or ShippedAssets()
+    saba = SabaParams.load(assets.saba)
+    return {"pair": scorer_config(assets.tdes("default")).get("pair"),
+            "tdes": {name: scorer_id(path) for name, path in assets.scorers().items()},
+            "saba": saba.id, "cost_profile": from_saba(saba).id}
+
+
+def read_manifest(folder: str | Path) -> dict:
+    path = manifest_path(folder)
+    if not path.is_file():
+        return {"schema": SCHEMA, "figures": {}}
+    manifest = read_json_object(path, "figures manifest")
+    return manifest if manifest.get("schema") == SCHEMA else {"schema": SCHEMA, "figures": {}}
+
+
+def record(folder: str | Path, names: list[str], notebook: str, profile: str, used: dict) -> None:
+    """Add (or replace) the entries of `names`, drawn by `notebook`, to the folder's manifest."""
+    folder = Path(folder)
+    manifest = read_manifest(folder)
+    date = time.strftime("%Y-%m-%d %H:%M:%S")
+    for name in names:
+        manifest["figures"][name] = {"notebook": notebook, "profile": profile, "sha256": file_hash(folder / name),
+                                     "date": date, "drawn_with": used}
+    manifest["figures"] = dict(sorted(manifest["figures"].items()))
+    write_json_atomic(manifest_path(folder), manifest)
+
+
+def _entry_problems(name: str, entry: dict, folder: Path, shipped: dict, profile: str) -> list[str]:
+    used, out = entry.get("drawn_with") or {}, []
+    if entry.get("sha256") != file_hash(folder / name):
+        out.append(f"{name}: changed since {entry.get('notebook')} drew it (sha256 {entry.get('sha256')})")
+    if entry.get("profile") != profile:
+        out.append(f"{name}: drawn with profile {entry.get('profile')!r}, not {profile!r}")
+    pair = used.get("pair")
+    want = PairId.from_dict(shipped["pair"], "the shipped default TDES scorer")
+    if pair is None or not PairId.from_dict(pair, f"{name} in the figures manifest").same(want):
+        out.append(f"{name}: drawn with the pair {pair}, not the shipped artifacts' {want}")
+    for key, ids in (("saba", shipped["saba"]), ("cost_profile", shipped["cost_profile"])):
+        if used.get(key) != ids:
+            out.append(f"{name}: drawn with {key} {used.get(key)}, the shipped one is {ids}")
+    tdes = used.get("tdes") or {}
+    for scorer, ident in sorted(tdes.items()):
+        if shipped["tdes"].get(scorer) != ident:
+            out.append(f"{name}: drawn with the {scorer} TDES scorer {ident}, the shipped one is "
+                       f"{shipped['tdes'].get(scorer)}")
+    if not tdes:
+        out.append(f"{name}: the manifest names no TDES scorer")
+    return out
+
+
+def check_figures(folder: str | Path, assets: ShippedAssets | None = None,
+                  profile: str = COMMITTED_PROFILE) -> list[str]:
+    """One line per problem of the module doc (empty: every figure is what `make main` draws from the
+    shipped artifacts)."""
+    folder = Path(folder)
+    if not manifest_path(folder).is_file():
+        return [f"{portable(manifest_path(folder))} does not exist: run `make main`"]
+    entries = read_manifest(folder)["figures"]
+    shipped = shipped_ids(assets)
+    files = snapshot(folder)
+    problems = [f"{name}: not in {MANIFEST} (drawn outside the workbook?)" for name in sorted(set(files) - set(entries))]
+    problems += [f"{name}: in {MANIFEST} but not in {portable(folder)}" for name in sorted(set(entries) - set(files))]
+    for name in sorted(set(files) & set(entries)):
+        problems += _entry_problems(name, entries[name], folder, shipped, profile)
+    return problems

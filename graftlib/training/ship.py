@@ -1,0 +1,157 @@
+"""`graft ship-artifacts` (and `graft prepare --ship`): a `graft prepare` folder into the shipped assets.
+
+The shipped scorers and calibration (`graftlib.methods.artifacts.ShippedAssets`) belong to the
+embedded pair, and a retrained embedded drafter makes them stale. `make artifacts` refreshes them
+all from one folder: `graft prepare --task-scorers gsm8k --ship` makes the folder, then `ship`
+copies
+  tdes.safetensors + tdes.json              -> tdes/default.*
+  tdes-<task>.safetensors + tdes-<task>.json -> tdes/<task>.*   (each per-task scorer of the manifest)
+  saba.json                                 -> saba/default.json
+and adds to each shipped JSON (a scorer's config, a calibration's `meta`) a `shipped` record: the
+folder, the drafter's weights id (its fingerprint, also in `pair`), the command that regenerates
+it (`make artifacts`) and the `graft prepare` command that made it.
+
+Invariants:
+  - only the embedded pair's folder ships: the folder's manifest and every artifact in it must
+    record the `embedded` pair's fingerprints, else a GraftError names both pairs and nothing is
+    written; the CLI computes `embedded` by loading the embedded pair (`require_embedded` refuses
+    other model names before anything loads);
+  - only a finished folder ships: every step of the manifest complete (a re-run of `graft prepare`
+    goes on where it stopped);
+  - writes are atomic per file and staged: every file is written next to its destination as
+    `.partial` first, then all are renamed, so a failure while staging leaves the assets as they
+    were. A shipped scorer the folder does not hold stays as it is (`check_shipped` names it if
+    it was fitted for another drafter). The weights are copied byte for byte, so the scorers' ids
+    (`tdes.scorer_id`) and the calibration's (`SabaParams.id`, the numbers only) are the folder's.
+The assets root is a parameter (`--assets`, default graftlib/assets), so tests ship into a
+temporary folder.
+"""
+
+import json
+import shutil
+import time
+from pathlib import Path
+
+from graftlib.core.errors import require
+from graftlib.core.paths import portable
+from graftlib.core.records import read_json_object
+from graftlib.methods.artifacts import ArtifactDir, ShippedAssets
+from graftlib.methods.tdes import scorer_config, scorer_paths
+from graftlib.models.drafter import EMBEDDED_DRAFTER
+from graftlib.models.pair import PairId
+from graftlib.models.target import EMBEDDED_TARGET
+
+REGENERATE = "make artifacts"
+
+
+def require_embedded(target: str, drafter: str) -> None:
+    """Only the embedded pair's artifacts ship: refuse other model names before anything loads."""
+    require((target, drafter) == (EMBEDDED_TARGET, EMBEDDED_DRAFTER),
+            f"only the embedded pair's artifacts ship into the package (--target {EMBEDDED_TARGET} --drafter "
+            f"{EMBEDDED_DRAFTER}), not those of --target {target} --drafter {drafter}: use them with "
+            "`--artifacts DIR` instead")
+
+
+def _require_folder(d: ArtifactDir) -> None:
+    require(d.manifest.is_file(), f"{d.root} is not a `graft prepare` folder (no {d.manifest.name}): make one "
+            f"with `graft prepare --out {d.root}`")
+
+
+def _manifest(d: ArtifactDir, embedded: PairId) -> dict:
+    _require_folder(d)
+    manifest = d.read_manifest()
+    fitted = PairId.from_dict(manifest.get("pair"), str(d.manifest))
+    require(fitted.same(embedded), f"{d.root} holds the artifacts of {fitted}, not of the embedded pair, {embedded}: "
+            "only the embedded pair's artifacts ship (use this folder with `--artifacts DIR`)")
+    steps = manifest["steps"]
+    unfinished = sorted({"tdes", "saba"} - set(steps)) + sorted(k for k, s in steps.items() if s.get("complete") is not True)
+    require(not unfinished, f"{d.root} is not finished (missing or incomplete: {', '.join(unfinished)}): re-run the "
+            "same `graft prepare` (it goes on where it stopped) before shipping")
+    return manifest
+
+
+def shipments(d: ArtifactDir, manifest: dict, assets: ShippedAssets) -> list[tuple[Path, Path]]:
+    """(source weights or JSON, destination) of every artifact the folder ships (module doc)."""
+    scorers = [(d.tdes, assets.tdes("default"))]
+    scorers += [(d.task_tdes(s["task"]), assets.tdes(s["task"])) for step, s in sorted(manifest["steps"].items())
+                if step.startswith("tdes-")]
+    return scorers + [(d.saba, assets.saba)]
+
+
+def _stamped(record: dict, where: str, embedded: PairId, shipped: dict) -> dict:
+    """`record` (a scorer config or a calibration meta) checked for the embedded pair, with `shipped` added."""
+    fitted = PairId.from_dict(record.get("pair"), where)
+    require(fitted.same(embedded), f"{where} was fitted for {fitted}, not for the embedded pair, {embedded}: "
+            "re-run `graft prepare` on the embedded pair")
+    return {**record, "shipped": shipped}
+
+
+def _staged(src: Path, dest: Path, embedded: PairId, shipped: dict) -> list[tuple[Path, Path]]:
+    """Write `src`'s files beside their destinations as .partial; return (partial, destination) pairs."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    if src.suffix == ".safetensors":
+        weights, config = scorer_paths(src)
+        text = json.dumps(_stamped(scorer_config(src), portable(config), embedded, shipped), indent=1, default=str)
+        files = [(weights, dest, None), (config, dest.with_suffix(".json"), text)]
+    else:
+        d = read_json_object(src, "SABA calibration")
+        d["meta"] = _stamped(d.get("meta") or {}, portable(src), embedded, shipped)
+        files = [(src, dest, json.dumps(d, indent=1))]
+    staged = []
+    for source, target, text in files:
+        tmp = target.with_name(target.name + ".partial")
+        if text is None:
+            shutil.copyfile(source, tmp)
+        else:
+            tmp.write_text(text + "\n")
+        staged.append((tmp, target))
+    return staged
+
+
+def _discard(plan: list[tuple[Path, Path]]) -> None:
+    for _, dest in plan:
+        for target in (dest, dest.with_suffix(".json")):
+            target.with_name(target.name + ".partial").unlink(missing_ok=True)
+
+
+def ship(folder: str | Path, embedded: PairId, assets: ShippedAssets | None = None, log=print) -> list[Path]:
+    """Copy a finished `graft prepare` folder of the embedded pair into `assets` (module doc); returns
+    the files written."""
+    d, assets = ArtifactDir(Path(folder)), assets or ShippedAssets()
+    manifest = _manifest(d, embedded)
+    shipped = {"from": portable(d.root), "drafter_fingerprint": embedded.drafter_fingerprint,
+               "regenerate": REGENERATE, "prepare_command": manifest.get("command"),
+               "date": time.strftime("%Y-%m-%d %H:%M:%S")}
+    plan = shipments(d, manifest, assets)
+    staged = None
+    try:
+        staged = [f for src, dest in plan for f in _staged(src, dest, embedded, shipped)]
+    finally:
+        if staged is None:  # a refused or unreadable artifact: nothing of this shipment stays
+            _discard(plan)
+    for tmp, dest in staged:
+        tmp.replace(dest)
+        log(f"ship: {portable(assets.root)}/{dest.relative_to(assets.root).as_posix()}")
+    return [dest for _, dest in staged]
+
+
+# ----------------------------------------------------------------------------- CLI
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("ship-artifacts", help="copy a finished `graft prepare` folder of the embedded pair into "
+                       "the shipped assets (graftlib/assets)")
+    p.add_argument("--from", dest="folder", required=True, help="the `graft prepare` folder (e.g. artifacts/embedded)")
+    p.add_argument("--assets", default=None, help=f"the assets root (default: {portable(ShippedAssets().root)})")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from graftlib.models.pair import load_pair
+
+    _require_folder(ArtifactDir(Path(args.folder)))  # before the models load
+    embedded = load_pair(device="cpu").identity()
+    assets = ShippedAssets(Path(args.assets)) if args.assets else ShippedAssets()
+    written = ship(args.folder, embedded, assets)
+    print(f"shipped {len(written)} files of {embedded} into {portable(assets.root)}")
+    return 0

@@ -1,0 +1,107 @@
+"""The figures manifest: the workbook records what each notebook drew, and `check_figures` holds the
+committed figures to the shipped artifacts.
+
+Two throwaway notebooks (one draws, one does not) run through `run_workbook` into a temporary
+figures folder: the drawing one's files get entries, `drawn_with` is asked once, and the check
+passes against (a copy of) the shipped artifacts; then each way a figure can stop being what
+`make main` draws from them (redrawn by hand, another profile, another drafter, calibration,
+scorer or cost profile, a file drawn outside the workbook, a missing file) is named. The committed
+figures are checked once `make artifacts` has written figures/manifest.json.
+"""
+
+import shutil
+
+import nbformat
+import pytest
+
+from graftlib.core.paths import PROJECT_DIR
+from graftlib.lab import workbook
+from graftlib.lab.figures_manifest import check_figures, drawn_with, read_manifest, record, shipped_ids
+from graftlib.methods.artifacts import ShippedAssets
+
+FIGURES = PROJECT_DIR / workbook.FIGURES_DIR
+
+
+@pytest.fixture
+def assets(tmp_path) -> ShippedAssets:
+    """The shipped scorers and calibration, copied (the drafters stay behind)."""
+    for sub in ("tdes", "saba"):
+        shutil.copytree(ShippedAssets().root / sub, tmp_path / "assets" / sub)
+    return ShippedAssets(tmp_path / "assets")
+
+
+@pytest.mark.skipif(not (FIGURES / "manifest.json").is_file(), reason="figures/manifest.json not written yet "
+                    "(make artifacts)")
+def test_committed_figures_are_what_make_main_draws_from_the_shipped_artifacts():
+    assert check_figures(FIGURES) == []
+
+
+def test_by_default_the_notebooks_draw_with_the_shipped_artifacts(monkeypatch):
+    monkeypatch.delenv("GRAFT_TDES", raising=False)
+    monkeypatch.delenv("GRAFT_SABA_PARAMS", raising=False)
+    used = drawn_with(workbook.PROFILES["quick"])
+    assert {k: used[k] for k in ("pair", "tdes", "saba", "cost_profile")} == shipped_ids()
+    assert used["commit"] is None or len(used["commit"]) == 40
+
+
+def notebook(path, code: str) -> None:
+    params = nbformat.v4.new_code_cell('figures_dir = "figures"\nprofile = "quick"')
+    params.metadata["tags"] = ["parameters"]
+    nb = nbformat.v4.new_notebook(cells=[params, nbformat.v4.new_code_cell(code)])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, path)
+
+
+def test_the_workbook_records_what_each_notebook_draws(tmp_path, monkeypatch, assets):
+    books = tmp_path / "notebooks"
+    books.mkdir()
+    notebook(books / "a_draws.ipynb", "from pathlib import Path\n"
+             "for n in ('a.png', 'a.csv'): Path(figures_dir, n).write_text(n)")
+    notebook(books / "b_draws_nothing.ipynb", "x = 1")
+    monkeypatch.setattr(workbook, "NOTEBOOK_DIR", books)
+    figs = tmp_path / "figs"
+    figs.mkdir()
+    (figs / "README.md").write_text("not a figure")
+    asked = []
+
+    def drawn_with(values):
+        asked.append(values["figures_dir"])
+        return shipped_ids(assets)
+
+    rows = workbook.run_workbook("quick", tmp_path / "out", extra={"figures_dir": str(figs)}, progress=False,
+                                 drawn_with=drawn_with)
+    assert [r["status"] for r in rows] == ["ok", "ok"] and asked == [str(figs)]
+    entries = read_manifest(figs)["figures"]
+    assert sorted(entries) == ["a.csv", "a.png"]
+    assert {(e["notebook"], e["profile"]) for e in entries.values()} == {("a_draws", "quick")}
+    assert check_figures(figs, assets) == []
+
+
+def test_check_figures_names_every_figure_that_is_not_make_mains(tmp_path, assets):
+    figs = tmp_path / "figs"
+    figs.mkdir()
+    missing = check_figures(figs, assets)
+    assert len(missing) == 1 and "manifest.json does not exist: run `make main`" in missing[0]
+    shipped = shipped_ids(assets)
+    names = ["ok.png", "edited.csv", "full.png", "drafter.png", "saba.png", "scorer.pdf", "cost.png", "gone.png"]
+    for name in names:
+        (figs / name).write_text(name)
+    record(figs, names, "nb", "quick", shipped)
+    assert check_figures(figs, assets) == []
+    record(figs, ["full.png"], "nb", "full", shipped)
+    record(figs, ["drafter.png"], "nb", "quick", {**shipped, "pair": {**shipped["pair"],
+                                                                       "drafter_fingerprint": "0" * 12}})
+    record(figs, ["saba.png"], "nb", "quick", {**shipped, "saba": "0" * 12})
+    record(figs, ["scorer.pdf"], "nb", "quick", {**shipped, "tdes": {**shipped["tdes"], "gsm8k": "0" * 12}})
+    record(figs, ["cost.png"], "nb", "quick", {**shipped, "cost_profile": "0" * 12})
+    (figs / "edited.csv").write_text("edited by hand")
+    (figs / "gone.png").unlink()
+    (figs / "stray.png").write_text("drawn outside the workbook")
+    problems = check_figures(figs, assets)
+    expected = ["stray.png: not in manifest.json", "gone.png: in manifest.json but not in",
+                "edited.csv: changed since nb drew it", "full.png: drawn with profile 'full', not 'quick'",
+                "drafter.png: drawn with the pair", "saba.png: drawn with saba 000000000000",
+                "scorer.pdf: drawn with the gsm8k TDES scorer 000000000000", "cost.png: drawn with cost_profile"]
+    assert len(problems) == len(expected), problems
+    for start in expected:
+        assert any(p.startswith(start) for p in problems), (start, problems)

@@ -1,0 +1,193 @@
+"""Refreshing the shipped artifacts from one `graft prepare` folder (`make artifacts`), on a tiny random pair.
+
+`graft prepare --task-scorers gsm8k` trains a second scorer on the gsm8k rounds of the same traces
+(kept on a re-run, re-made alone when its files are gone, dropped when the traces are remade without
+it, a task without traces named); `ship`
+copies a finished folder into a temporary assets root (never the repository's) with the drafter's
+fingerprint and the regenerating command in each JSON, and refuses, writing nothing, another pair's
+folder, a folder holding a doctored artifact and an unfinished one; `check_shipped` passes on the
+repository's assets for the embedded pair and names a doctored copy's artifact.
+"""
+
+import json
+import shutil
+from dataclasses import replace
+
+import pytest
+from tiny import write_drafter_dir, write_target_dir
+
+from graftlib.core.errors import GraftError
+from graftlib.lab.cli import main
+from graftlib.methods.artifacts import ShippedAssets, check_shipped
+from graftlib.methods.saba import SabaParams
+from graftlib.methods.tdes import scorer_config, scorer_id
+from graftlib.models.pair import PairId, load_pair
+from graftlib.training.prepare import QUICK, PrepareConfig, prepare
+from graftlib.training.ship import REGENERATE, ship
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+# the tdes pool starts gsm8k, gsm8k, math500: the gsm8k scorer sees two of the three prompts
+SIZES = replace(QUICK, trace_prompts=3, val_prompts=2, grid=(1, 2, 4), task_scorers=("gsm8k",))
+
+
+def quiet(_):
+    pass
+
+
+@pytest.fixture(scope="module")
+def tiny_pair(tmp_path_factory):
+    root = tmp_path_factory.mktemp("ship")
+    target = write_target_dir(root / "Qwen3-tiny", "qwen3", seed=1, initializer_range=0.1)
+    drafter = write_drafter_dir(root / "tiny-dflash", seed=1)
+    return load_pair(str(target), str(drafter), "cpu"), root
+
+
+@pytest.fixture(scope="module")
+def folder(tiny_pair):
+    pair, root = tiny_pair
+    out = root / "artifacts"
+    prepare(pair, out, SIZES, command="graft prepare --task-scorers gsm8k (test)", log=quiet)
+    return out
+
+
+def manifest_of(folder) -> dict:
+    return json.loads((folder / "manifest.json").read_text())
+
+
+def statuses(manifest: dict) -> dict:
+    return {step: s["status"] for step, s in manifest["steps"].items()}
+
+
+def test_prepare_trains_a_scorer_on_one_tasks_traces(folder, tiny_pair):
+    pair, _ = tiny_pair
+    m = manifest_of(folder)
+    assert statuses(m) == {"traces": "made", "tdes": "made", "tdes-gsm8k": "made", "saba": "made"}
+    step = m["steps"]["tdes-gsm8k"]
+    assert step["complete"] and step["task"] == "gsm8k" and step["id"] == scorer_id(folder / "tdes-gsm8k.safetensors")
+    every, gsm8k = scorer_config(folder / "tdes.safetensors"), scorer_config(folder / "tdes-gsm8k.safetensors")
+    assert every["tasks"] == "all" and gsm8k["tasks"] == ["gsm8k"]
+    assert gsm8k["pair"] == every["pair"] == pair.identity().to_dict() and gsm8k["traces"] == every["traces"]
+    assert every["data"]["prompts"] == 3 and gsm8k["data"]["prompts"] == 2
+    assert step["id"] != m["steps"]["tdes"]["id"]
+
+
+def test_prepare_keeps_the_task_scorer_and_remakes_it_alone(folder, tiny_pair):
+    pair, _ = tiny_pair
+    ids = {k: s.get("id") for k, s in manifest_of(folder)["steps"].items()}
+    assert set(statuses(prepare(pair, folder, SIZES, log=quiet)).values()) == {"kept"}
+    (folder / "tdes-gsm8k.safetensors").unlink()  # as if interrupted while training it
+    m = prepare(pair, folder, SIZES, log=quiet)
+    assert statuses(m) == {"traces": "kept", "tdes": "kept", "tdes-gsm8k": "made", "saba": "kept"}
+    assert {k: s.get("id") for k, s in m["steps"].items()} == ids  # same traces, same seed: the same scorer
+
+
+def test_retraced_folders_drop_a_task_scorer_no_longer_asked_for(folder, tiny_pair, tmp_path):
+    pair, _ = tiny_pair
+    copy = shutil.copytree(folder, tmp_path / "copy")
+    (copy / "tdes.safetensors").unlink()  # the scorers are trained again, on traces that resume
+    m = prepare(pair, copy, replace(SIZES, task_scorers=()), log=quiet)
+    assert statuses(m) == {"traces": "made", "tdes": "made", "saba": "kept"}
+    assert not (copy / "tdes-gsm8k.safetensors").exists() and not (copy / "tdes-gsm8k.json").exists()
+
+
+def test_a_task_scorer_needs_that_tasks_traces(folder, tiny_pair):
+    pair, _ = tiny_pair
+    with pytest.raises(GraftError, match="no traces of task\\(s\\) \\['aime24'\\]"):
+        PrepareConfig(task_scorers=("aime24",)).check()
+    with pytest.raises(GraftError, match="named twice"):
+        PrepareConfig(task_scorers=("gsm8k", "gsm8k")).check()
+    with pytest.raises(GraftError, match="no trace rounds in .* for tasks \\['swe-bench'\\]"):
+        prepare(pair, folder, replace(SIZES, task_scorers=("gsm8k", "swe-bench")), log=quiet)
+    assert "tdes-swe-bench" not in manifest_of(folder)["steps"]
+
+
+def test_ship_copies_a_finished_folder_into_the_assets(folder, tiny_pair, tmp_path):
+    pair, _ = tiny_pair
+    ident, m = pair.identity(), manifest_of(folder)
+    assets = ShippedAssets(tmp_path / "assets")
+    written = ship(folder, ident, assets, log=quiet)
+    assert sorted(p.relative_to(assets.root).as_posix() for p in written) == [
+        "saba/default.json", "tdes/default.json", "tdes/default.safetensors", "tdes/gsm8k.json",
+        "tdes/gsm8k.safetensors"]
+    assert not list(assets.root.rglob("*.partial"))
+    assert scorer_id(assets.tdes()) == m["steps"]["tdes"]["id"]
+    assert scorer_id(assets.tdes("gsm8k")) == m["steps"]["tdes-gsm8k"]["id"]
+    saba = SabaParams.load(assets.saba)
+    assert saba.id == m["steps"]["saba"]["id"]
+    for record in (scorer_config(assets.tdes()), scorer_config(assets.tdes("gsm8k")), saba.meta):
+        shipped = record["shipped"]
+        assert shipped["drafter_fingerprint"] == ident.drafter_fingerprint == record["pair"]["drafter_fingerprint"]
+        assert shipped["regenerate"] == REGENERATE and shipped["prepare_command"] == m["command"]
+    assert check_shipped(assets, ident) == []
+    other = replace(ident, drafter_fingerprint="0" * 12)
+    assert len(check_shipped(assets, other)) == 3  # the check can fail: a retrained drafter flags all three
+
+
+def test_ship_refuses_another_pair_and_writes_nothing(folder, tiny_pair, tmp_path):
+    pair, _ = tiny_pair
+    assets = ShippedAssets(tmp_path / "assets")
+    other = replace(pair.identity(), drafter_fingerprint="0" * 12)
+    with pytest.raises(GraftError, match="not of the embedded pair"):
+        ship(folder, other, assets, log=quiet)
+    assert not assets.root.exists()
+
+
+def test_ship_refuses_a_doctored_artifact_and_writes_nothing(folder, tiny_pair, tmp_path):
+    pair, _ = tiny_pair
+    copy = shutil.copytree(folder, tmp_path / "copy", ignore=shutil.ignore_patterns("traces"))
+    config = json.loads((copy / "tdes-gsm8k.json").read_text())
+    config["pair"]["drafter_fingerprint"] = "0" * 12
+    (copy / "tdes-gsm8k.json").write_text(json.dumps(config))
+    assets = ShippedAssets(tmp_path / "assets")
+    with pytest.raises(GraftError, match="tdes-gsm8k.json was fitted for .* not for the embedded pair"):
+        ship(copy, pair.identity(), assets, log=quiet)
+    assert [p for p in assets.root.rglob("*") if p.is_file()] == []  # tdes/default.* was staged, then discarded
+
+
+def test_ship_refuses_an_unfinished_folder(folder, tiny_pair, tmp_path):
+    pair, _ = tiny_pair
+    copy = shutil.copytree(folder, tmp_path / "copy", ignore=shutil.ignore_patterns("traces"))
+    m = manifest_of(copy)
+    m["steps"]["tdes-gsm8k"]["complete"] = False
+    del m["steps"]["saba"]
+    (copy / "manifest.json").write_text(json.dumps(m))
+    with pytest.raises(GraftError, match="not finished \\(missing or incomplete: saba, tdes-gsm8k\\)"):
+        ship(copy, pair.identity(), ShippedAssets(tmp_path / "assets"), log=quiet)
+    with pytest.raises(GraftError, match="is not a `graft prepare` folder"):
+        ship(tmp_path, pair.identity(), ShippedAssets(tmp_path / "assets"), log=quiet)
+
+
+def test_prepare_ship_refuses_another_pair_before_loading(capsys, tiny_pair, tmp_path):
+    _, root = tiny_pair
+    code = main(["prepare", "--target", str(root / "Qwen3-tiny"), "--drafter", str(root / "tiny-dflash"),
+                 "--quick", "--out", str(tmp_path / "out"), "--ship", "--assets", str(tmp_path / "assets")])
+    assert code == 2 and "only the embedded pair's artifacts ship" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists() and not (tmp_path / "assets").exists()
+
+
+def shipped_copy(tmp_path) -> ShippedAssets:
+    """The repository's shipped scorers and calibration, copied (the drafters stay behind)."""
+    repo = ShippedAssets()
+    for sub in ("tdes", "saba"):
+        shutil.copytree(repo.root / sub, tmp_path / sub)
+    return ShippedAssets(tmp_path)
+
+
+def test_the_shipped_artifacts_belong_to_the_shipped_drafter(embedded_pair):
+    assert check_shipped(ShippedAssets(), embedded_pair.identity()) == []
+
+
+def test_check_shipped_names_a_doctored_copy(tmp_path):
+    assets = shipped_copy(tmp_path)
+    embedded = PairId.from_dict(scorer_config(assets.tdes())["pair"], "the shipped scorer")
+    assert check_shipped(assets, embedded) == []
+    config = json.loads(assets.tdes("gsm8k").with_suffix(".json").read_text())
+    config["pair"]["drafter_fingerprint"] = "0" * 12  # as if trained for another (older) drafter
+    assets.tdes("gsm8k").with_suffix(".json").write_text(json.dumps(config))
+    problems = check_shipped(assets, embedded)
+    assert len(problems) == 1 and "tdes/gsm8k.json was fitted for" in problems[0] and "000000000000" in problems[0]
+    saba = json.loads(assets.saba.read_text())
+    del saba["meta"]["pair"]
+    assets.saba.write_text(json.dumps(saba))
+    problems = check_shipped(assets, embedded)
+    assert len(problems) == 2 and "saba/default.json records no pair" in problems[1]
