@@ -338,6 +338,10 @@ def test_bench_and_generate_run_ar_drafted_methods(pairs, tmp_path, capsys):
     assert by_key["eagle3@8"]["matches_ar"] and by_key["opt-tree@8"]["matches_ar"]
     assert by_key["eagle3@8"]["tree_setting"] == {"depth": 7, "top_k": 10, "total_tokens": 9}
     assert by_key["opt-tree@8"]["tree_setting"] == {"nodes": 8, "threshold": 0.5, "max_depth": 10}
+    # the records keep each round's drafter forwards (EAGLE-2's tree: the context step + 7 depths), priced
+    # per forward by the default profile's c_ar_draft
+    assert {len(s) for s in by_key["eagle3@8"]["round_shapes"]} == {6}
+    assert all(s[4] == 8 for s in by_key["eagle3@8"]["round_shapes"]) and by_key["eagle3@8"]["modeled_s"] > 0
     setting = by_key["ar"]["setting"]
     assert setting["ar_trees"]["eagle3"] == {"depth": 7, "top_k": 10, "name": "eagle3"}
     assert setting["eagle3_id"] == pair.eagle3_describe()["eagle3_id"] and "eagle3" in setting

@@ -24,8 +24,8 @@ FIGURES = PROJECT_DIR / workbook.FIGURES_DIR
 
 @pytest.fixture
 def assets(tmp_path) -> ShippedAssets:
-    """The shipped scorers and calibration, copied (the drafters stay behind)."""
-    for sub in ("tdes", "saba"):
+    """The shipped scorers, calibration and AR drafter cost, copied (the drafters stay behind)."""
+    for sub in ("tdes", "saba", "costs"):
         shutil.copytree(ShippedAssets().root / sub, tmp_path / "assets" / sub)
     return ShippedAssets(tmp_path / "assets")
 

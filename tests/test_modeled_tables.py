@@ -9,11 +9,12 @@ import pytest
 from graftlib.core.errors import GraftError
 from graftlib.core.records import append_record, read_records
 from graftlib.lab import cli
+from graftlib.lab.baselines import AR_LABELS
 from graftlib.lab.claims import CLAIMS, POOLED, claims_summary, evaluate_claims, format_claims
 from graftlib.lab.metrics import summarize
 from graftlib.lab.modeled import best_run, order_runs, reprice, validate
 from graftlib.lab.paper import TABLE1, TABLE2
-from graftlib.lab.tables import budget_curve, table1, table2
+from graftlib.lab.tables import TABLE1_METHODS, budget_curve, table1, table2
 from graftlib.methods.cost_profile import CostProfile, RoundShape
 from graftlib.training.replay import ReplayRecord
 
@@ -176,6 +177,20 @@ def test_table1_has_modeled_columns_intervals_and_the_rule():
     assert T.loc[("gsm8k", "GRAFT"), "paper speedup"] == TABLE1["Qwen3-8B"]["GRAFT"]["gsm8k"][1]
     assert T.loc[("gsm8k", "EAGLE-3"), "note"] == "not run: no drafter"
     assert t.caption.startswith("cost profile hand abc") and "else by the modeled figure" in t.caption
+
+
+def test_table1_caption_says_how_ar_drafted_rows_are_priced():
+    base = [r for r in sweep() if r["method"] in ("ar", "dflash", "ddtree", "graft")]
+    eagle = [rec(t, i, "eagle3@59", 0.9, 1.2, nodes=59) for t in ("gsm8k", "mbpp") for i in range(6)]
+    methods = TABLE1_METHODS + tuple(AR_LABELS.items())
+    t = table1(base + eagle, TABLE1["Qwen3-8B"], methods=methods)
+    assert t.frame.set_index(["task", "method"]).loc[("gsm8k", "EAGLE-3"), "m-speedup"] == pytest.approx(1 / 1.2)
+    assert "EAGLE-3/OPT-Tree m-TPS: each round's draft priced per drafter forward (c_ar_draft" in t.caption
+    assert "per drafter forward" not in table1(base, TABLE1["Qwen3-8B"], methods=methods).caption
+    assert "per drafter forward" not in table1(base + eagle, TABLE1["Qwen3-8B"]).caption  # EAGLE-3 not shown
+    averaged, per_task = table2(sweep() + eagle, 16, 64, TABLE2)
+    assert "per drafter forward" in averaged.caption and "per drafter forward" in per_task.caption
+    assert "per drafter forward" not in table2(sweep(), 16, 64, TABLE2)[0].caption
 
 
 def test_table2_averages_tasks_and_pools_the_interval():

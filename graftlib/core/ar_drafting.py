@@ -22,7 +22,8 @@ token i + 1); its output there predicts token i + 2. Before a round the target c
 
 `DraftPool` (plain data, like `graftlib.core.tree.Tree`) holds every node proposed in the round:
 tokens, parents, depths and the path log-prob log q (the sum of the draft log-probs on its edges),
-the nodes forwarded (whose children are in the pool) and the seconds of each drafter forward. A
+the nodes forwarded (whose children are in the pool), and per drafter forward its seconds and its
+input rows (the context step's pending pairs, then each depth's frontier). A
 `TreePolicy` (in `graftlib.methods`: EAGLE-2's dynamic tree, OPT-Tree) says how many children a
 forwarded node offers (`children`), which of the newest nodes to forward next (`expand`; [] stops)
 and, as the loop's `TreeBuilder`, which pool nodes form the verified tree (`build`). A child's log q
@@ -30,8 +31,9 @@ is at most its parent's, so the `n` best pool nodes (ties to the earlier node) c
 ancestors: `DraftPool.best` always names a tree.
 
 `TreeDraftLoop` is the decode loop with this draft step: `draft` grows the pool, `tree_round`
-adds the per-forward times to the round record (`RoundRecord.t_draft_steps`, the context step
-first), `advance` queues the emitted tokens as the next context step's pairs.
+adds the per-forward times and rows to the round record (`RoundRecord.t_draft_steps` and
+`draft_rows`, the context step first; the modeled cost prices them, `graftlib.methods.cost_profile`),
+`advance` queues the emitted tokens as the next context step's pairs.
 """
 
 from dataclasses import dataclass, field
@@ -73,6 +75,7 @@ class DraftPool:
     logq: list[float]  # log q of the path root..node; 0 at the root
     forwarded: list[int] = field(default_factory=list)  # nodes run through the drafter, in cache order
     step_times: list[float] = field(default_factory=list)  # seconds per drafter forward, context step first
+    step_rows: list[int] = field(default_factory=list)  # input rows of each drafter forward, context step first
 
     @classmethod
     def root(cls, token: int) -> "DraftPool":
@@ -185,6 +188,7 @@ class ARTreeDrafter:
         k = policy.children(budget)
         new = self._children(pool, [0], out, k)
         pool.step_times.append(timer.lap())
+        pool.step_rows.append(n)
         outs, row = out, {0: 0}  # drafter outputs of the root and the forwarded nodes; node -> row
         while front := policy.expand(pool, new, budget):
             hidden = outs[[row[pool.parents[i]] for i in front]][None]
@@ -196,6 +200,7 @@ class ARTreeDrafter:
             pool.forwarded += front
             new = self._children(pool, front, o, k)
             pool.step_times.append(timer.lap())
+            pool.step_rows.append(len(front))
         state.kv.crop(committed)
         return pool
 
@@ -250,7 +255,7 @@ class TreeDraftLoop(DecodeLoop):
                    record_trees: bool = False) -> RoundOutcome:
         step = super().tree_round(st, cand, budget, timer, record_trees)
         if cand is not None:
-            step.record.t_draft_steps = cand.step_times
+            step.record.t_draft_steps, step.record.draft_rows = cand.step_times, cand.step_rows
         return step
 
     def advance(self, result: DecodeResult, st: SpecState, step: RoundOutcome, max_new_tokens: int,

@@ -82,6 +82,7 @@ class RoundRecord:
     target_next: list[int] | None = None  # target argmax token at every node (record_trees)
     accepted_nodes: list[int] | None = None
     t_draft_steps: list[float] | None = None  # AR drafters: seconds per drafter forward (core.ar_drafting)
+    draft_rows: list[int] | None = None  # AR drafters: input rows per drafter forward (context step first)
 
 
 @dataclass

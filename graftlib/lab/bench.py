@@ -198,6 +198,8 @@ def run_bench(pair, prompts: list[BenchPrompt], runs: list[Run], max_new_tokens:
                    **({"turns": "all"} if any(p.user_turns for p in prompts) else {}))
     sid = setting_id(**setting)
     profile = cost_profile or default_profile()
+    if any(r.method in AR_METHODS for r in runs):
+        profile.require_ar_draft()  # refused before decoding, not after
     done = {(r["uid"], r["key"]): r for r in merged_records(out) if r.get("setting_id") == sid}
     rank, world = rank_world()
     write_to = shard_path(out, rank, world)
@@ -342,6 +344,8 @@ def run(args) -> int:
     require(args.n_prompts >= 1, f"--n-prompts must be >= 1, got {args.n_prompts}")
     runs = parse_runs(args.methods, args.budgets, args.chain_budgets, args.caps)
     profile = load_profile(args.cost_profile)  # a bad file fails before the models load
+    if any(r.method in AR_METHODS for r in runs):
+        profile.require_ar_draft()  # ... and so does one that cannot price the AR-drafted runs
     from graftlib.lab.shard import rank_device, rank_world, wait_for_records
 
     pair = load_pair(args.target, args.drafter, args.device or rank_device(), args.device_map, args.eagle3)

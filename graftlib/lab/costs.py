@@ -9,24 +9,59 @@ each measurement is the full verify step of the decode loop (mask/positions from
 and the cache is cropped back afterwards. Medians are reported.
 
 `graft costs` prints both tables and writes one JSON record to results/costs.jsonl.
+
+`graft costs --ar-draft` measures instead the AR drafter's forwards (the pair's EAGLE-3 drafter,
+`--eagle3`), which price AR-drafted rounds in a cost profile (`c_ar_draft`,
+`graftlib.methods.cost_profile`). Protocol (`ar_draft_cost_curve`): the drafter's cache holds
+`prefix_len` positions; per repeat, for every (frontier width w, context rows n) in shuffled order,
+the draft step itself (`ARTreeDrafter.grow`, so each timed forward is the decode's: forward, draft
+logits, top-k, pool and tree mask) grows a tree whose context step feeds n pending pairs and whose
+`depth` depth steps forward w nodes each (`FixedWidth`; children top_k = 10, EAGLE-3's release, at
+least w), and the cache is cropped back. Widths: EAGLE-3's release forwards 10 nodes per depth,
+OPT-Tree's up to its 50 nodes; the context step's n is the previous round's accepted tokens (1 to
+depth + 2). Medians per width and per n; `fit_ar_draft` fits one line e0 + e1 rows through them
+(the cost of a forward grows with its rows: on this CPU 10 rows cost about twice 1 row). For
+comparison, DFlash's draft step (`dflash_draft_cost`: the decode loop's `draft`, block forward +
+top-k of 8, context of n = 4 pending features) is timed among the trees, to set beside the
+profile's `c_draft`; on a loaded machine (slower than when the profile was measured)
+`--scale-to-profile` multiplies the fit by c_draft / that time, i.e. prices an AR drafter's forward
+at its measured ratio to DFlash's draft step, which load moves less than either time (both small
+CPU-bound forwards, interleaved). `--ar-draft-out` writes the AR drafter cost file (`AR_DRAFT_SCHEMA`, what
+`default_profile()` reads from `AR_DRAFT_PATH`), `--profile-out` a cost profile: `--cost-profile`'s
+(default the shipped CPU one) with this `c_ar_draft`.
 """
 
+import os
 import random
 import statistics
 import time
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
 
+import numpy as np
 import torch
 
+from graftlib.core.ar_drafting import ARDraftState, ARTreeDrafter, DraftPool, KeepBest
 from graftlib.core.builders import Candidates, HeapTreeBuilder
+from graftlib.core.decode import SpecState
 from graftlib.core.errors import require
 from graftlib.core.kvcache import target_cache
 from graftlib.core.paths import results_dir
-from graftlib.core.records import append_record
+from graftlib.core.records import append_record, write_json_atomic
 from graftlib.core.timing import StageTimer
 from graftlib.core.tree import verify_inputs
 from graftlib.core.verify import LazyArgmax, commit_cache, target_forward
-from graftlib.methods.args import add_model_args
+from graftlib.methods.args import add_ar_drafter_arg, add_model_args
 from graftlib.methods.caddtree import interpolate
+from graftlib.methods.cost_profile import (
+    AR_DRAFT_COMMAND,
+    AR_DRAFT_SCHEMA,
+    CostProfile,
+    saba_profile,
+    with_ar_draft,
+)
+from graftlib.methods.eagle_tree import EagleTree
 
 
 def _random_candidates(vocab: int, depth: int, k: int, seed: int) -> Candidates:
@@ -91,6 +126,136 @@ def tree_build_cost(vocab: int, budgets: list[int], depth: int = 15, repeats: in
     return out
 
 
+@dataclass(frozen=True)
+class FixedWidth(KeepBest):
+    """A `TreePolicy` for timing: forwards the `width` best new nodes at each of `depth` depths.
+    Each forwarded node offers max(top_k, width) children, so every depth has `width` nodes to forward."""
+
+    width: int
+    depth: int
+    top_k: int = EagleTree.top_k
+    name: str = "fixed-width"
+
+    @property
+    def max_depth(self) -> int:
+        return self.depth + 1
+
+    def children(self, budget: int) -> int:
+        return max(self.top_k, self.width)
+
+    def expand(self, pool: DraftPool, new: list[int], budget: int) -> list[int]:
+        return [] if pool.depths[new[0]] > self.depth else pool.best(self.width, new)
+
+
+DFLASH_REFERENCE_BUDGET = 8  # the shipped SABA calibration's reference budget (its c_draft's rounds)
+
+
+def _features(drafter, n: int, g: torch.Generator) -> torch.Tensor:
+    """Random target features [1, n, F] for an EAGLE-3 drafter (F = its fc's input width)."""
+    w = drafter.fc.weight
+    return torch.randn(1, n, drafter.fc.in_features, generator=g).to(w.device, w.dtype)
+
+
+def _tokens(vocab: int, n: int, g: torch.Generator) -> list[int]:
+    low = min(100, vocab // 2)  # past the special tokens of a real vocabulary
+    return torch.randint(low, vocab - 1, (n,), generator=g).tolist()
+
+
+@torch.inference_mode()
+def ar_draft_cost_curve(drafter, widths: list[int], contexts: list[int], prefix_len: int = 256, depth: int = 3,
+                        repeats: int = 5, seed: int = 0, reference=None) -> dict[str, dict[int, float]]:
+    """Median seconds of an AR drafter's forwards (module doc): {"context": {n: s}, "depth": {w: s}},
+    the context step with n pending pairs and a depth step forwarding w nodes. `reference` (a
+    callable returning the seconds of one step of another drafter, `dflash_draft_step`) is timed once
+    per repeat among the shuffled trees, so load hits it alike: its median is "reference"."""
+    require(all(w >= 1 for w in widths) and all(n >= 1 for n in contexts) and depth >= 1 and repeats >= 1,
+            f"AR draft costs need widths, contexts, depth and repeats >= 1, got {widths}, {contexts}, {depth}, {repeats}")
+    g = torch.Generator().manual_seed(seed)
+    vocab = drafter.config.vocab_size
+    kv = drafter.new_cache()
+    device = drafter.fc.weight.device
+    drafter(torch.tensor([_tokens(vocab, prefix_len, g)], device=device), _features(drafter, prefix_len, g),
+            torch.arange(prefix_len, device=device), kv)
+    ctx: dict[int, list[float]] = {n: [] for n in contexts}
+    deep: dict[int, list[float]] = {w: [] for w in widths}
+    ref: list[float] = []
+    cases = [(w, n) for w in widths for n in contexts] + ([None] if reference is not None else [])
+    rng = random.Random(seed)
+    for rep in range(repeats + 1):  # the first pass is a warm-up
+        rng.shuffle(cases)
+        for case in cases:
+            if case is None:
+                dt = reference()
+                ref += [dt] if rep else []
+                continue
+            w, n = case
+            tokens = _tokens(vocab, n, g)
+            st = SpecState(None, ARDraftState(kv, list(tokens)), _features(drafter, n, g), prefix_len + n, tokens[-1])
+            pool = ARTreeDrafter(drafter, FixedWidth(w, depth)).grow(st, 1)
+            kv.crop(prefix_len)
+            require(pool.step_rows == [n] + [w] * depth, f"AR draft cost: the tree forwarded {pool.step_rows} rows, "
+                    f"expected {[n] + [w] * depth}")
+            if rep:
+                ctx[n].append(pool.step_times[0])
+                deep[w] += pool.step_times[1:]
+    out = {"context": {n: statistics.median(v) for n, v in ctx.items()},
+           "depth": {w: statistics.median(v) for w, v in deep.items()}}
+    return {**out, "reference": statistics.median(ref)} if ref else out
+
+
+def fit_ar_draft(curve: dict[str, dict[int, float]]) -> dict:
+    """One line through every median of `ar_draft_cost_curve`: a forward of w input rows costs
+    e0 + e1 w (least squares, e1 >= 0: clamped to 0, e0 then the mean, should noise give a negative
+    slope). Returns c_ar_draft [e0, e1] and each point's rows, measured and fitted seconds."""
+    points = [("context", n, t) for n, t in curve["context"].items()] + [("depth", w, t) for w, t in curve["depth"].items()]
+    rows = np.array([p[1] for p in points], dtype=float)
+    secs = np.array([p[2] for p in points], dtype=float)
+    e1, e0 = np.polyfit(rows, secs, 1) if len(set(rows)) > 1 else (0.0, float(secs.mean()))
+    if e1 < 0:
+        e1, e0 = 0.0, float(secs.mean())
+    fitted = e0 + e1 * rows
+    require(e0 > 0, f"AR draft cost fit: intercept e0 = {e0} <= 0 (measure more widths, or more repeats)")
+    return {"c_ar_draft": [float(e0), float(e1)],
+            "points": [{"step": k, "rows": int(r), "s": float(t), "fit_s": float(f)}
+                       for (k, r, t), f in zip(points, fitted)],
+            "mean_abs_rel_error": float(np.mean(np.abs(fitted - secs) / secs))}
+
+
+def dflash_draft_step(pair, context: int = 4, budget: int = 32, prefix_len: int = 256, seed: int = 0):
+    """A callable timing one DFlash draft step (the decode loop's `draft`: block forward + top-k of
+    `budget`) with `context` pending features over a drafter cache of `prefix_len` positions; it
+    restores the cache after each step."""
+    from graftlib.methods.decoder import Decoder
+
+    loop = Decoder.for_method(pair.target, pair.drafter, "ddtree", budget, [])
+    g = torch.Generator().manual_seed(seed)
+    cache = pair.drafter.new_cache()
+    st = SpecState(None, cache, _features(pair.drafter, prefix_len, g), prefix_len, 5)
+    with torch.inference_mode():
+        loop.draft(st, budget)  # fills the drafter cache with the prefix
+    keys, values, ctx_len = list(cache.keys), list(cache.values), cache.ctx_len
+    timer = StageTimer(pair.device)
+
+    @torch.inference_mode()
+    def step() -> float:
+        st.features, st.start = _features(pair.drafter, context, g), prefix_len + context
+        timer.lap()
+        loop.draft(st, budget)
+        dt = timer.lap()
+        cache.keys, cache.values, cache.ctx_len = list(keys), list(values), ctx_len
+        return dt
+
+    return step
+
+
+def dflash_draft_cost(pair, context: int = 4, budget: int = 32, prefix_len: int = 256, repeats: int = 5,
+                      seed: int = 0) -> float:
+    """Median seconds of `dflash_draft_step` over `repeats` steps after a warm-up."""
+    step = dflash_draft_step(pair, context, budget, prefix_len, seed)
+    step()
+    return statistics.median(step() for _ in range(repeats))
+
+
 def add_parser(sub) -> None:
     p = sub.add_parser("costs", help="verify-forward cost curve and tree-building cost on this machine")
     add_model_args(p)
@@ -99,6 +264,26 @@ def add_parser(sub) -> None:
     p.add_argument("--prefix-len", type=int, default=256)
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--out", default=None, help="JSONL file (default results/costs.jsonl)")
+    add_ar_drafter_arg(p)
+    p.add_argument("--ar-draft", action="store_true",
+                   help="measure the AR drafter's forwards (EAGLE-3 / OPT-Tree rounds' c_ar_draft) instead of the "
+                   "verify and tree-building costs")
+    p.add_argument("--ar-widths", nargs="+", type=int, default=[1, 5, 10, 25, 50],
+                   help="frontier widths of the depth steps (EAGLE-3's release: 10; OPT-Tree's: up to 50)")
+    p.add_argument("--ar-contexts", nargs="+", type=int, default=[1, 4, 9],
+                   help="pending pairs of the context step (the previous round's accepted tokens)")
+    p.add_argument("--ar-depth", type=int, default=3, help="depth steps per timed tree")
+    p.add_argument("--cost-profile", default=None, metavar="FILE",
+                   help="--ar-draft: the profile --profile-out extends (default: the shipped CPU profile's SABA costs)")
+    p.add_argument("--profile-out", default=None, metavar="FILE",
+                   help="--ar-draft: write --cost-profile's profile with the measured c_ar_draft here")
+    p.add_argument("--ar-draft-out", default=None, metavar="FILE",
+                   help="--ar-draft: write the AR drafter cost file here (the shipped one: "
+                   "graftlib/assets/costs/cpu-ar-draft.json)")
+    p.add_argument("--scale-to-profile", action="store_true",
+                   help="--ar-draft: scale the fit by the profile's c_draft / DFlash's draft step timed in the same "
+                   "session (a loaded machine's times brought to the profile's conditions)")
+    p.add_argument("--note", default=None, help="--ar-draft: a remark stored with the measurement (e.g. the load)")
     p.set_defaults(func=run)
 
 
@@ -107,7 +292,13 @@ def run(args) -> int:
 
     require(all(s >= 1 for s in args.sizes), "--sizes must be >= 1")
     require(all(b >= 1 for b in args.budgets), "--budgets must be >= 1")
-    pair = load_pair(args.target, args.drafter, args.device, args.device_map)
+    require(args.ar_draft or not (args.profile_out or args.ar_draft_out), "--profile-out / --ar-draft-out need --ar-draft")
+    base = None  # --ar-draft: the profile it extends (a bad file fails before the models load)
+    if args.ar_draft:
+        base = CostProfile.load(args.cost_profile) if args.cost_profile else saba_profile()
+    pair = load_pair(args.target, args.drafter, args.device, args.device_map, args.eagle3)
+    if args.ar_draft:
+        return run_ar_draft(args, pair, base)
     curve = verify_cost_curve(pair.target, args.sizes, args.prefix_len, args.repeats)
     build = tree_build_cost(pair.target.config.vocab_size, args.budgets, pair.drafter.block_size - 1,
                             args.repeats, str(pair.device))
@@ -125,4 +316,62 @@ def run(args) -> int:
     out = args.out or results_dir() / "costs.jsonl"
     append_record(out, {"setting": pair.describe(), "prefix_len": args.prefix_len, "repeats": args.repeats,
                         "verify_s": curve, "tree_build_s": build, "time": time.time()})
+    return 0
+
+
+def ar_draft_command(args) -> str:
+    """The command line that reproduces an `--ar-draft` measurement (threads via OMP_NUM_THREADS)."""
+    parts = [f"OMP_NUM_THREADS={torch.get_num_threads()}", AR_DRAFT_COMMAND]
+    for flag, value in (("--target", args.target), ("--drafter", args.drafter), ("--eagle3", args.eagle3),
+                        ("--device", args.device), ("--cost-profile", args.cost_profile)):
+        if value is not None:
+            parts += [flag, str(value)]
+    parts += ["--scale-to-profile"] if args.scale_to_profile else []
+    parts += ["--ar-widths", *map(str, args.ar_widths), "--ar-contexts", *map(str, args.ar_contexts),
+              "--ar-depth", str(args.ar_depth), "--prefix-len", str(args.prefix_len), "--repeats", str(args.repeats)]
+    return " ".join(parts)
+
+
+def run_ar_draft(args, pair, base) -> int:
+    """`graft costs --ar-draft` (module doc): print the medians and the fit, append a record, write
+    the AR drafter cost file and / or the extended profile where asked."""
+    drafter = pair.eagle3_drafter()
+    load_before = os.getloadavg()[0]
+    reference = dflash_draft_step(pair, budget=DFLASH_REFERENCE_BUDGET, prefix_len=args.prefix_len)
+    curve = ar_draft_cost_curve(drafter, args.ar_widths, args.ar_contexts, args.prefix_len, args.ar_depth,
+                                args.repeats, reference=reference)
+    fit, dflash = fit_ar_draft(curve), curve["reference"]
+    factor = base.c_draft / dflash if args.scale_to_profile else 1.0
+    c_ar_draft = [factor * e for e in fit["c_ar_draft"]]
+    setting = {**pair.describe(), **pair.eagle3_describe()}
+    print(f"AR drafter forwards at prefix {args.prefix_len} ({setting['hardware']}, {torch.get_num_threads()} threads)")
+    print(f"{'step':>7} {'rows':>5} {'ms':>8} {'fit ms':>8}")
+    for p in fit["points"]:
+        print(f"{p['step']:>7} {p['rows']:>5} {1000 * p['s']:>8.2f} {1000 * p['fit_s']:>8.2f}")
+    e0, e1 = fit["c_ar_draft"]
+    print(f"fit: {1000 * e0:.3f} ms per forward + {1000 * e1:.3f} ms per row (mean |error| "
+          f"{100 * fit['mean_abs_rel_error']:.1f}%); EAGLE-3's release round (context of 4, 7 x 10 rows): "
+          f"{1000 * (8 * e0 + 74 * e1):.1f} ms")
+    print(f"DFlash draft step, same session: {1000 * dflash:.2f} ms (cost profile {base.name} c_draft: "
+          f"{1000 * base.c_draft:.2f} ms)")
+    if args.scale_to_profile:
+        print(f"c_ar_draft scaled by c_draft / DFlash's = {factor:.3f}: {1000 * c_ar_draft[0]:.3f} ms per forward + "
+              f"{1000 * c_ar_draft[1]:.3f} ms per row")
+    record = {"schema": AR_DRAFT_SCHEMA, "c_ar_draft": c_ar_draft, "command": ar_draft_command(args),
+              "date": datetime.now().strftime("%Y-%m-%d %H:%M:%S"), "drafter": setting["eagle3"],
+              "eagle3_id": setting["eagle3_id"], "hardware": setting["hardware"], "device": setting["device"],
+              "dtype": setting["dtype"], "threads": torch.get_num_threads(), "prefix_len": args.prefix_len,
+              "repeats": args.repeats, "depth_steps": args.ar_depth, "fit": fit,
+              "scale": {"factor": factor, "dflash_draft_s": dflash, "profile": base.label,
+                        "profile_c_draft_s": base.c_draft, "scaled": args.scale_to_profile},
+              "load_avg_1m": [load_before, os.getloadavg()[0]], **({"note": args.note} if args.note else {})}
+    append_record(args.out or results_dir() / "costs.jsonl", {"kind": "ar-draft", **record, "time": time.time()})
+    if args.ar_draft_out:
+        Path(args.ar_draft_out).parent.mkdir(parents=True, exist_ok=True)
+        write_json_atomic(args.ar_draft_out, record)
+        print(f"AR drafter cost written to {args.ar_draft_out}")
+    if args.profile_out:
+        provenance = {k: record[k] for k in ("command", "date", "drafter", "eagle3_id", "hardware", "threads")}
+        out = with_ar_draft(base, c_ar_draft, {**provenance, "scale_factor": factor}).save(args.profile_out)
+        print(f"cost profile {base.name} with c_ar_draft written to {out}")
     return 0

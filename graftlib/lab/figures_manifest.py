@@ -11,7 +11,7 @@ notebooks keeps the others' entries):
                   ($GRAFT_TDES or the shipped default; the `gsm8k_scorer` parameter or the shipped one)
     saba          `SabaParams.id` of the calibration in use ($GRAFT_SABA_PARAMS or the shipped one)
     cost_profile  `CostProfile.id` of the profile pricing the modeled columns (the `cost_profile`
-                  parameter, else the one derived from the shipped calibration)
+                  parameter, else the one derived from the shipped calibration and AR drafter cost)
     commit        the graftlib git commit (None outside a git checkout) and whether the tree was dirty
 (`drawn_with` is computed once per run, on the first notebook that draws: it loads the pair.)
 
@@ -30,7 +30,7 @@ from pathlib import Path
 from graftlib.core.paths import PROJECT_DIR, portable
 from graftlib.core.records import read_json_object, write_json_atomic
 from graftlib.methods.artifacts import ShippedAssets
-from graftlib.methods.cost_profile import from_saba, load_profile
+from graftlib.methods.cost_profile import from_saba, load_ar_draft_cost, load_profile, with_ar_draft
 from graftlib.methods.saba import SabaParams, default_params
 from graftlib.methods.tdes import GSM8K_PATH, default_scorer_path, scorer_config, scorer_id
 from graftlib.models.pair import PairId
@@ -97,7 +97,8 @@ def shipped_ids(assets: ShippedAssets | None = None) -> dict:
     saba = SabaParams.load(assets.saba)
     return {"pair": scorer_config(assets.tdes("default")).get("pair"),
             "tdes": {name: scorer_id(path) for name, path in assets.scorers().items()},
-            "saba": saba.id, "cost_profile": from_saba(saba).id}
+            "saba": saba.id,
+            "cost_profile": with_ar_draft(from_saba(saba), *load_ar_draft_cost(assets.ar_draft_cost)).id}
 
 
 def read_manifest(folder: str | Path) -> dict:

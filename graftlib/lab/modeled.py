@@ -7,11 +7,14 @@ its rounds under a cost profile (`graftlib.methods.cost_profile`, eq. 17 and the
   modeled_tokens_per_s  decoded tokens (`metrics.decoded_tokens`) / modeled_s, the same tokens as
                         the wall-clock figure
   cost_profile          {"name", "id"} of the profile that priced it
-A speculative record also keeps `round_shapes` ([budget, nodes, prefix_len, drafted] per round),
-so `reprice` can price the same rounds under another profile (another machine) without decoding.
-The profile is not part of the record's setting: it does not change what was measured, so
-setting ids (and resuming) are as before; a record without round shapes (written before them)
-prices to None unless it is an AR/hf decode.
+A speculative record also keeps `round_shapes` ([budget, nodes, prefix_len, drafted] per round,
++ [draft_steps, draft_rows] for an AR-drafted round: EAGLE-3, OPT-Tree), so `reprice` can price the
+same rounds under another profile (another machine) without decoding. An AR-drafted round's draft
+is priced per drafter forward (the profile's `c_ar_draft`; a profile without it refuses), not as
+DFlash's one c_draft. The profile is not part of the record's setting: it does not change what
+was measured, so setting ids (and resuming) are as before; a record without round shapes (written
+before them) prices to None unless it is an AR/hf decode, and so does an EAGLE-3 / OPT-Tree record
+whose shapes lack the drafter forwards (written before they were recorded: its draft cannot be priced).
 
 Ranking rule (`rank`, issue 18 item 4): two runs a, b are compared on the prompts both decoded.
 The wall-clock ratio TPS_b / TPS_a (pooled, paired per prompt, `metrics.pooled_speedup`) ranks
@@ -42,6 +45,7 @@ from graftlib.core.errors import require
 from graftlib.lab.metrics import by_task, decoded_tokens, pooled_speedup, speedup_ci, summarize
 from graftlib.lab.turns import turn_entries
 from graftlib.methods.cost_profile import CostProfile, RoundShape
+from graftlib.methods.registry import AR_METHODS
 
 AR_LIKE = ("ar", "hf")
 FIGURES = ("wall-clock", "modeled", "rule")  # what picks a best run: one figure, or the ranking rule
@@ -54,7 +58,9 @@ def price(rec: dict, profile: CostProfile) -> dict:
     if rec["method"] in AR_LIKE:
         seconds = math.fsum(profile.ar_modeled_seconds(t["prompt_tokens"], t["new_tokens"]) for t in turn_entries(rec))
     elif rec.get("round_shapes") is not None:
-        seconds = profile.modeled_seconds([RoundShape.from_list(s) for s in rec["round_shapes"]])
+        shapes = [RoundShape.from_list(s) for s in rec["round_shapes"]]
+        unpriceable = rec["method"] in AR_METHODS and any(s.drafted and not s.ar_drafted for s in shapes)
+        seconds = None if unpriceable else profile.modeled_seconds(shapes)  # unpriceable: no drafter forwards
     else:
         seconds = None
     tps = decoded_tokens(rec) / seconds if seconds else None

@@ -10,7 +10,11 @@ ratio) and modeled. Both follow issue 18 item 4: a method's best budget and the 
 the ranking rule (`modeled.order_runs`: wall clock where a pair's interval excludes 1.0, else the
 deterministic modeled figure), pooled over the tasks' prompts for the averaged rows (the run
 chosen per task relabeled, `modeled.relabeled`). Each returns a `Table`: the frame and a caption
-that names the cost profile and the rule, and counts the pairs each figure decided.
+that names the cost profile and the rule, and counts the pairs each figure decided. The modeled
+columns of the AR-drafted baselines (EAGLE-3, OPT-Tree) price each round's draft per drafter
+forward (the profile's `c_ar_draft`: the context step and one forward per depth, each e0 + e1 rows),
+not as DFlash's one block forward (`c_draft`); the caption says so where such a row was run
+(`ar_draft_caption`).
 
 Figure 1(c) (`budget_curve`): a same-prefix replay's rounds (`graftlib.training.replay`) split into
 thirds by what the largest tree accepts, and per third and budget the tokens per second
@@ -26,6 +30,7 @@ from graftlib.lab.baselines import AR_LABELS
 from graftlib.lab.metrics import by_task, summarize
 from graftlib.lab.modeled import best_run, order_runs, rank, relabeled, rule_caption
 from graftlib.methods.cost_profile import CostProfile, RoundShape
+from graftlib.methods.registry import AR_METHODS
 
 TABLE1_METHODS = (("ar", "AR"), ("dflash", "DFlash"), ("ddtree", "DDTree"), ("graft", "GRAFT"))
 TABLE2_LABELS = ("DDTree", "+TDES", "+SABA", "GRAFT", "DDTree best fixed", "CaDDTree", "DFlash chain", "AR",
@@ -43,6 +48,15 @@ def method_keys(records: list[dict], method: str) -> list[str]:
     return list(dict.fromkeys(r["key"] for r in records if r["method"] == method))
 
 
+def ar_draft_caption(records: list[dict]) -> str:
+    """The caption's note on how AR-drafted rows are priced ("" if `records` has none)."""
+    if not any(r["method"] in AR_METHODS for r in records):
+        return ""
+    names = "/".join(AR_LABELS[m] for m in AR_METHODS)
+    return (f" | {names} m-TPS: each round's draft priced per drafter forward (c_ar_draft: the context step + "
+            "one forward per depth, each e0 + e1 x its rows), not as DFlash's one block forward (c_draft)")
+
+
 def _interval(ci) -> tuple[float, float]:
     return (float("nan"), float("nan")) if ci is None else ci
 
@@ -53,10 +67,11 @@ def table1(records: list[dict], paper: dict, methods=TABLE1_METHODS, not_run: di
     import pandas as pd
 
     require(len(records) > 0, "Table 1: no bench records")
-    rows, orders = [], []
+    rows, orders, shown = [], [], set()
     for task, recs in by_task(records).items():
         summary = {r["key"]: r for r in summarize(recs)}
         chosen = {label: best_run(recs, keys, "rule") for m, label in methods if (keys := method_keys(recs, m))}
+        shown |= set(chosen.values())
         order = order_runs(recs, list(chosen.values()))
         orders.append(order)
         for label, key in chosen.items():
@@ -71,7 +86,8 @@ def table1(records: list[dict], paper: dict, methods=TABLE1_METHODS, not_run: di
             p = paper.get(label, {}).get(task, (None, None))
             rows.append({"task": task, "method": label, "run": None, "paper MAT": p[0], "paper speedup": p[1],
                          "note": why})
-    return Table(pd.DataFrame(rows), rule_caption([p for o in orders for p in o.pairs]))
+    note = ar_draft_caption([r for r in records if r["key"] in shown])
+    return Table(pd.DataFrame(rows), rule_caption([p for o in orders for p in o.pairs]) + note)
 
 
 def table2_runs(records: list[dict], budget: int, cap: int) -> dict[str, str]:
@@ -136,10 +152,11 @@ def table2(records: list[dict], budget: int, cap: int, paper: dict) -> tuple[Tab
     T["rank"] = [pooled[m]["rank"] for m in T.index]
     for col, i in (("paper nodes", 0), ("paper MAT", 1), ("paper TPS", 2), ("paper dTPS %", 3)):
         T[col] = [paper[m][i] if m in paper else None for m in T.index]
+    note = ar_draft_caption([r for r in records if r["key"] in {k for runs in chosen.values() for k in runs.values()}])
     averaged = ("averaged over tasks; dTPS lo/hi %: paired bootstrap 95% interval of TPS / DDTree's over every task's "
-                "prompts; rank pooled over them | " + rule_caption(pooled_order.pairs))
+                "prompts; rank pooled over them | " + rule_caption(pooled_order.pairs) + note)
     return Table(T, averaged), Table(P[["task", *P.columns.drop("task")]],
-                                     rule_caption([p for o in orders for p in o.pairs]))
+                                     rule_caption([p for o in orders for p in o.pairs]) + note)
 
 
 def budget_curve(replay_records: list, grid: list[int], profile: CostProfile):

@@ -96,6 +96,11 @@ class ShippedAssets:
     def saba(self) -> Path:
         return self.root / "saba" / "default.json"
 
+    @property
+    def ar_draft_cost(self) -> Path:
+        """The AR drafter cost of the CPU cost profile (`graftlib.methods.cost_profile.AR_DRAFT_PATH`)."""
+        return self.root / "costs" / "cpu-ar-draft.json"
+
     def scorers(self) -> dict[str, Path]:
         """{name: weights path} of every shipped scorer."""
         return {p.stem: p for p in sorted((self.root / "tdes").glob("*.safetensors"))}

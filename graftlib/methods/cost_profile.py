@@ -10,6 +10,15 @@ A profile holds SABA's cost model (`graftlib.methods.saba`, eq. 17 and its graft
                   the whole round: draft (c_draft, part of c0), tree, verify, commit;
   AR step         C_AR(P) = a0 + a1 P   (`c_ar`);
   declined round  c_draft + C_AR(P)     (drafted, then run as an AR step: the draft is paid).
+An AR-drafted round (EAGLE-3's dynamic tree, OPT-Tree; `RoundShape.draft_steps` >= 1) drafts with
+n drafter forwards (the context step, then one per expanded depth) of r rows in all instead of
+DFlash's one block forward, so its draft is priced per forward (`c_ar_draft` = [e0, e1], one
+forward of w input rows costs e0 + e1 w, fitted to the AR drafter's measured forwards by
+`graft costs --ar-draft`; the width matters on a CPU: 10 rows cost about twice 1 row):
+  AR-drafted round     C(B, P) - c_draft + n e0 + r e1
+  ... declined         C_AR(P) + n e0 + r e1.
+A profile without `c_ar_draft` refuses to price an AR-drafted round (`GraftError` naming the
+command that measures it), never falling back to c_draft.
 delta_B is the per-budget cost table (linear in B between its budgets, flat beyond; none: 0).
 B is the round's verified node count (`RoundRecord.nodes`; the calibration's trees fill their
 budget, so there B = nodes), P its prefix (`RoundRecord.prefix_len`, tokens in the target cache).
@@ -22,51 +31,90 @@ do (the update step between rounds, a scorer heavier than DDTree's heap, e.g. TD
 clock pays; `graftlib.lab.modeled.validate` states the resulting error.
 
 File format (`SCHEMA`): JSON with name, hardware, fitted_from (where the numbers come from), c,
-c_ar, c_draft, cost_table (or null). `default_profile()` derives the CPU profile from the shipped
-SABA calibration (`graftlib/assets/saba/default.json`, measured on this 2-core CPU); a profile for
-another machine (e.g. an H200 one written by a GPU device check, `from_saba(params).save(path)`)
-is another file of the same schema. Invariant: `id` hashes the cost numbers only, so two files
-with the same numbers price every decode identically and share an id.
+c_ar, c_draft, cost_table (or null) and optionally c_ar_draft. `default_profile()` derives the
+CPU profile from the shipped SABA calibration (`graftlib/assets/saba/default.json`, measured on
+this 2-core CPU) and the shipped AR drafter cost (`AR_DRAFT_PATH`, the embedded EAGLE-3 drafter's
+forwards measured on the same CPU, `with_ar_draft`); a profile for another machine (e.g. an H200
+one written by a GPU device check, `from_saba(params).save(path)`) is another file of the same
+schema. Invariant: `id` hashes the cost numbers only, so two files with the same numbers price
+every decode identically and share an id; `c_ar_draft` enters the hash only when present, so a
+profile without it keeps the id it had before AR-drafted rounds were priced.
 """
 
 import hashlib
 import json
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
 
 from graftlib.core.errors import GraftError, require
-from graftlib.core.paths import portable
+from graftlib.core.paths import ASSETS_DIR, portable
 from graftlib.core.records import read_json_object, write_json_atomic
 from graftlib.methods.saba import DEFAULT_PATH, SabaParams, round_cost
 
 SCHEMA = "graft-cost-profile/1"
+AR_DRAFT_SCHEMA = "graft-ar-draft-cost/1"
+AR_DRAFT_PATH = ASSETS_DIR / "costs" / "cpu-ar-draft.json"  # the embedded EAGLE-3 drafter on this CPU
+AR_DRAFT_COMMAND = "graft costs --ar-draft"  # measures c_ar_draft (`graftlib.lab.costs`)
 
 
 @dataclass(frozen=True)
 class RoundShape:
-    """What prices a round: its budget (0: an AR step), verified nodes, prefix and whether it drafted."""
+    """What prices a round: its budget (0: an AR step), verified nodes, prefix, whether it drafted,
+    and for an AR-drafted round (EAGLE-3, OPT-Tree) its drafter forwards and their input rows.
+
+    draft_steps 0 is a DFlash round (one block forward, priced by c_draft); draft_steps >= 1 is an
+    AR-drafted round (the context step, then one forward per expanded depth; `draft_rows` >=
+    draft_steps rows over them). Lists: [budget, nodes, prefix_len, drafted] for a DFlash round (the
+    format of every file written before AR-drafted rounds were priced, which load as DFlash rounds),
+    [.., draft_steps, draft_rows] for an AR-drafted one.
+    """
 
     budget: int
     nodes: int
     prefix_len: int
     drafted: bool
+    draft_steps: int = 0
+    draft_rows: int = 0
+
+    def __post_init__(self):
+        require(self.draft_steps >= 0 and self.draft_rows >= self.draft_steps
+                and (self.draft_steps == 0) == (self.draft_rows == 0),
+                f"round shape: draft_rows ({self.draft_rows}) must be >= draft_steps ({self.draft_steps}) >= 1, "
+                "or both 0 (a DFlash round)")
+        require(self.draft_steps == 0 or self.drafted, "round shape: an AR-drafted round (draft_steps >= 1) drafted")
+
+    @property
+    def ar_drafted(self) -> bool:
+        """Drafted by an AR drafter (priced per forward, `CostProfile.ar_draft_s`)."""
+        return self.draft_steps > 0
 
     @classmethod
     def of(cls, rnd) -> "RoundShape":
-        """From a `graftlib.core.decode.RoundRecord` (a declined round has budget 0 and t_draft > 0)."""
-        return cls(rnd.budget, rnd.nodes, rnd.prefix_len, rnd.budget > 0 or rnd.t_draft > 0)
+        """From a `graftlib.core.decode.RoundRecord` (a declined round has budget 0 and t_draft > 0); an
+        AR-drafted round's forwards are its `t_draft_steps` with their `draft_rows`. A round record
+        without them (a DFlash decode's, or `graftlib.training.replay`'s `ReplayRecord`) is a DFlash round."""
+        steps, rows = getattr(rnd, "t_draft_steps", None), getattr(rnd, "draft_rows", None)
+        require((steps is None) == (rows is None) and (rows is None or len(rows) == len(steps)),
+                f"round record: {steps!r} draft step times but draft rows {rows!r}")
+        drafted = rnd.budget > 0 or rnd.t_draft > 0
+        return cls(rnd.budget, rnd.nodes, rnd.prefix_len, drafted, len(steps or []), sum(rows or []))
 
     def to_list(self) -> list[int]:
-        return [self.budget, self.nodes, self.prefix_len, int(self.drafted)]
+        four = [self.budget, self.nodes, self.prefix_len, int(self.drafted)]
+        return four + [self.draft_steps, self.draft_rows] if self.ar_drafted else four
 
     @classmethod
     def from_list(cls, row) -> "RoundShape":
-        require(isinstance(row, (list, tuple)) and len(row) == 4 and all(isinstance(x, int) for x in row),
-                f"round shape must be [budget, nodes, prefix_len, drafted] integers, got {row!r}")
-        return cls(row[0], row[1], row[2], bool(row[3]))
+        require(isinstance(row, (list, tuple)) and len(row) in (4, 6) and all(isinstance(x, int) for x in row),
+                f"round shape must be [budget, nodes, prefix_len, drafted] (+ [draft_steps, draft_rows] for an "
+                f"AR-drafted round) integers, got {row!r}")
+        try:
+            return cls(row[0], row[1], row[2], bool(row[3]), *row[4:])
+        except GraftError as e:
+            raise GraftError(f"{e}: {row!r}") from None
 
 
 @dataclass
@@ -81,6 +129,7 @@ class CostProfile:
     cost_table: dict[str, float] | None = None  # {budget: delta_B [s]}; None: eq. 17 alone
     fitted_from: dict = field(default_factory=dict)
     schema: str = SCHEMA
+    c_ar_draft: list[float] | None = None  # AR drafter forward: e0 [s/forward], e1 [s/input row]; None: unmeasured
 
     def __post_init__(self):
         require(self.schema == SCHEMA, f"cost profile {self.name!r}: schema {self.schema!r}, expected {SCHEMA!r}")
@@ -101,11 +150,18 @@ class CostProfile:
             require(ok and all(str(b).isdigit() and int(b) >= 1 for b in self.cost_table),
                     f"cost profile {self.name!r}: cost_table maps budgets >= 1 to finite seconds, got {self.cost_table!r}")
             self.cost_table = {str(int(b)): float(d) for b, d in sorted(self.cost_table.items(), key=lambda x: int(x[0]))}
+        if self.c_ar_draft is not None:
+            require(_numbers(self.c_ar_draft) and len(self.c_ar_draft) == 2 and self.c_ar_draft[0] > 0
+                    and self.c_ar_draft[1] >= 0, f"cost profile {self.name!r}: c_ar_draft needs 2 finite numbers "
+                    f"(e0 > 0 s per forward, e1 >= 0 s per row), got {self.c_ar_draft!r}")
+            self.c_ar_draft = [float(x) for x in self.c_ar_draft]
 
     @property
     def id(self) -> str:
         """Content hash of the cost numbers (not name, hardware or provenance)."""
         numbers = {"c": self.c, "c_ar": self.c_ar, "c_draft": self.c_draft, "cost_table": self.cost_table}
+        if self.c_ar_draft is not None:  # absent: the id of the profiles written before it
+            numbers["c_ar_draft"] = self.c_ar_draft
         return hashlib.sha256(json.dumps(numbers, sort_keys=True).encode()).hexdigest()[:12]
 
     @property
@@ -127,8 +183,28 @@ class CostProfile:
         """C_AR(P): one plain AR step at prefix P."""
         return self.c_ar[0] + self.c_ar[1] * prefix_len
 
+    def ar_draft_s(self, steps: int, rows: int) -> float:
+        """An AR drafter's draft step: `steps` forwards of `rows` input rows in all (module doc);
+        `GraftError` naming the measuring command if this profile has no `c_ar_draft`."""
+        self.require_ar_draft()
+        return self.c_ar_draft[0] * steps + self.c_ar_draft[1] * rows
+
+    def require_ar_draft(self) -> None:
+        """Refuse (`GraftError`) unless this profile can price AR-drafted rounds."""
+        require(self.c_ar_draft is not None,
+                f"cost profile {self.name!r} ({self.id}) has no AR drafter cost (c_ar_draft), so it cannot price "
+                "an AR-drafted round (EAGLE-3 / OPT-Tree: one drafter forward per depth, not one DFlash block): "
+                f"measure it on the profile's machine with `{AR_DRAFT_COMMAND} --cost-profile PROFILE.json "
+                "--profile-out NEW.json` and price with NEW.json")
+
     def round_s(self, shape: RoundShape) -> float:
-        """A round's modeled seconds: a drafted round, an AR step, or an AR step after a declined draft."""
+        """A round's modeled seconds: a drafted round, an AR step, or an AR step after a declined draft;
+        an AR-drafted one with its draft priced per forward instead of c_draft (module doc)."""
+        if shape.ar_drafted:
+            draft = self.ar_draft_s(shape.draft_steps, shape.draft_rows)
+            if shape.budget > 0:
+                return self.drafted_round_s(shape.nodes, shape.prefix_len) - self.c_draft + draft
+            return self.ar_step_s(shape.prefix_len) + draft
         if shape.budget > 0:
             return self.drafted_round_s(shape.nodes, shape.prefix_len)
         return self.ar_step_s(shape.prefix_len) + (self.c_draft if shape.drafted else 0.0)
@@ -184,13 +260,43 @@ def from_saba(params: SabaParams, name: str | None = None) -> CostProfile:
                                                                        "drafter", "device", "dtype", "threads")
                                                  if k in meta}}
     return CostProfile(name or f"saba-{params.id}", meta.get("hardware") or "unknown", list(params.c),
-                       list(params.c_ar), params.c_draft, params.cost_table, fitted_from)
+                       list(params.c_ar), params.c_draft, params.cost_table, fitted_from=fitted_from)
+
+
+def with_ar_draft(profile: CostProfile, c_ar_draft: list[float], provenance: dict) -> CostProfile:
+    """`profile` with the AR drafter cost `c_ar_draft` (its id changes); `provenance` (command,
+    hardware, threads, ...) goes into fitted_from["c_ar_draft"]."""
+    fitted_from = {**profile.fitted_from, "c_ar_draft": provenance}
+    return replace(profile, c_ar_draft=list(c_ar_draft), fitted_from=fitted_from)
+
+
+def load_ar_draft_cost(path: str | Path) -> tuple[list[float], dict]:
+    """(c_ar_draft, provenance) of an AR drafter cost file (`AR_DRAFT_SCHEMA`, written by
+    `graft costs --ar-draft --ar-draft-out FILE`); `GraftError` naming the file if malformed."""
+    d = read_json_object(path, "AR drafter cost", f"regenerate it with `{AR_DRAFT_COMMAND} --ar-draft-out {path}`")
+    require(d.get("schema") == AR_DRAFT_SCHEMA,
+            f"AR drafter cost file {path}: schema {d.get('schema')!r}, expected {AR_DRAFT_SCHEMA!r}")
+    c = d.get("c_ar_draft")
+    require(isinstance(c, list) and len(c) == 2 and _numbers(c) and c[0] > 0 and c[1] >= 0, f"AR drafter cost file {path}: c_ar_draft "
+            f"needs 2 finite numbers (e0 > 0 s per forward, e1 >= 0 s per row), got {c!r}")
+    provenance = {k: d[k] for k in ("command", "date", "drafter", "eagle3_id", "hardware", "device", "dtype",
+                                    "threads", "note") if k in d}
+    return c, {"path": portable(path), **provenance}
+
+
+def saba_profile() -> CostProfile:
+    """The CPU profile's SABA part: the shipped calibration's costs, no AR drafter cost (what
+    `graft costs --ar-draft` extends by default, and the profile id of the records written before)."""
+    require(DEFAULT_PATH.is_file(), f"the shipped SABA calibration {portable(DEFAULT_PATH)} is missing")
+    return from_saba(SabaParams.load(DEFAULT_PATH), "cpu-default")
 
 
 def default_profile() -> CostProfile:
-    """The CPU profile: the shipped SABA calibration's costs (measured on this 2-core CPU)."""
-    require(DEFAULT_PATH.is_file(), f"the shipped SABA calibration {portable(DEFAULT_PATH)} is missing")
-    return from_saba(SabaParams.load(DEFAULT_PATH), "cpu-default")
+    """The CPU profile: the shipped SABA calibration's costs and the shipped AR drafter cost (the
+    embedded EAGLE-3 drafter's forwards), both measured on this 2-core CPU."""
+    require(AR_DRAFT_PATH.is_file(), f"the shipped AR drafter cost {portable(AR_DRAFT_PATH)} is missing "
+            f"(regenerate it with `{AR_DRAFT_COMMAND} --ar-draft-out {portable(AR_DRAFT_PATH)}`)")
+    return with_ar_draft(saba_profile(), *load_ar_draft_cost(AR_DRAFT_PATH))
 
 
 def load_profile(path: str | Path | None) -> CostProfile:
