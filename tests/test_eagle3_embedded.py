@@ -17,7 +17,7 @@ from graftlib.methods.decoder import Decoder, drafter_for
 pytestmark = pytest.mark.slow
 PROMPTS = ["Give three tips for staying healthy.",
            "Write a python function to find the first repeated character in a given string."]
-MAX_NEW = 32
+MAX_NEW = 16
 
 
 def test_embedded_target_with_a_random_eagle3_drafter(embedded_pair, tmp_path):
