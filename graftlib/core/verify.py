@@ -55,24 +55,26 @@ class LazyArgmax:
     def __init__(self, hidden: torch.Tensor, lm_head_weight: torch.Tensor, eager: bool = False):
         self.hidden = hidden
         self.weight = lm_head_weight
-        self.rows: dict[int, int] = {}
+        self.rows: dict[int, int] = {}  # lazy: the rows read so far
+        self.tokens: list[int] | None = None  # every row's token, once read back
         self.pending = (hidden @ lm_head_weight.T).argmax(-1) if eager else None  # [n] on the device
 
     def __getitem__(self, i: int) -> int:
+        if self.tokens is not None:
+            return self.tokens[i]
+        if self.pending is not None:
+            return self.all_rows()[i]
         if i not in self.rows:
-            if self.pending is not None:
-                self.all_rows()
-            else:
-                self.rows[i] = int(torch.mv(self.weight, self.hidden[i]).argmax())
+            self.rows[i] = int(torch.mv(self.weight, self.hidden[i]).argmax())
         return self.rows[i]
 
     def all_rows(self) -> list[int]:
-        """Every node's target token (for traces / the mismatch metric; costs the full head)."""
-        top = self.pending if self.pending is not None else (self.hidden @ self.weight.T).argmax(-1)
-        tokens = top.tolist()
-        self.rows.update(enumerate(tokens))
-        self.pending = None
-        return tokens
+        """Every node's target token (for traces / the mismatch metric; costs the full head when lazy)."""
+        if self.tokens is None:
+            top = self.pending if self.pending is not None else (self.hidden @ self.weight.T).argmax(-1)
+            self.tokens = top.tolist()
+            self.pending = None
+        return self.tokens
 
 
 def kept_rows(keep: list[int], device: torch.device | str) -> torch.Tensor | None:

@@ -115,8 +115,9 @@ The fits of c, c_ar, phi/alpha and the tables live in `graftlib.training.saba_fi
 (`graftlib.training.calibrate`) runs them on replayed validation rounds.
 
 Invariants: the controller returns a budget from its grid (capped at `cap`); its per-round cost is
-a few scalar ops plus one vectorized pass over the grid (numpy, `decide`: every term once),
-microseconds per round, and it reads no device tensor (the draft's state comes back with the
+a few scalar ops plus one pass over the grid (`GridUtility`: plain floats with the grid's cost terms
+precomputed; with a gain table numpy's `decide`, every term once), microseconds per round, and it
+reads no device tensor (the draft's state comes back with the
 candidates, `Candidates.hidden_sq` / `hidden_dot`).
 """
 
@@ -459,6 +460,62 @@ class GainCorrection:
         self.realized += accepted - 1
 
 
+class GridUtility:
+    """U_t(B) over a controller's fixed grid in plain Python floats: the per-round form of `decide` /
+    `prefers_ar` for eq. 16's gain (no gain table), with every term that depends only on the grid
+    computed once.
+
+    Eq. 17 (plus the cost table) is affine in the prefix, C_t(B) = C(B, 0) + prefix * dC(B), so the
+    grid's C(B, 0) and dC(B) are precomputed; a round is then one pass over the grid of scalar ops
+    (numpy's per-call overhead on a dozen-element array costs more than the arithmetic). Same model
+    and argmax rule as `decide` (the smallest budget on ties); the values agree with it up to
+    floating-point rounding (tests check the choices are equal).
+    """
+
+    def __init__(self, params: SabaParams, grid: np.ndarray):
+        self.params, self.budgets = params, [float(b) for b in grid]
+        c0 = round_costs(params, grid, 0)
+        self.cost0, self.slope = c0.tolist(), (round_costs(params, grid, 1) - c0).tolist()
+
+    @staticmethod
+    def applies(params: SabaParams) -> bool:
+        return params.gain_table is None
+
+    def terms(self, s: list[float], prefix_len: int, depth: int | None, k: float):
+        """(numerators, costs, extra tokens) over the grid: 1 + k A_t G_t(B) (or the paper's G_t(B)),
+        C_t(B), A_t G_t(B)."""
+        p = self.params
+        lam = max(sum(w * x for w, x in zip(p.phi, s)), p.lam_min)
+        a_sat = max(sum(w * x for w, x in zip(p.alpha, s)), 0.0)
+        if depth is not None:
+            a_sat = min(a_sat, depth)
+        gains = [-math.expm1(-b / lam) for b in self.budgets]
+        extra = [a_sat * g for g in gains]
+        num = [1.0 + k * e for e in extra] if p.utility == "throughput" else gains
+        costs = [c + prefix_len * d for c, d in zip(self.cost0, self.slope)]
+        return num, costs, extra
+
+    def decide(self, s: list[float], prefix_len: int, depth: int | None, k: float) -> tuple[int, float]:
+        """`decide`'s (B_t, predicted extra at B_t), or (0, 0.0) when the post-draft gate declines."""
+        p = self.params
+        num, costs, extra = self.terms(s, prefix_len, depth, k)
+        if p.c_ar is not None and p.post_gate:
+            c_ar = p.c_ar[0] + p.c_ar[1] * prefix_len
+            if 1.0 / c_ar > max(n / (c - p.c_draft) for n, c in zip(num, costs)):
+                return 0, 0.0
+        u = [n / c for n, c in zip(num, costs)]
+        i = u.index(max(u))
+        return int(self.budgets[i]), extra[i]
+
+    def prefers_ar(self, s: list[float], prefix_len: int, depth: int | None, k: float) -> bool:
+        """`prefers_ar`: one AR step's utility beats max_B U_t(B) (False without c_ar)."""
+        p = self.params
+        if p.c_ar is None:
+            return False
+        num, costs, _ = self.terms(s, prefix_len, depth, k)
+        return 1.0 / (p.c_ar[0] + p.c_ar[1] * prefix_len) > max(n / c for n, c in zip(num, costs))
+
+
 class SabaController:
     """BudgetController: argmax of U_t over the grid (capped at `cap`), state from `StateTracker`."""
 
@@ -469,6 +526,7 @@ class SabaController:
         self.params = params
         self.grid = np.array(grid or [cap], dtype=float)
         self.max_budget = int(self.grid[-1])
+        self.fast = GridUtility(params, self.grid) if GridUtility.applies(params) else None  # else numpy's `decide`
         self.reset()
 
     def reset(self) -> None:
@@ -491,7 +549,11 @@ class SabaController:
             return True
         s = self.last_state.copy()
         s[2] = self.tracker.hist()  # hist_t now; conf/degen of the last draft
-        if not prefers_ar(self.params, self.grid, s, prefix_len, self.depth, self.correction.k, self.last_mass):
+        if self.fast is not None:
+            ar = self.fast.prefers_ar(s.tolist(), prefix_len, self.depth, self.correction.k)
+        else:
+            ar = prefers_ar(self.params, self.grid, s, prefix_len, self.depth, self.correction.k, self.last_mass)
+        if not ar:
             self.skip = 1
             return True
         self.skip_left, self.probe = self.skip - 1, True
@@ -504,7 +566,10 @@ class SabaController:
         p, s = self.params, self.tracker.signals(cand)
         mass = draft_mass(cand, p.mass_budgets) if p.uses_mass else None
         self.last_state, self.last_mass, self.depth = s, mass, cand.depth
-        b, extra = decide(p, self.grid, s, prefix_len, cand.depth, self.correction.k, mass)
+        if self.fast is not None:
+            b, extra = self.fast.decide(s.tolist(), prefix_len, cand.depth, self.correction.k)
+        else:
+            b, extra = decide(p, self.grid, s, prefix_len, cand.depth, self.correction.k, mass)
         if b:
             self.predicted_extra = extra
         return b

@@ -134,23 +134,47 @@ class TDESScorer:
         f = self.f(parent_token, depth, child_ids)
         return f - f.mean()
 
-    def _child_side(self, depth: int, child_ids: list[int], logq: list[float]) -> np.ndarray:
-        """[W_d ; base_d] ([m + 1, K] float32): log q + beta * f~ = [P[p] | 1] @ it, for any parent p."""
+    def child_sides(self, ids: np.ndarray, logq: np.ndarray, u: np.ndarray) -> np.ndarray:
+        """[W_d ; base_d]^T of n pools in one batched pass, float32 [n, K, m + 1]: with u = the pools'
+        depth embeddings u_d [n, m], log q + beta * f~ = side[i] @ [P[p] | 1] for any parent p.
+
+        `ids` [n, K] token ids, `logq` [n, K]. Centring over a pool cancels u_d on the child side
+        ((C[c] + u_d) - mean(C[c'] + u_d) = C[c] - mean C[c']), so
+        W_d^T = beta s / sqrt(m) (C[ids_d] - mean C[ids_d]) and base_d = log q + W_d^T u_d.
+        """
+        n, k = ids.shape
+        c = self.C[ids]  # [n, K, m]: the one gather
+        c -= np.matmul(np.full((1, k), 1.0 / k, np.float32), c)  # the pools' means (a BLAS product)
+        c *= self.beta * self.scale  # W_d^T
+        side = np.empty((n, k, self.m + 1), np.float32)
+        side[:, :, :-1] = c
+        np.add(logq, np.matmul(c, u[:, :, None])[:, :, 0], out=side[:, :, -1])  # base_d
+        return side
+
+    def _check_depth(self, depth: int) -> None:
+        if depth > self.depths or depth < 1:
+            raise GraftError(f"TDES scorer trained for depths 1..{self.depths}, asked depth {depth}")
+
+    def _child_side(self, depth: int, child_ids, logq) -> np.ndarray:
+        """One pool's [W_d ; base_d]^T ([K, m + 1]), cached for the pool last asked at `depth`
+        (recognised by the identity of the `child_ids` / `logq` objects)."""
         hit = self._pool.get(depth)
         if hit is None or hit[0] is not child_ids or hit[1] is not logq:
-            if depth > self.depths or depth < 1:
-                raise GraftError(f"TDES scorer trained for depths 1..{self.depths}, asked depth {depth}")
-            b = self.C[np.asarray(child_ids)] + self.u[depth - 1]
-            w = ((self.beta * self.scale) * (b - b.mean(0))).T  # [m, K]
-            base = np.asarray(logq, dtype=np.float32) + self.u[depth - 1] @ w
-            hit = (child_ids, logq, np.ascontiguousarray(np.concatenate([w, base[None]])))
+            self._check_depth(depth)
+            ids = np.asarray(child_ids, dtype=np.int64)[None]
+            side = self.child_sides(ids, np.asarray(logq, dtype=np.float32)[None], self.u[depth - 1:depth])[0]
+            hit = (child_ids, logq, side)
             self._pool[depth] = hit
         return hit[2]
 
     def child_scores(self, parent_token: int, depth: int, child_ids: list[int], logq: list[float]) -> np.ndarray:
         """log q + beta * f~ (float32 [K]) for the children C_{p,d} = child_ids at `depth` under
-        `parent_token` (eq. 4): one [m + 1] x [m + 1, K] product per call."""
-        return self.P1[parent_token].dot(self._child_side(depth, child_ids, logq))
+        `parent_token` (eq. 4): one [K, m + 1] x [m + 1] product per call."""
+        return self._child_side(depth, child_ids, logq) @ self.P1[parent_token]
+
+    def pool_scores(self, cand, depths: int) -> "RoundScores":
+        """The round's scoring prepared in one batched pass (`graftlib.core.builders.PoolScorer`)."""
+        return RoundScores(self, cand, min(depths, cand.depth, self.depths))
 
     def builder(self, depth: int | None = None) -> HeapTreeBuilder:
         """A TDES tree builder (eq. 13); `depth` (the drafter's D) is checked against the trained depths."""
@@ -185,6 +209,72 @@ class TDESScorer:
         net = TDESNet(embed, config["m"], config["depths"])
         load_state_strict(net, load_file(weights), str(weights))
         return cls.from_net(net, config["beta"] if beta is None else beta, config)
+
+
+class RoundScores:
+    """TDES edge scores of one round's pools, prepared in a few batched numpy calls.
+
+    For depths 1..n (n = the deepest a tree of the round's budget can reach): the child sides
+    [W_d ; base_d]^T (`TDESScorer.child_sides`, one gather for all pools) and, for the likeliest
+    parents, every child's score at once: at depth d >= 2 the parents are depth d - 1's candidates,
+    and the `PARENTS` best of them by log q (where nearly every node of a tree sits) get their scores
+    rows S [n - 1, PARENTS, K] from one batched product, with each row's argmax and its score read
+    back as Python lists and every row's ranking from one batched argsort. So a node's best child
+    (`best`, all the heap needs for most nodes: leaves are never asked for a second child) is a dict
+    and list lookup; a parent that gets a second child reads its ranking and scores once (`ranked`). Any other parent (the root, or one outside the block)
+    costs one [K, m + 1] x [m + 1] product, as `child_scores`. The values are those of `child_scores`
+    for the same pool up to float32 rounding of the batched products; a parent is always scored the
+    same way within a round, so its `best` and `row` agree.
+    """
+
+    PARENTS = 8  # parent candidates per depth scored in the batched pass
+
+    def __init__(self, scorer: TDESScorer, cand, n: int):
+        self.n, self.P1 = n, scorer.P1
+        self.check_depth = scorer._check_depth
+        self.side = scorer.child_sides(cand.id_table[:n], cand.logq_table[:n], scorer.u[:n]) if n > 0 else None
+        r = min(self.PARENTS, cand.id_table.shape[1])
+        self.block: list[dict[int, int]] = [{}]  # per depth: parent token -> row of S (depth 1: none)
+        if n > 1:
+            parents = cand.id_table[:n - 1, :r]  # [n - 1, r]: depth d's parents are depth d - 1's candidates
+            S = np.matmul(self.P1[parents], self.side[1:].transpose(0, 2, 1))  # [n - 1, r, K]
+            best = S.argmax(axis=2)
+            self.S, self.best_j = S, best.tolist()
+            self.best_s = np.take_along_axis(S, best[:, :, None], axis=2)[:, :, 0].tolist()
+            self.order = np.argsort(-S, axis=2, kind="stable")  # each row's ranking, read per parent on demand
+            self.block += [{t: i for i, t in enumerate(row)} for row in parents.tolist()]
+
+    def _gemv(self, parent_token: int, depth: int) -> np.ndarray:
+        if depth > self.n:
+            self.check_depth(depth)  # beyond the trained depths: raises
+            raise ValueError(f"depth {depth} was not prepared (n = {self.n})")
+        return self.side[depth - 1] @ self.P1[parent_token]
+
+    def best(self, parent_token: int, depth: int) -> tuple[int, float]:
+        """(pool index, score) of the best child of `parent_token` at `depth` (first index on ties)."""
+        i = self.block[depth - 1].get(parent_token) if depth <= self.n else None
+        if i is None:
+            scores = self._gemv(parent_token, depth)
+            j = int(scores.argmax())
+            return j, float(scores[j])
+        return self.best_j[depth - 2][i], self.best_s[depth - 2][i]
+
+    def row(self, parent_token: int, depth: int) -> np.ndarray:
+        """Every child's score (float32 [K]) under `parent_token` at `depth`."""
+        i = self.block[depth - 1].get(parent_token) if depth <= self.n else None
+        return self._gemv(parent_token, depth) if i is None else self.S[depth - 2, i]
+
+    def ranked(self, parent_token: int, depth: int) -> tuple[list[int], list[float]]:
+        """(pool indices by score, stable descending; the scores by pool index) as lists: a parent's
+        whole ranking, read once when it gets a second child."""
+        i = self.block[depth - 1].get(parent_token) if depth <= self.n else None
+        if i is None:
+            scores = self._gemv(parent_token, depth)
+            return np.argsort(-scores, kind="stable").tolist(), scores.tolist()
+        return self.order[depth - 2, i].tolist(), self.S[depth - 2, i].tolist()
+
+    def __call__(self, parent_token: int, depth: int) -> np.ndarray:
+        return self.row(parent_token, depth)
 
 
 def scorer_config(path: str | Path) -> dict:
