@@ -89,15 +89,20 @@ class Candidates:
     def hidden_sq(self) -> list[float] | None:
         """[D] |h_d|^2 of the drafter states (from the read-back Gram matrix; None without one)."""
         if self._sq is None and self.gram is not None:
-            self._sq = np.diagonal(self.gram).tolist()
+            self._diagonals()
         return self._sq
 
     @property
     def hidden_dot(self) -> list[float] | None:
         """[D-1] h_d . h_{d+1} (from the read-back Gram matrix; None without one)."""
         if self._dot is None and self.gram is not None:
-            self._dot = np.diagonal(self.gram, 1).tolist()
+            self._diagonals()
         return self._dot
+
+    def _diagonals(self) -> None:
+        gram = self.gram.tolist()  # one conversion of the [D, D] matrix, both diagonals read from it
+        self._sq = [gram[i][i] for i in range(len(gram))]
+        self._dot = [gram[i][i + 1] for i in range(len(gram) - 1)]
 
     def rows(self) -> list[tuple[memoryview, memoryview]]:
         """Per depth (ids, log q) as 1-D memoryviews over the tables: indexing one gives a Python

@@ -307,10 +307,15 @@ class StateTracker:
         self.hist_prior = hist_prior
 
     def signals(self, cand: Candidates) -> np.ndarray:
-        conf = sum(cand.top1_prob) / len(cand.top1_prob) if cand.top1_prob else 0.0
+        return np.array(self.signal_list(cand))
+
+    def signal_list(self, cand: Candidates) -> list[float]:
+        """s_t as a list of floats (`signals` is its array)."""
+        top1 = cand.top1_prob
+        conf = sum(top1) / len(top1) if top1 else 0.0
         degen = degeneration(cand.hidden) if cand.hidden_sq is None else degeneration_from(cand.hidden_sq,
                                                                                            cand.hidden_dot)
-        return np.array([conf, degen, self.hist(), 1.0])
+        return [conf, degen, self.hist(), 1.0]
 
     def hist(self) -> float:
         return sum(self.history) / len(self.history) if self.history else self.hist_prior
@@ -532,7 +537,7 @@ class SabaController:
     def reset(self) -> None:
         """Per-decode state: history, last state, gate schedule and gain correction start afresh."""
         self.tracker = StateTracker(self.params.window, self.params.hist_prior)
-        self.last_state: np.ndarray | None = None
+        self.last_state: list[float] | None = None  # s_t of the last draft
         self.last_mass: np.ndarray | None = None  # M_t(B) of the last draft at the table's budgets
         self.depth: int | None = None
         self.skip, self.skip_left, self.probe = 1, 0, False
@@ -547,12 +552,13 @@ class SabaController:
         if self.probe or self.last_state is None:
             self.probe = False
             return True
-        s = self.last_state.copy()
+        s = list(self.last_state)
         s[2] = self.tracker.hist()  # hist_t now; conf/degen of the last draft
         if self.fast is not None:
-            ar = self.fast.prefers_ar(s.tolist(), prefix_len, self.depth, self.correction.k)
+            ar = self.fast.prefers_ar(s, prefix_len, self.depth, self.correction.k)
         else:
-            ar = prefers_ar(self.params, self.grid, s, prefix_len, self.depth, self.correction.k, self.last_mass)
+            ar = prefers_ar(self.params, self.grid, np.array(s), prefix_len, self.depth, self.correction.k,
+                            self.last_mass)
         if not ar:
             self.skip = 1
             return True
@@ -563,13 +569,13 @@ class SabaController:
     def budget(self, cand: Candidates, prefix_len: int) -> int:
         """B_t = argmax_B U_t(B) on this round's state, or 0 (an AR step) when the post-draft gate
         declines the drafted round."""
-        p, s = self.params, self.tracker.signals(cand)
+        p, s = self.params, self.tracker.signal_list(cand)
         mass = draft_mass(cand, p.mass_budgets) if p.uses_mass else None
         self.last_state, self.last_mass, self.depth = s, mass, cand.depth
         if self.fast is not None:
-            b, extra = self.fast.decide(s.tolist(), prefix_len, cand.depth, self.correction.k)
+            b, extra = self.fast.decide(s, prefix_len, cand.depth, self.correction.k)
         else:
-            b, extra = decide(p, self.grid, s, prefix_len, cand.depth, self.correction.k, mass)
+            b, extra = decide(p, self.grid, np.array(s), prefix_len, cand.depth, self.correction.k, mass)
         if b:
             self.predicted_extra = extra
         return b

@@ -238,10 +238,8 @@ class RoundScores:
         if n > 1:
             parents = cand.id_table[:n - 1, :r]  # [n - 1, r]: depth d's parents are depth d - 1's candidates
             S = np.matmul(self.P1[parents], self.side[1:].transpose(0, 2, 1))  # [n - 1, r, K]
-            best = S.argmax(axis=2)
-            self.S, self.best_j = S, best.tolist()
-            self.best_s = np.take_along_axis(S, best[:, :, None], axis=2)[:, :, 0].tolist()
-            self.order = np.argsort(-S, axis=2, kind="stable")  # each row's ranking, read per parent on demand
+            self.S, self.order = S, np.argsort(-S, axis=2, kind="stable")  # rankings, read per parent on demand
+            self.best_j, self.best_s = self.order[:, :, 0].tolist(), S.max(axis=2).tolist()  # rank 0 = first max
             self.block += [{t: i for i, t in enumerate(row)} for row in parents.tolist()]
 
     def _gemv(self, parent_token: int, depth: int) -> np.ndarray:
