@@ -168,11 +168,12 @@ class EdgeScorer(Protocol):
 class PoolScores(Protocol):
     """A round's edge scores prepared by a `PoolScorer` (pool index j: column j of `Candidates.id_table`)."""
 
-    def best(self, parent_token: int, depth: int) -> tuple[int, float]: ...  # (j, score) of the best child
+    # (pool indices, scores) of the first ranks (at least the best child), as lists
+    def leading(self, parent_token: int, depth: int) -> tuple[list[int], list[float]]: ...
 
     def row(self, parent_token: int, depth: int) -> np.ndarray: ...  # every child's score, [K]
 
-    # (pool indices by score, stable descending; scores by pool index), lists; ranking[0] = best's j
+    # (pool indices by score, stable descending; scores by pool index), lists; it begins with `leading`'s
     def ranked(self, parent_token: int, depth: int) -> tuple[list[int], list[float]]: ...
 
 
@@ -180,7 +181,7 @@ class PoolScorer(EdgeScorer, Protocol):
     """An `EdgeScorer` that can also prepare a whole round at once (TDES): `pool_scores(cand, depths)`
     does the per-pool work of depths 1..`depths` in batched calls and returns `PoolScores`, whose
     rows are `child_scores(parent_token, depth, cand.ids[depth - 1], cand.logq[depth - 1])` (up to
-    float rounding) and whose `best` is a row's argmax. `HeapTreeBuilder` uses it when the scorer has it."""
+    float rounding), ranked stably in descending order. `HeapTreeBuilder` uses it when the scorer has it."""
 
     def pool_scores(self, cand: "Candidates", depths: int) -> PoolScores: ...
 
@@ -265,23 +266,22 @@ class Ranked:
 
 
 class PoolRanked:
-    """A parent's children under `PoolScores`: rank 0 is the scorer's `best` (no row is touched), the
-    whole ranking (`PoolScores.ranked`, as lists) only when a second child is asked for."""
+    """A parent's children under `PoolScores`: the first ranks from the scorer's `leading` lists (no
+    row is touched), the whole ranking (`PoolScores.ranked`) only when a later rank is asked for."""
 
-    __slots__ = ("ids", "pool", "token", "depth", "first", "rest")
+    __slots__ = ("ids", "pool", "token", "depth", "lead_j", "lead_s", "rest")
 
     def __init__(self, ids: Sequence[int], pool: PoolScores, parent_token: int, depth: int):
         self.ids, self.pool, self.token, self.depth = ids, pool, parent_token, depth
-        self.first = pool.best(parent_token, depth)
+        self.lead_j, self.lead_s = pool.leading(parent_token, depth)
         self.rest: tuple[list[int], list[float]] | None = None
 
     def __len__(self) -> int:
         return len(self.ids)
 
     def at(self, rank: int) -> tuple[int, float]:
-        if rank == 0:
-            j, score = self.first
-            return self.ids[j], score
+        if rank < len(self.lead_j):
+            return self.ids[self.lead_j[rank]], self.lead_s[rank]
         if self.rest is None:
             self.rest = self.pool.ranked(self.token, self.depth)
         order, scores = self.rest

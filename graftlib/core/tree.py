@@ -157,20 +157,32 @@ class MaskBuffer:
 
     def __init__(self, rows: int, cols: int, device, dtype: torch.dtype):
         self.mask = torch.zeros(1, 1, rows, cols, dtype=dtype, device=device)
+        self.rows, self.cols, self.device, self.dtype = rows, cols, self.mask.device, dtype
+        self.plane = self.mask[0, 0]  # [rows, cols]
         self.clean = cols
 
     def fits(self, n: int, start: int, device, dtype: torch.dtype) -> bool:
-        m = self.mask
-        return n <= m.shape[2] and start + n <= m.shape[3] and m.dtype == dtype and m.device == torch.device(device)
+        return (n <= self.rows and start + n <= self.cols and dtype == self.dtype
+                and (device == self.device or torch.device(device) == self.device))
 
     def place(self, block: torch.Tensor, start: int) -> torch.Tensor:
         """`block` [n, n] additive (on the device) -> the mask view [1, 1, n, start + n]."""
-        n, m = block.shape[0], self.mask[0, 0]
+        n = block.shape[0]
         if start > self.clean:
-            m[:, self.clean:start] = 0
-        m[:n, start:start + n] = block
+            self.plane[:, self.clean:start] = 0
+        self.plane[:n, start:start + n] = block
         self.clean = start
         return self.mask[:, :, :n, :start + n]
+
+
+_MIN: dict[torch.dtype, float] = {}
+
+
+def _min_value(dtype: torch.dtype) -> float:
+    """torch.finfo(dtype).min, looked up once per dtype (the mask's "not visible")."""
+    if dtype not in _MIN:
+        _MIN[dtype] = torch.finfo(dtype).min
+    return _MIN[dtype]
 
 
 def tree_walks(tokens: list[int], parents: list[int]) -> tuple[list[list[int]], dict[int, int]]:
@@ -196,17 +208,17 @@ def verify_inputs(tree: Tree, start: int, device: torch.device | str = "cpu",
     `MaskBuffer` (the mask is a view of it); None or too small: a fresh mask.
     """
     n, tokens, depths = len(tree.tokens), tree.tokens, tree.depths
-    ids_pos = torch.tensor([tokens, [start + d for d in depths]], device=device)  # one upload
+    input_ids, position_ids = torch.tensor([[tokens], [[start + d for d in depths]]], device=device).unbind()  # one upload
     paths, edges = tree_walks(tokens, tree.parents)
     mask = None  # a chain (max depth N: one path through every node): causal attention, no mask
     if max(depths) < n - 1:
-        block = np.full((n, n), torch.finfo(dtype).min, dtype=np.float32)
+        block = np.full((n, n), _min_value(dtype), dtype=np.float32)
         block[[i for i, path in enumerate(paths) for _ in path], [j for path in paths for j in path]] = 0
         block = torch.from_numpy(block).to(device)  # the second upload
         if masks is None or not masks.fits(n, start, device, dtype):
             masks = MaskBuffer(n, start + n, device, dtype)
         mask = masks.place(block, start)
-    vi = VerifyInputs(input_ids=ids_pos[:1], position_ids=ids_pos[1:], attention_mask=mask, edges=edges,
+    vi = VerifyInputs(input_ids=input_ids, position_ids=position_ids, attention_mask=mask, edges=edges,
                       parents=tree.parents)
     vi.paths = paths  # the cached property, already derived
     return vi

@@ -10,7 +10,8 @@
   product and the walk reads its argmax back once: one device sync per round, not one per row.
 - `commit_cache` keeps the K/V of the accepted tree nodes: an in-place gather of the accepted
   rows to the front of the appended region, then a crop (with `graftlib.core.kvcache`'s buffered
-  layers a length change; nothing else is copied). A contiguous path (rows 0..a-1) needs no index;
+  layers a length change; nothing else is copied; their keys and values share one buffer, one
+  gather per layer). A contiguous path (rows 0..a-1) needs no index;
   otherwise one index upload serves every layer (`kept_rows`).
 
 Invariant: after `commit_cache(cache, start, keep)` the cache holds exactly `start + len(keep)`
@@ -96,6 +97,10 @@ def commit_cache(cache, start: int, keep: list[int], index: torch.Tensor | None 
             if dev not in rows:
                 base = index if index is not None and index.device == dev else torch.tensor(keep, device=dev)
                 rows[dev] = base + start
-            layer.keys[:, :, start:start + n] = layer.keys.index_select(2, rows[dev])
-            layer.values[:, :, start:start + n] = layer.values.index_select(2, rows[dev])
+            kv = getattr(layer, "kv", None)  # a `BufferedLayer`'s keys and values in one tensor
+            if kv is not None:
+                kv[:, :, :, start:start + n] = kv.index_select(3, rows[dev])
+            else:
+                layer.keys[:, :, start:start + n] = layer.keys.index_select(2, rows[dev])
+                layer.values[:, :, start:start + n] = layer.values.index_select(2, rows[dev])
         layer.crop(start + n - layer.get_seq_length())

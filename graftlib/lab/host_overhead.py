@@ -137,14 +137,14 @@ class TimedScorer:
 
 
 class TimedPool:
-    """A `PoolScores` whose `best` / `row` / `ranked` calls add their wall time to the `TimedScorer`'s."""
+    """A `PoolScores` whose `leading` / `row` / `ranked` calls add their wall time to the `TimedScorer`'s."""
 
     def __init__(self, pool, timer: TimedScorer):
         self.pool, self.timer = pool, timer
 
-    def best(self, parent_token: int, depth: int):
+    def leading(self, parent_token: int, depth: int):
         t0 = time.perf_counter()
-        out = self.pool.best(parent_token, depth)
+        out = self.pool.leading(parent_token, depth)
         self.timer.wall += time.perf_counter() - t0
         return out
 

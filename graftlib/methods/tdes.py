@@ -212,64 +212,100 @@ class TDESScorer:
 
 
 class RoundScores:
-    """TDES edge scores of one round's pools, prepared in a few batched numpy calls.
+    """TDES edge scores of one round's pools, prepared in a few batched numpy calls per chunk of depths.
 
-    For depths 1..n (n = the deepest a tree of the round's budget can reach): the child sides
-    [W_d ; base_d]^T (`TDESScorer.child_sides`, one gather for all pools) and, for the likeliest
-    parents, every child's score at once: at depth d >= 2 the parents are depth d - 1's candidates,
-    and the `PARENTS` best of them by log q (where nearly every node of a tree sits) get their scores
-    rows S [n - 1, PARENTS, K] from one batched product, with each row's argmax and its score read
-    back as Python lists and every row's ranking from one batched argsort. So a node's best child
-    (`best`, all the heap needs for most nodes: leaves are never asked for a second child) is a dict
-    and list lookup; a parent that gets a second child reads its ranking and scores once (`ranked`). Any other parent (the root, or one outside the block)
-    costs one [K, m + 1] x [m + 1] product, as `child_scores`. The values are those of `child_scores`
-    for the same pool up to float32 rounding of the batched products; a parent is always scored the
-    same way within a round, so its `best` and `row` agree.
+    Per depth d: the child side [W_d ; base_d]^T (`TDESScorer.child_sides`, one gather per chunk)
+    and, for the likeliest parents, every child's score at once: at depth d >= 2 the parents are
+    depth d - 1's candidates, and the `PARENTS` best of them by log q (where nearly every node of a
+    tree sits) get their score rows S [PARENTS, K] from one batched product per chunk, with each row's
+    ranking from one batched argsort and its `LEAD` best children and their scores read back as
+    Python lists. So a node's leading children (`leading`: all the heap needs for nearly every node,
+    since leaves are never asked for a second child and few nodes get more than `LEAD`) are a dict and
+    list lookup; a parent asked for more reads its whole ranking once (`ranked`). Any other parent
+    (the root, or one outside the block) costs one [K, m + 1] x [m + 1] product, as `child_scores`.
+
+    Depths are prepared on first use, `FIRST` at once and then doubling up to n (the deepest a tree
+    of the round's budget can reach): a bushy tree is often far shallower than n, but each chunk
+    costs a fixed number of numpy calls, which dominate at these sizes, so the first chunk is
+    generous; the chunk sizes change only how much is prepared, not a value. The values are those of
+    `child_scores` for the same pool up to float32 rounding of the batched products; a parent is
+    always scored the same way within a round, so its `leading`, `row` and `ranked` agree.
     """
 
     PARENTS = 8  # parent candidates per depth scored in the batched pass
+    LEAD = 4  # leading children per block parent read back with the preparation
+    FIRST = 8  # depths prepared with the first request
 
     def __init__(self, scorer: TDESScorer, cand, n: int):
-        self.n, self.P1 = n, scorer.P1
-        self.check_depth = scorer._check_depth
-        self.side = scorer.child_sides(cand.id_table[:n], cand.logq_table[:n], scorer.u[:n]) if n > 0 else None
-        r = min(self.PARENTS, cand.id_table.shape[1])
-        self.block: list[dict[int, int]] = [{}]  # per depth: parent token -> row of S (depth 1: none)
-        if n > 1:
-            parents = cand.id_table[:n - 1, :r]  # [n - 1, r]: depth d's parents are depth d - 1's candidates
-            S = np.matmul(self.P1[parents], self.side[1:].transpose(0, 2, 1))  # [n - 1, r, K]
-            self.S, self.order = S, np.argsort(-S, axis=2, kind="stable")  # rankings, read per parent on demand
-            self.best_j, self.best_s = self.order[:, :, 0].tolist(), S.max(axis=2).tolist()  # rank 0 = first max
+        self.scorer, self.cand, self.n, self.P1 = scorer, cand, n, scorer.P1
+        self.r = min(self.PARENTS, cand.id_table.shape[1])
+        self.ready = 0  # depths 1..ready are prepared
+        # per depth index d - 1: (chunk's sides, offset); and for d >= 2 (index 0 is depth 1's placeholder):
+        self.side_at: list[tuple[np.ndarray, int]] = []
+        self.rows_at: list = [None]  # (chunk's S, chunk's rankings, offset)
+        self.block: list[dict[int, int]] = [{}]  # parent token -> row of S (depth 1: none)
+        self.lead_j: list = [None]  # per block row: the leading children's pool indices
+        self.lead_s: list = [None]  # and their scores
+        if n > 0:
+            self._prepare(min(n, self.FIRST))
+
+    def _prepare(self, hi: int) -> None:
+        """Depths ready + 1 .. hi."""
+        lo, ids, logq = self.ready, self.cand.id_table, self.cand.logq_table
+        side = self.scorer.child_sides(ids[lo:hi], logq[lo:hi], self.scorer.u[lo:hi])  # [hi - lo, K, m + 1]
+        self.side_at += [(side, i) for i in range(hi - lo)]
+        first = max(lo, 1)  # block depths first + 1 .. hi; their parents are rows first - 1 .. hi - 2
+        if hi > first:
+            parents = ids[first - 1:hi - 1, :self.r]
+            S = np.matmul(self.P1[parents], side[first - lo:].transpose(0, 2, 1))  # [depths, r, K]
+            order = np.argsort(-S, axis=2, kind="stable")  # rankings (rank 0 = the first max)
+            lead = order[:, :, :self.LEAD]
+            self.rows_at += [(S, order, i) for i in range(hi - first)]
+            self.lead_j += lead.tolist()
+            self.lead_s += np.take_along_axis(S, lead, axis=2).tolist()
             self.block += [{t: i for i, t in enumerate(row)} for row in parents.tolist()]
+        self.ready = hi
+
+    def _at(self, parent_token: int, depth: int) -> int | None:
+        """The parent's row in depth's block (None: not in it), preparing the depth first."""
+        if depth > self.ready:
+            if depth > self.n:
+                self.scorer._check_depth(depth)  # beyond the trained depths: raises
+                raise ValueError(f"depth {depth} was not prepared (n = {self.n})")
+            self._prepare(min(self.n, max(depth, 2 * self.ready)))
+        return self.block[depth - 1].get(parent_token)
 
     def _gemv(self, parent_token: int, depth: int) -> np.ndarray:
-        if depth > self.n:
-            self.check_depth(depth)  # beyond the trained depths: raises
-            raise ValueError(f"depth {depth} was not prepared (n = {self.n})")
-        return self.side[depth - 1] @ self.P1[parent_token]
+        side, i = self.side_at[depth - 1]
+        return side[i] @ self.P1[parent_token]
 
-    def best(self, parent_token: int, depth: int) -> tuple[int, float]:
-        """(pool index, score) of the best child of `parent_token` at `depth` (first index on ties)."""
-        i = self.block[depth - 1].get(parent_token) if depth <= self.n else None
+    def leading(self, parent_token: int, depth: int) -> tuple[list[int], list[float]]:
+        """(pool indices, scores) of the first ranks of `parent_token`'s children at `depth` (at least
+        the best one; ties by pool index)."""
+        i = self._at(parent_token, depth)
         if i is None:
             scores = self._gemv(parent_token, depth)
             j = int(scores.argmax())
-            return j, float(scores[j])
-        return self.best_j[depth - 2][i], self.best_s[depth - 2][i]
+            return [j], [float(scores[j])]
+        return self.lead_j[depth - 1][i], self.lead_s[depth - 1][i]
 
     def row(self, parent_token: int, depth: int) -> np.ndarray:
         """Every child's score (float32 [K]) under `parent_token` at `depth`."""
-        i = self.block[depth - 1].get(parent_token) if depth <= self.n else None
-        return self._gemv(parent_token, depth) if i is None else self.S[depth - 2, i]
+        i = self._at(parent_token, depth)
+        if i is None:
+            return self._gemv(parent_token, depth)
+        S, _, k = self.rows_at[depth - 1]
+        return S[k, i]
 
     def ranked(self, parent_token: int, depth: int) -> tuple[list[int], list[float]]:
         """(pool indices by score, stable descending; the scores by pool index) as lists: a parent's
         whole ranking, read once when it gets a second child."""
-        i = self.block[depth - 1].get(parent_token) if depth <= self.n else None
+        i = self._at(parent_token, depth)
         if i is None:
             scores = self._gemv(parent_token, depth)
             return np.argsort(-scores, kind="stable").tolist(), scores.tolist()
-        return self.order[depth - 2, i].tolist(), self.S[depth - 2, i].tolist()
+        S, order, k = self.rows_at[depth - 1]
+        return order[k, i].tolist(), S[k, i].tolist()
 
     def __call__(self, parent_token: int, depth: int) -> np.ndarray:
         return self.row(parent_token, depth)
