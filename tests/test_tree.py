@@ -14,6 +14,7 @@ from graftlib.core.tree import (
     child_edges,
     greedy_walk,
     parent_mismatch,
+    tree_walks,
     verify_inputs,
 )
 
@@ -202,6 +203,14 @@ def test_child_edges_name_each_child_once():
     assert child_edges([4], [-1]) == {}
     # the list-of-dicts view derived from them
     assert verify_inputs(branchy(), 2).children == [{11: 1, 12: 2}, {13: 3, 14: 4}, {}, {15: 5}, {}, {}]
+
+
+def test_tree_walks_rows_are_ancestors_or_self():
+    rows, edges = tree_walks(TOKENS, PARENTS)
+    assert [[j for j, b in enumerate(row) if b] for row in rows] == [sorted(ANCESTORS_OR_SELF[i]) for i in range(6)]
+    assert all(len(row) == 6 and set(row) <= {0, 1} for row in rows)
+    assert edges == child_edges(TOKENS, PARENTS)
+    assert tree_walks([3], [-1]) == ([b"\x01"], {})
 
 
 def test_ancestor_levels_by_hand():

@@ -322,7 +322,7 @@ class HeapTreeBuilder:
     def build(self, root_token: int, cand: Candidates, budget: int) -> Tree:
         if cand.depth == 0 or budget <= 0:
             return Tree.root_only(root_token)
-        depth_limit = cand.depth
+        depth_limit, width = cand.depth, cand.id_table.shape[1]  # every pool offers `width` children
         children = self._rankings(cand, min(depth_limit, budget))
         tokens, parents, depths, scores = [root_token], [-1], [0], [0.0]
         # per node: its children in score order (None at the last depth); computed when the node is added
@@ -330,28 +330,29 @@ class HeapTreeBuilder:
         # heap entries: (-path score, tiebreak, parent node, rank among the parent's children, token, edge score)
         token, score = kids[0].at(0)
         heap = [(-score, 0, 0, 0, token, score)]
-        counter = 1
+        counter, node = 1, 0
         push, pop = heapq.heappush, heapq.heappop
-        while heap and len(tokens) <= budget:
+        add_token, add_parent, add_depth, add_score, add_kids = (
+            tokens.append, parents.append, depths.append, scores.append, kids.append)
+        while heap and node < budget:
             neg, _, parent, rank, token, score = pop(heap)
-            node, depth = len(tokens), depths[parent] + 1
-            tokens.append(token)
-            parents.append(parent)
-            depths.append(depth)
-            scores.append(-neg)
-            ranked = kids[parent]
-            if rank + 1 < len(ranked):  # next sibling: same parent, next-best child
-                sib, sib_score = ranked.at(rank + 1)
+            node, depth = node + 1, depths[parent] + 1
+            add_token(token)
+            add_parent(parent)
+            add_depth(depth)
+            add_score(-neg)
+            if rank + 1 < width:  # next sibling: same parent, next-best child
+                sib, sib_score = kids[parent].at(rank + 1)
                 push(heap, (neg + score - sib_score, counter, parent, rank + 1, sib, sib_score))
                 counter += 1
-            if depth < depth_limit and len(tokens) <= budget:  # first child of the new node
+            if depth < depth_limit and node < budget:  # first child of the new node
                 ranked = children(token, depth)
                 kid, kid_score = ranked.at(0)
                 push(heap, (neg - kid_score, counter, node, 0, kid, kid_score))
                 counter += 1
+                add_kids(ranked)
             else:
-                ranked = None
-            kids.append(ranked)
+                add_kids(None)
         return Tree(tokens, parents, depths, scores)
 
     def feedback(self, record: dict) -> None:

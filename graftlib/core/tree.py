@@ -175,53 +175,52 @@ class MaskBuffer:
         return self.mask[:, :, :n, :start + n]
 
 
-_MIN: dict[torch.dtype, float] = {}
+_ADDITIVE: dict[torch.dtype, np.ndarray] = {}
 
 
-def _min_value(dtype: torch.dtype) -> float:
-    """torch.finfo(dtype).min, looked up once per dtype (the mask's "not visible")."""
-    if dtype not in _MIN:
-        _MIN[dtype] = torch.finfo(dtype).min
-    return _MIN[dtype]
+def _additive(dtype: torch.dtype) -> np.ndarray:
+    """float32 [min of dtype, 0]: indexed by a 0/1 visibility matrix, the additive mask (kept per dtype)."""
+    if dtype not in _ADDITIVE:
+        _ADDITIVE[dtype] = np.array([torch.finfo(dtype).min, 0.0], dtype=np.float32)
+    return _ADDITIVE[dtype]
 
 
-def tree_walks(tokens: list[int], parents: list[int]) -> tuple[list[list[int]], dict[int, int]]:
-    """(paths, edges) in one pass over the nodes: paths[i] = node indices root..i (i's ancestors and
-    itself, in depth order), edges = `child_edges`. Parents precede children, so a node's path is its
-    parent's plus itself."""
-    paths, edges = [[0]], {}
-    for i in range(1, len(tokens)):
+def tree_walks(tokens: list[int], parents: list[int]) -> tuple[list[bytes], dict[int, int]]:
+    """(visibility rows, edges) in one pass over the nodes: row i is N+1 bytes, 1 where node j is i
+    or an ancestor of i; edges = `child_edges`. Parents precede children, so a node's row is its
+    parent's with its own byte set (a C-level copy per node; no per-entry Python)."""
+    n = len(tokens)
+    rows, edges = [b"\x01" + bytes(n - 1)], {}
+    for i in range(1, n):
         p = parents[i]
-        paths.append(paths[p] + [i])
+        row = rows[p]
+        rows.append(row[:i] + b"\x01" + row[i + 1:])
         edges[p << EDGE_SHIFT | tokens[i]] = i
-    return paths, edges
+    return rows, edges
 
 
 def verify_inputs(tree: Tree, start: int, device: torch.device | str = "cpu",
                   dtype: torch.dtype = torch.float32, masks: MaskBuffer | None = None) -> VerifyInputs:
     """Derive the target's verify inputs for `tree` placed after a cached prefix of `start` tokens.
 
-    Host work: one pass over the nodes (`tree_walks`: paths and the walk's edges) and, for a tree
-    that is not a chain, one scatter of the paths into the additive [N+1, N+1] tree block. The device
-    gets two uploads: tokens and positions in one [2, N+1] tensor, and the tree block (float32, cast
-    by the copy into the mask: 0 and the dtype's min are exact in both). `masks`: the decode's
-    `MaskBuffer` (the mask is a view of it); None or too small: a fresh mask.
+    Host work: one pass over the nodes (`tree_walks`: visibility rows and the walk's edges) and, for
+    a tree that is not a chain, one table lookup turning the rows into the additive [N+1, N+1] tree
+    block. The device gets two uploads: tokens and positions in one [2, N+1] tensor, and the tree
+    block (float32, cast by the copy into the mask: 0 and the dtype's min are exact in both).
+    `masks`: the decode's `MaskBuffer` (the mask is a view of it); None or too small: a fresh mask.
     """
     n, tokens, depths = len(tree.tokens), tree.tokens, tree.depths
     input_ids, position_ids = torch.tensor([[tokens], [[start + d for d in depths]]], device=device).unbind()  # one upload
-    paths, edges = tree_walks(tokens, tree.parents)
+    rows, edges = tree_walks(tokens, tree.parents)
     mask = None  # a chain (max depth N: one path through every node): causal attention, no mask
     if max(depths) < n - 1:
-        block = np.full((n, n), _min_value(dtype), dtype=np.float32)
-        block[[i for i, path in enumerate(paths) for _ in path], [j for path in paths for j in path]] = 0
-        block = torch.from_numpy(block).to(device)  # the second upload
+        visible = np.frombuffer(b"".join(rows), dtype=np.uint8).reshape(n, n)
+        block = torch.from_numpy(_additive(dtype)[visible]).to(device)  # the second upload
         if masks is None or not masks.fits(n, start, device, dtype):
             masks = MaskBuffer(n, start + n, device, dtype)
         mask = masks.place(block, start)
-    vi = VerifyInputs(input_ids=input_ids, position_ids=position_ids, attention_mask=mask, edges=edges,
-                      parents=tree.parents)
-    vi.paths = paths  # the cached property, already derived
-    return vi
+    return VerifyInputs(input_ids=input_ids, position_ids=position_ids, attention_mask=mask, edges=edges,
+                        parents=tree.parents)
 
 
 def greedy_walk(edges: dict[int, int], target_next) -> tuple[list[int], int]:

@@ -490,10 +490,7 @@ class GridUtility:
         """(numerators, costs, extra tokens) over the grid: 1 + k A_t G_t(B) (or the paper's G_t(B)),
         C_t(B), A_t G_t(B)."""
         p = self.params
-        lam = max(sum(w * x for w, x in zip(p.phi, s)), p.lam_min)
-        a_sat = max(sum(w * x for w, x in zip(p.alpha, s)), 0.0)
-        if depth is not None:
-            a_sat = min(a_sat, depth)
+        lam, a_sat = self.saturation(s, depth)
         gains = [-math.expm1(-b / lam) for b in self.budgets]
         extra = [a_sat * g for g in gains]
         num = [1.0 + k * e for e in extra] if p.utility == "throughput" else gains
@@ -501,16 +498,32 @@ class GridUtility:
         return num, costs, extra
 
     def decide(self, s: list[float], prefix_len: int, depth: int | None, k: float) -> tuple[int, float]:
-        """`decide`'s (B_t, predicted extra at B_t), or (0, 0.0) when the post-draft gate declines."""
+        """`decide`'s (B_t, predicted extra at B_t), or (0, 0.0) when the post-draft gate declines:
+        one pass over the grid (first maximum on ties)."""
         p = self.params
-        num, costs, extra = self.terms(s, prefix_len, depth, k)
-        if p.c_ar is not None and p.post_gate:
-            c_ar = p.c_ar[0] + p.c_ar[1] * prefix_len
-            if 1.0 / c_ar > max(n / (c - p.c_draft) for n, c in zip(num, costs)):
-                return 0, 0.0
-        u = [n / c for n, c in zip(num, costs)]
-        i = u.index(max(u))
-        return int(self.budgets[i]), extra[i]
+        lam, a_sat = self.saturation(s, depth)
+        throughput, c_draft, gate = p.utility == "throughput", p.c_draft, p.c_ar is not None and p.post_gate
+        best_u = best_post = -math.inf
+        best_b, best_e = 0.0, 0.0
+        for b, c0, dc in zip(self.budgets, self.cost0, self.slope):
+            g = -math.expm1(-b / lam)
+            e = a_sat * g
+            num = 1.0 + k * e if throughput else g
+            cost = c0 + prefix_len * dc
+            if num / cost > best_u:
+                best_u, best_b, best_e = num / cost, b, e
+            if gate:
+                best_post = max(best_post, num / (cost - c_draft))
+        if gate and 1.0 / (p.c_ar[0] + p.c_ar[1] * prefix_len) > best_post:
+            return 0, 0.0
+        return int(best_b), best_e
+
+    def saturation(self, s: list[float], depth: int | None) -> tuple[float, float]:
+        """(lambda_t, A_t) as `saturation`, in floats."""
+        p = self.params
+        lam = max(sum(w * x for w, x in zip(p.phi, s)), p.lam_min)
+        a_sat = max(sum(w * x for w, x in zip(p.alpha, s)), 0.0)
+        return lam, (a_sat if depth is None else min(a_sat, depth))
 
     def prefers_ar(self, s: list[float], prefix_len: int, depth: int | None, k: float) -> bool:
         """`prefers_ar`: one AR step's utility beats max_B U_t(B) (False without c_ar)."""

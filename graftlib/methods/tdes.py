@@ -105,6 +105,7 @@ class TDESScorer:
         self.scale = self.s / math.sqrt(self.P.shape[1])
         self.config = dict(config or {})
         self._pool: dict[int, tuple] = {}  # depth -> (child_ids, logq, [W_d ; base_d])
+        self._means: dict[int, np.ndarray] = {}  # k -> [1, k] of 1 / k (`_mean_row`)
 
     @property
     def vocab(self) -> int:
@@ -144,12 +145,19 @@ class TDESScorer:
         """
         n, k = ids.shape
         c = self.C[ids]  # [n, K, m]: the one gather
-        c -= np.matmul(np.full((1, k), 1.0 / k, np.float32), c)  # the pools' means (a BLAS product)
+        c -= np.matmul(self._mean_row(k), c)  # the pools' means (a BLAS product)
         c *= self.beta * self.scale  # W_d^T
         side = np.empty((n, k, self.m + 1), np.float32)
         side[:, :, :-1] = c
         np.add(logq, np.matmul(c, u[:, :, None])[:, :, 0], out=side[:, :, -1])  # base_d
         return side
+
+    def _mean_row(self, k: int) -> np.ndarray:
+        """[1, k] of 1 / k (float32): a product with it averages k rows (kept per k)."""
+        row = self._means.get(k)
+        if row is None:
+            row = self._means[k] = np.full((1, k), 1.0 / k, np.float32)
+        return row
 
     def _check_depth(self, depth: int) -> None:
         if depth > self.depths or depth < 1:
@@ -259,10 +267,9 @@ class RoundScores:
             parents = ids[first - 1:hi - 1, :self.r]
             S = np.matmul(self.P1[parents], side[first - lo:].transpose(0, 2, 1))  # [depths, r, K]
             order = np.argsort(-S, axis=2, kind="stable")  # rankings (rank 0 = the first max)
-            lead = order[:, :, :self.LEAD]
             self.rows_at += [(S, order, i) for i in range(hi - first)]
-            self.lead_j += lead.tolist()
-            self.lead_s += np.take_along_axis(S, lead, axis=2).tolist()
+            self.lead_j += order[:, :, :self.LEAD].tolist()
+            self.lead_s += np.sort(S, axis=2)[:, :, :-self.LEAD - 1:-1].tolist()  # the same ranks' values
             self.block += [{t: i for i, t in enumerate(row)} for row in parents.tolist()]
         self.ready = hi
 
