@@ -3,8 +3,6 @@
 import pytest
 import torch
 
-import numpy as np
-
 from graftlib.core.tree import (
     EDGE_SHIFT,
     MaskBuffer,

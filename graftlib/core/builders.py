@@ -20,9 +20,15 @@ Builders here:
   S_DD(u) = sum_d log q_{t,d}(u_d)); with an `EdgeScorer` it ranks by
   S(v) = log q_{t,d}(c) + beta * f~(p, c, d) (eq. 4, 13) and visits children in that order,
   so the heap stays exact best-first under the new scores. No scorer == DDTree. A parent's
-  children are ranked lazily (`Ranked`): the scorer is called once per added node (one numpy
-  product), its best child found by argmax, and the full order sorted only for parents that get
-  a second child.
+  children are ranked lazily: DDTree's pool order is shared per depth (`Pool`); a plain
+  `EdgeScorer` is called once per added node (`Ranked`: best child by argmax, the full order
+  sorted only for parents that get a second child); a `PoolScorer` (TDES) prepares the round in
+  batched calls and hands each node its leading children as lists (`PoolRanked`).
+
+Host cost model (what `graft host-overhead` measures): right after a forward pass every library
+call (numpy, torch) costs several microseconds on a CPU, and every Python object made per pool
+entry costs its allocation and its later deallocation, so the round's host side reads pools through
+memoryviews and does per-node work in plain Python, with the few array operations batched per round.
 """
 
 import heapq
@@ -49,7 +55,7 @@ class Candidates:
     back as the same Python float through either view.
     """
 
-    __slots__ = ("id_table", "logq_table", "hidden", "gram", "_ids", "_logq", "_top1", "_sq", "_dot", "_rows")
+    __slots__ = ("_dot", "_ids", "_logq", "_rows", "_sq", "_top1", "gram", "hidden", "id_table", "logq_table")
 
     def __init__(self, ids, logq, top1_prob: list[float] | None = None, hidden: torch.Tensor | None = None,
                  hidden_sq: list[float] | None = None, hidden_dot: list[float] | None = None,
@@ -269,7 +275,7 @@ class PoolRanked:
     """A parent's children under `PoolScores`: the first ranks from the scorer's `leading` lists (no
     row is touched), the whole ranking (`PoolScores.ranked`) only when a later rank is asked for."""
 
-    __slots__ = ("ids", "pool", "token", "depth", "lead_j", "lead_s", "rest")
+    __slots__ = ("depth", "ids", "lead_j", "lead_s", "pool", "rest", "token")
 
     def __init__(self, ids: Sequence[int], pool: PoolScores, parent_token: int, depth: int):
         self.ids, self.pool, self.token, self.depth = ids, pool, parent_token, depth

@@ -10,10 +10,12 @@ Invariants (checked by `Tree.validate`, relied on everywhere):
 - siblings carry distinct tokens (so the greedy walk has at most one child to follow).
 
 `verify_inputs(tree, start)` is the single place that turns a tree into what the target needs:
-position ids `start + depth`, the ancestor-or-self visibility matrix, the additive 4D attention
-mask over `[prefix (start) | tree (N+1)]`, each node's child map for the walk, and the
-root-to-node paths (Medusa/EAGLE "retrieve indices"). `greedy_walk` accepts the longest path
-whose tokens equal the target's argmax tokens (exact at temperature 0).
+position ids `start + depth`, the additive 4D attention mask over `[prefix (start) | tree (N+1)]`
+(from the ancestor-or-self visibility rows, `tree_walks`), the walk's edge map
+(parent << 32 | token -> child, `child_edges`), and, derived on first use, the visibility matrix,
+each node's child map and the root-to-node paths (Medusa/EAGLE "retrieve indices").
+`greedy_walk` accepts the longest path whose tokens equal the target's argmax tokens (exact at
+temperature 0). A decode reuses one mask buffer (`MaskBuffer`) across rounds.
 """
 
 from dataclasses import dataclass, field

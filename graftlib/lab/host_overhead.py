@@ -15,7 +15,7 @@ Stages are the decode loop's splits (`graftlib.core.decode`, `graftlib.core.timi
   saba           the controller's gate and budget choice (a fixed budget for DDTree and +TDES)
   tree           the best-first heap (`HeapTreeBuilder`), TDES scoring excluded
   tdes           TDES edge scoring (the scorer's calls, timed by `TimedScorer` / `TimedBuilder`)
-  verify_inputs  mask, positions and child map (`tree.verify_inputs`)
+  verify_inputs  mask, positions and the walk's edge map (`tree.verify_inputs`)
   walk           the greedy walk over the target's verdicts
   commit         KV-cache compaction and the accepted nodes' drafter features
   update         round record, feedback hooks, emitted tokens

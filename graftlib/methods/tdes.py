@@ -12,10 +12,14 @@ scorer is made or loaded (one [V, E] x [E, m] product, tens of ms for V = 49152)
 a = s / sqrt(m) (P[p] + u_d) and the centred child side B~ = (C[C_d] + u_d) - mean_rows(...),
     log q + beta f~ = [P[p] | 1] . [W_d ; base_d],   W_d = beta s / sqrt(m) B~^T [m, K],
     base_d = log q + u_d . W_d,
-with [W_d ; base_d] computed once per depth for the round's pool (recognised by the identity of
-the `child_ids` / `logq` lists the builder passes) and [P | 1] once per scorer, so a call is one
-row view and one [m + 1] x [m + 1, K] product in float32 (`HeapTreeBuilder` calls it once per
-added node). beta = 0 makes W_d zero and the product exactly log q (DDTree's tree).
+and [P | 1] once per scorer. Centring cancels u_d on the child side, so W_d = beta s / sqrt(m)
+(C[C_d] - mean C[C_d])^T (`child_sides`). `child_scores` (the `EdgeScorer` call) caches one pool's
+[W_d ; base_d] per depth (recognised by the identity of the `child_ids` / `logq` objects) and is
+one product per call. The tree builder uses the batched form instead (`pool_scores` ->
+`RoundScores`): the child sides of many depths from one gather, the scores of each depth's
+likeliest parents from one batched product and their rankings from one argsort, read back as
+lists, so the heap makes no numpy call for nearly every node it adds. beta = 0 makes W_d zero and
+every score exactly log q (DDTree's tree).
 
 Training (eqs. 7-12) lives in `graftlib.training.tdes_train`.
 
