@@ -204,11 +204,11 @@ def test_child_edges_name_each_child_once():
 
 
 def test_tree_walks_rows_are_ancestors_or_self():
-    rows, edges = tree_walks(TOKENS, PARENTS)
-    assert [[j for j, b in enumerate(row) if b] for row in rows] == [sorted(ANCESTORS_OR_SELF[i]) for i in range(6)]
+    rows, edges = tree_walks(TOKENS, PARENTS)  # 0: visible (ancestor or self), 1: hidden
+    assert [[j for j, b in enumerate(row) if not b] for row in rows] == [sorted(ANCESTORS_OR_SELF[i]) for i in range(6)]
     assert all(len(row) == 6 and set(row) <= {0, 1} for row in rows)
     assert edges == child_edges(TOKENS, PARENTS)
-    assert tree_walks([3], [-1]) == ([b"\x01"], {})
+    assert tree_walks([3], [-1]) == ([b"\x00"], {})
 
 
 def test_ancestor_levels_by_hand():

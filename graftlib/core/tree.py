@@ -150,8 +150,9 @@ class MaskBuffer:
     """A decode's additive 4D attention mask, allocated once and rewritten in place each round.
 
     Holds [1, 1, rows, cols] in the mask dtype on the device (rows >= N+1 of any tree, cols >= the
-    longest start + N+1). `place(block, start)` returns the view [1, 1, n, start + n] whose last n
-    columns are the tree block and whose first `start` columns (the cached prefix) are 0.
+    longest start + N+1). `place(hidden, start)` returns the view [1, 1, n, start + n] whose last n
+    columns are the tree block (the dtype's min where `hidden` is 1, else 0) and whose first `start`
+    columns (the cached prefix) are 0.
     Invariant: every column below `clean` is 0 in every row; a round zeroes only the columns that
     became prefix since the last one (the accepted nodes) and writes the block, instead of
     allocating and filling a fresh [n, start + n] mask (whose size grows with the prefix).
@@ -167,36 +168,37 @@ class MaskBuffer:
         return (n <= self.rows and start + n <= self.cols and dtype == self.dtype
                 and (device == self.device or torch.device(device) == self.device))
 
-    def place(self, block: torch.Tensor, start: int) -> torch.Tensor:
-        """`block` [n, n] additive (on the device) -> the mask view [1, 1, n, start + n]."""
-        n = block.shape[0]
+    def place(self, hidden: torch.Tensor, start: int) -> torch.Tensor:
+        """`hidden` [n, n] uint8 (on the device; 1: node j is not visible to node i) -> the mask view
+        [1, 1, n, start + n]. The block is written as hidden * min: exact in any float dtype."""
+        n = hidden.shape[0]
         if start > self.clean:
             self.plane[:, self.clean:start] = 0
-        self.plane[:n, start:start + n] = block
+        self.plane[:n, start:start + n].copy_(hidden).mul_(_min_value(self.dtype))
         self.clean = start
         return self.mask[:, :, :n, :start + n]
 
 
-_ADDITIVE: dict[torch.dtype, np.ndarray] = {}
+_MIN: dict[torch.dtype, float] = {}
 
 
-def _additive(dtype: torch.dtype) -> np.ndarray:
-    """float32 [min of dtype, 0]: indexed by a 0/1 visibility matrix, the additive mask (kept per dtype)."""
-    if dtype not in _ADDITIVE:
-        _ADDITIVE[dtype] = np.array([torch.finfo(dtype).min, 0.0], dtype=np.float32)
-    return _ADDITIVE[dtype]
+def _min_value(dtype: torch.dtype) -> float:
+    """torch.finfo(dtype).min, looked up once per dtype (the mask's "not visible")."""
+    if dtype not in _MIN:
+        _MIN[dtype] = torch.finfo(dtype).min
+    return _MIN[dtype]
 
 
 def tree_walks(tokens: list[int], parents: list[int]) -> tuple[list[bytes], dict[int, int]]:
-    """(visibility rows, edges) in one pass over the nodes: row i is N+1 bytes, 1 where node j is i
-    or an ancestor of i; edges = `child_edges`. Parents precede children, so a node's row is its
-    parent's with its own byte set (a C-level copy per node; no per-entry Python)."""
+    """(hidden rows, edges) in one pass over the nodes: row i is N+1 bytes, 0 where node j is i or an
+    ancestor of i (visible), else 1; edges = `child_edges`. Parents precede children, so a node's
+    row is its parent's with its own byte cleared (a C-level copy per node; no per-entry Python)."""
     n = len(tokens)
-    rows, edges = [b"\x01" + bytes(n - 1)], {}
+    rows, edges = [b"\x00" + b"\x01" * (n - 1)], {}
     for i in range(1, n):
         p = parents[i]
         row = rows[p]
-        rows.append(row[:i] + b"\x01" + row[i + 1:])
+        rows.append(row[:i] + b"\x00" + row[i + 1:])
         edges[p << EDGE_SHIFT | tokens[i]] = i
     return rows, edges
 
@@ -205,10 +207,10 @@ def verify_inputs(tree: Tree, start: int, device: torch.device | str = "cpu",
                   dtype: torch.dtype = torch.float32, masks: MaskBuffer | None = None) -> VerifyInputs:
     """Derive the target's verify inputs for `tree` placed after a cached prefix of `start` tokens.
 
-    Host work: one pass over the nodes (`tree_walks`: visibility rows and the walk's edges) and, for
-    a tree that is not a chain, one table lookup turning the rows into the additive [N+1, N+1] tree
-    block. The device gets two uploads: tokens and positions in one [2, N+1] tensor, and the tree
-    block (float32, cast by the copy into the mask: 0 and the dtype's min are exact in both).
+    Host work: one pass over the nodes (`tree_walks`: the rows of hidden ancestors and the walk's
+    edges). The device gets two uploads: tokens and positions in one [2, N+1] tensor, and, for a
+    tree that is not a chain, the [N+1, N+1] uint8 hidden matrix, which becomes the additive block
+    in the mask (`MaskBuffer.place`: a cast copy and one multiply by the dtype's min).
     `masks`: the decode's `MaskBuffer` (the mask is a view of it); None or too small: a fresh mask.
     """
     n, tokens, depths = len(tree.tokens), tree.tokens, tree.depths
@@ -216,11 +218,10 @@ def verify_inputs(tree: Tree, start: int, device: torch.device | str = "cpu",
     rows, edges = tree_walks(tokens, tree.parents)
     mask = None  # a chain (max depth N: one path through every node): causal attention, no mask
     if max(depths) < n - 1:
-        visible = np.frombuffer(b"".join(rows), dtype=np.uint8).reshape(n, n)
-        block = torch.from_numpy(_additive(dtype)[visible]).to(device)  # the second upload
+        hidden = torch.frombuffer(bytearray(b"".join(rows)), dtype=torch.uint8).view(n, n).to(device)  # 2nd upload
         if masks is None or not masks.fits(n, start, device, dtype):
             masks = MaskBuffer(n, start + n, device, dtype)
-        mask = masks.place(block, start)
+        mask = masks.place(hidden, start)
     return VerifyInputs(input_ids=input_ids, position_ids=position_ids, attention_mask=mask, edges=edges,
                         parents=tree.parents)
 
