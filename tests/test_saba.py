@@ -18,6 +18,7 @@ from graftlib.methods.decoder import Decoder
 from graftlib.methods.saba import (
     DEFAULT_PATH,
     GainCorrection,
+    GridUtility,
     SabaController,
     SabaParams,
     StateTracker,
@@ -99,6 +100,34 @@ def test_decide_is_the_gate_the_argmax_and_the_prediction():
                 assert extra == predicted_extra(params, s, b, 15)
             seen.add(b)
     assert len(seen) > 2 and 0 in seen  # the states above move the choice, and the gate declines some
+
+
+def test_grid_utility_is_decide_and_prefers_ar():
+    """The controller's per-round `GridUtility` (plain floats, costs precomputed) chooses as numpy's
+    `decide` and gates as `prefers_ar`, over models with and without gates, cost tables and c3/c4."""
+    rng = np.random.default_rng(1)
+    seen, gated = set(), 0
+    for params in (SabaParams(), SabaParams(utility="paper"), gated_params([0.015, 1e-5], post_gate=True),
+                   gated_params([0.02, 2e-5]), SabaParams(c=[0.05, 1e-3, 1e-6, 4e-3, 2e-5], cost_table={"4": 0.01},
+                                                          c_ar=[0.03, 2e-5], grid=[1, 2, 4, 8, 16, 32])):
+        grid = np.array(params.grid, dtype=float)
+        fast = GridUtility(params, grid)
+        assert GridUtility.applies(params)
+        for _ in range(60):
+            s = np.array([rng.uniform(0, 1), rng.uniform(-1, 1), rng.uniform(1, 6), 1.0])
+            prefix, k = int(rng.integers(10, 3000)), float(rng.uniform(0.3, 1.5))
+            depth = int(rng.choice([3, 15]))
+            b, extra = decide(params, grid, s, prefix, depth, k)
+            fb, fextra = fast.decide(s.tolist(), prefix, depth, k)
+            assert fb == b and fextra == pytest.approx(extra, rel=1e-9, abs=1e-12)
+            ar = prefers_ar(params, grid, s, prefix, depth, k)
+            assert fast.prefers_ar(s.tolist(), prefix, depth, k) == ar
+            seen.add(b)
+            gated += ar
+    assert len(seen) > 3 and 0 in seen and gated > 0  # the cases move the choice and both gates fire
+    table = {str(b): [0.5, 0.2, 0.3, 0.4] for b in (1, 2, 4, 8)}
+    assert not GridUtility.applies(SabaParams(gain_table=table, grid=[1, 2, 4, 8]))
+    assert SabaController(SabaParams(gain_table=table, grid=[1, 2, 4, 8])).fast is None  # numpy's decide
 
 
 # ----------------------------------------------------------------------------- model (eqs. 14, 16, 17)

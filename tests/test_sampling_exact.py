@@ -24,6 +24,7 @@ from graftlib.core import decode as decode_module
 from graftlib.core.builders import FixedBudget, HeapTreeBuilder
 from graftlib.core.decode import DecodeLoop
 from graftlib.core.sampling import LazySample, Sampling
+from graftlib.core.tree import EDGE_SHIFT
 from graftlib.methods.caddtree import CaDDTree
 from graftlib.methods.decoder import Decoder, TreeDecoder
 from graftlib.methods.eagle_tree import EagleTree
@@ -138,10 +139,10 @@ def test_the_test_rejects_a_wrong_temperature(pair, exact_law, monkeypatch):
 
 
 def test_the_test_rejects_following_the_draft(pair, exact_law, monkeypatch):
-    def first_child_walk(children, verdict):
+    def first_child_walk(edges, verdict):
         node, accepted = 0, [0]
-        while children[node]:
-            node = next(iter(children[node].values()))  # the draft's best child, no target draw
+        while kids := [c for key, c in edges.items() if key >> EDGE_SHIFT == node]:
+            node = min(kids)  # the draft's best child (the first one added), no target draw
             accepted.append(node)
         return accepted, verdict[node]
 

@@ -103,6 +103,63 @@ def test_heap_is_best_first_under_tdes(seed, budget):
     assert root_paths(tree) != root_paths(HeapTreeBuilder().build(ROOT, cand, budget)) or budget >= 40
 
 
+class OnlyChildScores:
+    """The scorer behind the plain `EdgeScorer` interface (one child_scores call per added node)."""
+
+    def __init__(self, scorer):
+        self.scorer = scorer
+
+    def child_scores(self, parent_token, depth, child_ids, logq):
+        return self.scorer.child_scores(parent_token, depth, child_ids, logq)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_round_scores_equal_child_scores(seed, monkeypatch):
+    """`pool_scores`' batched rows and best children are `child_scores`' values and argmax, for parents
+    inside the batched block (depth d - 1's best candidates) and outside it (the root, worse ranks),
+    with the depths prepared in chunks (1, then 2, then the last one) and on first use."""
+    scorer, _ = random_scorer(seed, beta=1.5)
+    cand = make_cand(depth=4, vocab=V - 1, k=12, seed=20 + seed)
+    monkeypatch.setattr(type(scorer.pool_scores(cand, 4)), "FIRST", 1)
+    pool = scorer.pool_scores(cand, 4)
+    assert pool.n == 4 and pool.PARENTS < 12 and pool.ready == 1
+    for d in range(1, 5):
+        parents = [ROOT] if d == 1 else cand.ids[d - 2]  # ranks 0..11: 8 in the block, 4 outside
+        for p in parents:
+            want = scorer.child_scores(p, d, cand.ids[d - 1], cand.logq[d - 1])
+            assert pool.row(p, d) == pytest.approx(want.tolist(), abs=1e-5)
+            lead_j, lead_s = pool.leading(p, d)
+            assert lead_j[0] == int(np.argmax(pool.row(p, d))) and 1 <= len(lead_j) == len(lead_s) <= pool.LEAD
+            order, scores = pool.ranked(p, d)
+            assert order == np.argsort(-pool.row(p, d), kind="stable").tolist()
+            assert order[:len(lead_j)] == lead_j and lead_s == [scores[j] for j in lead_j]
+            assert scores == pool.row(p, d).tolist()
+    assert pool.ready == 4 and [len(b) for b in pool.block] == [0, 8, 8, 8]
+    assert cand.ids[1][0] in pool.block[2] and cand.ids[1][11] not in pool.block[2]
+    with pytest.raises(ValueError, match="not prepared"):
+        scorer.pool_scores(cand, 2).leading(ROOT, 3)
+    with pytest.raises(GraftError, match="depths 1..4"):
+        scorer.pool_scores(make_cand(depth=5, vocab=V - 1, k=4, seed=0), 5).row(ROOT, 5)
+
+
+@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("budget", [1, 6, 25, 80])
+@pytest.mark.parametrize("first", [1, 4])
+def test_pool_scores_build_the_child_scores_tree(seed, budget, first, monkeypatch):
+    """The heap over `pool_scores` (batched, depths prepared in chunks from `first` on) builds the
+    tree of the heap over `child_scores` (per node)."""
+    from graftlib.methods.tdes import RoundScores
+
+    monkeypatch.setattr(RoundScores, "FIRST", first)
+    scorer, _ = random_scorer(seed, beta=1.5)
+    cand = make_cand(depth=4, vocab=V - 1, k=12, seed=30 + seed)
+    a = HeapTreeBuilder(scorer, name="tdes").build(ROOT, cand, budget)
+    b = HeapTreeBuilder(OnlyChildScores(scorer), name="tdes").build(ROOT, cand, budget)
+    check_structure(a)
+    assert (a.tokens, a.parents, a.depths) == (b.tokens, b.parents, b.depths)
+    assert a.scores == pytest.approx(b.scores, abs=1e-5)
+
+
 # ---------------------------------------------------------------- learning on synthetic traces
 
 SV, SD, SK, SB = 32, 3, 6, 8  # vocab, depth, pool size, budget
@@ -129,7 +186,7 @@ def synthetic_round(rng: np.random.Generator, builder: HeapTreeBuilder) -> Trace
     cand = Candidates(ids, logq, [math.exp(x[0]) for x in logq])
     tree = builder.build(root, cand, SB)
     target_next = [rule(t) for t in tree.tokens]
-    accepted, _ = greedy_walk(verify_inputs(tree, 0).children, target_next)
+    accepted, _ = greedy_walk(verify_inputs(tree, 0).edges, target_next)
     nodes = [n for n in range(len(tree.tokens)) if tree.depths[n] < SD]
     z = torch.tensor([[4.0 * (c == rule(tree.tokens[n])) for c in ids[tree.depths[n]]] for n in nodes])
     return TraceRound(tree.tokens, tree.parents, tree.depths, target_next, accepted, ids, logq, nodes, z,

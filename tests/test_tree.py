@@ -3,7 +3,18 @@
 import pytest
 import torch
 
-from graftlib.core.tree import Tree, greedy_walk, parent_mismatch, verify_inputs
+from graftlib.core.tree import (
+    EDGE_SHIFT,
+    MaskBuffer,
+    Tree,
+    ancestor_levels,
+    ancestor_matrix,
+    child_edges,
+    greedy_walk,
+    parent_mismatch,
+    tree_walks,
+    verify_inputs,
+)
 
 # A 5-draft-node tree (root excluded), drawn by hand:
 #
@@ -126,7 +137,7 @@ def test_validate_root_and_lengths():
 
 
 # Greedy walk: target_next[i] = the target's argmax after node i.
-CHILDREN = verify_inputs(branchy(), 0).children
+CHILDREN = verify_inputs(branchy(), 0).edges
 
 
 def test_walk_full_deepest_path():
@@ -174,3 +185,54 @@ def test_parent_mismatch_on_a_small_tree():
     assert not parent_mismatch(tokens, parents, depths, last=1, bonus=4)  # 4 is nowhere at depth 2
     assert not parent_mismatch(tokens, parents, depths, last=0, bonus=8)  # 8 is at depth 2, not depth 1
     assert parent_mismatch(tokens, parents, depths, last=0, bonus=6) is False  # 6 is a child of the root
+    # against the definition, on every (last, bonus), including tokens carried by several nodes
+    tokens, parents, depths = [9, 5, 6, 7, 7, 5], [-1, 0, 0, 1, 2, 3], [0, 1, 1, 2, 2, 3]
+    for last in range(6):
+        for bonus in range(11):
+            d = depths[last] + 1
+            want = any(depths[n] == d and tokens[n] == bonus and parents[n] != last for n in range(1, 6))
+            assert parent_mismatch(tokens, parents, depths, last, bonus) is want, (last, bonus)
+
+
+def test_child_edges_name_each_child_once():
+    edges = child_edges(TOKENS, PARENTS)
+    assert edges == {(0 << EDGE_SHIFT) | 11: 1, (0 << EDGE_SHIFT) | 12: 2, (1 << EDGE_SHIFT) | 13: 3,
+                     (1 << EDGE_SHIFT) | 14: 4, (3 << EDGE_SHIFT) | 15: 5}
+    assert child_edges([4], [-1]) == {}
+    # the list-of-dicts view derived from them
+    assert verify_inputs(branchy(), 2).children == [{11: 1, 12: 2}, {13: 3, 14: 4}, {}, {15: 5}, {}, {}]
+
+
+def test_tree_walks_rows_are_ancestors_or_self():
+    rows, edges = tree_walks(TOKENS, PARENTS)  # 0: visible (ancestor or self), 1: hidden
+    assert [[j for j, b in enumerate(row) if not b] for row in rows] == [sorted(ANCESTORS_OR_SELF[i]) for i in range(6)]
+    assert all(len(row) == 6 and set(row) <= {0, 1} for row in rows)
+    assert edges == child_edges(TOKENS, PARENTS)
+    assert tree_walks([3], [-1]) == ([b"\x00"], {})
+
+
+def test_ancestor_levels_by_hand():
+    levels = ancestor_levels(PARENTS, 3)
+    assert levels.tolist() == [[0, 1, 2, 3, 4, 5],
+                               [0, 0, 0, 1, 1, 3],
+                               [0, 0, 0, 0, 0, 1],
+                               [0, 0, 0, 0, 0, 0]]
+    for i, anc in ANCESTORS_OR_SELF.items():
+        assert set(levels[:, i].tolist()) == anc
+    assert ancestor_matrix(PARENTS).tolist() == ancestor_matrix(PARENTS, 3).tolist()
+
+
+def test_mask_buffer_reuse_matches_fresh_masks():
+    """Rounds of trees placed at growing (and once repeated) starts in one buffer give each round's
+    fresh mask exactly: the prefix columns are zero again once the tree that held them is gone."""
+    other = Tree([1, 2, 3, 4], [-1, 0, 0, 2], [0, 1, 1, 2])
+    buf = MaskBuffer(8, 32, "cpu", torch.float32)
+    for tree, start in [(branchy(), 3), (other, 5), (branchy(), 5), (other, 9), (branchy(), 10), (other, 4)]:
+        got = verify_inputs(tree, start, masks=buf).attention_mask
+        want = verify_inputs(tree, start).attention_mask
+        assert got.shape == want.shape and torch.equal(got, want), (start, tree.tokens)
+    assert buf.fits(8, 24, "cpu", torch.float32) and not buf.fits(9, 0, "cpu", torch.float32)
+    assert not buf.fits(4, 29, "cpu", torch.float32) and not buf.fits(4, 0, "cpu", torch.bfloat16)
+    # too small: verify_inputs falls back to a fresh mask
+    small = MaskBuffer(2, 4, "cpu", torch.float32)
+    assert torch.equal(verify_inputs(branchy(), 7, masks=small).attention_mask, verify_inputs(branchy(), 7).attention_mask)

@@ -53,7 +53,7 @@ from graftlib.core.errors import require
 from graftlib.core.kvcache import target_cache
 from graftlib.core.sampling import GREEDY, LazySample, Sampling
 from graftlib.core.timing import SplitLog, StageTimer
-from graftlib.core.tree import greedy_walk, parent_mismatch, verify_inputs
+from graftlib.core.tree import MaskBuffer, greedy_walk, parent_mismatch, verify_inputs
 from graftlib.core.verify import LazyArgmax, commit_cache, kept_rows, target_forward
 
 
@@ -195,7 +195,16 @@ class DecodeLoop:
         (`prompt_ids`: for drafters that pair each feature with the next token, `core.ar_drafting`;
         `timer`: the decode's, for the host-overhead splits)."""
         return SpecState(cache, self.drafter.new_cache(), features, result.prompt_len,
-                         result.tokens[-1], gen, timer)
+                         result.tokens[-1], gen, timer, self.mask_buffer(cache))
+
+    def mask_buffer(self, cache) -> MaskBuffer | None:
+        """The decode's reusable verify mask: rows for the largest tree, columns for the cache's capacity
+        (None when the cache does not say it: each round then makes its own mask)."""
+        layers = getattr(cache, "layers", None) or [None]
+        capacity = getattr(layers[0], "capacity", None)
+        if capacity is None or self.controller is None:
+            return None
+        return MaskBuffer(self.controller.max_budget + 1, capacity, self.device, self.lm_head.dtype)
 
     def draft(self, st: "SpecState", k: int) -> Candidates:
         """Step `draft`: block [root, mask x D] -> per-depth top-k candidates (extends the draft cache
@@ -225,7 +234,7 @@ class DecodeLoop:
         # build tree
         tree = self.builder.build(st.root, cand, budget)
         timer.split("tree_build")
-        vi = verify_inputs(tree, st.start, self.device, self.lm_head.dtype)
+        vi = verify_inputs(tree, st.start, self.device, self.lm_head.dtype, st.masks)
         t_tree = timer.lap()
         timer.split("verify_inputs")
         # verify: [1, N+1] tokens at positions start + depth
@@ -233,7 +242,7 @@ class DecodeLoop:
         verdict = self.verdict(out.hidden, st.gen)
         timer.split("verify_forward")
         # accept (T > 0: the walk draws the target's token at each node it reaches)
-        accepted, bonus = greedy_walk(vi.children, verdict)
+        accepted, bonus = greedy_walk(vi.edges, verdict)
         t_verify = timer.lap()
         timer.split("walk")
         # commit: KV of accepted nodes; their features feed the next draft
@@ -320,6 +329,7 @@ class SpecState:
     root: int  # the previous round's bonus token (not yet in the target cache)
     gen: torch.Generator | None = None  # the decode's generator at T > 0 (None: greedy)
     timer: StageTimer | None = None  # the decode's timer (the draft step's split, `graftlib.core.timing`)
+    masks: MaskBuffer | None = None  # the decode's verify mask, rewritten in place each round (`tree.MaskBuffer`)
 
 
 @dataclass

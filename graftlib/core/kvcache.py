@@ -4,7 +4,8 @@ HF's `DynamicLayer.update` concatenates the new K/V onto the old ones, copying t
 of every layer at every forward: O(prefix) memory traffic per step for AR and speculative
 decoding alike. `BufferedLayer` keeps K/V in a [b, kv_heads, capacity, head_dim] buffer that
 grows by doubling; `keys`/`values` are views of the filled part, `update` writes in place, and
-`crop` only moves the length. The tree commit (`graftlib.core.verify.commit_cache`) gathers the
+`crop` only moves the length. Keys and values of one head size share one [2, ...] buffer (`kv`), so
+a gather over positions moves both in one op. The tree commit (`graftlib.core.verify.commit_cache`) gathers the
 accepted rows in place and crops, so nothing else is copied.
 
 Invariant: `layer.keys is buffer[:, :, :length]` (same for values) after every operation, so
@@ -23,14 +24,24 @@ class BufferedLayer(DynamicLayer):
         self.length = 0
         self.kbuf: torch.Tensor | None = None
         self.vbuf: torch.Tensor | None = None
+        self.kv: torch.Tensor | None = None  # [2, b, h, capacity, d]: kbuf and vbuf as one tensor, when shapes match
 
     def lazy_initialization(self, key_states: torch.Tensor, value_states: torch.Tensor) -> None:
-        b, h, _, d = key_states.shape
         self.device = key_states.device
-        self.kbuf = key_states.new_empty(b, h, self.capacity, d)
-        self.vbuf = value_states.new_empty(b, h, self.capacity, value_states.shape[-1])
+        self._allocate(key_states, value_states.shape[-1], self.capacity)
         self.is_initialized = True
         self._views()
+
+    def _allocate(self, like: torch.Tensor, value_dim: int, cap: int) -> None:
+        """kbuf / vbuf of `cap` positions; one [2, ...] tensor `kv` when keys and values have one head
+        size (a gather over positions, the tree commit, is then one op for both)."""
+        b, h, _, d = like.shape
+        if value_dim == d:
+            self.kv = like.new_empty(2, b, h, cap, d)
+            self.kbuf, self.vbuf = self.kv.unbind()
+        else:
+            self.kv = None
+            self.kbuf, self.vbuf = like.new_empty(b, h, cap, d), like.new_empty(b, h, cap, value_dim)
 
     def _views(self) -> None:
         self.keys = self.kbuf[:, :, :self.length]
@@ -38,11 +49,11 @@ class BufferedLayer(DynamicLayer):
 
     def _grow(self, need: int) -> None:
         cap = max(need, 2 * self.capacity)
-        kbuf = self.kbuf.new_empty(*self.kbuf.shape[:2], cap, self.kbuf.shape[-1])
-        vbuf = self.vbuf.new_empty(*self.vbuf.shape[:2], cap, self.vbuf.shape[-1])
-        kbuf[:, :, :self.length] = self.kbuf[:, :, :self.length]
-        vbuf[:, :, :self.length] = self.vbuf[:, :, :self.length]
-        self.kbuf, self.vbuf, self.capacity = kbuf, vbuf, cap
+        kbuf, vbuf = self.kbuf, self.vbuf
+        self._allocate(kbuf, vbuf.shape[-1], cap)
+        self.kbuf[:, :, :self.length] = kbuf[:, :, :self.length]
+        self.vbuf[:, :, :self.length] = vbuf[:, :, :self.length]
+        self.capacity = cap
 
     def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs):
         if not self.is_initialized:
@@ -70,7 +81,7 @@ class BufferedLayer(DynamicLayer):
     def batch_select_indices(self, indices: torch.Tensor) -> None:
         """Keep only the batch rows `indices` (batched generation drops finished rows)."""
         if self.is_initialized:
-            self.kbuf, self.vbuf = self.kbuf[indices], self.vbuf[indices]
+            self.kbuf, self.vbuf, self.kv = self.kbuf[indices], self.vbuf[indices], None  # separate from now on
             self._views()
 
     def reset(self) -> None:

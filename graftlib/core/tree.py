@@ -10,10 +10,12 @@ Invariants (checked by `Tree.validate`, relied on everywhere):
 - siblings carry distinct tokens (so the greedy walk has at most one child to follow).
 
 `verify_inputs(tree, start)` is the single place that turns a tree into what the target needs:
-position ids `start + depth`, the ancestor-or-self visibility matrix, the additive 4D attention
-mask over `[prefix (start) | tree (N+1)]`, each node's child map for the walk, and the
-root-to-node paths (Medusa/EAGLE "retrieve indices"). `greedy_walk` accepts the longest path
-whose tokens equal the target's argmax tokens (exact at temperature 0).
+position ids `start + depth`, the additive 4D attention mask over `[prefix (start) | tree (N+1)]`
+(from the ancestor-or-self visibility rows, `tree_walks`), the walk's edge map
+(parent << 32 | token -> child, `child_edges`), and, derived on first use, the visibility matrix,
+each node's child map and the root-to-node paths (Medusa/EAGLE "retrieve indices").
+`greedy_walk` accepts the longest path whose tokens equal the target's argmax tokens (exact at
+temperature 0). A decode reuses one mask buffer (`MaskBuffer`) across rounds.
 """
 
 from dataclasses import dataclass, field
@@ -73,82 +75,169 @@ class Tree:
             seen.add((p, self.tokens[i]))
 
 
+EDGE_SHIFT = 32  # edge key = parent << EDGE_SHIFT | token (token ids < 2^32)
+
+
 @dataclass
 class VerifyInputs:
     input_ids: torch.Tensor  # [1, N+1] tree tokens (root first)
     position_ids: torch.Tensor  # [1, N+1] start + depth
-    visible: torch.Tensor  # [N+1, N+1] bool (host), visible[i, j] = j is i or an ancestor of i
     attention_mask: torch.Tensor | None  # [1, 1, N+1, start+N+1] additive; None for a chain (causal)
-    children: list[dict[int, int]]  # children[i][token] = child node index
+    edges: dict[int, int]  # edges[parent << EDGE_SHIFT | token] = child node index (`child_edges`)
     parents: list[int]
 
     @cached_property
     def paths(self) -> list[list[int]]:
-        """paths[i] = node indices root..i (derived on first use: the decode loop does not need them)."""
+        """paths[i] = node indices root..i."""
         paths: list[list[int]] = []
         for i, p in enumerate(self.parents):
             paths.append([i] if p < 0 else paths[p] + [i])
         return paths
 
+    @cached_property
+    def visible(self) -> torch.Tensor:
+        """[N+1, N+1] bool (host): visible[i, j] = j is i or an ancestor of i (derived on first use)."""
+        n = len(self.parents)
+        visible = torch.zeros(n, n, dtype=torch.bool)
+        for i, path in enumerate(self.paths):
+            visible[i, path] = True
+        return visible
+
+    @cached_property
+    def children(self) -> list[dict[int, int]]:
+        """children[i][token] = child node index (derived on first use: the walk reads `edges`)."""
+        children: list[dict[int, int]] = [{} for _ in self.parents]
+        for key, child in self.edges.items():
+            children[key >> EDGE_SHIFT][key & ((1 << EDGE_SHIFT) - 1)] = child
+        return children
+
+
+def child_edges(tokens, parents) -> dict[int, int]:
+    """{parent << EDGE_SHIFT | token: child} over nodes 1..N (int64 arrays or lists): the walk's one
+    dict lookup per step, built with one vectorized key computation (siblings' tokens are distinct,
+    so each key names one child)."""
+    tokens, parents = np.asarray(tokens, dtype=np.int64), np.asarray(parents, dtype=np.int64)
+    keys = (parents[1:] << EDGE_SHIFT) | tokens[1:]
+    return dict(zip(keys.tolist(), range(1, len(tokens))))
+
+
+def ancestor_levels(parents, max_depth: int) -> np.ndarray:
+    """[max_depth + 1, N+1] int64: row k holds every node's ancestor k levels up (the root stands in
+    above the root), so column i lists i's ancestors-or-self. `max_depth` pointer-jumping steps."""
+    up = np.array(parents, dtype=np.int64)
+    up[0] = 0
+    levels = np.empty((max_depth + 1, len(up)), dtype=np.int64)
+    levels[0] = np.arange(len(up))
+    for k in range(1, max_depth + 1):
+        np.take(up, levels[k - 1], out=levels[k])
+    return levels
+
 
 def ancestor_matrix(parents, max_depth: int | None = None) -> torch.Tensor:
     """visible[i, j] is True iff j == i or j is an ancestor of i (a host bool tensor).
 
-    Vectorized over nodes: `max_depth` pointer-jumping steps list every node's ancestors by level
-    (the root is its own parent here), then one scatter marks them all.
+    Vectorized over nodes: `ancestor_levels` lists every node's ancestors by level, then one
+    scatter marks them all.
     """
     n = len(parents)
-    up = np.array(parents)
-    up[0] = 0
-    steps = max_depth if max_depth is not None else n - 1
-    levels = [np.arange(n)]
-    for _ in range(steps):
-        levels.append(up[levels[-1]])
+    levels = ancestor_levels(parents, max_depth if max_depth is not None else n - 1)
     visible = np.zeros((n, n), dtype=bool)
-    visible[levels[0][:, None], np.stack(levels, axis=1)] = True
+    visible[levels[0], levels] = True
     return torch.from_numpy(visible)
 
 
+class MaskBuffer:
+    """A decode's additive 4D attention mask, allocated once and rewritten in place each round.
+
+    Holds [1, 1, rows, cols] in the mask dtype on the device (rows >= N+1 of any tree, cols >= the
+    longest start + N+1). `place(hidden, start)` returns the view [1, 1, n, start + n] whose last n
+    columns are the tree block (the dtype's min where `hidden` is 1, else 0) and whose first `start`
+    columns (the cached prefix) are 0.
+    Invariant: every column below `clean` is 0 in every row; a round zeroes only the columns that
+    became prefix since the last one (the accepted nodes) and writes the block, instead of
+    allocating and filling a fresh [n, start + n] mask (whose size grows with the prefix).
+    """
+
+    def __init__(self, rows: int, cols: int, device, dtype: torch.dtype):
+        self.mask = torch.zeros(1, 1, rows, cols, dtype=dtype, device=device)
+        self.rows, self.cols, self.device, self.dtype = rows, cols, self.mask.device, dtype
+        self.plane = self.mask[0, 0]  # [rows, cols]
+        self.clean = cols
+
+    def fits(self, n: int, start: int, device, dtype: torch.dtype) -> bool:
+        return (n <= self.rows and start + n <= self.cols and dtype == self.dtype
+                and (device == self.device or torch.device(device) == self.device))
+
+    def place(self, hidden: torch.Tensor, start: int) -> torch.Tensor:
+        """`hidden` [n, n] uint8 (on the device; 1: node j is not visible to node i) -> the mask view
+        [1, 1, n, start + n]. The block is written as hidden * min: exact in any float dtype."""
+        n = hidden.shape[0]
+        if start > self.clean:
+            self.plane[:, self.clean:start] = 0
+        self.plane[:n, start:start + n].copy_(hidden).mul_(_min_value(self.dtype))
+        self.clean = start
+        return self.mask[:, :, :n, :start + n]
+
+
+_MIN: dict[torch.dtype, float] = {}
+
+
+def _min_value(dtype: torch.dtype) -> float:
+    """torch.finfo(dtype).min, looked up once per dtype (the mask's "not visible")."""
+    if dtype not in _MIN:
+        _MIN[dtype] = torch.finfo(dtype).min
+    return _MIN[dtype]
+
+
+def tree_walks(tokens: list[int], parents: list[int]) -> tuple[list[bytes], dict[int, int]]:
+    """(hidden rows, edges) in one pass over the nodes: row i is N+1 bytes, 0 where node j is i or an
+    ancestor of i (visible), else 1; edges = `child_edges`. Parents precede children, so a node's
+    row is its parent's with its own byte cleared (a C-level copy per node; no per-entry Python)."""
+    n = len(tokens)
+    rows, edges = [b"\x00" + b"\x01" * (n - 1)], {}
+    for i in range(1, n):
+        p = parents[i]
+        row = rows[p]
+        rows.append(row[:i] + b"\x00" + row[i + 1:])
+        edges[p << EDGE_SHIFT | tokens[i]] = i
+    return rows, edges
+
+
 def verify_inputs(tree: Tree, start: int, device: torch.device | str = "cpu",
-                  dtype: torch.dtype = torch.float32) -> VerifyInputs:
+                  dtype: torch.dtype = torch.float32, masks: MaskBuffer | None = None) -> VerifyInputs:
     """Derive the target's verify inputs for `tree` placed after a cached prefix of `start` tokens.
 
-    Host work is numpy; the device gets two uploads: tokens and positions in one [2, N+1] tensor,
-    and, for a tree that is not a chain, the hidden pairs, from which the mask is made there.
+    Host work: one pass over the nodes (`tree_walks`: the rows of hidden ancestors and the walk's
+    edges). The device gets two uploads: tokens and positions in one [2, N+1] tensor, and, for a
+    tree that is not a chain, the [N+1, N+1] uint8 hidden matrix, which becomes the additive block
+    in the mask (`MaskBuffer.place`: a cast copy and one multiply by the dtype's min).
+    `masks`: the decode's `MaskBuffer` (the mask is a view of it); None or too small: a fresh mask.
     """
-    n = len(tree.tokens)
-    host = np.array([tree.tokens, tree.depths, tree.parents])  # [3, N+1] int64
-    visible = ancestor_matrix(host[2], int(host[1].max()))
-    host[1] += start
-    children: list[dict[int, int]] = [{} for _ in range(n)]
-    tokens = tree.tokens
-    for i, p in enumerate(tree.parents[1:], 1):
-        children[p][tokens[i]] = i
-    ids_pos = torch.from_numpy(host[:2]).to(device)  # one upload
-    mask = None  # a chain: plain causal attention, the fast path of every attention backend
-    if not tree.is_chain():
-        mask = torch.zeros(1, 1, n, start + n, dtype=dtype, device=device)
-        mask[0, 0, :, start:].masked_fill_(visible.logical_not().to(device), torch.finfo(dtype).min)
-    return VerifyInputs(
-        input_ids=ids_pos[:1],
-        position_ids=ids_pos[1:],
-        visible=visible,
-        attention_mask=mask,
-        children=children,
-        parents=tree.parents,
-    )
+    n, tokens, depths = len(tree.tokens), tree.tokens, tree.depths
+    input_ids, position_ids = torch.tensor([[tokens], [[start + d for d in depths]]], device=device).unbind()  # one upload
+    rows, edges = tree_walks(tokens, tree.parents)
+    mask = None  # a chain (max depth N: one path through every node): causal attention, no mask
+    if max(depths) < n - 1:
+        hidden = torch.frombuffer(bytearray(b"".join(rows)), dtype=torch.uint8).view(n, n).to(device)  # 2nd upload
+        if masks is None or not masks.fits(n, start, device, dtype):
+            masks = MaskBuffer(n, start + n, device, dtype)
+        mask = masks.place(hidden, start)
+    return VerifyInputs(input_ids=input_ids, position_ids=position_ids, attention_mask=mask, edges=edges,
+                        parents=tree.parents)
 
 
-def greedy_walk(children: list[dict[int, int]], target_next: list[int]) -> tuple[list[int], int]:
+def greedy_walk(edges: dict[int, int], target_next) -> tuple[list[int], int]:
     """Accept the longest root path whose next tokens are the target's argmax tokens.
 
-    `target_next[i]` is argmax of the target logits at node i. Returns (accepted node indices,
-    root first; the bonus token = the target's token after the last accepted node).
+    `edges`: `child_edges` of the tree (`VerifyInputs.edges`); `target_next[i]` is the target's
+    token at node i (its argmax; a draw at T > 0), read only at the nodes the walk reaches.
+    Returns (accepted node indices, root first; the bonus token = the target's token after the
+    last accepted node).
     """
     node, accepted = 0, [0]
     nxt = target_next[0]
-    while nxt in children[node]:
-        node = children[node][nxt]
+    while (child := edges.get(node << EDGE_SHIFT | nxt)) is not None:
+        node = child
         accepted.append(node)
         nxt = target_next[node]
     return accepted, nxt
@@ -156,7 +245,14 @@ def greedy_walk(children: list[dict[int, int]], target_next: list[int]) -> tuple
 
 def parent_mismatch(tokens: list[int], parents: list[int], depths: list[int], last: int, bonus: int) -> bool:
     """The paper's parent-child mismatch (Figure 1): the target's next token `bonus` (t*) after the
-    last accepted node `last` (p*, depth d*) is in the tree at depth d* + 1, under another parent."""
-    d = depths[last] + 1
-    return any(depths[n] == d and tokens[n] == bonus and parents[n] != last for n in range(1, len(tokens)))
-
+    last accepted node `last` (p*, depth d*) is in the tree at depth d* + 1, under another parent.
+    Scans only the nodes carrying t* (`list.index`, a C-level search), so a token absent from the
+    tree costs one pass and no per-node Python."""
+    d, i = depths[last] + 1, 0
+    while True:
+        try:
+            i = tokens.index(bonus, i + 1)
+        except ValueError:
+            return False
+        if depths[i] == d and parents[i] != last:
+            return True

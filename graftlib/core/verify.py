@@ -10,7 +10,8 @@
   product and the walk reads its argmax back once: one device sync per round, not one per row.
 - `commit_cache` keeps the K/V of the accepted tree nodes: an in-place gather of the accepted
   rows to the front of the appended region, then a crop (with `graftlib.core.kvcache`'s buffered
-  layers a length change; nothing else is copied). A contiguous path (rows 0..a-1) needs no index;
+  layers a length change; nothing else is copied; their keys and values share one buffer, one
+  gather per layer). A contiguous path (rows 0..a-1) needs no index;
   otherwise one index upload serves every layer (`kept_rows`).
 
 Invariant: after `commit_cache(cache, start, keep)` the cache holds exactly `start + len(keep)`
@@ -55,24 +56,26 @@ class LazyArgmax:
     def __init__(self, hidden: torch.Tensor, lm_head_weight: torch.Tensor, eager: bool = False):
         self.hidden = hidden
         self.weight = lm_head_weight
-        self.rows: dict[int, int] = {}
+        self.rows: dict[int, int] = {}  # lazy: the rows read so far
+        self.tokens: list[int] | None = None  # every row's token, once read back
         self.pending = (hidden @ lm_head_weight.T).argmax(-1) if eager else None  # [n] on the device
 
     def __getitem__(self, i: int) -> int:
+        if self.tokens is not None:
+            return self.tokens[i]
+        if self.pending is not None:
+            return self.all_rows()[i]
         if i not in self.rows:
-            if self.pending is not None:
-                self.all_rows()
-            else:
-                self.rows[i] = int(torch.mv(self.weight, self.hidden[i]).argmax())
+            self.rows[i] = int(torch.mv(self.weight, self.hidden[i]).argmax())
         return self.rows[i]
 
     def all_rows(self) -> list[int]:
-        """Every node's target token (for traces / the mismatch metric; costs the full head)."""
-        top = self.pending if self.pending is not None else (self.hidden @ self.weight.T).argmax(-1)
-        tokens = top.tolist()
-        self.rows.update(enumerate(tokens))
-        self.pending = None
-        return tokens
+        """Every node's target token (for traces / the mismatch metric; costs the full head when lazy)."""
+        if self.tokens is None:
+            top = self.pending if self.pending is not None else (self.hidden @ self.weight.T).argmax(-1)
+            self.tokens = top.tolist()
+            self.pending = None
+        return self.tokens
 
 
 def kept_rows(keep: list[int], device: torch.device | str) -> torch.Tensor | None:
@@ -94,6 +97,10 @@ def commit_cache(cache, start: int, keep: list[int], index: torch.Tensor | None 
             if dev not in rows:
                 base = index if index is not None and index.device == dev else torch.tensor(keep, device=dev)
                 rows[dev] = base + start
-            layer.keys[:, :, start:start + n] = layer.keys.index_select(2, rows[dev])
-            layer.values[:, :, start:start + n] = layer.values.index_select(2, rows[dev])
+            kv = getattr(layer, "kv", None)  # a `BufferedLayer`'s keys and values in one tensor
+            if kv is not None:
+                kv[:, :, :, start:start + n] = kv.index_select(3, rows[dev])
+            else:
+                layer.keys[:, :, start:start + n] = layer.keys.index_select(2, rows[dev])
+                layer.values[:, :, start:start + n] = layer.values.index_select(2, rows[dev])
         layer.crop(start + n - layer.get_seq_length())

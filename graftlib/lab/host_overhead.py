@@ -15,7 +15,7 @@ Stages are the decode loop's splits (`graftlib.core.decode`, `graftlib.core.timi
   saba           the controller's gate and budget choice (a fixed budget for DDTree and +TDES)
   tree           the best-first heap (`HeapTreeBuilder`), TDES scoring excluded
   tdes           TDES edge scoring (the scorer's calls, timed by `TimedScorer` / `TimedBuilder`)
-  verify_inputs  mask, positions and child map (`tree.verify_inputs`)
+  verify_inputs  mask, positions and the walk's edge map (`tree.verify_inputs`)
   walk           the greedy walk over the target's verdicts
   commit         KV-cache compaction and the accepted nodes' drafter features
   update         round record, feedback hooks, emitted tokens
@@ -111,7 +111,8 @@ def measuring_params(budgets) -> SabaParams:
 
 
 class TimedScorer:
-    """An `EdgeScorer` that sums the wall time of its calls (`wall`; reset by `TimedBuilder` per build)."""
+    """An `EdgeScorer` that sums the wall time of its calls (`wall`; reset by `TimedBuilder` per build);
+    around a `PoolScorer` (TDES) it times the round's `pool_scores` preparation and every scores call."""
 
     def __init__(self, scorer):
         self.scorer = scorer
@@ -121,6 +122,42 @@ class TimedScorer:
         t0 = time.perf_counter()
         out = self.scorer.child_scores(parent_token, depth, child_ids, logq)
         self.wall += time.perf_counter() - t0
+        return out
+
+    def __getattr__(self, name: str):
+        if name == "pool_scores" and hasattr(self.scorer, "pool_scores"):
+            return self._pool_scores  # a `PoolScorer`: its round preparation and its calls are timed too
+        raise AttributeError(name)
+
+    def _pool_scores(self, cand, depths: int):
+        t0 = time.perf_counter()
+        scores = self.scorer.pool_scores(cand, depths)
+        self.wall += time.perf_counter() - t0
+        return TimedPool(scores, self)
+
+
+class TimedPool:
+    """A `PoolScores` whose `leading` / `row` / `ranked` calls add their wall time to the `TimedScorer`'s."""
+
+    def __init__(self, pool, timer: TimedScorer):
+        self.pool, self.timer = pool, timer
+
+    def leading(self, parent_token: int, depth: int):
+        t0 = time.perf_counter()
+        out = self.pool.leading(parent_token, depth)
+        self.timer.wall += time.perf_counter() - t0
+        return out
+
+    def row(self, parent_token: int, depth: int):
+        t0 = time.perf_counter()
+        out = self.pool.row(parent_token, depth)
+        self.timer.wall += time.perf_counter() - t0
+        return out
+
+    def ranked(self, parent_token: int, depth: int):
+        t0 = time.perf_counter()
+        out = self.pool.ranked(parent_token, depth)
+        self.timer.wall += time.perf_counter() - t0
         return out
 
 

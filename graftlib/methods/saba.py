@@ -115,8 +115,9 @@ The fits of c, c_ar, phi/alpha and the tables live in `graftlib.training.saba_fi
 (`graftlib.training.calibrate`) runs them on replayed validation rounds.
 
 Invariants: the controller returns a budget from its grid (capped at `cap`); its per-round cost is
-a few scalar ops plus one vectorized pass over the grid (numpy, `decide`: every term once),
-microseconds per round, and it reads no device tensor (the draft's state comes back with the
+a few scalar ops plus one pass over the grid (`GridUtility`: plain floats with the grid's cost terms
+precomputed; with a gain table numpy's `decide`, every term once), microseconds per round, and it
+reads no device tensor (the draft's state comes back with the
 candidates, `Candidates.hidden_sq` / `hidden_dot`).
 """
 
@@ -306,10 +307,15 @@ class StateTracker:
         self.hist_prior = hist_prior
 
     def signals(self, cand: Candidates) -> np.ndarray:
-        conf = sum(cand.top1_prob) / len(cand.top1_prob) if cand.top1_prob else 0.0
+        return np.array(self.signal_list(cand))
+
+    def signal_list(self, cand: Candidates) -> list[float]:
+        """s_t as a list of floats (`signals` is its array)."""
+        top1 = cand.top1_prob
+        conf = sum(top1) / len(top1) if top1 else 0.0
         degen = degeneration(cand.hidden) if cand.hidden_sq is None else degeneration_from(cand.hidden_sq,
                                                                                            cand.hidden_dot)
-        return np.array([conf, degen, self.hist(), 1.0])
+        return [conf, degen, self.hist(), 1.0]
 
     def hist(self) -> float:
         return sum(self.history) / len(self.history) if self.history else self.hist_prior
@@ -459,6 +465,75 @@ class GainCorrection:
         self.realized += accepted - 1
 
 
+class GridUtility:
+    """U_t(B) over a controller's fixed grid in plain Python floats: the per-round form of `decide` /
+    `prefers_ar` for eq. 16's gain (no gain table), with every term that depends only on the grid
+    computed once.
+
+    Eq. 17 (plus the cost table) is affine in the prefix, C_t(B) = C(B, 0) + prefix * dC(B), so the
+    grid's C(B, 0) and dC(B) are precomputed; a round is then one pass over the grid of scalar ops
+    (numpy's per-call overhead on a dozen-element array costs more than the arithmetic). Same model
+    and argmax rule as `decide` (the smallest budget on ties); the values agree with it up to
+    floating-point rounding (tests check the choices are equal).
+    """
+
+    def __init__(self, params: SabaParams, grid: np.ndarray):
+        self.params, self.budgets = params, [float(b) for b in grid]
+        c0 = round_costs(params, grid, 0)
+        self.cost0, self.slope = c0.tolist(), (round_costs(params, grid, 1) - c0).tolist()
+
+    @staticmethod
+    def applies(params: SabaParams) -> bool:
+        return params.gain_table is None
+
+    def terms(self, s: list[float], prefix_len: int, depth: int | None, k: float):
+        """(numerators, costs, extra tokens) over the grid: 1 + k A_t G_t(B) (or the paper's G_t(B)),
+        C_t(B), A_t G_t(B)."""
+        p = self.params
+        lam, a_sat = self.saturation(s, depth)
+        gains = [-math.expm1(-b / lam) for b in self.budgets]
+        extra = [a_sat * g for g in gains]
+        num = [1.0 + k * e for e in extra] if p.utility == "throughput" else gains
+        costs = [c + prefix_len * d for c, d in zip(self.cost0, self.slope)]
+        return num, costs, extra
+
+    def decide(self, s: list[float], prefix_len: int, depth: int | None, k: float) -> tuple[int, float]:
+        """`decide`'s (B_t, predicted extra at B_t), or (0, 0.0) when the post-draft gate declines:
+        one pass over the grid (first maximum on ties)."""
+        p = self.params
+        lam, a_sat = self.saturation(s, depth)
+        throughput, c_draft, gate = p.utility == "throughput", p.c_draft, p.c_ar is not None and p.post_gate
+        best_u = best_post = -math.inf
+        best_b, best_e = 0.0, 0.0
+        for b, c0, dc in zip(self.budgets, self.cost0, self.slope):
+            g = -math.expm1(-b / lam)
+            e = a_sat * g
+            num = 1.0 + k * e if throughput else g
+            cost = c0 + prefix_len * dc
+            if num / cost > best_u:
+                best_u, best_b, best_e = num / cost, b, e
+            if gate:
+                best_post = max(best_post, num / (cost - c_draft))
+        if gate and 1.0 / (p.c_ar[0] + p.c_ar[1] * prefix_len) > best_post:
+            return 0, 0.0
+        return int(best_b), best_e
+
+    def saturation(self, s: list[float], depth: int | None) -> tuple[float, float]:
+        """(lambda_t, A_t) as `saturation`, in floats."""
+        p = self.params
+        lam = max(sum(w * x for w, x in zip(p.phi, s)), p.lam_min)
+        a_sat = max(sum(w * x for w, x in zip(p.alpha, s)), 0.0)
+        return lam, (a_sat if depth is None else min(a_sat, depth))
+
+    def prefers_ar(self, s: list[float], prefix_len: int, depth: int | None, k: float) -> bool:
+        """`prefers_ar`: one AR step's utility beats max_B U_t(B) (False without c_ar)."""
+        p = self.params
+        if p.c_ar is None:
+            return False
+        num, costs, _ = self.terms(s, prefix_len, depth, k)
+        return 1.0 / (p.c_ar[0] + p.c_ar[1] * prefix_len) > max(n / c for n, c in zip(num, costs))
+
+
 class SabaController:
     """BudgetController: argmax of U_t over the grid (capped at `cap`), state from `StateTracker`."""
 
@@ -469,12 +544,13 @@ class SabaController:
         self.params = params
         self.grid = np.array(grid or [cap], dtype=float)
         self.max_budget = int(self.grid[-1])
+        self.fast = GridUtility(params, self.grid) if GridUtility.applies(params) else None  # else numpy's `decide`
         self.reset()
 
     def reset(self) -> None:
         """Per-decode state: history, last state, gate schedule and gain correction start afresh."""
         self.tracker = StateTracker(self.params.window, self.params.hist_prior)
-        self.last_state: np.ndarray | None = None
+        self.last_state: list[float] | None = None  # s_t of the last draft
         self.last_mass: np.ndarray | None = None  # M_t(B) of the last draft at the table's budgets
         self.depth: int | None = None
         self.skip, self.skip_left, self.probe = 1, 0, False
@@ -489,9 +565,14 @@ class SabaController:
         if self.probe or self.last_state is None:
             self.probe = False
             return True
-        s = self.last_state.copy()
+        s = list(self.last_state)
         s[2] = self.tracker.hist()  # hist_t now; conf/degen of the last draft
-        if not prefers_ar(self.params, self.grid, s, prefix_len, self.depth, self.correction.k, self.last_mass):
+        if self.fast is not None:
+            ar = self.fast.prefers_ar(s, prefix_len, self.depth, self.correction.k)
+        else:
+            ar = prefers_ar(self.params, self.grid, np.array(s), prefix_len, self.depth, self.correction.k,
+                            self.last_mass)
+        if not ar:
             self.skip = 1
             return True
         self.skip_left, self.probe = self.skip - 1, True
@@ -501,10 +582,13 @@ class SabaController:
     def budget(self, cand: Candidates, prefix_len: int) -> int:
         """B_t = argmax_B U_t(B) on this round's state, or 0 (an AR step) when the post-draft gate
         declines the drafted round."""
-        p, s = self.params, self.tracker.signals(cand)
+        p, s = self.params, self.tracker.signal_list(cand)
         mass = draft_mass(cand, p.mass_budgets) if p.uses_mass else None
         self.last_state, self.last_mass, self.depth = s, mass, cand.depth
-        b, extra = decide(p, self.grid, s, prefix_len, cand.depth, self.correction.k, mass)
+        if self.fast is not None:
+            b, extra = self.fast.decide(s, prefix_len, cand.depth, self.correction.k)
+        else:
+            b, extra = decide(p, self.grid, np.array(s), prefix_len, cand.depth, self.correction.k, mass)
         if b:
             self.predicted_extra = extra
         return b

@@ -1,0 +1,47 @@
+"""The buffered target cache and the tree commit: kept rows move to the front of the tree region."""
+
+import pytest
+import torch
+from transformers.cache_utils import Cache
+
+from graftlib.core.kvcache import BufferedLayer
+from graftlib.core.verify import commit_cache, kept_rows
+
+
+def filled_cache(layers: int, start: int, n: int, value_dim: int = 4, capacity: int = 16) -> tuple[Cache, list]:
+    """A cache of `layers` BufferedLayers holding start + n positions of distinct K/V values."""
+    cache = Cache(layers=[BufferedLayer(capacity) for _ in range(layers)])
+    ref = []
+    for i, layer in enumerate(cache.layers):
+        k = torch.arange(2 * 3 * (start + n) * 4, dtype=torch.float32).reshape(2, 3, start + n, 4) + 1000 * i
+        v = -torch.arange(2 * 3 * (start + n) * value_dim, dtype=torch.float32).reshape(2, 3, start + n, value_dim)
+        layer.update(k[:, :, :start], v[:, :, :start])
+        layer.update(k[:, :, start:], v[:, :, start:])  # the tree region
+        ref.append((k, v))
+    return cache, ref
+
+
+@pytest.mark.parametrize("value_dim", [4, 5])  # 4: keys and values share one buffer (`kv`); 5: apart
+@pytest.mark.parametrize("keep", [[0, 2, 5], [0, 1, 2], [0], [0, 3]])
+def test_commit_keeps_the_accepted_rows(value_dim, keep):
+    start, n = 5, 6
+    cache, ref = filled_cache(2, start, n, value_dim)
+    assert (cache.layers[0].kv is not None) == (value_dim == 4)
+    commit_cache(cache, start, keep, kept_rows(keep, "cpu"))
+    rows = list(range(start)) + [start + j for j in keep]
+    for layer, (k, v) in zip(cache.layers, ref):
+        assert layer.get_seq_length() == start + len(keep)
+        assert torch.equal(layer.keys, k[:, :, rows]) and torch.equal(layer.values, v[:, :, rows])
+
+
+def test_commit_after_growth_and_batch_select():
+    """A grown buffer keeps its shared layout; after dropping batch rows keys and values are apart."""
+    cache, ref = filled_cache(1, 9, 6, capacity=10)  # 15 positions: the buffer grew
+    layer = cache.layers[0]
+    assert layer.capacity >= 15 and layer.kv is not None
+    assert torch.equal(layer.keys, ref[0][0]) and torch.equal(layer.values, ref[0][1])
+    layer.batch_select_indices(torch.tensor([1]))
+    assert layer.kv is None
+    commit_cache(cache, 9, [0, 4])
+    rows = list(range(9)) + [9, 13]
+    assert torch.equal(layer.keys, ref[0][0][1:, :, rows]) and torch.equal(layer.values, ref[0][1][1:, :, rows])
