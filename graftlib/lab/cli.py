@@ -13,6 +13,7 @@ from graftlib.data import prompts
 from graftlib.lab import bench, costs, device_check, generate, host_overhead, modeled_report, workbook
 from graftlib.training import (
     calibrate,
+    corpus,
     drafter_data,
     drafter_pipeline,
     drafter_train,
@@ -26,7 +27,7 @@ from graftlib.training import (
 
 # subcommand modules, in the order shown by --help
 COMMAND_MODULES = (generate, bench, modeled_report, costs, host_overhead, device_check, prepare, ship, calibrate, replay,
-                   prompts, drafter_data, drafter_train, drafter_pipeline, eagle3_train, traces, tdes_train, workbook)
+                   prompts, drafter_data, corpus, drafter_train, drafter_pipeline, eagle3_train, traces, tdes_train, workbook)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -143,6 +143,56 @@ def plot_training_run(metrics, summary: dict, name: str):
     return fig
 
 
+def curve_points(metrics) -> list[dict]:
+    """The evaluations of a training run's `metrics.jsonl`, each with `tokens_seen` (the labels predicted
+    with a loss so far: the eval record's `labels_seen`; for records written before it was counted, the
+    step times the mean labels per step of the run's train lines, marked `tokens_estimated`)."""
+    from graftlib.core.records import read_records
+
+    recs = read_records(metrics)
+    tr = [r for r in recs if r.get("kind") == "train" and "labels" in r]
+    per_step = sum(r["labels"] for r in tr) / len(tr) if tr else 0.0
+    return [{**r, "tokens_seen": r.get("labels_seen", r["step"] * per_step),
+             "tokens_estimated": "labels_seen" not in r} for r in recs if r.get("kind") == "eval"]
+
+
+def plot_learning_curve(runs: dict, title: str, depths: tuple = (1, 2, 4, 8)):
+    """Learning curves of one or more drafter runs (`{name: metrics.jsonl}`) against the tokens seen
+    (labels with a loss): held-out loss, top-1 hit rate vs the target at `depths`, in-loop (solid) and
+    offline (dashed) chain tau; the top axis of the first panel reads steps (first run's labels per step)."""
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 3, figsize=(14, 3.9))
+    styles = ["-", "--", ":", "-."]
+    first = None
+    for i, (name, metrics) in enumerate(runs.items()):
+        pts = curve_points(metrics)
+        if not pts:
+            continue
+        color = f"C{i}"
+        x = [p["tokens_seen"] / 1e6 for p in pts]
+        est = " (tokens estimated)" if any(p["tokens_estimated"] for p in pts) else ""
+        first = first or (pts[-1]["step"] / max(x[-1], 1e-12))
+        axes[0].plot(x, [p["heldout_loss"] for p in pts], "o-", ms=3, color=color, label=f"{name}{est}")
+        for j, d in enumerate(depths):
+            ys = [p["acc_by_depth"][d - 1] if len(p.get("acc_by_depth", [])) >= d else float("nan") for p in pts]
+            axes[1].plot(x, ys, styles[j % len(styles)], marker="o", ms=2, color=color, label=f"{name}: depth {d}")
+        axes[2].plot(x, [p.get("tau", float("nan")) for p in pts], "o-", ms=3, color=color,
+                     label=f"{name}: in-loop chain tau")
+        axes[2].plot(x, [p.get("offline_tau", float("nan")) for p in pts], "s--", ms=3, color=color,
+                     label=f"{name}: offline tau")
+    for ax, ylabel in zip(axes, ("held-out loss", "top-1 hit rate vs the target (held-out)", "tau (tokens / round)")):
+        ax.set_xlabel("tokens seen (M labels)")
+        ax.set_ylabel(ylabel)
+        legend_outside(ax)
+    if first:
+        top = axes[0].secondary_xaxis("top", functions=(lambda m: m * first, lambda s: s / first))
+        top.set_xlabel("steps", fontsize=8)
+    fig.suptitle(title, fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
 def legend_outside(ax, **kw):
     """The axes' legend under its plot area (below the x label), so it never covers data nor, in a
     row of panels, the next panel."""

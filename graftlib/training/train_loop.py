@@ -593,6 +593,9 @@ def run_loop(trainer: LoopTrainer, ckpt: Path, metrics: Path, data_info: dict, l
     last_eval: dict = {}
     last_ckpt = time.perf_counter()
 
+    def evaluate() -> dict:  # with the blocks and labels seen so far: the learning curve's x axis
+        return {**trainer.evaluate(), "blocks_seen": trainer.blocks_seen, "labels_seen": trainer.labels_seen}
+
     def done() -> bool:
         if cfg.max_steps is not None and trainer.step_no >= cfg.max_steps:
             return True
@@ -608,7 +611,7 @@ def run_loop(trainer: LoopTrainer, ckpt: Path, metrics: Path, data_info: dict, l
                     f"{rec['blocks_per_s']:.0f} blocks/s, {trainer.elapsed_s / 60:.1f} min")
             if trainer.step_no % cfg.eval_every == 0:
                 t0 = trainer.now()
-                last_eval = trainer.evaluate()
+                last_eval = evaluate()
                 append_record(metrics, last_eval)
                 log(eval_line(last_eval))
                 trainer.save_checkpoint(ckpt, {"data": data_info})
@@ -622,7 +625,7 @@ def run_loop(trainer: LoopTrainer, ckpt: Path, metrics: Path, data_info: dict, l
         log(f"interrupted: checkpoint saved at step {trainer.step_no}; continue with --resume")
         raise
     if last_eval.get("step") != trainer.step_no:
-        last_eval = trainer.evaluate()
+        last_eval = evaluate()
         append_record(metrics, last_eval)
         log(eval_line(last_eval))
     trainer.save_checkpoint(ckpt, {"data": data_info})

@@ -1,0 +1,127 @@
+"""The token corpus (`graftlib.training.corpus`): drafter data exported to tokens and featurized back
+gives the same tokens, uids and split, features and top-k log-probs equal to the ones captured while
+generating (to float tolerance), resumably; plus the warm start of the DFlash trainer from a drafter."""
+
+import json
+
+import pytest
+import torch
+from test_drafter_train import EOS, LAYERS, items, small_train_config, target  # noqa: F401  (fixture)
+from tiny import tiny_tokenizer, write_target_dir
+
+from graftlib.core.errors import GraftError
+from graftlib.lab.plots import curve_points
+from graftlib.training import corpus as corpus_mod
+from graftlib.training.drafter_data import DataConfig, build_dataset, load_dataset
+from graftlib.training.drafter_train import train
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory, target):  # noqa: F811
+    target.generation_config.eos_token_id = EOS
+    root = tmp_path_factory.mktemp("corpus")
+    tdir = write_target_dir(root / "target", seed=0, initializer_range=0.1)  # the `target` fixture, on disk
+    out = root / "data"
+    cfg = DataConfig(target=str(tdir), n_prompts=7, shard_size=3, batch_size=4, max_prompt_tokens=40,
+                     max_response_tokens=14, top_k=6, sample_share=0.3)
+    build_dataset(out, cfg, target, tiny_tokenizer(), items(8), LAYERS, log=lambda _: None)
+    return out
+
+
+def test_export_then_featurize_round_trip(tmp_path, data, target):  # noqa: F811
+    corpus = tmp_path / "corpus"
+    c = corpus_mod.export(data, corpus, log=lambda _: None)
+    assert len(c["shards"]) == 3 and c["target_layer_ids"] is None and "bytes" not in c["shards"][0]
+    assert all(corpus_mod.tokens_path(corpus, s["file"]).is_file() for s in c["shards"])
+    assert not list(corpus.glob("*.npy"))  # tokens only
+    again = corpus_mod.export(data, corpus, log=lambda _: None)  # nothing new to add
+    assert again["shards"] == c["shards"]
+
+    out = tmp_path / "featurized"
+    corpus_mod.featurize(corpus, out, target, LAYERS, max_batch_tokens=40, log=lambda _: None)
+    src_index, src = load_dataset(data)
+    index, seqs = load_dataset(out)
+    assert index.shared() == src_index.shared()
+    assert [s.uid for s in seqs] == [s.uid for s in src]
+    for a, b in zip(seqs, src):
+        assert torch.equal(a.tokens, b.tokens) and a.prompt_len == b.prompt_len
+        assert torch.allclose(a.features.float(), b.features.float(), atol=2e-2, rtol=1e-2)
+        assert torch.allclose(a.topk_logp.float(), b.topk_logp.float(), atol=2e-2)
+        assert (a.topk_ids[:, 0] == b.topk_ids[:, 0]).float().mean() > 0.9
+    greedy_match = [e["top1_match"] for e in index.shards]
+    assert all(m is None or m > 0.9 for m in greedy_match)
+    assert [e["seconds"] for e in index.shards] == [e["seconds"] for e in sorted(src_index.shards, key=lambda e: e["first"])]
+
+    calls = []
+    real = corpus_mod.featurize_sequences
+    corpus_mod.featurize_sequences = lambda *a, **k: (calls.append(1), real(*a, **k))
+    try:
+        (out / "shard-00001.safetensors").unlink()  # one shard lost: only it is redone
+        corpus_mod.featurize(corpus, out, target, LAYERS, log=lambda _: None)
+        assert calls == [1]
+        with pytest.raises(GraftError, match="other settings: target_layer_ids"):
+            corpus_mod.featurize(corpus, out, target, [1, 2], log=lambda _: None)
+    finally:
+        corpus_mod.featurize_sequences = real
+    one = corpus_mod.featurize(corpus, tmp_path / "layer2", target, [2], top_k=0, log=lambda _: None)
+    assert one.target_layer_ids == [2] and one.top_k == 0
+
+
+def test_padding_does_not_change_features(tmp_path, data, target):  # noqa: F811
+    """A right-padded batch gives each sequence the features of its own unpadded forward."""
+    corpus = tmp_path / "c"
+    c = corpus_mod.export(data, corpus, log=lambda _: None)
+    seqs = corpus_mod.corpus_sequences(corpus, c["shards"][0])
+    alone = corpus_mod.corpus_sequences(corpus, c["shards"][0])
+    corpus_mod.featurize_sequences(target, seqs, LAYERS, 4, max_batch_tokens=10 ** 6)  # one padded batch
+    for s in alone:
+        corpus_mod.featurize_sequences(target, [s], LAYERS, 4)
+    assert len({len(s.tokens) for s in seqs}) > 1  # the batch was padded
+    for a, b in zip(seqs, alone):
+        assert torch.allclose(a.features.float(), b.features.float(), atol=1e-3)
+        assert torch.equal(a.topk_ids, b.topk_ids)
+
+
+def test_corpus_refusals(tmp_path, data):
+    with pytest.raises(GraftError, match="no drafter corpus"):
+        corpus_mod.read_corpus(tmp_path)
+    with pytest.raises(GraftError, match="no drafter data"):
+        corpus_mod.export(tmp_path / "nothing", tmp_path / "c", log=lambda _: None)
+    corpus = tmp_path / "c"
+    corpus_mod.export(data, corpus, log=lambda _: None)
+    raw = json.loads((corpus / "index.json").read_text())
+    raw["top_k"] = 99
+    (corpus / "index.json").write_text(json.dumps(raw))
+    with pytest.raises(GraftError, match="other settings: top_k 99"):
+        corpus_mod.export(data, corpus, log=lambda _: None)
+
+
+def test_warm_start_from_a_drafter(tmp_path, data, target):  # noqa: F811
+    """--init-drafter: the run starts from the given drafter's weights (not random ones) and refuses
+    a drafter of another shape."""
+    cfg = small_train_config(max_steps=4, draft_vocab=0)
+    first = train(data, tmp_path / "a", cfg, log=lambda _: None)
+    from graftlib.models.drafter import load_drafter
+    from graftlib.training.drafter_train import Trainer, warm_drafter
+
+    start = warm_drafter(small_train_config(init_drafter=str(first), draft_vocab=0), target, LAYERS)
+    saved, _ = load_drafter(str(first), target.config)
+    assert all(torch.equal(p.float(), q.float()) for p, q in zip(start.state_dict().values(), saved.state_dict().values()))
+    assert start.training and all(p.requires_grad for p in start.parameters())
+    _, seqs = load_dataset(data)
+    tr = Trainer(small_train_config(init_drafter=str(first), draft_vocab=0), target, seqs[:5], seqs[5:], LAYERS, [EOS])
+    assert torch.equal(tr.drafter.fc.weight, start.fc.weight)
+    with pytest.raises(GraftError, match="does not have this run's shape: layers 1 \\(asked 2\\)"):
+        warm_drafter(small_train_config(init_drafter=str(first), draft_vocab=0, layers=2), target, LAYERS)
+    with pytest.raises(GraftError, match="two different starts"):
+        small_train_config(init_drafter=str(first), init_from_target=True).check()
+    second = train(data, tmp_path / "b", small_train_config(max_steps=4, eval_every=2, draft_vocab=0,
+                                                            init_drafter=str(first)), log=lambda _: None)
+    assert json.loads((second / "training.json").read_text())["config"]["init_drafter"] == str(first)
+    # the learning curve's x axis: every evaluation records the blocks and labels seen so far
+    points = curve_points(tmp_path / "b" / "metrics.jsonl")
+    assert [p["step"] for p in points] == [2, 4] and not any(p["tokens_estimated"] for p in points)
+    assert 0 < points[0]["blocks_seen"] < points[1]["blocks_seen"] <= 4 * 32
+    assert 0 < points[0]["tokens_seen"] < points[1]["tokens_seen"]
