@@ -125,3 +125,26 @@ def test_warm_start_from_a_drafter(tmp_path, data, target):  # noqa: F811
     assert [p["step"] for p in points] == [2, 4] and not any(p["tokens_estimated"] for p in points)
     assert 0 < points[0]["blocks_seen"] < points[1]["blocks_seen"] <= 4 * 32
     assert 0 < points[0]["tokens_seen"] < points[1]["tokens_seen"]
+
+
+def test_shipped_corpus_is_whole_and_holds_no_evaluation_prompt():
+    """The committed corpus: every shard's tokens present and consistent with its entry, and no uid of
+    an evaluation prompt (or of SABA's validation split) among its responses."""
+    from graftlib.data.prompts import SHIPPED_TASKS, load_items
+
+    if not corpus_mod.SHIPPED_CORPUS.is_dir():
+        pytest.skip("no corpus shipped")
+    c = corpus_mod.read_corpus(corpus_mod.SHIPPED_CORPUS)
+    assert c["target"] == "smollm2-135m" and c["shards"]
+    uids = []
+    for entry in c["shards"]:
+        seqs = corpus_mod.corpus_sequences(corpus_mod.SHIPPED_CORPUS, entry)
+        assert len(seqs) == entry["n_seqs"] == len(entry["uids"])
+        assert sum(s.response_len for s in seqs) == entry["response_tokens"]
+        assert sum(s.prompt_len for s in seqs) == entry["prompt_tokens"]
+        assert all(0 < s.prompt_len < len(s.tokens) for s in seqs)
+        uids += entry["uids"]
+    assert len(set(uids)) == len(uids)
+    held = {i.uid for t in SHIPPED_TASKS if t != "mt-bench" for split in ("eval", "val") for i in load_items(t, split)}
+    held |= {i.uid for i in load_items("mt-bench", "eval")}
+    assert not held & set(uids)
