@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 # torch==2.13.0 is the CPU build on this machine's disk; GPU users: install their CUDA torch 2.13.0 first.
 EXTRAS ?= notebooks,dev
 
-.PHONY: setup data main artifacts lab bench-drafter bench-graft bench-goals drafter-ablation drafter-gpu device-check \
+.PHONY: setup data main artifacts lab bench-drafter bench-graft bench-goals drafter-ablation drafter-distill drafter-gpu device-check \
 	device-bundle gpu-site device-check-gpu drafter-gpu-remote test lint clean-results
 
 $(BIN)/graft: pyproject.toml
@@ -84,6 +84,23 @@ drafter-ablation: data
 			--eval-every 100000 --tau-prompts 4 $$resume $$@ || exit 1; done
 	$(BIN)/python -c "from graftlib.training.drafter_train import write_ablation as w; \
 		w('runs/drafter-ablation', 'graftlib/assets/drafters/smollm2-135m-dflash/ablation.json')"
+
+# Issue 21 item 2: hard labels vs distillation (forward KL on the stored top-16, mixed 0.5) at equal CPU time on the
+# same data, both warm-started from the shipped drafter, side by side on one thread each (--clock cpu, so the two
+# compare at equal compute), then runs/drafter-distill/summary.json (`write_ablation`, baseline "hard"). Resumable:
+# a finished run is kept, an interrupted one continues from its checkpoint.
+DISTILL_MIN ?= 36
+DISTILL_DATA ?= runs/drafter-data-v3
+drafter-distill: data
+	mkdir -p runs/drafter-distill
+	for v in "hard --distill 0" "distill --distill 0.5"; do \
+		set -- $$v; out=runs/drafter-distill/$$1; shift; [ -d $$out/drafter ] && continue; \
+		resume=; [ -d $$out/checkpoint ] && resume=--resume; \
+		$(BIN)/graft train-drafter --data $(DISTILL_DATA) --out $$out --init-drafter embedded --minutes $(DISTILL_MIN) \
+			--clock cpu --threads 1 --blocks-per-seq 16 --eval-every 150 --tau-prompts 8 $$resume $$@ > $$out.log 2>&1 & \
+	done; wait
+	$(BIN)/python -c "from graftlib.training.drafter_train import write_ablation as w; \
+		w('runs/drafter-distill', 'runs/drafter-distill/summary.json', baseline='hard', command='make drafter-distill')"
 
 # Issue 21 on a GPU, one process (graft drafter-pipeline): target data (batched, float32 target, top-k log-probs,
 # a tenth sampled) for GPU_DATA_MIN minutes kept in memory, then the GPU_VARIANTS drafters trained one after another
