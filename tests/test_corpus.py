@@ -12,6 +12,7 @@ from tiny import tiny_tokenizer, write_target_dir
 from graftlib.core.errors import GraftError
 from graftlib.lab.plots import curve_points
 from graftlib.training import corpus as corpus_mod
+from graftlib.training import drafter_data
 from graftlib.training.drafter_data import DataConfig, build_dataset, load_dataset
 from graftlib.training.drafter_train import train
 
@@ -24,10 +25,13 @@ def data(tmp_path_factory, target):  # noqa: F811
     root = tmp_path_factory.mktemp("corpus")
     tdir = write_target_dir(root / "target", seed=0, initializer_range=0.1)  # the `target` fixture, on disk
     out = root / "data"
-    cfg = DataConfig(target=str(tdir), n_prompts=7, shard_size=3, batch_size=4, max_prompt_tokens=40,
-                     max_response_tokens=14, top_k=6, sample_share=0.3)
-    build_dataset(out, cfg, target, tiny_tokenizer(), items(8), LAYERS, log=lambda _: None)
+    build_dataset(out, data_config(tdir), target, tiny_tokenizer(), items(8), LAYERS, log=lambda _: None)
     return out
+
+
+def data_config(tdir, n_prompts: int = 7) -> DataConfig:
+    return DataConfig(target=str(tdir), n_prompts=n_prompts, shard_size=3, batch_size=4, max_prompt_tokens=40,
+                      max_response_tokens=14, top_k=6, sample_share=0.3)
 
 
 def test_export_then_featurize_round_trip(tmp_path, data, target):  # noqa: F811
@@ -65,6 +69,18 @@ def test_export_then_featurize_round_trip(tmp_path, data, target):  # noqa: F811
             corpus_mod.featurize(corpus, out, target, [1, 2], log=lambda _: None)
     finally:
         corpus_mod.featurize_sequences = real
+    # generation goes on where the featurized data stops: nothing to redo, a grown set adds its new shards only
+    made = []
+    real_gen = drafter_data.generate_sequences
+    drafter_data.generate_sequences = lambda *a, **k: (made.append(len(a[1])), real_gen(*a, **k))[1]
+    try:
+        tdir = data.parent / "target"
+        build_dataset(out, data_config(tdir), target, tiny_tokenizer(), items(8), LAYERS, log=lambda _: None)
+        assert made == []
+        build_dataset(out, data_config(tdir, 8), target, tiny_tokenizer(), items(8), LAYERS, log=lambda _: None)
+        assert made == [2]  # the last shard (prompts 6, 7) is remade with its new prompt
+    finally:
+        drafter_data.generate_sequences = real_gen
     one = corpus_mod.featurize(corpus, tmp_path / "layer2", target, [2], top_k=0, log=lambda _: None)
     assert one.target_layer_ids == [2] and one.top_k == 0
 

@@ -37,7 +37,7 @@ from graftlib.training.drafter_data import (
     SHARED_KEYS,
     DataIndex,
     Sequence,
-    _shard_done,
+    shard_done,
     open_index,
     read_index,
     sampled,
@@ -157,7 +157,7 @@ def featurize(corpus: str | Path, out: str | Path, model, layer_ids: list[int], 
                                                "hidden_size": model.config.hidden_size, "top_k": top_k}
     index = open_index(out, shared)
     done = {s["file"]: s for s in index.shards}
-    todo = [e for e in c["shards"] if not _shard_done(out, done.get(e["file"]), e["count"])]
+    todo = [e for e in c["shards"] if not shard_done(out, done.get(e["file"]), e["count"])]
     log(f"featurizing corpus {corpus} into {out}: {len(c['shards']) - len(todo)} shards done, {len(todo)} to make "
         f"(layers {list(layer_ids)}, top-{top_k})")
     for entry in todo:

@@ -388,7 +388,7 @@ def open_index(out: Path, shared: dict) -> DataIndex:
     return index
 
 
-def _shard_done(out: Path, entry: dict | None, count: int) -> bool:
+def shard_done(out: Path, entry: dict | None, count: int) -> bool:
     if entry is None or entry["count"] < count:
         return False
     path = out / entry["file"]
@@ -445,7 +445,7 @@ def build_dataset(out: str | Path, cfg: DataConfig, model, tokenizer, items: lis
     for first in range(0, n, cfg.shard_size):
         count = min(cfg.shard_size, n - first)
         name = f"shard-{first // cfg.shard_size:05d}.safetensors"
-        if not _shard_done(out, done.get(name), count):
+        if not shard_done(out, done.get(name), count):
             plan.append((name, first, count))
     log(f"drafter data in {out}: {len(index.shards)} shards done, {len(plan)} to make "
         f"({n} prompts of pool '{cfg.pool}', layers {list(layer_ids)}, top-{cfg.top_k} log-probs)")
