@@ -37,10 +37,10 @@ from graftlib.training.drafter_data import (
     SHARED_KEYS,
     DataIndex,
     Sequence,
-    shard_done,
     open_index,
     read_index,
     sampled,
+    shard_done,
     write_index,
     write_shard,
 )
