@@ -108,3 +108,11 @@ def test_progress_bars_over_notebooks_and_cells(tmp_path, monkeypatch, capsys):
     assert "workbook smoke" in err and "2/2" in err and "notebook" in err  # the bar over notebooks
     assert "a_first" in err and "cell" in err and "2/2 [" in err  # papermill's bar over cells
     assert "[    ok] a_first" in out and "[failed] b_second" in out and "ValueError: boom" in out
+
+
+def test_smoke_figures_never_land_in_the_committed_folder(tmp_path):
+    from graftlib.lab.workbook import profile_values
+
+    assert profile_values("smoke", tmp_path)["figures_dir"] == str(tmp_path / "figures")
+    assert profile_values("smoke", tmp_path, {"figures_dir": "x"})["figures_dir"] == "x"
+    assert "figures_dir" not in profile_values("quick", tmp_path)  # the notebooks' default: figures/

@@ -2,7 +2,8 @@
 
 Profiles (parameter overrides applied to every notebook; each notebook's own defaults are the
 cheap interactive ones):
-- `smoke`: CI. Tiny prompt counts and lengths; checks that every notebook runs end to end.
+- `smoke`: CI. Tiny prompt counts and lengths; checks that every notebook runs end to end. Its figures go
+  under the run's `--out` folder (`profile_values`), never over the committed `figures/`.
 - `quick`: the README's main job on the embedded default, a 2-core CPU, about 30 minutes.
 - `full`: paper-scale prompt counts and lengths, meant for GPUs.
 
@@ -137,6 +138,15 @@ def check_params(tasks: str | None = None, budgets: str | None = None, chain_bud
     return out
 
 
+def profile_values(profile: str, out: Path, extra: dict | None = None) -> dict:
+    """The parameter values of a profile's run writing to `out`, `extra` overriding them. The smoke
+    profile draws its figures under `out/figures`, never over the committed ones in `figures/`."""
+    values = dict(PROFILES[profile])
+    if profile == "smoke":
+        values["figures_dir"] = str(Path(out) / "figures")
+    return dict(values, **(extra or {}))
+
+
 def run_workbook(profile: str = "quick", out: str | Path = "results/notebooks", only: list[str] | None = None,
                  extra: dict | None = None, progress: bool = True,
                  drawn_with: Callable[[dict], dict] = figures_manifest.drawn_with) -> list[dict]:
@@ -155,7 +165,7 @@ def run_workbook(profile: str = "quick", out: str | Path = "results/notebooks", 
         books = [b for b in books if b.stem in only]
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    values = dict(PROFILES[profile], **(extra or {}))
+    values = profile_values(profile, out, extra)
     figures = NOTEBOOK_DIR.parent / values.get("figures_dir", FIGURES_DIR)
     used = None
     rows = []
