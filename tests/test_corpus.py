@@ -138,9 +138,11 @@ def test_warm_start_from_a_drafter(tmp_path, data, target):  # noqa: F811
     assert json.loads((second / "training.json").read_text())["config"]["init_drafter"] == str(first)
     # the learning curve's x axis: every evaluation records the blocks and labels seen so far
     points = curve_points(tmp_path / "b" / "metrics.jsonl")
-    assert [p["step"] for p in points] == [2, 4] and not any(p["tokens_estimated"] for p in points)
-    assert 0 < points[0]["blocks_seen"] < points[1]["blocks_seen"] <= 4 * 32
-    assert 0 < points[0]["tokens_seen"] < points[1]["tokens_seen"]
+    assert [p["step"] for p in points] == [0, 2, 4] and not any(p["tokens_estimated"] for p in points)
+    assert 0 == points[0]["blocks_seen"] < points[1]["blocks_seen"] < points[2]["blocks_seen"] <= 4 * 32
+    assert 0 == points[0]["tokens_seen"] < points[1]["tokens_seen"] < points[2]["tokens_seen"]
+    # step 0 of the warm start scores the drafter it started from (the curve's first point)
+    assert points[0]["heldout_loss"] == pytest.approx(json.loads((first / "training.json").read_text())["final_eval"]["heldout_loss"], rel=1e-3)
 
 
 def test_shipped_corpus_is_whole_and_holds_no_evaluation_prompt():

@@ -44,3 +44,13 @@ def test_shipped_artifacts_hold_no_absolute_paths():
     for f in files:
         absolute = [s for s in strings(json.loads(f.read_text())) if s.startswith("/")]
         assert absolute == [], f"{f.relative_to(PROJECT_DIR)} holds absolute paths {absolute}"
+
+
+def test_a_linked_folder_keeps_its_name(tmp_path, monkeypatch):
+    """A folder that is a link to another disk (e.g. `runs`) is named as written, not by its target."""
+    monkeypatch.setenv("GRAFT_HOME", str(tmp_path / "home"))
+    (tmp_path / "home").mkdir()
+    (tmp_path / "disk").mkdir()
+    (tmp_path / "home" / "runs").symlink_to(tmp_path / "disk")
+    assert portable(tmp_path / "home" / "runs" / "x") == "$GRAFT_HOME/runs/x"
+    assert portable(tmp_path / "disk" / "x") == "x"  # outside both roots: the name only

@@ -33,8 +33,9 @@ def portable(path: str | Path) -> str:
     path = Path(path)
     if not path.is_absolute():
         return path.as_posix()
-    full = path.resolve()
-    for root, prefix in ((PROJECT_DIR, ""), (graft_home().resolve(), "$GRAFT_HOME/")):
-        if full.is_relative_to(root):
-            return prefix + full.relative_to(root).as_posix()
+    # as written first (a `runs` link to a larger disk stays `runs/...`), then with links resolved
+    for full in (Path(os.path.abspath(path)), path.resolve()):
+        for root, prefix in ((PROJECT_DIR, ""), (graft_home().resolve(), "$GRAFT_HOME/")):
+            if full.is_relative_to(root):
+                return prefix + full.relative_to(root).as_posix()
     return path.name

@@ -310,6 +310,7 @@ class Trainer(LoopTrainer):
         vocab = target.config.vocab_size
         if cfg.init_drafter:
             self.drafter = warm_drafter(cfg, target, layer_ids).to(self.device)
+            self.warm_start = True
         else:
             d2t = choose_draft_vocab(train, cfg.draft_vocab, vocab) if 0 < cfg.draft_vocab < vocab else None
             self.drafter = make_drafter(cfg, target, layer_ids, d2t).to(self.device)

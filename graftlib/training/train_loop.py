@@ -344,6 +344,7 @@ class LoopTrainer:
         self.gen = torch.Generator().manual_seed(cfg.seed)
         self.weights = torch.tensor([n_anchors(s) for s in train], dtype=torch.float64)
         self.step_no, self.elapsed_s, self.blocks_seen, self.labels_seen = 0, 0.0, 0, 0
+        self.warm_start = False  # a subclass that starts from trained weights sets it: step 0 is then evaluated
 
     def init_optimizer(self) -> None:
         params = [(n, p) for n, p in self.drafter.named_parameters() if p.requires_grad]
@@ -586,7 +587,7 @@ def eval_line(e: dict) -> str:
 
 def run_loop(trainer: LoopTrainer, ckpt: Path, metrics: Path, data_info: dict, log) -> dict:
     """Steps until the budget (minutes of training + evaluation on the trainer's clock, or max_steps);
-    logs, evaluates every
+    logs, evaluates at step 0 of a warm start and every
     `eval_every` steps, checkpoints at each evaluation and every `checkpoint_minutes`, and on Ctrl-C.
     Returns the final evaluation (made at the last step if the last periodic one was earlier)."""
     cfg = trainer.cfg
@@ -601,6 +602,10 @@ def run_loop(trainer: LoopTrainer, ckpt: Path, metrics: Path, data_info: dict, l
             return True
         return cfg.minutes is not None and trainer.elapsed_s >= 60 * cfg.minutes
 
+    if trainer.warm_start and trainer.step_no == 0:  # where a warm start begins: the curve's first point
+        t0 = trainer.now()
+        append_record(metrics, evaluate())
+        trainer.elapsed_s += trainer.now() - t0
     try:
         while not done():
             rec = trainer.step()
