@@ -162,7 +162,7 @@ def plot_learning_curve(runs: dict, title: str, depths: tuple = (1, 2, 4, 8)):
     offline (dashed) chain tau; the top axis of the first panel reads steps (first run's labels per step)."""
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 3, figsize=(14, 3.9))
+    fig, axes = plt.subplots(1, 3, figsize=(14, 4.8))
     styles = ["-", "--", ":", "-."]
     first = None
     for i, (name, metrics) in enumerate(runs.items()):
@@ -183,12 +183,12 @@ def plot_learning_curve(runs: dict, title: str, depths: tuple = (1, 2, 4, 8)):
                      label=f"{name}: offline tau")
     for ax, ylabel in zip(axes, ("held-out loss", "top-1 hit rate vs the target (held-out)", "tau (tokens / round)")):
         ax.set_xlabel("tokens seen (M labels)")
-        ax.set_ylabel(ylabel)
-        legend_outside(ax)
+        ax.set_ylabel(ylabel, fontsize=8)
+        legend_outside(ax, bbox_to_anchor=(0.5, -0.24))
     if first:
         top = axes[0].secondary_xaxis("top", functions=(lambda m: m * first, lambda s: s / first))
         top.set_xlabel("steps", fontsize=8)
-    fig.suptitle(title, fontsize=8)
+    fig.suptitle(wrap_title(title, width=190), fontsize=8)
     fig.tight_layout()
     return fig
 
