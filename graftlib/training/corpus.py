@@ -41,6 +41,7 @@ from graftlib.training.drafter_data import (
     read_index,
     sampled,
     shard_done,
+    token_tensors,
     write_index,
     write_shard,
 )
@@ -83,9 +84,7 @@ def export(data_dir: str | Path, corpus: str | Path, log=print) -> dict:
         if prev is not None and prev["count"] >= entry["count"] and tokens_path(corpus, entry["file"]).is_file():
             continue
         seqs = read_shard(data_dir / entry["file"], entry.get("uids"))
-        tensors = {"tokens": torch.cat([s.tokens for s in seqs]).to(torch.int32),
-                   "lengths": torch.tensor([len(s.tokens) for s in seqs], dtype=torch.int64),
-                   "prompt_lens": torch.tensor([s.prompt_len for s in seqs], dtype=torch.int64)}
+        tensors = token_tensors(seqs)
         path = tokens_path(corpus, entry["file"])
         tmp = path.with_name(path.name + ".partial")
         save_file(tensors, tmp, metadata={"format": "pt"})

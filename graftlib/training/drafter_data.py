@@ -261,13 +261,16 @@ def features_path(shard: Path) -> Path:
     return shard.with_name(shard.name.removesuffix(".safetensors") + ".features.npy")
 
 
+def token_tensors(seqs: list[Sequence]) -> dict[str, torch.Tensor]:
+    """A shard's tokens, lengths and prompt lengths (what a shard and a corpus shard both store)."""
+    return {"tokens": torch.cat([s.tokens for s in seqs]).to(torch.int32),
+            "lengths": torch.tensor([len(s.tokens) for s in seqs], dtype=torch.int64),
+            "prompt_lens": torch.tensor([s.prompt_len for s in seqs], dtype=torch.int64)}
+
+
 def write_shard(path: Path, seqs: list[Sequence]) -> int:
     """Write one shard (features first, then the tensors file that marks it present); returns bytes."""
-    tensors = {
-        "tokens": torch.cat([s.tokens for s in seqs]).to(torch.int32),
-        "lengths": torch.tensor([len(s.tokens) for s in seqs], dtype=torch.int64),
-        "prompt_lens": torch.tensor([s.prompt_len for s in seqs], dtype=torch.int64),
-    }
+    tensors = token_tensors(seqs)
     if seqs[0].topk_ids is not None:
         tensors["topk_ids"] = torch.cat([s.topk_ids for s in seqs]).to(torch.int32).contiguous()
         tensors["topk_logp"] = torch.cat([s.topk_logp for s in seqs]).to(torch.float16).contiguous()
