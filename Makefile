@@ -166,7 +166,7 @@ drafter-gpu-remote: gpu-site
 		GPU_PROMPTS="--prompts .gpu-carry/4/prompts.jsonl.gz"
 
 test: data  ## unit tests + exactness on tiny models and on the embedded model
-	$(BIN)/python -m pytest -q --durations=25
+	$(BIN)/python -m pytest -q -n 2 --dist worksteal --durations=25
 
 lint:
 	$(BIN)/ruff check graftlib tests

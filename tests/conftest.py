@@ -1,9 +1,34 @@
-"""Shared fixtures: the embedded target pair is loaded once per test session."""
+"""Shared fixtures: the embedded target pair is loaded once per test process.
+
+`make test` runs the suite on two pytest-xdist workers (`-n 2 --dist worksteal`). Each worker then
+gets its share of the cores as torch threads, and OMP_NUM_THREADS tells the processes a test starts
+(papermill kernels, torchrun, `graft` subprocesses) the same, so the box is never oversubscribed:
+OpenMP spin-waits on more threads than cores cost tens of times the work. The slow tests are put
+first, longest first (`@pytest.mark.slow(seconds=...)`, a rough CI time), so the worker that takes
+the longest one is not left with it at the end while the other worker idles.
+"""
+
+import os
+
+WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+THREADS = max(1, min(2, (os.cpu_count() or 2) // WORKERS))
+if WORKERS > 1:
+    os.environ["OMP_NUM_THREADS"] = str(THREADS)
 
 import pytest
 import torch
 
-torch.set_num_threads(2)
+torch.set_num_threads(THREADS)
+
+
+def pytest_collection_modifyitems(items):
+    """Slow tests (`@pytest.mark.slow`) first, longest `seconds` first; the rest in file order."""
+
+    def key(item):
+        slow = item.get_closest_marker("slow")
+        return (slow is None, -(slow.kwargs.get("seconds", 0) if slow else 0))
+
+    items.sort(key=key)
 
 
 @pytest.fixture(scope="session")

@@ -14,6 +14,7 @@ from graftlib.core.builders import Candidates, HeapTreeBuilder
 from graftlib.core.errors import GraftError
 from graftlib.core.paths import portable
 from graftlib.methods.caddtree import CaDDTree
+from graftlib.methods.cost_profile import from_saba
 from graftlib.methods.decoder import Decoder
 from graftlib.methods.saba import (
     DEFAULT_PATH,
@@ -38,7 +39,14 @@ from graftlib.methods.saba import (
     round_costs,
     utility,
 )
-from graftlib.training.saba_fit import fit_cost, fit_cost_table, fit_gain, fit_gain_table
+from graftlib.training.saba_fit import (
+    INTERCEPT_FLOOR,
+    fit_cost,
+    fit_cost_table,
+    fit_gain,
+    fit_gain_table,
+    nonneg_lstsq,
+)
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -253,6 +261,24 @@ def test_fit_cost_shared_prefix_term():
     alone, ar_alone, _ = fit_cost(b, p, y, shared_prefix=False)
     assert len(alone) == 4 and ar_alone[1] == pytest.approx(c[4], rel=0.05)
     assert cost(np.array([1.0, 4.0]), 200, got) == pytest.approx([round_cost(1, 200, got), round_cost(4, 200, got)])
+
+
+def test_fit_cost_keeps_the_intercepts_positive():
+    """Timings at a few short prefixes that a pure prefix slope explains (true a0 = c0 = 0, as the
+    tiny pair's noisy CPU steps can look): the fit keeps c0, a0 at INTERCEPT_FLOOR of the fastest
+    step instead of 0, so the profile made from it loads (CI once failed on exactly this), and the
+    slopes stay close to the truth."""
+    b = np.repeat([0, 1, 2, 4, 8], 6).astype(float)
+    p = np.tile([40, 60, 80, 100, 120, 140], 5).astype(float)
+    y = 2e-5 * p + 1e-4 * b
+    got, c_ar, _ = fit_cost(b, p, y)
+    assert got[0] == pytest.approx(INTERCEPT_FLOOR * y[b > 0].min())
+    assert c_ar[0] == pytest.approx(INTERCEPT_FLOOR * y[b == 0].min()) and c_ar[0] > 0
+    assert got[4] == pytest.approx(2e-5, rel=0.05) and got[1] == pytest.approx(1e-4, rel=0.1)
+    params = SabaParams(c=got, c_ar=c_ar, c_draft=0.0)
+    assert from_saba(params, name="tiny").c_ar[0] > 0
+    x = np.stack([np.ones_like(b), b], axis=1)
+    assert nonneg_lstsq(x, x @ np.array([0.3, 0.0]), lower=np.array([0.5, 0.0])) == pytest.approx([0.5, 0.0])
 
 
 def test_cost_table_captures_a_kernel_step(tmp_path):

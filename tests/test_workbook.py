@@ -69,7 +69,7 @@ needs_data = pytest.mark.skipif(not all(data.cache_status().values()),
 
 
 @needs_data
-@pytest.mark.slow
+@pytest.mark.slow(seconds=400)
 def test_smoke_profile_runs_every_notebook(tmp_path):
     figs = tmp_path / "figures"
     rows = run_workbook("smoke", tmp_path / "out", extra={"results_dir": str(tmp_path / "results"),

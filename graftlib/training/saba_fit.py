@@ -20,10 +20,16 @@ import torch
 from graftlib.core.errors import require
 from graftlib.methods.saba import cost
 
+INTERCEPT_FLOOR = 0.01  # c0, a0 >= this share of the fastest measured round / AR step (`fit_cost`)
 
-def nonneg_lstsq(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """argmin ||x c - y|| subject to c >= 0, exactly, by least squares over every subset of free
-    columns (x has a handful of columns: 2^k - 1 small solves)."""
+
+def nonneg_lstsq(x: np.ndarray, y: np.ndarray, lower: np.ndarray | None = None) -> np.ndarray:
+    """argmin ||x c - y|| subject to c >= lower (default 0), exactly, by least squares over every
+    subset of free columns (x has a handful of columns: 2^k - 1 small solves); a lower bound is
+    the substitution c = lower + c', c' >= 0."""
+    if lower is not None:
+        lower = np.asarray(lower, dtype=float)
+        return lower + nonneg_lstsq(x, y - x @ lower)
     k = x.shape[1]
     best, best_sse = np.zeros(k), float(y @ y)
     for mask in range(1, 2 ** k):
@@ -49,7 +55,10 @@ def fit_cost(budgets, prefix_lens, latency_s, concave: bool = True,
     3 entries (the paper's), 4 (c3) or 5 (c3, c4; c3 = 0 when not `concave`).
     A negative coefficient fitted on noisy timings over short validation prefixes would make a
     node cheaper the longer the prefix (for P > -c1/c2 the model then prefers the largest tree),
-    so all are constrained to >= 0 (`nonneg_lstsq`): C_t stays increasing in B and P."""
+    so all are constrained to >= 0 (`nonneg_lstsq`): C_t stays increasing in B and P. The
+    intercepts c0 and a0 are held at >= INTERCEPT_FLOOR of the fastest such measured step: no
+    forward is free, and a zero intercept (the prefix slope absorbing it on timings at a few short
+    prefixes) would price a round at prefix 0 at nothing (`CostProfile` refuses it)."""
     b = np.asarray(budgets, dtype=float)
     p = np.asarray(prefix_lens, dtype=float)
     y = np.asarray(latency_s, dtype=float)
@@ -65,7 +74,11 @@ def fit_cost(budgets, prefix_lens, latency_s, concave: bool = True,
     if ar.any():
         cols += [ar] if shared_prefix else [ar, ar * p]
     x = np.stack(cols, axis=1)
-    coef = nonneg_lstsq(x, y)
+    lower = np.zeros(x.shape[1])
+    lower[0] = INTERCEPT_FLOOR * float(y[b > 0].min())
+    if ar.any():
+        lower[n_c] = INTERCEPT_FLOOR * float(y[b == 0].min())
+    coef = nonneg_lstsq(x, y, np.maximum(lower, 0.0))
     resid = y - x @ coef
     r2 = 1.0 - float(resid @ resid) / max(float(((y - y.mean()) ** 2).sum()), 1e-30)
     c = coef[:n_c].tolist()
