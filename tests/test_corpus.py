@@ -145,18 +145,17 @@ def test_warm_start_from_a_drafter(tmp_path, data, target):  # noqa: F811
     assert points[0]["heldout_loss"] == pytest.approx(json.loads((first / "training.json").read_text())["final_eval"]["heldout_loss"], rel=1e-3)
 
 
-def test_shipped_corpus_is_whole_and_holds_no_evaluation_prompt():
-    """The committed corpus: every shard's tokens present and consistent with its entry, and no uid of
+@pytest.mark.parametrize("corpus", corpus_mod.shipped_corpora(), ids=lambda p: p.name)
+def test_shipped_corpus_is_whole_and_holds_no_evaluation_prompt(corpus):
+    """Each committed corpus: every shard's tokens present and consistent with its entry, and no uid of
     an evaluation prompt (or of SABA's validation split) among its responses."""
     from graftlib.data.prompts import SHIPPED_TASKS, load_items
 
-    if not corpus_mod.SHIPPED_CORPUS.is_dir():
-        pytest.skip("no corpus shipped")
-    c = corpus_mod.read_corpus(corpus_mod.SHIPPED_CORPUS)
+    c = corpus_mod.read_corpus(corpus)
     assert c["target"] == "smollm2-135m" and c["shards"]
     uids = []
     for entry in c["shards"]:
-        seqs = corpus_mod.corpus_sequences(corpus_mod.SHIPPED_CORPUS, entry)
+        seqs = corpus_mod.corpus_sequences(corpus, entry)
         assert len(seqs) == entry["n_seqs"] == len(entry["uids"])
         assert sum(s.response_len for s in seqs) == entry["response_tokens"]
         assert sum(s.prompt_len for s in seqs) == entry["prompt_tokens"]
@@ -166,3 +165,16 @@ def test_shipped_corpus_is_whole_and_holds_no_evaluation_prompt():
     held = {i.uid for t in SHIPPED_TASKS if t != "mt-bench" for split in ("eval", "val") for i in load_items(t, split)}
     held |= {i.uid for i in load_items("mt-bench", "eval")}
     assert not held & set(uids)
+
+
+def test_overlapping_data_directories_load_each_response_once(tmp_path, data):
+    """Two data directories that answered some of the same prompts (the `drafter` and `tdes` pools
+    share task items, and so do the shipped corpora): each uid is loaded once, from the first."""
+    import shutil
+
+    from graftlib.training.train_loop import load_data
+
+    shutil.copytree(data, tmp_path / "again")
+    _, once = load_dataset(data)
+    indexes, seqs = load_data([data, tmp_path / "again"], LAYERS)
+    assert len(indexes) == 2 and [s.uid for s in seqs] == [s.uid for s in once]

@@ -4,7 +4,7 @@ Generating the target's responses is the expensive part of drafter data: one dec
 (~150 tokens/s on a 2-core CPU at batch 128). The features and top-k log-probs are a function of the
 tokens: one causal forward over prompt + response gives both. A corpus keeps the tokens only (4 bytes
 a token, against ~3.5 kB with the fp16 features of three layers and top-16 log-probs), so it can be
-committed (`graftlib/assets/corpus/<target>`) and carried to a fresh machine, where `featurize` turns
+committed (`graftlib/assets/corpus/<target>[-<pool>]`, one corpus per pool's settings) and carried to a fresh machine, where `featurize` turns
 it back into a data directory of `graftlib.training.drafter_data`'s format, for any stored layers and
 top-k.
 
@@ -48,7 +48,12 @@ from graftlib.training.drafter_data import (
 
 FORMAT = "corpus-1"
 INDEX = "index.json"
-SHIPPED_CORPUS = ASSETS_DIR / "corpus" / "smollm2-135m"
+SHIPPED_CORPUS = ASSETS_DIR / "corpus" / "smollm2-135m"  # the `drafter` pool's; others sit beside it
+
+
+def shipped_corpora() -> list[Path]:
+    """Every committed corpus (`graftlib/assets/corpus/*/index.json`), one per pool and target."""
+    return sorted(p.parent for p in (ASSETS_DIR / "corpus").glob(f"*/{INDEX}"))
 ENTRY_DROP = ("bytes", "featurize_s", "top1_match")  # per-shard fields of a data index a corpus does not keep
 
 

@@ -218,8 +218,11 @@ def anchor_rows(seqs: list[Sequence], anchors: list[list[int]], spare: int) -> A
 
 
 def load_data(data_dirs: list[str | Path], layer_ids: list[int] | None) -> tuple[list, list[Sequence]]:
-    """The sequences of one or more `graft drafter-data` directories (same target and layers)."""
-    indexes, seqs = [], []
+    """The sequences of one or more `graft drafter-data` directories (same target and layers), each uid
+    once: pools overlap (the `drafter` pool holds task items that the `tdes` pool holds too), and a
+    response answered in two directories is kept from the first that has it, so that it is neither
+    seen twice in training nor counted twice in the held-out set."""
+    indexes, seqs, uids = [], [], set()
     for d in data_dirs:
         index, part = load_dataset(d, layer_ids)
         if indexes:
@@ -228,7 +231,8 @@ def load_data(data_dirs: list[str | Path], layer_ids: list[int] | None) -> tuple
                     f"drafter data {d} ({index.target}, layers {index.target_layer_ids}) does not match "
                     f"{data_dirs[0]} ({first.target}, layers {first.target_layer_ids})")
         indexes.append(index)
-        seqs.extend(part)
+        seqs.extend(s for s in part if s.uid not in uids)
+        uids.update(s.uid for s in part)
     return indexes, seqs
 
 
