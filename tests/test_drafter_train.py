@@ -78,6 +78,31 @@ def test_generation_matches_full_forward_and_ar(target):
     assert 0 < stops < len(prompts)  # both stop rules, and finished rows pruned mid-batch
 
 
+def test_continuous_batching_refills_rows_and_resizes_the_cache(target, monkeypatch):
+    """Fourteen prompts through two rows, long and short mixed: finished rows are refilled, the cache
+    grows at the front for a wider prompt and drops dead leading columns (both seen), and every
+    sequence still equals its AR decode, its features a full forward's, its top-k the target's."""
+    from graftlib.core.kvcache import BufferedLayer
+
+    shifts = []
+    real = BufferedLayer.shift_front
+    monkeypatch.setattr(BufferedLayer, "shift_front", lambda self, d: (shifts.append(d), real(self, d))[1])
+    monkeypatch.setattr(drafter_data, "COMPACT_MIN", 8)
+    prompts = prompts_of([2, 3, 2, 3, 2, 3, 2, 3, 40, 2, 3, 2, 45, 50], seed=81)
+    seqs = generate_sequences(target, prompts, LAYERS, 24, [EOS], batch_size=2, feature_dtype=torch.float32,
+                              top_k=4)
+    assert any(d > 0 for d in shifts) and any(d < 0 for d in shifts), shifts
+    ar = Decoder.for_method(target, None, "ar", eos_ids=[EOS])
+    for p, s in zip(prompts, seqs):
+        assert s.tokens[:len(p)].tolist() == p and s.tokens[len(p):].tolist() == ar.decode(p, 24).tokens
+        with torch.inference_mode():
+            out = target(s.tokens[None], output_hidden_states=True)
+        full = torch.cat([out.hidden_states[i + 1] for i in LAYERS], -1)[0, :-1]
+        assert torch.allclose(s.features, full, atol=1e-4), (s.features - full).abs().max()
+        want = torch.log_softmax(out.logits[0, len(p) - 1:-1].float(), -1).topk(4, dim=-1)
+        assert torch.equal(s.topk_ids.long(), want.indices)
+
+
 def test_shards_are_resumable(tmp_path, target, monkeypatch):
     tok = tiny_tokenizer()
     calls = []

@@ -84,6 +84,36 @@ class BufferedLayer(DynamicLayer):
             self.kbuf, self.vbuf, self.kv = self.kbuf[indices], self.vbuf[indices], None  # separate from now on
             self._views()
 
+    def write_rows(self, rows: torch.Tensor, keys: torch.Tensor, values: torch.Tensor) -> None:
+        """Overwrite batch rows `rows` at the last n = keys.shape[-2] filled positions with `keys` /
+        `values` [len(rows), h, n, d] (batched generation refills a finished row with a new prompt's
+        prefill, right-aligned to the cache's end; the caller masks the row's positions before it)."""
+        n = keys.shape[-2]
+        if n > self.length:
+            raise ValueError(f"BufferedLayer.write_rows: {n} positions into a cache of {self.length}")
+        self.kbuf[rows, :, self.length - n:self.length] = keys
+        self.vbuf[rows, :, self.length - n:self.length] = values
+
+    def shift_front(self, delta: int) -> None:
+        """Insert `delta` > 0 zero positions at the front (every row), or drop -`delta` from it: batched
+        generation keeps the cache as wide as its oldest live row and no wider."""
+        if not self.is_initialized or delta == 0:
+            return
+        if delta > 0:
+            if self.length + delta > self.capacity:
+                self._grow(self.length + delta)
+            self.kbuf[:, :, delta:self.length + delta] = self.kbuf[:, :, :self.length].clone()
+            self.vbuf[:, :, delta:self.length + delta] = self.vbuf[:, :, :self.length].clone()
+            self.kbuf[:, :, :delta] = 0
+            self.vbuf[:, :, :delta] = 0
+        else:
+            cut = min(-delta, self.length)
+            self.kbuf[:, :, :self.length - cut] = self.kbuf[:, :, cut:self.length].clone()
+            self.vbuf[:, :, :self.length - cut] = self.vbuf[:, :, cut:self.length].clone()
+            delta = -cut
+        self.length += delta
+        self._views()
+
     def reset(self) -> None:
         self.length = 0
         if self.is_initialized:

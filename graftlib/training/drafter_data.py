@@ -17,13 +17,19 @@ Greedy by default; `sample_share` of the prompts (chosen by a hash of their uid,
 set grows) get a response sampled at `sample_temperature` from one seeded generator per shard (the
 sampling issue wants T > 0 text too). Their top-k rows are still the T = 1 distribution.
 
-How it is made. `generate_batch` runs batched decoding on the HF decoder body itself: left padding
-with a 2D attention mask and per-row position ids, the buffered KV cache of `graftlib.core.kvcache`, the
-LM head on the last position only. The prefill yields the prompt's features, each step the fed
-token's features, written into one preallocated [b, width + max_new, F] buffer (no per-token
-tensors), so features cost no second pass. Finished rows are dropped from the batch (their cache
-rows too) once a quarter of the batch has finished. Prompts are sorted by length inside a shard so a
-batch pads little. One host sync per step (the next tokens).
+How it is made. `generate_sequences` decodes on the HF decoder body itself by continuous batching:
+`batch_size` rows decode together with a 2D attention mask, per-row position ids and the buffered KV
+cache of `graftlib.core.kvcache`, the LM head on the last position only. When a row's sequence
+finishes (EOS or the cap), the row is free; once an eighth of the batch is free, the next prompts
+(length-sorted, so they pad little) are prefilled together on their own, and each one's K/V is written
+into a free row right-aligned to the cache's end, the row's columns before it masked out
+(`BufferedLayer.write_rows`; positions are the row's own, so RoPE'd keys are valid in any column).
+The cache grows at the front when a new prompt is wider than it (`shift_front`), and every 16 steps
+drops the leading columns that no live row reaches. So the batch stays full until the prompts run
+out, instead of emptying towards its longest response; then finished rows leave it (their cache
+rows too) once a quarter has finished. The prefill yields the prompt's features, each step the fed
+token's features, written into preallocated per-sequence buffers, so features cost no second pass.
+One host sync per step (which rows finished).
 
 On disk (`out/`): `index.json` (the settings every shard shares, and one entry per finished shard),
 and per shard `shard-NNNNN.safetensors` (`tokens` int32 [sum len], `lengths`, `prompt_lens` int64
@@ -49,7 +55,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from graftlib.core.errors import GraftError, require
-from graftlib.core.kvcache import target_cache
+from graftlib.core.kvcache import BufferedLayer, target_cache
 from graftlib.core.records import read_json_index, write_json_atomic
 
 INDEX = "index.json"
@@ -145,113 +151,151 @@ def sampled(uid: str, share: float) -> bool:
     return share > 0 and int(hashlib.sha256(f"sample/{uid}".encode()).hexdigest()[:8], 16) < share * 2 ** 32
 
 
-def _keep_rows(cache, rows: torch.Tensor) -> None:
-    """Drop finished rows from the cache (HF layers and `graftlib.core.kvcache.BufferedLayer` alike)."""
-    for layer in cache.layers:
-        layer.batch_select_indices(rows)
+REFILL_SHARE = 8  # a batch of R rows is refilled once R // 8 of them (at least one) have finished
+COMPACT_EVERY, COMPACT_MIN = 16, 64  # every 16 steps, drop the cache's leading columns when >= 64 are no live row's
+SHRINK_SHARE = 4  # with no prompt left to admit, finished rows leave the batch once a quarter has finished
+
+
+def _prefill(model, prompts: list[list[int]], layer_ids: list[int], feature_dtype: torch.dtype, capacity: int):
+    """One left-padded prefill of `prompts`: (its cache, its 2D mask [m, w], the last position's hidden
+    state [m, H], each prompt's features [len(p), F])."""
+    device = model.device
+    w = max(len(p) for p in prompts)
+    ids = torch.zeros(len(prompts), w, dtype=torch.long, device=device)
+    mask = torch.zeros_like(ids)
+    for i, p in enumerate(prompts):
+        ids[i, w - len(p):] = torch.tensor(p, device=device)
+        mask[i, w - len(p):] = 1
+    cache = target_cache(model.config, capacity)
+    require(all(isinstance(layer, BufferedLayer) for layer in cache.layers),
+            f"drafter data: {type(model.config).__name__} has sliding-window layers, which batched generation "
+            "with refilled rows does not support (a full-attention target is needed)")
+    out = model.model(input_ids=ids, attention_mask=mask, position_ids=(mask.cumsum(-1) - 1).clamp(min=0),
+                      cache=cache, use_cache=True, output_hidden_states=True)
+    feats = torch.cat([out.hidden_states[i + 1] for i in layer_ids], dim=-1).to(feature_dtype)
+    return cache, mask, out.last_hidden_state[:, -1], [feats[i, w - len(p):] for i, p in enumerate(prompts)]
 
 
 @torch.inference_mode()
-def generate_batch(model, prompts: list[list[int]], layer_ids: list[int], max_new_tokens: int,
-                   eos: list[int], feature_dtype: torch.dtype = torch.float16, top_k: int = 0,
-                   temperatures: list[float] | None = None, generator: torch.Generator | None = None
-                   ) -> list[Sequence]:
-    """Responses for `prompts` in one left-padded batch, features (and top-k log-probs) captured
-    while decoding. `temperatures[i]` = 0 (default) decodes row i greedily, > 0 samples it."""
-    require(max_new_tokens >= 1, f"max_response_tokens must be >= 1, got {max_new_tokens}")
-    require(all(len(p) > 0 for p in prompts), "empty prompt: nothing to condition on")
-    device = model.device
-    b = len(prompts)
-    lens = torch.tensor([len(p) for p in prompts])
-    width = int(lens.max())
-    temps = torch.tensor(temperatures or [0.0] * b, dtype=torch.float32, device=device)
-    any_sampled = any(t > 0 for t in (temperatures or []))  # decided once: no per-step host sync for it
-    ids = torch.zeros(b, width, dtype=torch.long, device=device)
-    pad_mask = torch.zeros(b, width, dtype=torch.long, device=device)
-    for i, p in enumerate(prompts):
-        ids[i, width - len(p):] = torch.tensor(p, device=device)
-        pad_mask[i, width - len(p):] = 1
-    positions = (pad_mask.cumsum(-1) - 1).clamp(min=0)
-    cache = target_cache(model.config, width + max_new_tokens)
-    out = model.model(input_ids=ids, attention_mask=pad_mask, position_ids=positions, cache=cache,
-                      use_cache=True, output_hidden_states=True)
-    n_feat = len(layer_ids) * model.config.hidden_size
-    # Features and tokens by (sequence, padded column); column width + j holds response step j.
-    feats = torch.zeros(b, width + max_new_tokens, n_feat, dtype=feature_dtype, device=device)
-    feats[:, :width] = torch.cat([out.hidden_states[i + 1] for i in layer_ids], dim=-1).to(feature_dtype)
-    toks = torch.cat([ids, ids.new_zeros(b, max_new_tokens)], dim=1)
-    k = min(top_k, model.config.vocab_size)
-    top_ids = torch.zeros(b, max_new_tokens, k, dtype=torch.int32, device=device)
-    top_logp = torch.zeros(b, max_new_tokens, k, dtype=torch.float16, device=device)
-    eos_t = torch.tensor(eos or [-1], device=device)
-    lens_d = lens.to(device)
-    rows = torch.arange(b, device=device)  # batch row -> sequence index
-    n_resp = torch.zeros(b, dtype=torch.long, device=device)  # response tokens so far, by sequence
-    alive = torch.ones(b, dtype=torch.bool, device=device)  # by sequence
-    last = out.last_hidden_state[:, -1]
-    for step in range(max_new_tokens):
-        logits = model.lm_head(last).float()  # [rows, V]
-        nxt = logits.argmax(-1)
-        if any_sampled:
-            t = temps[rows]
-            probs = torch.softmax(logits / t.clamp(min=1e-6)[:, None], -1)
-            draw = torch.multinomial(probs, 1, generator=generator)[:, 0]
-            nxt = torch.where(t > 0, draw, nxt)
-        live = alive[rows]
-        live_rows = rows[live]
-        if k:
-            logp = torch.log_softmax(logits, -1).topk(k, dim=-1)
-            top_ids[live_rows, step] = logp.indices[live].to(torch.int32)
-            top_logp[live_rows, step] = logp.values[live].to(torch.float16)
-        toks[live_rows, width + step] = nxt[live]
-        n_resp[live_rows] += 1
-        alive[rows] = live & ~torch.isin(nxt, eos_t) & (n_resp[rows] < max_new_tokens)
-        live = alive[rows]
-        n_live = int(live.sum())  # the step's one host sync
-        if n_live == 0:
-            break
-        if len(rows) - n_live >= max(1, len(rows) // 4):
-            keep = live.nonzero()[:, 0]
-            _keep_rows(cache, keep)
-            pad_mask, rows, nxt = pad_mask[keep], rows[keep], nxt[keep]
-        step_pos = (lens_d[rows] + step)[:, None]
-        pad_mask = torch.cat([pad_mask, pad_mask.new_ones(len(rows), 1)], dim=1)
-        out = model.model(input_ids=nxt[:, None], attention_mask=pad_mask, position_ids=step_pos, cache=cache,
-                          use_cache=True, output_hidden_states=True)
-        feats[rows, width + step] = torch.cat([out.hidden_states[i + 1] for i in layer_ids], dim=-1)[:, 0].to(
-            feature_dtype)
-        last = out.last_hidden_state[:, -1]
-    seqs = []
-    n_resp = n_resp.tolist()
-    for s, p in enumerate(prompts):
-        n, r = len(p), n_resp[s]
-        cols = torch.cat([torch.arange(width - n, width), torch.arange(width, width + r)]).to(device)
-        tok = toks[s, cols].cpu()
-        seqs.append(Sequence(tok, n, feats[s, cols[:-1]].cpu(),
-                             topk_ids=top_ids[s, :r].cpu() if k else None,
-                             topk_logp=top_logp[s, :r].cpu() if k else None))
-    return seqs
-
-
 def generate_sequences(model, prompts: list[list[int]], layer_ids: list[int], max_new_tokens: int,
                        eos: list[int], batch_size: int, progress=None,
                        feature_dtype: torch.dtype = torch.float16, top_k: int = 0,
                        temperatures: list[float] | None = None, generator: torch.Generator | None = None
                        ) -> list[Sequence]:
-    """`generate_batch` over length-sorted batches; results in the order of `prompts`."""
+    """Responses for `prompts` (in their order), features and top-k log-probs captured while decoding,
+    by continuous batching (module doc). `temperatures[i]` = 0 (default) decodes prompt i greedily,
+    > 0 samples it; `progress(n, tokens)` is called as sequences finish."""
     require(batch_size >= 1, f"batch_size must be >= 1, got {batch_size}")
-    temps = temperatures or [0.0] * len(prompts)
-    order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))
-    out: list[Sequence | None] = [None] * len(prompts)
-    for k in range(0, len(order), batch_size):
-        idx = order[k:k + batch_size]
-        batch = generate_batch(model, [prompts[i] for i in idx], layer_ids, max_new_tokens, eos, feature_dtype,
-                               top_k, [temps[i] for i in idx], generator)
-        for i, seq in zip(idx, batch):
-            out[i] = seq
-        if progress is not None:
-            progress(len(idx), sum(out[i].response_len for i in idx))
-    return out
+    require(max_new_tokens >= 1, f"max_response_tokens must be >= 1, got {max_new_tokens}")
+    require(all(len(p) > 0 for p in prompts), "empty prompt: nothing to condition on")
+    if not prompts:
+        return []
+    device, n = model.device, len(prompts)
+    temps = torch.tensor(temperatures or [0.0] * n, dtype=torch.float32, device=device)
+    any_sampled = any(t > 0 for t in (temperatures or []))  # decided once: no per-step host sync for it
+    n_feat = len(layer_ids) * model.config.hidden_size
+    k = min(top_k, model.config.vocab_size)
+    # by sequence: response token j, the features of its position (j < r - 1 are kept), its top-k row
+    resp = torch.zeros(n, max_new_tokens, dtype=torch.long, device=device)
+    resp_feat = torch.zeros(n, max_new_tokens, n_feat, dtype=feature_dtype, device=device)
+    top_ids = torch.zeros(n, max_new_tokens, k, dtype=torch.int32, device=device)
+    top_logp = torch.zeros(n, max_new_tokens, k, dtype=torch.float16, device=device)
+    n_resp = torch.zeros(n, dtype=torch.long, device=device)
+    prompt_feat: list[torch.Tensor | None] = [None] * n
+    eos_t = torch.tensor(eos or [-1], device=device)
+    queue = sorted(range(n), key=lambda i: len(prompts[i]))  # prompts of similar length are admitted together
+
+    first, queue = queue[:batch_size], queue[batch_size:]
+    cache, mask, last, feats = _prefill(model, [prompts[i] for i in first], layer_ids, feature_dtype,
+                                        max(len(prompts[i]) for i in first) + max_new_tokens)
+    for i, f in zip(first, feats):
+        prompt_feat[i] = f
+    slot = list(first)  # batch row -> sequence (-1: finished, free for the next prompt); host side
+    fed = [0] * len(slot)  # response tokens the row's sequence has fed to the cache
+    slot_t = torch.tensor(slot, device=device)
+    pos = torch.tensor([len(prompts[i]) for i in first], device=device)  # position of the row's next fed token
+    for step in range(n * max_new_tokens + 1):
+        free = [r for r, s in enumerate(slot) if s < 0]
+        if queue and free and (len(free) >= max(1, len(slot) // REFILL_SHARE) or len(free) == len(slot)):
+            take, queue = queue[:len(free)], queue[len(free):]
+            rows = free[:len(take)]
+            sub, sub_mask, sub_last, feats = _prefill(model, [prompts[i] for i in take], layer_ids, feature_dtype,
+                                                      max(len(prompts[i]) for i in take))
+            width = sub_mask.shape[1] - mask.shape[1]
+            if width > 0:  # the new prompts are longer than the cache: it grows at the front
+                for layer in cache.layers:
+                    layer.shift_front(width)
+                mask = torch.cat([mask.new_zeros(len(slot), width), mask], dim=1)
+            idx = torch.tensor(rows, device=device)
+            for layer, new in zip(cache.layers, sub.layers):
+                layer.write_rows(idx, new.keys, new.values)
+            mask[idx] = 0
+            mask[idx, mask.shape[1] - sub_mask.shape[1]:] = sub_mask
+            last = last.clone()
+            last[idx] = sub_last
+            for r, i, f in zip(rows, take, feats):
+                slot[r], fed[r], prompt_feat[i] = i, 0, f
+            slot_t = torch.tensor(slot, device=device)
+            pos[idx] = torch.tensor([len(prompts[i]) for i in take], device=device)
+        # next tokens of every row ([rows, V] logits); rows of finished sequences compute and drop theirs
+        logits = model.lm_head(last).float()
+        nxt = logits.argmax(-1)
+        seq_of_row = slot_t.clamp(min=0)
+        if any_sampled:
+            t = torch.where(slot_t >= 0, temps[seq_of_row], 0.0)
+            probs = torch.softmax(logits / t.clamp(min=1e-6)[:, None], -1)
+            draw = torch.multinomial(probs, 1, generator=generator)[:, 0]
+            nxt = torch.where(t > 0, draw, nxt)
+        live = slot_t >= 0
+        seq, j = slot_t[live], n_resp[slot_t[live]]
+        resp[seq, j] = nxt[live]
+        if k:
+            logp = torch.log_softmax(logits[live], -1).topk(k, dim=-1)
+            top_ids[seq, j] = logp.indices.to(torch.int32)
+            top_logp[seq, j] = logp.values.to(torch.float16)
+        n_resp[seq] += 1
+        done = live & (torch.isin(nxt, eos_t) | (n_resp[seq_of_row] >= max_new_tokens))
+        finished = done.nonzero()[:, 0].tolist()  # the step's one host sync
+        for r in finished:
+            if progress is not None:
+                progress(1, fed[r] + 1)
+            slot[r] = -1
+        if finished:
+            slot_t = torch.tensor(slot, device=device)
+        if all(s < 0 for s in slot) and not queue:
+            break
+        n_free = sum(s < 0 for s in slot)
+        if not queue and n_free >= max(1, len(slot) // SHRINK_SHARE):  # the tail: finished rows leave the batch
+            keep = [r for r, s in enumerate(slot) if s >= 0]
+            idx = torch.tensor(keep, device=device)
+            for layer in cache.layers:
+                layer.batch_select_indices(idx)
+            mask, pos, nxt, slot, fed = mask[idx], pos[idx], nxt[idx], [slot[r] for r in keep], [fed[r] for r in keep]
+            slot_t = torch.tensor(slot, device=device)
+        # feed the tokens: [rows, 1] at each row's own position, the cache one column wider
+        mask = torch.cat([mask, mask.new_ones(len(slot), 1)], dim=1)
+        out = model.model(input_ids=nxt[:, None], attention_mask=mask, position_ids=pos[:, None], cache=cache,
+                          use_cache=True, output_hidden_states=True)
+        live = slot_t >= 0
+        seq = slot_t[live]
+        resp_feat[seq, n_resp[seq] - 1] = torch.cat([out.hidden_states[i + 1] for i in layer_ids],
+                                                    dim=-1)[live, 0].to(feature_dtype)
+        last = out.last_hidden_state[:, -1]
+        pos += 1
+        fed = [f + 1 for f in fed]
+        if step % COMPACT_EVERY == COMPACT_EVERY - 1:  # columns before every live row's prompt: dropped
+            span = max((len(prompts[s]) + f for s, f in zip(slot, fed) if s >= 0), default=0)
+            cut = mask.shape[1] - span
+            if cut >= COMPACT_MIN:
+                for layer in cache.layers:
+                    layer.shift_front(-cut)
+                mask = mask[:, cut:]
+    n_resp = n_resp.tolist()
+    return [Sequence(torch.cat([torch.tensor(p), resp[i, :n_resp[i]].cpu()]), len(p),
+                     torch.cat([prompt_feat[i], resp_feat[i, :n_resp[i] - 1]]).cpu(),
+                     topk_ids=top_ids[i, :n_resp[i]].cpu() if k else None,
+                     topk_logp=top_logp[i, :n_resp[i]].cpu() if k else None)
+            for i, p in enumerate(prompts)]
 
 
 # ----------------------------------------------------------------------------- storage
