@@ -6,6 +6,7 @@ portable paths."""
 
 import json
 import math
+from dataclasses import replace
 
 import pytest
 import torch
@@ -211,3 +212,24 @@ def test_sampled_share_is_independent_of_the_heldout_split():
     _, held = heldout_split(seqs, 0.04)
     share = sum(sampled(s.uid, 0.1) for s in held) / len(held)
     assert 0.04 < share < 0.17, share  # ~ the sampled share, not 1.0
+
+
+def test_bf16_generation_is_recorded_per_shard(tmp_path, target):
+    """--dtype bfloat16 generates with the target's weights in bf16: the shard says so, its top-k stays a
+    log-distribution over the vocabulary, and a float32 shard of the same directory keeps its own dtype."""
+    cfg = DataConfig(target="tiny", n_prompts=6, shard_size=3, batch_size=3, max_prompt_tokens=40,
+                     max_response_tokens=10, top_k=K)
+    build_dataset(tmp_path / "d", replace(cfg, n_prompts=3), target, tiny_tokenizer(), items(6), LAYERS,
+                  log=lambda _: None)
+    bf16 = tiny_target("llama", seed=0, initializer_range=0.1).to(torch.bfloat16)
+    index = build_dataset(tmp_path / "d", replace(cfg, dtype="bfloat16"), bf16, tiny_tokenizer(), items(6), LAYERS,
+                          log=lambda _: None)
+    assert [s["dtype"] for s in sorted(index.shards, key=lambda s: s["first"])] == ["float32", "bfloat16"]
+    _, seqs = load_dataset(tmp_path / "d")
+    for s in seqs[3:]:
+        assert s.features.dtype == torch.float16 and s.features.shape[0] == len(s.tokens) - 1
+        probs = s.topk_logp.float().exp()
+        assert (probs.sum(-1) <= 1.01).all() and (s.topk_logp[:, :-1] >= s.topk_logp[:, 1:]).all()
+        assert s.greedy()  # greedy under its own (bf16) target
+    with pytest.raises(GraftError, match="dtype 'float16' is not one of"):
+        DataConfig(dtype="float16").check()

@@ -3,6 +3,7 @@ block forward against single-block forwards, the optimizer loop, exact checkpoin
 saved reduced-vocabulary drafter decoding exactly through `Decoder`."""
 
 import json
+from dataclasses import replace
 
 import pytest
 import torch
@@ -322,3 +323,6 @@ def test_pipeline_generates_and_trains_in_one_process(tmp_path):
     assert (final / "model.safetensors").is_file() and rec["data"]["stored_layer_ids"] == LAYERS
     with pytest.raises(GraftError, match="NAME:DISTILL:LAYERS"):
         run(tmp_path / "bad", data_cfg, cfg, 5, variants=["d1:half:1"])
+    with pytest.raises(GraftError, match="generates with the float32 target"):
+        run(tmp_path / "bf16", replace(data_cfg, dtype="bfloat16"), cfg, 5)
+    assert not (tmp_path / "bf16").exists()

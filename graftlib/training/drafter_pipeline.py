@@ -88,6 +88,9 @@ def run(out_dir: str | Path, data_cfg: DataConfig, train_cfg: TrainConfig, data_
     from graftlib.models.target import default_device, load_target
 
     require(data_minutes > 0, f"data_minutes must be > 0, got {data_minutes}")
+    require(data_cfg.dtype == "float32", f"drafter-pipeline generates with the float32 target, whose model also "
+            f"trains the drafter (its embeddings and LM head), not --dtype {data_cfg.dtype}: generate bf16 data "
+            "with `graft drafter-data --dtype bfloat16` and train on it with `graft train-drafter`")
     plans = [parse_variant(v) for v in variants] if variants else [("main", {})]
     names = [n for n, _ in plans]
     require(len(set(names)) == len(names), f"variant names repeat: {names}")
