@@ -14,6 +14,7 @@ import shutil
 from dataclasses import replace
 
 import pytest
+import torch
 from tiny import write_drafter_dir, write_target_dir
 
 from graftlib.core.errors import GraftError
@@ -191,3 +192,38 @@ def test_check_shipped_names_a_doctored_copy(tmp_path):
     assets.saba.write_text(json.dumps(saba))
     problems = check_shipped(assets, embedded)
     assert len(problems) == 2 and "saba/default.json records no pair" in problems[1]
+
+
+def test_ship_drafter_replaces_the_drafter_and_refuses_a_misfit(tmp_path, tiny_pair):
+    """`graft ship-drafter`: a trained drafter directory becomes the shipped one (files staged, then renamed;
+    a stale record the new drafter lacks is removed, ablation.json kept); a drafter of another target, a
+    directory without weights and the shipped directory itself are refused with nothing written."""
+    from graftlib.models.drafter import load_drafter
+    from graftlib.models.tiny import write_drafter_dir as write_dir
+    from graftlib.training.ship import ship_drafter
+
+    pair, root = tiny_pair
+    dest = tmp_path / "assets-drafter"
+    shutil.copytree(root / "tiny-dflash", dest)
+    (dest / "metrics.jsonl").write_text('{"old": 1}\n')
+    (dest / "ablation.json").write_text("{}\n")
+    new = write_dir(tmp_path / "new", seed=7)
+    (new / "training.json").write_text('{"steps": 3}\n')
+    written = ship_drafter(new, pair.target.config, dest, log=quiet)
+    assert sorted(p.name for p in written) == ["config.json", "model.safetensors", "training.json"]
+    assert (dest / "model.safetensors").read_bytes() == (new / "model.safetensors").read_bytes()
+    assert not (dest / "metrics.jsonl").exists() and (dest / "ablation.json").is_file()
+    assert not list(dest.glob("*.partial"))
+    shipped, _ = load_drafter(str(dest), pair.target.config)
+    fresh, _ = load_drafter(str(new), pair.target.config)
+    assert all(torch.equal(a, b) for a, b in zip(shipped.state_dict().values(), fresh.state_dict().values()))
+    before = {p.name: p.read_bytes() for p in dest.iterdir()}
+    other = write_dir(tmp_path / "other", seed=2, vocab_size=pair.target.config.vocab_size + 8)
+    with pytest.raises(GraftError):
+        ship_drafter(other, pair.target.config, dest, log=quiet)
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(GraftError, match="missing config.json, model.safetensors"):
+        ship_drafter(tmp_path / "empty", pair.target.config, dest, log=quiet)
+    with pytest.raises(GraftError, match="already the shipped drafter"):
+        ship_drafter(dest, pair.target.config, dest, log=quiet)
+    assert {p.name: p.read_bytes() for p in dest.iterdir()} == before

@@ -25,6 +25,14 @@ Invariants:
     (`tdes.scorer_id`) and the calibration's (`SabaParams.id`, the numbers only) are the folder's.
 The assets root is a parameter (`--assets`, default graftlib/assets), so tests ship into a
 temporary folder.
+
+`graft ship-drafter --from DIR` (`make artifacts DRAFTER=DIR`) is the step before: a trained DFlash
+drafter directory (`graft train-drafter`'s `drafter/`, or a committed candidate) becomes the embedded
+drafter. It must load strictly against the embedded target (same vocabulary, hidden size, layer ids);
+its files (`DRAFTER_FILES`) are staged as `.partial` and renamed, so a refusal leaves the shipped
+drafter as it was. The design-choice record (`ablation.json`) stays. Everything fitted for the old
+drafter is stale from then on (`check_shipped` names it), which is why `make artifacts` runs this
+first and `graft prepare --ship` next.
 """
 
 import json
@@ -42,6 +50,8 @@ from graftlib.models.pair import PairId
 from graftlib.models.target import EMBEDDED_TARGET
 
 REGENERATE = "make artifacts"
+# A drafter directory's files that ship (config.json and the weights are required).
+DRAFTER_FILES = ("config.json", "model.safetensors", "training.json", "metrics.jsonl")
 
 
 def require_embedded(target: str, drafter: str) -> None:
@@ -135,6 +145,37 @@ def ship(folder: str | Path, embedded: PairId, assets: ShippedAssets | None = No
     return [dest for _, dest in staged]
 
 
+def ship_drafter(src: str | Path, target_config, dest: Path, log=print) -> list[Path]:
+    """Make the DFlash drafter in `src` the one in `dest` (module doc); returns the files written."""
+    from graftlib.models.drafter import load_drafter
+
+    src = Path(src)
+    require(src.is_dir(), f"drafter directory {src} does not exist")
+    missing = [f for f in DRAFTER_FILES[:2] if not (src / f).is_file()]
+    require(not missing, f"{src} is not a DFlash drafter directory (missing {', '.join(missing)})")
+    require(src.resolve() != dest.resolve(), f"{src} is already the shipped drafter")
+    load_drafter(str(src), target_config, device="cpu")  # strict: a drafter of another target is refused here
+    dest.mkdir(parents=True, exist_ok=True)
+    names = [f for f in DRAFTER_FILES if (src / f).is_file()]
+    staged = []
+    try:
+        for name in names:
+            tmp = dest / (name + ".partial")
+            shutil.copyfile(src / name, tmp)
+            staged.append((tmp, dest / name))
+    except BaseException:
+        for tmp, _ in staged:
+            tmp.unlink(missing_ok=True)
+        raise
+    for name in DRAFTER_FILES[2:]:  # an old record that the new drafter lacks would describe the wrong weights
+        if name not in names:
+            (dest / name).unlink(missing_ok=True)
+    for tmp, final in staged:
+        tmp.replace(final)
+        log(f"ship: {portable(final)}")
+    return [final for _, final in staged]
+
+
 # ----------------------------------------------------------------------------- CLI
 
 
@@ -144,6 +185,21 @@ def add_parser(sub) -> None:
     p.add_argument("--from", dest="folder", required=True, help="the `graft prepare` folder (e.g. artifacts/embedded)")
     p.add_argument("--assets", default=None, help=f"the assets root (default: {portable(ShippedAssets().root)})")
     p.set_defaults(func=run)
+    p = sub.add_parser("ship-drafter", help="make a trained DFlash drafter directory the embedded drafter (then "
+                       "`make artifacts` refits everything that depends on it)")
+    p.add_argument("--from", dest="folder", required=True, help="the drafter directory (e.g. runs/drafter-v5/drafter)")
+    p.set_defaults(func=run_ship_drafter)
+
+
+def run_ship_drafter(args) -> int:
+    from graftlib.models.drafter import EMBEDDED_DRAFTER_DIR
+    from graftlib.models.target import load_target
+
+    target, _ = load_target(EMBEDDED_TARGET, device="cpu")
+    written = ship_drafter(args.folder, target.config, EMBEDDED_DRAFTER_DIR)
+    print(f"shipped {len(written)} files of {args.folder} as the embedded drafter; its scorers and calibration are "
+          f"now stale: run `{REGENERATE}` (traces, TDES, SABA, figures)")
+    return 0
 
 
 def run(args) -> int:
