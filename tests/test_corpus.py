@@ -2,6 +2,7 @@
 gives the same tokens, uids and split, features and top-k log-probs equal to the ones captured while
 generating (to float tolerance), resumably; plus the warm start of the DFlash trainer from a drafter."""
 
+import copy
 import json
 
 import pytest
@@ -83,6 +84,15 @@ def test_export_then_featurize_round_trip(tmp_path, data, target):  # noqa: F811
         drafter_data.generate_sequences = real_gen
     one = corpus_mod.featurize(corpus, tmp_path / "layer2", target, [2], top_k=0, log=lambda _: None)
     assert one.target_layer_ids == [2] and one.top_k == 0
+    assert {e["featurize_dtype"] for e in index.shards} == {"float32"}
+    # --dtype bfloat16: the same tokens featurized by the bf16 target, close to the float32 features, and said so
+    bf16 = copy.deepcopy(target).to(torch.bfloat16)
+    half = corpus_mod.featurize(corpus, tmp_path / "bf16", bf16, LAYERS, log=lambda _: None)
+    assert {e["featurize_dtype"] for e in half.shards} == {"bfloat16"}
+    _, hseqs = load_dataset(tmp_path / "bf16")
+    for a, b in zip(hseqs, seqs):
+        assert torch.equal(a.tokens, b.tokens) and a.features.dtype == torch.float16
+        assert torch.allclose(a.features.float(), b.features.float(), atol=0.1, rtol=0.05)
 
 
 def test_padding_does_not_change_features(tmp_path, data, target):  # noqa: F811

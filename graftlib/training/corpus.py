@@ -22,6 +22,9 @@ positions only, and their log-softmax (T = 1, fp32) gives the top-k rows. Each s
 (`seconds`, `tokens_per_s`: what the data cost to make) and adds `featurize_s` and `top1_match`: the
 share of greedy responses' tokens that are the recomputed top-1. That share is 1 up to near-ties,
 because a prefill and the batched decode that generated the tokens round differently.
+`--dtype bfloat16` featurizes with the target's weights in bf16 (the generation's `DTYPES`; recorded as
+the entry's `featurize_dtype`): faster on CPUs with AMX and on GPUs, with features and log-probs
+rounded accordingly (`top1_match` then also counts the float32/bf16 argmax disagreements, ~2%).
 """
 
 import time
@@ -34,6 +37,7 @@ from graftlib.core.errors import require
 from graftlib.core.paths import ASSETS_DIR
 from graftlib.core.records import read_json_index, write_json_atomic
 from graftlib.training.drafter_data import (
+    DTYPES,
     SHARED_KEYS,
     DataIndex,
     Sequence,
@@ -177,7 +181,8 @@ def featurize(corpus: str | Path, out: str | Path, model, layer_ids: list[int], 
                  / max(sum(s.response_len for s in greedy), 1)) if top_k and greedy else None
         size = write_shard(out / entry["file"], seqs)
         new = {**entry, "bytes": size, "featurize_s": round(seconds, 2),
-               "top1_match": None if match is None else round(match, 5)}
+               "top1_match": None if match is None else round(match, 5),
+               "featurize_dtype": str(model.dtype).removeprefix("torch.")}
         index.shards = [s for s in index.shards if s["file"] != entry["file"]] + [new]
         write_index(out, index)
         tokens = sum(len(s.tokens) for s in seqs)
@@ -197,7 +202,7 @@ def _main(args) -> int:
         export(args.from_data, args.corpus)
         return 0
     c = read_corpus(args.corpus)
-    model, _ = load_target(c["target"], device=args.device)
+    model, _ = load_target(c["target"], device=args.device, dtype=DTYPES[args.dtype])
     index = featurize(args.corpus, args.to_data, model, args.target_layer_ids or default_layer_ids(), args.top_k,
                       args.max_batch_tokens)
     tot = index.totals()
@@ -220,6 +225,9 @@ def add_parser(subparsers) -> None:
                    help="featurize: target layers whose features are stored (default: the embedded drafter's)")
     p.add_argument("--top-k", type=int, default=None, help="featurize: top-k log-probs stored (default: the corpus's)")
     p.add_argument("--max-batch-tokens", type=int, default=8192, help="featurize: padded tokens per forward")
+    p.add_argument("--dtype", choices=sorted(DTYPES), default="float32",
+                   help="featurize: the target's compute dtype (default float32; bfloat16 is faster on CPUs with AMX, "
+                        "recorded per shard)")
     p.add_argument("--device", default=None, help="cpu or cuda (default: cuda if available)")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
     p.set_defaults(func=_main)
