@@ -130,6 +130,7 @@ def test_warm_start_from_a_drafter(tmp_path, data, target):  # noqa: F811
     cfg = small_train_config(max_steps=4, draft_vocab=0)
     first = train(data, tmp_path / "a", cfg, log=lambda _: None)
     from graftlib.models.drafter import load_drafter
+    from graftlib.models.drafter import save_drafter
     from graftlib.training.drafter_train import Trainer, warm_drafter
 
     start = warm_drafter(small_train_config(init_drafter=str(first), draft_vocab=0), target, LAYERS)
@@ -139,8 +140,20 @@ def test_warm_start_from_a_drafter(tmp_path, data, target):  # noqa: F811
     _, seqs = load_dataset(data)
     tr = Trainer(small_train_config(init_drafter=str(first), draft_vocab=0), target, seqs[:5], seqs[5:], LAYERS, [EOS])
     assert torch.equal(tr.drafter.fc.weight, start.fc.weight)
-    with pytest.raises(GraftError, match="does not have this run's shape: layers 1 \\(asked 2\\)"):
-        warm_drafter(small_train_config(init_drafter=str(first), draft_vocab=0, layers=2), target, LAYERS)
+    # more layers: grown (grow_layers), computing exactly what the one-layer drafter computes
+    grown = warm_drafter(small_train_config(init_drafter=str(first), draft_vocab=0, layers=2), target, LAYERS)
+    save_drafter(grown, tmp_path / "two")
+    assert grown.config.num_hidden_layers == 2 and grown.training
+    b = Trainer(small_train_config(draft_vocab=0), target, seqs[:5], seqs[5:], LAYERS, [EOS])
+    batch = b.pack(seqs[:2], [[seqs[0].prompt_len], [seqs[1].prompt_len + 1]])
+    args = (b.embed(batch.ids).float(), batch.ctx.float(), 0, None, batch.mask, batch.ctx_pos, batch.q_pos)
+    assert torch.allclose(grown(*args), start(*args), atol=1e-5)
+    loss = grown(*args).square().sum()
+    loss.backward()
+    new = grown.layers[1]
+    assert new.self_attn.o_proj.weight.grad.abs().sum() > 0 and new.mlp.down_proj.weight.grad.abs().sum() > 0
+    with pytest.raises(GraftError, match="does not have this run's shape: layers 2 \\(asked 1\\)"):
+        warm_drafter(small_train_config(init_drafter=str(tmp_path / "two"), draft_vocab=0), target, LAYERS)
     with pytest.raises(GraftError, match="two different starts"):
         small_train_config(init_drafter=str(first), init_from_target=True).check()
     second = train(data, tmp_path / "b", small_train_config(max_steps=4, eval_every=2, draft_vocab=0,

@@ -45,7 +45,7 @@ config in JSON; `--resume` continues it exactly), `metrics.jsonl` (train and eva
 
 import json
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import torch
@@ -155,10 +155,36 @@ def make_drafter(cfg: TrainConfig, target, layer_ids: list[int], d2t: torch.Tens
     return drafter.float().train()
 
 
+@torch.no_grad()
+def grow_layers(drafter: DFlashDrafter, n_layers: int) -> DFlashDrafter:
+    """`drafter` with layers appended up to `n_layers`, computing exactly what it computed: the new layers
+    start as the module doc's random init with their residual outputs (`o_proj`, `down_proj`) at zero, so
+    each adds nothing until training moves those. Gradients reach `o_proj` / `down_proj` at once (their
+    inputs are the new layer's non-zero attention and MLP activations), and the rest of the layer from the
+    step after. This is how a warm start tests a deeper drafter at equal time without paying for the
+    shallower one's training again: a one-layer DFlash drafter cannot look up the context with what it
+    reads from its own block (no induction, e.g. 'hello, hello, ...' accepts one draft a round), which a
+    second layer can."""
+    cfg = drafter.config
+    n_old = cfg.num_hidden_layers
+    require(n_layers >= n_old, f"cannot grow a {n_old}-layer drafter to {n_layers} layers")
+    require(cfg.layer_types is None, "growing a drafter with per-layer attention types is not supported")
+    grown = DFlashDrafter(replace(cfg, num_hidden_layers=n_layers))
+    init_weights(grown)
+    missing, unexpected = grown.load_state_dict(drafter.state_dict(), strict=False)
+    require(not unexpected and all(int(k.split(".")[1]) >= n_old for k in missing),
+            f"growing the drafter: unexpected {unexpected}, missing {missing}")
+    for layer in grown.layers[n_old:]:
+        layer.self_attn.o_proj.weight.zero_()
+        layer.mlp.down_proj.weight.zero_()
+    return grown.to(next(drafter.parameters()).dtype)
+
+
 def warm_drafter(cfg: TrainConfig, target, layer_ids: list[int]) -> DFlashDrafter:
     """The drafter `cfg.init_drafter` (a path, or "embedded") to train on: its weights and draft vocabulary
     (`d2t`), refused unless its shape is the one `cfg` asks for (layers, draft vocabulary, target layers,
-    block), so a warm-started run records the settings it actually trained with."""
+    block), so a warm-started run records the settings it actually trained with. Asked for more layers than
+    it has, it grows (`grow_layers`: the added layers start as no-ops)."""
     from graftlib.models.drafter import load_drafter
 
     drafter, trained = load_drafter(cfg.init_drafter, target.config)
@@ -167,6 +193,9 @@ def warm_drafter(cfg: TrainConfig, target, layer_ids: list[int]) -> DFlashDrafte
     vocab = c.draft_vocab_size or 0
     want_vocab = cfg.draft_vocab if 0 < cfg.draft_vocab < target.config.vocab_size else 0
     base = embedded_defaults()
+    if c.num_hidden_layers < cfg.layers:
+        drafter = grow_layers(drafter, cfg.layers)
+        c = drafter.config
     diff = [f"{name} {have} (asked {want})" for name, have, want in (
         ("layers", c.num_hidden_layers, cfg.layers), ("draft vocabulary", vocab, want_vocab),
         ("target layers", list(c.target_layer_ids), list(layer_ids)),
@@ -503,7 +532,7 @@ def add_drafter_args(p, d: TrainConfig) -> None:
                         "faster at equal time in the shipped drafter's ablation)")
     p.add_argument("--init-drafter", default=None, metavar="DIR",
                    help="warm start from a trained drafter (a directory, or 'embedded' for the shipped one): its "
-                        "weights and draft vocabulary; --layers / --draft-vocab must match it. The schedule "
+                        "weights and draft vocabulary; --draft-vocab must match it; a larger --layers appends layers that start as no-ops (grow_layers). The schedule "
                         "starts anew (a checkpoint, --resume, continues exactly instead)")
 
 
