@@ -45,30 +45,65 @@ from graftlib.core.tree import Tree
 class Candidates:
     """One draft's per-depth candidate pools: [D, K] token ids and log q, best first.
 
-    Stored as two C-contiguous arrays, `id_table` (int64) and `logq_table` (float32 when read back
-    from `top_k`, else the given values' dtype), plus, when packed with the draft, the drafter states'
-    Gram matrix `gram` [D, D]. A round's host side reads only a few entries of a pool (a heap of B
-    nodes touches about 2B of the D x K), so nothing is converted up front: the builders index the
-    tables through memoryviews (`rows`, Python scalars per access, no per-entry objects kept), and
-    the list views `ids` / `logq` / `top1_prob` / `hidden_sq` / `hidden_dot` are derived on first
-    use (cached) for the code that wants lists. Values are the tables' own: a float32 log q reads
-    back as the same Python float through either view.
+    Two sources. Given as [D][K] lists or arrays (`Candidates(ids, logq, ...)`), the pools are stored
+    as two C-contiguous arrays. Read back from the device (`from_top_k`), they stay one packed float32
+    array [D, 2K (+ D)]: per depth the ids (as int32 bit patterns), the log q and, when packed with
+    the drafter states, their Gram row; nothing is converted or copied up front. A round's host side
+    reads only a few entries of a pool (a heap of B nodes touches about 2B of the D x K), so the
+    builders read them through memoryviews over the packed buffer (`rows`: Python scalars per access,
+    no numpy call, no per-entry objects kept), and everything else is derived on first use (cached):
+    the tables `id_table` / `logq_table` (numpy views, for batched scorers), the list views `ids` /
+    `logq`, and the signals `top1_prob` / `hidden_sq` / `hidden_dot` (read from the same memoryviews).
+    Values are the tables' own: a float32 log q reads back as the same Python float through any view.
     """
 
-    __slots__ = ("_dot", "_ids", "_logq", "_rows", "_sq", "_top1", "gram", "hidden", "id_table", "logq_table")
+    __slots__ = ("_dot", "_flat", "_id_table", "_ids", "_logq", "_logq_table", "_packed", "_rows", "_sq", "_top1",
+                 "hidden")
 
     def __init__(self, ids, logq, top1_prob: list[float] | None = None, hidden: torch.Tensor | None = None,
                  hidden_sq: list[float] | None = None, hidden_dot: list[float] | None = None,
-                 gram: np.ndarray | None = None):
-        self._ids = None if isinstance(ids, np.ndarray) else ids  # lists given: they are the list views
-        self._logq = None if isinstance(logq, np.ndarray) else logq
-        self.id_table, self.logq_table = _table(ids, np.int64), _table(logq, None)
-        self._top1, self.hidden, self._sq, self._dot, self.gram = top1_prob, hidden, hidden_sq, hidden_dot, gram
-        self._rows = None
+                 packed: tuple[np.ndarray, int] | None = None):
+        """`ids` / `logq`: [D][K] lists or arrays; or None with `packed` = (`top_k`'s array read back, K)."""
+        self._ids = None if ids is None or isinstance(ids, np.ndarray) else ids  # lists: they are the list views
+        self._logq = None if logq is None or isinstance(logq, np.ndarray) else logq
+        self._id_table = None if packed is not None else _table(ids, np.int64)
+        self._logq_table = None if packed is not None else _table(logq, None)
+        self._top1, self.hidden, self._sq, self._dot, self._packed = top1_prob, hidden, hidden_sq, hidden_dot, packed
+        self._flat = self._rows = None
+
+    @classmethod
+    def from_top_k(cls, packed: torch.Tensor, hidden: torch.Tensor | None = None) -> "Candidates":
+        """`top_k`'s device tensor read back to the host in one transfer (one device sync); `hidden`:
+        the drafter states it was packed with (their Gram diagonals become `hidden_sq` / `hidden_dot`).
+        Host work: the transfer and a numpy view of it; tables and lists are derived on first use."""
+        host = packed.cpu().numpy()
+        d, w = host.shape
+        return cls(None, None, hidden=hidden, packed=(host, (w - (d if hidden is not None else 0)) // 2))
 
     @property
     def depth(self) -> int:
-        return self.id_table.shape[0]
+        return (self._packed[0] if self._packed is not None else self._id_table).shape[0]
+
+    @property
+    def width(self) -> int:
+        """K: the candidates per depth."""
+        return self._packed[1] if self._packed is not None else self._id_table.shape[1]
+
+    @property
+    def id_table(self) -> np.ndarray:
+        """[D, K] token ids (int64 given; int32 when read back: a view of the packed array)."""
+        if self._id_table is None:
+            host, k = self._packed
+            self._id_table = host.view(np.int32)[:, :k]
+        return self._id_table
+
+    @property
+    def logq_table(self) -> np.ndarray:
+        """[D, K] log q (float32 when read back: a view of the packed array)."""
+        if self._logq_table is None:
+            host, k = self._packed
+            self._logq_table = host[:, k:2 * k]
+        return self._logq_table
 
     @property
     def ids(self) -> list[list[int]]:
@@ -88,35 +123,48 @@ class Candidates:
     def top1_prob(self) -> list[float]:
         """[D] q_{t,d}(c^(1)), for confidence signals."""
         if self._top1 is None:
-            self._top1 = [math.exp(q) for q in self.logq_table[:, 0].tolist()]
+            self._top1 = [math.exp(q[0]) for _, q in self.rows()]
         return self._top1
 
     @property
     def hidden_sq(self) -> list[float] | None:
-        """[D] |h_d|^2 of the drafter states (from the read-back Gram matrix; None without one)."""
-        if self._sq is None and self.gram is not None:
-            self._diagonals()
+        """[D] |h_d|^2 of the drafter states (the packed Gram diagonal; None without one)."""
+        if self._sq is None and self._gram_packed():
+            _, q, w, k = self.flat()
+            self._sq = [q[o + 2 * k + d] for d, o in enumerate(range(0, self.depth * w, w))]
         return self._sq
 
     @property
     def hidden_dot(self) -> list[float] | None:
-        """[D-1] h_d . h_{d+1} (from the read-back Gram matrix; None without one)."""
-        if self._dot is None and self.gram is not None:
-            self._diagonals()
+        """[D-1] h_d . h_{d+1} (the packed Gram's first superdiagonal; None without one)."""
+        if self._dot is None and self._gram_packed():
+            _, q, w, k = self.flat()
+            self._dot = [q[o + 2 * k + d + 1] for d, o in enumerate(range(0, (self.depth - 1) * w, w))]
         return self._dot
 
-    def _diagonals(self) -> None:
-        gram = self.gram.tolist()  # one conversion of the [D, D] matrix, both diagonals read from it
-        self._sq = [gram[i][i] for i in range(len(gram))]
-        self._dot = [gram[i][i + 1] for i in range(len(gram) - 1)]
+    def _gram_packed(self) -> bool:
+        return self._packed is not None and self.hidden is not None
+
+    def flat(self) -> tuple[memoryview, memoryview, int, int]:
+        """(ids, log q, row stride, log q offset): 1-D memoryviews over the tables, depth d's pool at
+        [d * stride, d * stride + K) of ids and [d * stride + offset, ... + K) of log q (cached)."""
+        if self._flat is None:
+            if self._packed is not None:
+                host, k = self._packed
+                raw = memoryview(host).cast("B")
+                self._flat = (raw.cast("i"), raw.cast("f"), host.shape[1], k)
+            else:
+                ids, logq = self._id_table, self._logq_table
+                self._flat = (_flat_view(ids), _flat_view(logq), ids.shape[1], 0)
+        return self._flat
 
     def rows(self) -> list[tuple[memoryview, memoryview]]:
-        """Per depth (ids, log q) as 1-D memoryviews over the tables: indexing one gives a Python
-        int / float without converting the rest of the pool (the builders' view; cached)."""
+        """Per depth (ids, log q) as 1-D memoryviews: indexing one gives a Python int / float without
+        converting the rest of the pool (the builders' view; cached)."""
         if self._rows is None:
-            k = self.id_table.shape[1]
-            ids, logq = memoryview(self.id_table.reshape(-1)), memoryview(self.logq_table.reshape(-1))
-            self._rows = [(ids[i:i + k], logq[i:i + k]) for i in range(0, ids.shape[0], k)]
+            ids, q, w, off = self.flat()
+            k = self.width
+            self._rows = [(ids[o:o + k], q[o + off:o + off + k]) for o in range(0, self.depth * w, w)]
         return self._rows
 
     @classmethod
@@ -124,17 +172,6 @@ class Candidates:
                     id_map: torch.Tensor | None = None) -> "Candidates":
         """logits [D, V] -> per-depth top-k (k clipped to V) with log q = logit - logsumexp(logits)."""
         return cls.from_top_k(top_k(logits, k, id_map, hidden), hidden)
-
-    @classmethod
-    def from_top_k(cls, packed: torch.Tensor, hidden: torch.Tensor | None = None) -> "Candidates":
-        """`top_k`'s device tensor read back to the host in one transfer (one device sync); `hidden`:
-        the drafter states it was packed with (their Gram matrix becomes `gram`: `hidden_sq` / `hidden_dot`).
-        Host work: two array copies (ids to int64, log q contiguous); no per-entry Python objects."""
-        host = packed.cpu().numpy()
-        d = host.shape[0]
-        k = (host.shape[1] - (d if hidden is not None else 0)) // 2
-        return cls(host[:, :k].astype(np.int64), np.ascontiguousarray(host[:, k:2 * k]), None, hidden,
-                   gram=host[:, 2 * k:] if hidden is not None else None)
 
 
 def _table(rows, dtype) -> np.ndarray:
@@ -144,11 +181,16 @@ def _table(rows, dtype) -> np.ndarray:
     return np.ascontiguousarray(rows, dtype=dtype)
 
 
+def _flat_view(table: np.ndarray) -> memoryview:
+    """A C-contiguous array's elements as one 1-D memoryview of Python scalars."""
+    return memoryview(table).cast("B").cast(table.dtype.char)
+
+
 def top_k(logits: torch.Tensor, k: int, id_map: torch.Tensor | None = None,
           hidden: torch.Tensor | None = None) -> torch.Tensor:
     """logits [D, V] -> per-depth top-k, packed on the logits' device for one read-back:
-    [D, 2k'] = token ids (float32 carries ids < 2^24 exactly) | log q, k' = min(k, V), then with
-    `hidden` [D, H] its Gram matrix [D, D] (SABA's state reads the diagonals).
+    [D, 2k'] float32 = token ids (their int32 bit patterns, reinterpreted: exact for any id) | log q,
+    k' = min(k, V), then with `hidden` [D, H] its Gram matrix [D, D] (SABA's state reads the diagonals).
 
     log q = logit - logsumexp(logits): the same values as log_softmax, without materializing the
     [D, V] log-probabilities. `id_map` maps the columns of a reduced draft vocabulary to target ids.
@@ -158,7 +200,7 @@ def top_k(logits: torch.Tensor, k: int, id_map: torch.Tensor | None = None,
     top_logq = top - torch.logsumexp(logits, dim=-1, keepdim=True)
     if id_map is not None:
         top_ids = id_map[top_ids]
-    parts = [top_ids.float(), top_logq]
+    parts = [top_ids.int().view(torch.float32), top_logq]
     if hidden is not None:
         h = hidden.float()
         parts.append(torch.mm(h, h.t()))
@@ -328,7 +370,7 @@ class HeapTreeBuilder:
     def build(self, root_token: int, cand: Candidates, budget: int) -> Tree:
         if cand.depth == 0 or budget <= 0:
             return Tree.root_only(root_token)
-        depth_limit, width = cand.depth, cand.id_table.shape[1]  # every pool offers `width` children
+        depth_limit, width = cand.depth, cand.width  # every pool offers `width` children
         children = self._rankings(cand, min(depth_limit, budget))
         tokens, parents, depths, scores = [root_token], [-1], [0], [0.0]
         # per node: its children in score order (None at the last depth); computed when the node is added

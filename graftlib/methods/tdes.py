@@ -250,7 +250,7 @@ class RoundScores:
 
     def __init__(self, scorer: TDESScorer, cand, n: int):
         self.scorer, self.cand, self.n, self.P1 = scorer, cand, n, scorer.P1
-        self.r = min(self.PARENTS, cand.id_table.shape[1])
+        self.r = min(self.PARENTS, cand.width)
         self.ready = 0  # depths 1..ready are prepared
         # per depth index d - 1: (chunk's sides, offset); and for d >= 2 (index 0 is depth 1's placeholder):
         self.side_at: list[tuple[np.ndarray, int]] = []
