@@ -19,6 +19,7 @@ positions, and position `start + j` holds the K/V of tree node `keep[j]`, whose 
 was `start + depth(keep[j]) = start + j` because accepted nodes form a root path.
 """
 
+from array import array
 from dataclasses import dataclass
 
 import torch
@@ -79,8 +80,11 @@ class LazyArgmax:
 
 
 def kept_rows(keep: list[int], device: torch.device | str) -> torch.Tensor | None:
-    """The device index of the kept tree rows `keep`; None when they are rows 0..len(keep)-1 (a slice)."""
-    return None if keep == list(range(len(keep))) else torch.tensor(keep, device=device)
+    """The device index of the kept tree rows `keep`; None when they are rows 0..len(keep)-1 (a slice).
+    Made from the ints' buffer (`array`): a tensor from a list parses every element in Python."""
+    if keep == list(range(len(keep))):
+        return None
+    return torch.frombuffer(array("q", keep), dtype=torch.int64).to(device)
 
 
 def commit_cache(cache, start: int, keep: list[int], index: torch.Tensor | None = None) -> None:
