@@ -20,10 +20,10 @@ Builders here:
   S_DD(u) = sum_d log q_{t,d}(u_d)); with an `EdgeScorer` it ranks by
   S(v) = log q_{t,d}(c) + beta * f~(p, c, d) (eq. 4, 13) and visits children in that order,
   so the heap stays exact best-first under the new scores. No scorer == DDTree. A parent's
-  children are ranked lazily: DDTree's pool order is shared per depth (`Pool`); a plain
-  `EdgeScorer` is called once per added node (`Ranked`: best child by argmax, the full order
-  sorted only for parents that get a second child); a `PoolScorer` (TDES) prepares the round in
-  batched calls and hands each node its leading children as lists (`PoolRanked`).
+  children are ranked lazily: DDTree's pool order is shared per depth; a plain `EdgeScorer` is
+  called once per added node (`best_child`: its argmax) and sorted (`full_ranking`) only for
+  parents that get a second child; a `PoolScorer` (TDES) prepares the round in batched calls and
+  hands each node its leading children as lists (`PoolScores.leading`).
 
 Host cost model (what `graft host-overhead` measures): right after a forward pass every library
 call (numpy, torch) costs several microseconds on a CPU, and every Python object made per pool
@@ -226,12 +226,13 @@ class PoolScores(Protocol):
 
 
 class PoolScorer(EdgeScorer, Protocol):
-    """An `EdgeScorer` that can also prepare a whole round at once (TDES): `pool_scores(cand, depths)`
-    does the per-pool work of depths 1..`depths` in batched calls and returns `PoolScores`, whose
-    rows are `child_scores(parent_token, depth, cand.ids[depth - 1], cand.logq[depth - 1])` (up to
-    float rounding), ranked stably in descending order. `HeapTreeBuilder` uses it when the scorer has it."""
+    """An `EdgeScorer` that can also prepare a whole round at once (TDES): `pool_scores(cand, depths,
+    root)` does the per-pool work of depths 1..`depths` in batched calls (the tree's `root` token, when
+    given, with them) and returns `PoolScores`, whose rows are `child_scores(parent_token, depth,
+    cand.ids[depth - 1], cand.logq[depth - 1])` (up to float rounding), ranked stably in descending
+    order. `HeapTreeBuilder` uses it when the scorer has it."""
 
-    def pool_scores(self, cand: "Candidates", depths: int) -> PoolScores: ...
+    def pool_scores(self, cand: "Candidates", depths: int, root: int | None = None) -> PoolScores: ...
 
 
 class TreeBuilder(Protocol):
@@ -273,138 +274,111 @@ class ChainBuilder:
         pass
 
 
-class Pool:
-    """One depth's candidates in the drafter's order (sorted by log q, best first): DDTree's ranking
-    of the children of every node one depth up (one object per depth, shared by those parents)."""
-
-    __slots__ = ("ids", "logq")
-
-    def __init__(self, ids: Sequence[int], logq: Sequence[float]):
-        self.ids, self.logq = ids, logq
-
-    def __len__(self) -> int:
-        return len(self.ids)
-
-    def at(self, rank: int) -> tuple[int, float]:
-        return self.ids[rank], self.logq[rank]
+def best_child(scores) -> tuple[list[int], list[float]]:
+    """The leading rank of one parent's candidate children under edge `scores` (a numpy array over the
+    pool): ([pool index of the best], [its score]), the first maximum on ties."""
+    j = int(scores.argmax())
+    return [j], [float(scores[j])]
 
 
-class Ranked:
-    """One parent's candidate children as (token, score) by rank, best first, under edge scores.
-
-    The order is found lazily: rank 0 by one argmax, the full (stable, descending) order only when
-    a second child is asked for; most parents of a tree are leaves, whose children are never ranked
-    further. `order` given: that order (e.g. `range(K)` for scores already sorted).
-    """
-
-    __slots__ = ("ids", "order", "scores")
-
-    def __init__(self, ids: Sequence[int], scores, order: Sequence[int] | None = None):
-        self.ids, self.scores = ids, scores  # scores: a list with `order` given, else a numpy array
-        self.order = order if order is not None else [int(scores.argmax())]
-
-    def __len__(self) -> int:
-        return len(self.ids)
-
-    def at(self, rank: int) -> tuple[int, float]:
-        if rank >= len(self.order):
-            self.order = np.argsort(-self.scores, kind="stable").tolist()
-        j = self.order[rank]
-        return self.ids[j], float(self.scores[j])
+def full_ranking(scores) -> tuple[list[int], list[float]]:
+    """Every rank of one parent's candidate children under edge `scores` (a numpy array over the pool):
+    (pool indices in stable descending order, their scores in that order); it begins with `best_child`."""
+    order = np.argsort(-scores, kind="stable").tolist()
+    return order, by_rank(order, scores.tolist())
 
 
-class PoolRanked:
-    """A parent's children under `PoolScores`: the first ranks from the scorer's `leading` lists (no
-    row is touched), the whole ranking (`PoolScores.ranked`) only when a later rank is asked for."""
-
-    __slots__ = ("depth", "ids", "lead_j", "lead_s", "pool", "rest", "token")
-
-    def __init__(self, ids: Sequence[int], pool: PoolScores, parent_token: int, depth: int):
-        self.ids, self.pool, self.token, self.depth = ids, pool, parent_token, depth
-        self.lead_j, self.lead_s = pool.leading(parent_token, depth)
-        self.rest: tuple[list[int], list[float]] | None = None
-
-    def __len__(self) -> int:
-        return len(self.ids)
-
-    def at(self, rank: int) -> tuple[int, float]:
-        if rank < len(self.lead_j):
-            return self.ids[self.lead_j[rank]], self.lead_s[rank]
-        if self.rest is None:
-            self.rest = self.pool.ranked(self.token, self.depth)
-        order, scores = self.rest
-        j = order[rank]
-        return self.ids[j], scores[j]
+def by_rank(order: list[int], scores: list[float]) -> list[float]:
+    """Scores given by pool index, read in rank `order`."""
+    return [scores[j] for j in order]
 
 
 class HeapTreeBuilder:
     """Best-first heap over prefixes (DDTree); an optional EdgeScorer makes it TDES (eq. 13).
 
-    Each node added gets its children's ranking (`kids[node]`: the shared `Pool` of the next depth
-    for DDTree, a `Ranked` of its edge scores with a scorer), and the heap holds, per node in it,
-    one entry: a parent's next-best child not yet taken. Popping an entry adds that child and pushes
-    its next sibling and its own best child, so the heap pops prefixes in exact best-first order of
-    the path score, ties broken by push order. Pools are read through `Candidates.rows` (no
-    conversion of the whole pool); a `PoolScorer` prepares the round's scoring in one batched call.
+    Each node added gets its children's ranking (`kids[node]`): a pair (pool indices by rank, scores
+    by rank) that may hold only the leading ranks, the whole ranking being asked for (`rest`) when
+    the heap reaches past them. DDTree's is the pool itself, shared per depth (range(K) and the log q
+    memoryview: the drafter's order); a plain `EdgeScorer` is called once per added node for its best
+    child (`best_child`) and again, for the whole order, when the node gets a second child
+    (`full_ranking`); a `PoolScorer` (TDES) prepares the round in batched calls and hands each node its
+    leading children as lists (`PoolScores.leading`). The heap holds, per node in it, one entry: a
+    parent's next-best child not yet taken. Popping an entry adds that child and pushes its next
+    sibling and its own best child, so the heap pops prefixes in exact best-first order of the path
+    score, ties broken by push order. Tokens are read from the pools' memoryviews (`Candidates.rows`)
+    by pool index; per added node the loop makes one call for its children's ranking and no numpy call.
     """
 
     def __init__(self, scorer: EdgeScorer | None = None, name: str = "ddtree"):
         self.scorer = scorer
         self.name = name
 
-    def _rankings(self, cand: Candidates, depths: int) -> Callable[[int, int], Pool | Ranked]:
-        """children(parent_token, d): the ranking of the candidates at depth index d (0-based)."""
+    def _rankings(self, cand: Candidates, depths: int, root_token: int) -> tuple[Callable, Callable]:
+        """(children, rest): children(parent_token, depth) -> the leading ranks (at least the best) of the
+        candidates at `depth` (1-based) as (pool indices, scores) by rank; rest(...) -> all of them."""
         rows = cand.rows()
         if self.scorer is None:
-            pools = [Pool(i, q) for i, q in rows]
-            return lambda parent_token, d: pools[d]
+            pools = [(range(len(q)), q) for _, q in rows]
+            children = lambda parent_token, depth: pools[depth - 1]
+            return children, children
         if hasattr(self.scorer, "pool_scores"):
-            pool = self.scorer.pool_scores(cand, depths)
-            return lambda parent_token, d: PoolRanked(rows[d][0], pool, parent_token, d + 1)
+            pool = self.scorer.pool_scores(cand, depths, root_token)
+            return pool.leading, lambda parent_token, depth: _ranks(*pool.ranked(parent_token, depth))
 
-        def ranked(parent_token: int, d: int) -> Ranked:
-            scores = self.scorer.child_scores(parent_token, d + 1, cand.ids[d], cand.logq[d])
-            return Ranked(rows[d][0], scores if isinstance(scores, np.ndarray) else np.asarray(scores, np.float64))
-        return ranked
+        def scores(parent_token: int, depth: int) -> np.ndarray:
+            out = self.scorer.child_scores(parent_token, depth, cand.ids[depth - 1], cand.logq[depth - 1])
+            return out if isinstance(out, np.ndarray) else np.asarray(out, np.float64)
+
+        return (lambda parent_token, depth: best_child(scores(parent_token, depth)),
+                lambda parent_token, depth: full_ranking(scores(parent_token, depth)))
 
     def build(self, root_token: int, cand: Candidates, budget: int) -> Tree:
         if cand.depth == 0 or budget <= 0:
             return Tree.root_only(root_token)
         depth_limit, width = cand.depth, cand.width  # every pool offers `width` children
-        children = self._rankings(cand, min(depth_limit, budget))
+        children, rest = self._rankings(cand, min(depth_limit, budget), root_token)
+        ids = [i for i, _ in cand.rows()]  # per depth index: the pool's token ids
         tokens, parents, depths, scores = [root_token], [-1], [0], [0.0]
-        # per node: its children in score order (None at the last depth); computed when the node is added
-        kids = [children(root_token, 0)]
-        # heap entries: (-path score, tiebreak, parent node, rank among the parent's children, token, edge score)
-        token, score = kids[0].at(0)
-        heap = [(-score, 0, 0, 0, token, score)]
+        # per node: its children's ranking (None at the last depth); computed when the node is added
+        kids = [children(root_token, 1)]
+        # heap entries: (-path score, tiebreak, parent node, rank among the parent's children); the
+        # child's token and edge score are read from the parent's ranking when it is popped
+        heap = [(-kids[0][1][0], 0, 0, 0)]
         counter, node = 1, 0
         push, pop = heapq.heappush, heapq.heappop
         add_token, add_parent, add_depth, add_score, add_kids = (
             tokens.append, parents.append, depths.append, scores.append, kids.append)
         while heap and node < budget:
-            neg, _, parent, rank, token, score = pop(heap)
+            neg, _, parent, rank = pop(heap)
             node, depth = node + 1, depths[parent] + 1
+            order, ranked = kids[parent]
+            token = ids[depth - 1][order[rank]]
             add_token(token)
             add_parent(parent)
             add_depth(depth)
             add_score(-neg)
-            if rank + 1 < width:  # next sibling: same parent, next-best child
-                sib, sib_score = kids[parent].at(rank + 1)
-                push(heap, (neg + score - sib_score, counter, parent, rank + 1, sib, sib_score))
+            rank += 1
+            if rank < width:  # next sibling: same parent, next-best child
+                if rank == len(order):  # past the leading ranks: the parent's whole ranking
+                    order, ranked = kids[parent] = rest(tokens[parent], depth)
+                push(heap, (-scores[parent] - ranked[rank], counter, parent, rank))
                 counter += 1
             if depth < depth_limit and node < budget:  # first child of the new node
-                ranked = children(token, depth)
-                kid, kid_score = ranked.at(0)
-                push(heap, (neg - kid_score, counter, node, 0, kid, kid_score))
+                ranking = children(token, depth + 1)
+                push(heap, (neg - ranking[1][0], counter, node, 0))
                 counter += 1
-                add_kids(ranked)
+                add_kids(ranking)
             else:
                 add_kids(None)
         return Tree(tokens, parents, depths, scores)
 
     def feedback(self, record: dict) -> None:
         pass
+
+
+def _ranks(order: list[int], scores: list[float]) -> tuple[list[int], list[float]]:
+    """`PoolScores.ranked`'s (order, scores by pool index) as (order, scores by rank)."""
+    return order, by_rank(order, scores)
 
 
 class FixedBudget:

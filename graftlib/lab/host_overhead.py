@@ -129,9 +129,9 @@ class TimedScorer:
             return self._pool_scores  # a `PoolScorer`: its round preparation and its calls are timed too
         raise AttributeError(name)
 
-    def _pool_scores(self, cand, depths: int):
+    def _pool_scores(self, cand, depths: int, root: int | None = None):
         t0 = time.perf_counter()
-        scores = self.scorer.pool_scores(cand, depths)
+        scores = self.scorer.pool_scores(cand, depths, root)
         self.wall += time.perf_counter() - t0
         return TimedPool(scores, self)
 
