@@ -151,7 +151,7 @@ class DecodeLoop:
         self.check_prompt(prompt_ids, max_new_tokens)
         speculative = self.builder is not None
         tree_room = (self.controller.max_budget + 1) if speculative else 1
-        cache = target_cache(self.target.config, len(prompt_ids) + max_new_tokens + tree_room)
+        cache = target_cache(self.target.config, len(prompt_ids) + max_new_tokens + tree_room, shared=True)
         timer = StageTimer(self.device, splits)
         ids = torch.tensor([prompt_ids], device=self.device)
         out = target_forward(self.target, ids, torch.arange(len(prompt_ids), device=self.device)[None],
