@@ -162,6 +162,8 @@ class Candidates:
         """Per depth (ids, log q) as 1-D memoryviews: indexing one gives a Python int / float without
         converting the rest of the pool (the builders' view; cached)."""
         if self._rows is None:
+            if self.depth == 0:
+                return []
             ids, q, w, off = self.flat()
             k = self.width
             self._rows = [(ids[o:o + k], q[o + off:o + off + k]) for o in range(0, self.depth * w, w)]
