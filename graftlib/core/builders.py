@@ -76,7 +76,7 @@ class Candidates:
         """`top_k`'s device tensor read back to the host in one transfer (one device sync); `hidden`:
         the drafter states it was packed with (their Gram diagonals become `hidden_sq` / `hidden_dot`).
         Host work: the transfer and a numpy view of it; tables and lists are derived on first use."""
-        host = packed.cpu().numpy()
+        host = packed.numpy(force=True)  # the device's copy (one call: .cpu().numpy())
         d, w = host.shape
         return cls(None, None, hidden=hidden, packed=(host, (w - (d if hidden is not None else 0)) // 2))
 
@@ -340,6 +340,8 @@ class HeapTreeBuilder:
         depth_limit, width = cand.depth, cand.width  # every pool offers `width` children
         children, rest = self._rankings(cand, min(depth_limit, budget), root_token)
         ids = [i for i, _ in cand.rows()]  # per depth index: the pool's token ids
+        # DDTree: every node at a depth shares that depth's ranking (the pool), read without a call
+        shared = [children(root_token, d) for d in range(1, depth_limit + 1)] if self.scorer is None else None
         tokens, parents, depths, scores = [root_token], [-1], [0], [0.0]
         # per node: its children's ranking (None at the last depth); computed when the node is added
         kids = [children(root_token, 1)]
@@ -366,7 +368,7 @@ class HeapTreeBuilder:
                 push(heap, (-scores[parent] - ranked[rank], counter, parent, rank))
                 counter += 1
             if depth < depth_limit and node < budget:  # first child of the new node
-                ranking = children(token, depth + 1)
+                ranking = shared[depth] if shared else children(token, depth + 1)
                 push(heap, (neg - ranking[1][0], counter, node, 0))
                 counter += 1
                 add_kids(ranking)

@@ -71,13 +71,13 @@ class SharedKV:
         layer.kv = self.buf[i:i + 2]
         layer.kbuf, layer.vbuf = self.buf[i], self.buf[i + 1]
 
-    def gather(self, start: int, rows: torch.Tensor) -> None:
-        """Positions `rows` of every layer's keys and values moved to positions start.. (one op)."""
-        self.buf[:, :, :, start:start + len(rows)] = self.buf.index_select(3, rows)
+    def gather(self, start: int, rows: torch.Tensor, n: int) -> None:
+        """The n positions `rows` of every layer's keys and values moved to positions start.. (one gather)."""
+        self.buf.narrow(3, start, n).copy_(self.buf.index_select(3, rows))
 
     def crop(self, length: int) -> None:
         """Every member's length set to `length`, their key / value views made in two ops."""
-        views = self.buf[:, :, :, :length].unbind()
+        views = self.buf.narrow(3, 0, length).unbind()
         for layer in self.members:
             layer.length = length
             layer.keys, layer.values = views[2 * layer.index], views[2 * layer.index + 1]

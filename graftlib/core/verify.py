@@ -91,16 +91,16 @@ def commit_cache(cache, start: int, keep: list[int], index: torch.Tensor | None 
     """Compact the appended tree region of every layer to the accepted nodes `keep` (root first).
 
     `index`: `kept_rows(keep, device)` when the caller has it, so one upload serves every layer on
-    that device as well as the caller's own gathers. A cache in one shared buffer
+    that device as well as the caller's own gathers (on the shared buffer's device, when it has one,
+    since every layer is there). A cache in one shared buffer
     (`graftlib.core.kvcache.SharedKV`) is gathered and cropped in one op each for all layers."""
     n = len(keep)
     contiguous = keep == list(range(n))
     shared = getattr(cache.layers[0], "shared", None)
     if shared is not None and shared.complete:
         if not contiguous:
-            base = index if index is not None and index.device == shared.buf.device else \
-                torch.tensor(keep, device=shared.buf.device)
-            shared.gather(start, base + start)
+            base = index if index is not None else torch.tensor(keep, device=shared.buf.device)
+            shared.gather(start, base + start, n)
         shared.crop(start + n)
         return
     rows: dict[torch.device, torch.Tensor] = {}  # per device: start + keep, the kept positions

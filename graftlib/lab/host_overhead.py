@@ -36,9 +36,9 @@ is charged for the kernels it launched. The tdes column is the tree stage's time
 of the builds' wall time spent in the scorer (`TimedBuilder`), the tree column the rest.
 
 Syncs (`SyncCounter`, a TorchFunctionMode active only in the counted decode): the calls that make
-the host wait for the device: .item(), .tolist(), .cpu(), bool/int/float/index of a tensor, and
-shape-dependent ops (nonzero, unique, masked_select, boolean indexing), on tensors on the loop's
-device. Blocking uploads (torch.tensor(.., device=), .to(device)) are counted apart: a pageable
+the host wait for the device: .item(), .tolist(), .cpu(), .numpy(force=True), bool/int/float/index
+of a tensor, and shape-dependent ops (nonzero, unique, masked_select, boolean indexing), on tensors
+on the loop's device. Blocking uploads (torch.tensor(.., device=), .to(device)) are counted apart: a pageable
 host-to-device copy also waits for the queue (on a CPU run: graftlib's own `.to(device)` calls).
 The decode loop's `StageTimer` laps (five a round; each synchronizes on CUDA so that the round's
 stage times mean something) are counted apart too, on any device.
@@ -73,7 +73,7 @@ FORWARD_STAGES = ("draft_forward", "verify_forward")
 SPLIT_STAGE = {"gate": "saba", "budget": "saba", "tree_build": "tree", **{s: s for s in HOST_STAGES + FORWARD_STAGES}}
 METHODS = ("ddtree", "ddtree+tdes", "graft")
 BUDGETS = (8, 32, 64, 256)
-D2H_CALLS = frozenset({"item", "tolist", "cpu", "__bool__", "__int__", "__float__", "__index__", "nonzero",
+D2H_CALLS = frozenset({"item", "tolist", "cpu", "numpy", "__bool__", "__int__", "__float__", "__index__", "nonzero",
                        "argwhere", "unique", "unique_consecutive", "masked_select", "equal", "allclose"})
 UPLOAD_FACTORIES = frozenset({"tensor", "as_tensor"})
 

@@ -325,8 +325,8 @@ class RoundScores:
 
     def leading(self, parent_token: int, depth: int) -> tuple[list[int], list[float]]:
         """(pool indices, scores) of the first ranks of `parent_token`'s children at `depth` (at least
-        the best one; ties by pool index)."""
-        i = self._at(parent_token, depth)
+        the best one; ties by pool index). The heap's call per added node: a dict and a list lookup."""
+        i = self.block[depth - 1].get(parent_token) if depth <= self.ready else self._at(parent_token, depth)
         if i is None:
             scores = self.row(parent_token, depth)
             j = int(scores.argmax())
