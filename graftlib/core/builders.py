@@ -216,15 +216,17 @@ class EdgeScorer(Protocol):
 
 
 class PoolScores(Protocol):
-    """A round's edge scores prepared by a `PoolScorer` (pool index j: column j of `Candidates.id_table`)."""
+    """A round's edge scores prepared by a `PoolScorer` (pool index j: column j of `Candidates.id_table`).
+    `index`: the parent's own pool index at depth - 1 (0 for the root), which lets the scores find a
+    prepared row without looking the token up; None: by the token."""
 
     # (pool indices, scores) of the first ranks (at least the best child), as lists
-    def leading(self, parent_token: int, depth: int) -> tuple[list[int], list[float]]: ...
+    def leading(self, parent_token: int, depth: int, index: int | None = None) -> tuple[list[int], list[float]]: ...
 
-    def row(self, parent_token: int, depth: int) -> np.ndarray: ...  # every child's score, [K]
+    def row(self, parent_token: int, depth: int, index: int | None = None) -> np.ndarray: ...  # every child's score
 
     # (pool indices by score, stable descending; scores by pool index), lists; it begins with `leading`'s
-    def ranked(self, parent_token: int, depth: int) -> tuple[list[int], list[float]]: ...
+    def ranked(self, parent_token: int, depth: int, index: int | None = None) -> tuple[list[int], list[float]]: ...
 
 
 class PoolScorer(EdgeScorer, Protocol):
@@ -315,60 +317,63 @@ class HeapTreeBuilder:
         self.scorer = scorer
         self.name = name
 
-    def _rankings(self, cand: Candidates, depths: int, root_token: int) -> tuple[Callable, Callable]:
-        """(children, rest): children(parent_token, depth) -> the leading ranks (at least the best) of the
-        candidates at `depth` (1-based) as (pool indices, scores) by rank; rest(...) -> all of them."""
+    def _rankings(self, cand: Candidates, depths: int, root_token: int) -> tuple[Callable, Callable, list | None]:
+        """(children, rest, shared): children(parent_token, depth, index) -> the leading ranks (at least
+        the best) of the candidates at `depth` (1-based) as (pool indices, scores) by rank; rest(...) ->
+        all of them. `index`: the parent's pool index at depth - 1 (0 for the root). `shared`: without a
+        scorer, every parent's ranking per depth index (the pool itself), read without a call."""
         rows = cand.rows()
         if self.scorer is None:
             pools = [(range(len(q)), q) for _, q in rows]
-            children = lambda parent_token, depth: pools[depth - 1]
-            return children, children
+            children = lambda parent_token, depth, index: pools[depth - 1]
+            return children, children, pools
         if hasattr(self.scorer, "pool_scores"):
             pool = self.scorer.pool_scores(cand, depths, root_token)
-            return pool.leading, lambda parent_token, depth: _ranks(*pool.ranked(parent_token, depth))
+            return (pool.leading, lambda parent_token, depth, index: _ranks(*pool.ranked(parent_token, depth, index)),
+                    None)
 
         def scores(parent_token: int, depth: int) -> np.ndarray:
             out = self.scorer.child_scores(parent_token, depth, cand.ids[depth - 1], cand.logq[depth - 1])
             return out if isinstance(out, np.ndarray) else np.asarray(out, np.float64)
 
-        return (lambda parent_token, depth: best_child(scores(parent_token, depth)),
-                lambda parent_token, depth: full_ranking(scores(parent_token, depth)))
+        return (lambda parent_token, depth, index: best_child(scores(parent_token, depth)),
+                lambda parent_token, depth, index: full_ranking(scores(parent_token, depth)), None)
 
     def build(self, root_token: int, cand: Candidates, budget: int) -> Tree:
         if cand.depth == 0 or budget <= 0:
             return Tree.root_only(root_token)
         depth_limit, width = cand.depth, cand.width  # every pool offers `width` children
-        children, rest = self._rankings(cand, min(depth_limit, budget), root_token)
+        children, rest, shared = self._rankings(cand, min(depth_limit, budget), root_token)
         ids = [i for i, _ in cand.rows()]  # per depth index: the pool's token ids
-        # DDTree: every node at a depth shares that depth's ranking (the pool), read without a call
-        shared = [children(root_token, d) for d in range(1, depth_limit + 1)] if self.scorer is None else None
-        tokens, parents, depths, scores = [root_token], [-1], [0], [0.0]
+        tokens, parents, depths, scores, indices = [root_token], [-1], [0], [0.0], [0]  # indices: in the node's pool
         # per node: its children's ranking (None at the last depth); computed when the node is added
-        kids = [children(root_token, 1)]
+        kids = [children(root_token, 1, 0)]
         # heap entries: (-path score, tiebreak, parent node, rank among the parent's children); the
         # child's token and edge score are read from the parent's ranking when it is popped
         heap = [(-kids[0][1][0], 0, 0, 0)]
         counter, node = 1, 0
         push, pop = heapq.heappush, heapq.heappop
-        add_token, add_parent, add_depth, add_score, add_kids = (
-            tokens.append, parents.append, depths.append, scores.append, kids.append)
+        add_token, add_parent, add_depth, add_score, add_index, add_kids = (
+            tokens.append, parents.append, depths.append, scores.append, indices.append, kids.append)
         while heap and node < budget:
             neg, _, parent, rank = pop(heap)
             node, depth = node + 1, depths[parent] + 1
             order, ranked = kids[parent]
-            token = ids[depth - 1][order[rank]]
+            index = order[rank]
+            token = ids[depth - 1][index]
             add_token(token)
             add_parent(parent)
             add_depth(depth)
             add_score(-neg)
+            add_index(index)
             rank += 1
             if rank < width:  # next sibling: same parent, next-best child
                 if rank == len(order):  # past the leading ranks: the parent's whole ranking
-                    order, ranked = kids[parent] = rest(tokens[parent], depth)
+                    order, ranked = kids[parent] = rest(tokens[parent], depth, indices[parent])
                 push(heap, (-scores[parent] - ranked[rank], counter, parent, rank))
                 counter += 1
             if depth < depth_limit and node < budget:  # first child of the new node
-                ranking = shared[depth] if shared else children(token, depth + 1)
+                ranking = shared[depth] if shared else children(token, depth + 1, index)
                 push(heap, (neg - ranking[1][0], counter, node, 0))
                 counter += 1
                 add_kids(ranking)

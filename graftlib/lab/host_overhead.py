@@ -142,21 +142,21 @@ class TimedPool:
     def __init__(self, pool, timer: TimedScorer):
         self.pool, self.timer = pool, timer
 
-    def leading(self, parent_token: int, depth: int):
+    def leading(self, *args):
         t0 = time.perf_counter()
-        out = self.pool.leading(parent_token, depth)
+        out = self.pool.leading(*args)
         self.timer.wall += time.perf_counter() - t0
         return out
 
-    def row(self, parent_token: int, depth: int):
+    def row(self, *args):
         t0 = time.perf_counter()
-        out = self.pool.row(parent_token, depth)
+        out = self.pool.row(*args)
         self.timer.wall += time.perf_counter() - t0
         return out
 
-    def ranked(self, parent_token: int, depth: int):
+    def ranked(self, *args):
         t0 = time.perf_counter()
-        out = self.pool.ranked(parent_token, depth)
+        out = self.pool.ranked(*args)
         self.timer.wall += time.perf_counter() - t0
         return out
 

@@ -19,7 +19,7 @@ its centring and log q. `child_scores` (the `EdgeScorer` call) caches one pool's
 (recognised by the identity of the `child_ids` / `logq` objects) and is one product per call. The
 tree builder uses the batched form instead (`pool_scores` -> `RoundScores`): the child sides of
 many depths from one gather, the scores of each depth's likeliest parents (the root at depth 1)
-from one batched product and their leading children from one sort, read back as lists, so the
+from one batched product and their leading children from one stable sort, read back as lists, so the
 heap makes no numpy call for nearly every node it adds. Every numpy call costs several
 microseconds right after a forward, whatever its size at these shapes, so the round's scoring is
 counted in calls. beta = 0 makes y = [0 | 1] and every score exactly log q (DDTree's tree).
@@ -228,16 +228,14 @@ def leading_ranks(scores: np.ndarray, lead: int) -> tuple[list, list]:
     """Per row of `scores` [..., K]: the pool indices of its `lead` best entries in stable descending
     order (ties go to the lower index) and their values, as nested lists [..., lead].
 
-    One sort of the values (a stable argsort costs several times as much): each leading value's index
-    is the first index holding it, which is the stable order unless two leading values of a row are
-    equal; then (exact float ties, rare) every row is ranked by a stable argsort instead. A handful
-    of numpy calls whatever the number of rows."""
+    A stable argsort and a sort of the negated scores: edge scores are log q (sorted, best first, in
+    the pool) plus a correction, so each row is nearly in order already, which the stable sort
+    (merging runs) handles in about one pass; five numpy calls whatever the number of rows."""
     lead = min(lead, scores.shape[-1])
-    top = np.sort(scores, axis=-1)[..., :-lead - 1:-1]  # [..., lead], descending
-    if lead > 1 and (top[..., 1:] == top[..., :-1]).any():
-        order = np.argsort(-scores, axis=-1, kind="stable")[..., :lead]
-        return order.tolist(), np.take_along_axis(scores, order, -1).tolist()
-    return (scores[..., None, :] == top[..., :, None]).argmax(-1).tolist(), top.tolist()
+    neg = -scores
+    order = neg.argsort(axis=-1, kind="stable")[..., :lead]
+    neg.sort(axis=-1)
+    return order.tolist(), (-neg[..., :lead]).tolist()
 
 
 class RoundScores:
@@ -248,9 +246,10 @@ class RoundScores:
     candidates by log q (where nearly every node of a tree sits; r = max(PARENTS, sqrt K): a wider
     pool makes a bushier tree, whose nodes reach further down the ranks) get their score rows
     S [r, K] from one batched product per chunk, with each row's `LEAD` best children and their
-    scores from one sort (`leading_ranks`), read back as Python lists. So a node's leading children
+    scores from one stable sort (`leading_ranks`), read back as Python lists. So a node's leading children
     (`leading`: all the heap needs for nearly every node, since leaves are never asked for a second
-    child and few nodes get more than `LEAD`) are a dict and list lookup; a parent asked for more
+    child and few nodes get more than `LEAD`) are list lookups (the heap passes each parent's pool
+    index, which names its row); a parent asked for more
     ranks its row once (`ranked`: one stable argsort). Any other parent costs one [K, m + 1] x [m + 1]
     product, as `child_scores`.
 
@@ -271,11 +270,12 @@ class RoundScores:
         self.scorer, self.cand, self.n, self.root = scorer, cand, n, root
         self.r = min(cand.width, max(self.PARENTS, round(self.WIDEN * math.sqrt(cand.width))))
         self.ready = 0  # depths 1..ready are prepared
-        # per depth index d - 1: (chunk's child sides X, offset) and, for block depths (depth 1 only
-        # with a root), (chunk's S, offset), the parent tokens' rows of S and their leading children
+        # per depth index d - 1: (chunk's child sides X, offset), (chunk's S, offset) and the block:
+        # the parent tokens whose rows of S are prepared, in row order (row i: pool index i at depth
+        # d - 1; depth 1: the root alone, when given), with their leading children
         self.side_at: list[tuple[np.ndarray, int]] = []
         self.scores_at: list[tuple[np.ndarray, int] | None] = []
-        self.block: list[dict[int, int]] = []  # parent token -> row of S
+        self.block: list[list[int]] = []
         self.lead_j: list = []  # per block row: the leading children's pool indices
         self.lead_s: list = []  # and their scores
         if n > 0:
@@ -288,13 +288,13 @@ class RoundScores:
         first = lo if lo > 0 or self.root is not None else 1  # block depths first + 1 .. hi
         self.side_at += [(side, i) for i in range(hi - lo)]
         self.scores_at += [None] * (first - lo)
-        self.block += [{} for _ in range(first - lo)]
+        self.block += [[] for _ in range(first - lo)]
         self.lead_j += [None] * (first - lo)
         self.lead_s += [None] * (first - lo)
         if hi > first:
             parents = ids[max(first, 1) - 1:hi - 1, :r].tolist()  # depth d's parents: depth d - 1's best candidates
             if first == 0:
-                parents.insert(0, [self.root] * r)
+                parents.insert(0, [self.root] * r)  # one batch shape: the root's row r times
             y = np.take(scorer.P1, parents, axis=0)
             y += scorer.u0[first:hi, None, :]  # [depths, r, m + 1]
             S = np.matmul(y, side[first - lo:].transpose(0, 2, 1))  # [depths, r, K]
@@ -302,41 +302,48 @@ class RoundScores:
             lead_j, lead_s = leading_ranks(S, self.LEAD)
             self.lead_j += lead_j
             self.lead_s += lead_s
-            self.block += [dict(zip(row, range(r))) for row in parents]
+            if first == 0:
+                parents[0] = [self.root]
+            self.block += parents
         self.ready = hi
 
-    def _at(self, parent_token: int, depth: int) -> int | None:
-        """The parent's row in depth's block (None: not in it), preparing the depth first."""
+    def _at(self, parent_token: int, depth: int, index: int | None) -> int | None:
+        """The parent's row in depth's block (None: not in it), preparing the depth first. `index`: the
+        parent's pool index at depth - 1 (0 for the root), its row when below the block's size;
+        None: found by its token."""
         if depth > self.ready:
             if depth > self.n:
                 self.scorer._check_depth(depth)  # beyond the trained depths: raises
                 raise ValueError(f"depth {depth} was not prepared (n = {self.n})")
             self._prepare(min(self.n, max(depth, 2 * self.ready)))
-        return self.block[depth - 1].get(parent_token)
+        block = self.block[depth - 1]
+        if index is None:
+            return block.index(parent_token) if parent_token in block else None
+        return index if index < len(block) else None
 
-    def row(self, parent_token: int, depth: int) -> np.ndarray:
+    def row(self, parent_token: int, depth: int, index: int | None = None) -> np.ndarray:
         """Every child's score (float32 [K]) under `parent_token` at `depth`."""
-        i = self._at(parent_token, depth)
+        i = self._at(parent_token, depth, index)
         if i is None:
             side, k = self.side_at[depth - 1]
             return side[k] @ self.scorer.parent_side(parent_token, depth)
         S, k = self.scores_at[depth - 1]
         return S[k, i]
 
-    def leading(self, parent_token: int, depth: int) -> tuple[list[int], list[float]]:
+    def leading(self, parent_token: int, depth: int, index: int | None = None) -> tuple[list[int], list[float]]:
         """(pool indices, scores) of the first ranks of `parent_token`'s children at `depth` (at least
-        the best one; ties by pool index). The heap's call per added node: a dict and a list lookup."""
-        i = self.block[depth - 1].get(parent_token) if depth <= self.ready else self._at(parent_token, depth)
+        the best one; ties by pool index). The heap's call per added node: list lookups."""
+        i = self._at(parent_token, depth, index)
         if i is None:
-            scores = self.row(parent_token, depth)
+            scores = self.row(parent_token, depth, index)
             j = int(scores.argmax())
             return [j], [float(scores[j])]
         return self.lead_j[depth - 1][i], self.lead_s[depth - 1][i]
 
-    def ranked(self, parent_token: int, depth: int) -> tuple[list[int], list[float]]:
+    def ranked(self, parent_token: int, depth: int, index: int | None = None) -> tuple[list[int], list[float]]:
         """(pool indices by score, stable descending; the scores by pool index) as lists: a parent's
         whole ranking, read once when it gets a second child."""
-        scores = self.row(parent_token, depth)
+        scores = self.row(parent_token, depth, index)
         return np.argsort(-scores, kind="stable").tolist(), scores.tolist()
 
     def __call__(self, parent_token: int, depth: int) -> np.ndarray:
