@@ -38,8 +38,9 @@ of the builds' wall time spent in the scorer (`TimedBuilder`), the tree column t
 Syncs (`SyncCounter`, a TorchFunctionMode active only in the counted decode): the calls that make
 the host wait for the device: .item(), .tolist(), .cpu(), .numpy(force=True), bool/int/float/index
 of a tensor, and shape-dependent ops (nonzero, unique, masked_select, boolean indexing), on tensors
-on the loop's device. Blocking uploads (torch.tensor(.., device=), .to(device)) are counted apart: a pageable
-host-to-device copy also waits for the queue (on a CPU run: graftlib's own `.to(device)` calls).
+on the loop's device. Blocking uploads (torch.tensor(.., device=), .to(device)) are counted apart:
+a pageable host-to-device copy also waits for the queue (on a CPU run: graftlib's own `.to(device)`
+calls).
 The decode loop's `StageTimer` laps (five a round; each synchronizes on CUDA so that the round's
 stage times mean something) are counted apart too, on any device.
 On a CPU run nothing really waits; the counts are what the same code does on a GPU (on a CPU every

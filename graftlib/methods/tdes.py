@@ -19,8 +19,8 @@ its centring and log q. `child_scores` (the `EdgeScorer` call) caches one pool's
 (recognised by the identity of the `child_ids` / `logq` objects) and is one product per call. The
 tree builder uses the batched form instead (`pool_scores` -> `RoundScores`): the child sides of
 many depths from one gather, the scores of each depth's likeliest parents (the root at depth 1)
-from one batched product and their leading children from one stable sort, read back as lists, so the
-heap makes no numpy call for nearly every node it adds. Every numpy call costs several
+from one batched product and their leading children from one stable sort, read back as lists, so
+the heap makes no numpy call for nearly every node it adds. Every numpy call costs several
 microseconds right after a forward, whatever its size at these shapes, so the round's scoring is
 counted in calls. beta = 0 makes y = [0 | 1] and every score exactly log q (DDTree's tree).
 
