@@ -333,6 +333,8 @@ class RoundScores:
     def leading(self, parent_token: int, depth: int, index: int | None = None) -> tuple[list[int], list[float]]:
         """(pool indices, scores) of the first ranks of `parent_token`'s children at `depth` (at least
         the best one; ties by pool index). The heap's call per added node: list lookups."""
+        if index is not None and depth <= self.ready and index < len(self.block[depth - 1]):
+            return self.lead_j[depth - 1][index], self.lead_s[depth - 1][index]  # a block row, by its index
         i = self._at(parent_token, depth, index)
         if i is None:
             scores = self.row(parent_token, depth, index)
