@@ -7,7 +7,14 @@ import numpy as np
 import pytest
 import torch
 
-from graftlib.core.builders import Candidates, ChainBuilder, FixedBudget, HeapTreeBuilder, Ranked
+from graftlib.core.builders import (
+    Candidates,
+    ChainBuilder,
+    FixedBudget,
+    HeapTreeBuilder,
+    best_child,
+    full_ranking,
+)
 from graftlib.core.tree import Tree
 
 ROOT = 99
@@ -244,16 +251,34 @@ def test_scorer_penalty_removes_edge():
     assert root_paths(tree) == greedy_frontier(cand, 5, s.edge)[0]
 
 
-def test_ranked_sorts_only_when_a_second_child_is_asked_for():
+def test_best_child_and_full_ranking_are_stable():
+    """A plain scorer's rankings: the best child by argmax (the first maximum), then the stable
+    descending order with the scores read by rank; the tie 2.0 keeps index order."""
     scores = np.array([0.5, 2.0, -1.0, 2.0, 0.25])
-    r = Ranked([10, 11, 12, 13, 14], scores)
-    assert r.at(0) == (11, 2.0) and r.order == [1]  # one argmax, no sort yet
-    # then the stable descending order: the tie 2.0 keeps index order
-    assert [r.at(i) for i in range(5)] == [(11, 2.0), (13, 2.0), (10, 0.5), (14, 0.25), (12, -1.0)]
-    plain = Ranked([7, 8], [-0.1, -0.2], range(2))  # the pool's own order (no scorer)
-    assert [plain.at(0), plain.at(1)] == [(7, -0.1), (8, -0.2)] and len(plain) == 2
+    assert best_child(scores) == ([1], [2.0])
+    assert full_ranking(scores) == ([1, 3, 0, 4, 2], [2.0, 2.0, 0.5, 0.25, -1.0])
+    assert best_child(np.array([-0.3])) == ([0], [-0.3]) and full_ranking(np.array([-0.3])) == ([0], [-0.3])
 
 
 def test_fixed_budget():
     b = FixedBudget(17)
     assert b.budget(make_cand(2, 5, 3, 0), 100) == 17 and b.max_budget == 17
+
+
+def test_packed_candidates_are_views_of_the_read_back():
+    """`from_top_k` keeps the packed array: ids (int32 bit patterns), log q and the Gram diagonals read
+    through its memoryviews equal the tensors they came from."""
+    g = torch.Generator().manual_seed(5)
+    logits, hidden = torch.randn(3, 40, generator=g) * 3, torch.randn(3, 8, generator=g)
+    c = Candidates.from_logits(logits, 4, hidden)
+    top = torch.topk(logits, 4)
+    assert c.depth == 3 and c.width == 4 and c.ids == top.indices.tolist()
+    want = torch.log_softmax(logits, -1).gather(1, top.indices)
+    assert torch.allclose(torch.tensor(c.logq), want, atol=1e-6)
+    assert [list(i) for i, _ in c.rows()] == c.ids and [list(q) for _, q in c.rows()] == c.logq
+    assert c.hidden_sq == pytest.approx((hidden * hidden).sum(1).tolist(), rel=1e-5)
+    assert c.hidden_dot == pytest.approx((hidden[:-1] * hidden[1:]).sum(1).tolist(), rel=1e-5)
+    assert c.id_table.tolist() == c.ids and c.logq_table.tolist() == c.logq
+    plain = Candidates(c.ids, c.logq)  # from lists: the same views, no Gram
+    assert [list(i) for i, _ in plain.rows()] == c.ids and plain.top1_prob == pytest.approx(c.top1_prob)
+    assert plain.hidden_sq is None and Candidates([], []).rows() == []

@@ -4,7 +4,7 @@ import pytest
 import torch
 from transformers.cache_utils import Cache
 
-from graftlib.core.kvcache import BufferedLayer
+from graftlib.core.kvcache import BufferedLayer, SharedKV
 from graftlib.core.verify import commit_cache, kept_rows
 
 
@@ -45,3 +45,54 @@ def test_commit_after_growth_and_batch_select():
     commit_cache(cache, 9, [0, 4])
     rows = list(range(9)) + [9, 13]
     assert torch.equal(layer.keys, ref[0][0][1:, :, rows]) and torch.equal(layer.values, ref[0][1][1:, :, rows])
+
+
+def shared_cache(layers: int, start: int, n: int, capacity: int = 16) -> tuple[Cache, list]:
+    """`filled_cache` with the layers in one shared buffer (`SharedKV`)."""
+    store = SharedKV(layers)
+    cache = Cache(layers=[BufferedLayer(capacity, store, i) for i in range(layers)])
+    ref = []
+    for i, layer in enumerate(cache.layers):
+        k = torch.arange(2 * 3 * (start + n) * 4, dtype=torch.float32).reshape(2, 3, start + n, 4) + 1000 * i
+        v = -k - 7
+        layer.update(k[:, :, :start], v[:, :, :start])
+        layer.update(k[:, :, start:], v[:, :, start:])
+        ref.append((k, v))
+    return cache, ref
+
+
+@pytest.mark.parametrize("keep", [[0, 2, 5], [0, 1, 2], [0], []])
+def test_shared_commit_keeps_the_accepted_rows_of_every_layer(keep):
+    start, n = 5, 6
+    cache, ref = shared_cache(3, start, n)
+    store = cache.layers[0].shared
+    assert store.complete and all(layer.kv.data_ptr() == store.buf[2 * i].data_ptr()
+                                  for i, layer in enumerate(cache.layers))
+    commit_cache(cache, start, keep, kept_rows(keep, "cpu"))
+    rows = list(range(start)) + [start + j for j in keep]
+    for layer, (k, v) in zip(cache.layers, ref):
+        assert layer.get_seq_length() == start + len(keep)
+        assert torch.equal(layer.keys, k[:, :, rows]) and torch.equal(layer.values, v[:, :, rows])
+        assert layer.keys.data_ptr() == layer.kbuf.data_ptr()  # still a view of the shared buffer
+
+
+def test_shared_buffer_grows_for_every_layer_and_a_layer_can_leave():
+    cache, ref = shared_cache(2, 9, 6, capacity=10)  # 15 positions: the shared buffer grew
+    store = cache.layers[0].shared
+    assert store.buf.shape[3] >= 15 and all(layer.capacity == store.buf.shape[3] for layer in cache.layers)
+    for layer, (k, v) in zip(cache.layers, ref):
+        assert torch.equal(layer.keys, k) and torch.equal(layer.values, v)
+    cache.layers[1].batch_select_indices(torch.tensor([0, 1]))  # leaves: committed layer by layer from now on
+    assert not store.complete
+    commit_cache(cache, 9, [0, 4])
+    rows = list(range(9)) + [9, 13]
+    for layer, (k, v) in zip(cache.layers, ref):
+        assert torch.equal(layer.keys, k[:, :, rows]) and torch.equal(layer.values, v[:, :, rows])
+
+
+def test_a_layer_of_another_shape_keeps_its_own_buffers():
+    store = SharedKV(2)
+    a, b = BufferedLayer(8, store, 0), BufferedLayer(8, store, 1)
+    a.update(torch.ones(1, 2, 3, 4), torch.ones(1, 2, 3, 4))
+    b.update(torch.ones(1, 2, 3, 5), torch.ones(1, 2, 3, 5))  # another head size
+    assert store.members == [a, None] and not store.complete and b.kv is not None

@@ -331,3 +331,18 @@ def test_methods_ddtree_tdes_and_graft_load_a_scorer_by_path(tiny_pair, tmp_path
         Decoder.for_method(target, drafter, "ddtree+tdes", 8, tdes=str(tmp_path / "missing.safetensors"))
     with pytest.raises(GraftError, match="beta must be in"):
         Decoder.for_method(target, drafter, "graft", 8, tdes=str(path), beta=-1.0)
+
+
+def test_leading_ranks_are_the_stable_descending_order():
+    """The first ranks of every row, ties to the lower index, as lists; a tie among the leading values
+    (here 2.0 twice) takes the stable argsort path and gives the same order."""
+    from graftlib.methods.tdes import leading_ranks
+
+    s = np.array([[[0.5, 2.0, -1.0, 3.0, 0.25], [1.0, 0.0, 4.0, -2.0, 0.5]],
+                  [[0.5, 2.0, -1.0, 2.0, 0.25], [-np.inf, 0.0, -np.inf, 1.0, -3.0]]], np.float32)
+    j, v = leading_ranks(s, 3)
+    assert j == [[[3, 1, 0], [2, 0, 4]], [[1, 3, 0], [3, 1, 4]]]
+    assert v == [[[3.0, 2.0, 0.5], [4.0, 1.0, 0.5]], [[2.0, 2.0, 0.5], [1.0, 0.0, -3.0]]]
+    for row_j, row in zip([r for rows in j for r in rows], s.reshape(-1, 5)):
+        assert row_j == np.argsort(-row, kind="stable")[:3].tolist()
+    assert leading_ranks(s[:1, :1, :2], 4) == ([[[1, 0]]], [[[2.0, 0.5]]])  # lead clipped to K

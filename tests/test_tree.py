@@ -236,3 +236,23 @@ def test_mask_buffer_reuse_matches_fresh_masks():
     # too small: verify_inputs falls back to a fresh mask
     small = MaskBuffer(2, 4, "cpu", torch.float32)
     assert torch.equal(verify_inputs(branchy(), 7, masks=small).attention_mask, verify_inputs(branchy(), 7).attention_mask)
+
+
+def test_tree_walks_pad_puts_zero_columns_in_front():
+    rows, edges = tree_walks(TOKENS, PARENTS, pad=2)
+    plain, _ = tree_walks(TOKENS, PARENTS)
+    assert [bytes(r) for r in rows] == [b"\x00\x00" + bytes(r) for r in plain] and edges == child_edges(TOKENS, PARENTS)
+
+
+def test_mask_buffer_place_needs_the_pad():
+    """A block placed after the prefix moved carries `pad(start)` zero columns; rows an earlier,
+    larger tree wrote are cleared below the new start."""
+    buf = MaskBuffer(6, 20, "cpu", torch.float32)
+    verify_inputs(branchy(), 3, masks=buf)  # 6 rows written at columns 3..8
+    assert buf.pad(5) == 2 and buf.pad(2) == 0
+    with pytest.raises(ValueError, match="2 zero columns"):
+        buf.place(torch.zeros(4, 4, dtype=torch.uint8), 5)
+    small = Tree([1, 2, 3, 4], [-1, 0, 0, 2], [0, 1, 1, 2])
+    got = verify_inputs(small, 5, masks=buf).attention_mask
+    assert torch.equal(got, verify_inputs(small, 5).attention_mask)
+    assert (buf.plane[:, :5] == 0).all()  # rows 4, 5 of the earlier tree were cleared too

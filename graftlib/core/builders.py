@@ -20,10 +20,10 @@ Builders here:
   S_DD(u) = sum_d log q_{t,d}(u_d)); with an `EdgeScorer` it ranks by
   S(v) = log q_{t,d}(c) + beta * f~(p, c, d) (eq. 4, 13) and visits children in that order,
   so the heap stays exact best-first under the new scores. No scorer == DDTree. A parent's
-  children are ranked lazily: DDTree's pool order is shared per depth (`Pool`); a plain
-  `EdgeScorer` is called once per added node (`Ranked`: best child by argmax, the full order
-  sorted only for parents that get a second child); a `PoolScorer` (TDES) prepares the round in
-  batched calls and hands each node its leading children as lists (`PoolRanked`).
+  children are ranked lazily: DDTree's pool order is shared per depth; a plain `EdgeScorer` is
+  called once per added node (`best_child`: its argmax) and sorted (`full_ranking`) only for
+  parents that get a second child; a `PoolScorer` (TDES) prepares the round in batched calls and
+  hands each node its leading children as lists (`PoolScores.leading`).
 
 Host cost model (what `graft host-overhead` measures): right after a forward pass every library
 call (numpy, torch) costs several microseconds on a CPU, and every Python object made per pool
@@ -45,30 +45,65 @@ from graftlib.core.tree import Tree
 class Candidates:
     """One draft's per-depth candidate pools: [D, K] token ids and log q, best first.
 
-    Stored as two C-contiguous arrays, `id_table` (int64) and `logq_table` (float32 when read back
-    from `top_k`, else the given values' dtype), plus, when packed with the draft, the drafter states'
-    Gram matrix `gram` [D, D]. A round's host side reads only a few entries of a pool (a heap of B
-    nodes touches about 2B of the D x K), so nothing is converted up front: the builders index the
-    tables through memoryviews (`rows`, Python scalars per access, no per-entry objects kept), and
-    the list views `ids` / `logq` / `top1_prob` / `hidden_sq` / `hidden_dot` are derived on first
-    use (cached) for the code that wants lists. Values are the tables' own: a float32 log q reads
-    back as the same Python float through either view.
+    Two sources. Given as [D][K] lists or arrays (`Candidates(ids, logq, ...)`), the pools are stored
+    as two C-contiguous arrays. Read back from the device (`from_top_k`), they stay one packed float32
+    array [D, 2K (+ D)]: per depth the ids (as int32 bit patterns), the log q and, when packed with
+    the drafter states, their Gram row; nothing is converted or copied up front. A round's host side
+    reads only a few entries of a pool (a heap of B nodes touches about 2B of the D x K), so the
+    builders read them through memoryviews over the packed buffer (`rows`: Python scalars per access,
+    no numpy call, no per-entry objects kept), and everything else is derived on first use (cached):
+    the tables `id_table` / `logq_table` (numpy views, for batched scorers), the list views `ids` /
+    `logq`, and the signals `top1_prob` / `hidden_sq` / `hidden_dot` (read from the same memoryviews).
+    Values are the tables' own: a float32 log q reads back as the same Python float through any view.
     """
 
-    __slots__ = ("_dot", "_ids", "_logq", "_rows", "_sq", "_top1", "gram", "hidden", "id_table", "logq_table")
+    __slots__ = ("_dot", "_flat", "_id_table", "_ids", "_logq", "_logq_table", "_packed", "_rows", "_sq", "_top1",
+                 "hidden")
 
     def __init__(self, ids, logq, top1_prob: list[float] | None = None, hidden: torch.Tensor | None = None,
                  hidden_sq: list[float] | None = None, hidden_dot: list[float] | None = None,
-                 gram: np.ndarray | None = None):
-        self._ids = None if isinstance(ids, np.ndarray) else ids  # lists given: they are the list views
-        self._logq = None if isinstance(logq, np.ndarray) else logq
-        self.id_table, self.logq_table = _table(ids, np.int64), _table(logq, None)
-        self._top1, self.hidden, self._sq, self._dot, self.gram = top1_prob, hidden, hidden_sq, hidden_dot, gram
-        self._rows = None
+                 packed: tuple[np.ndarray, int] | None = None):
+        """`ids` / `logq`: [D][K] lists or arrays; or None with `packed` = (`top_k`'s array read back, K)."""
+        self._ids = None if ids is None or isinstance(ids, np.ndarray) else ids  # lists: they are the list views
+        self._logq = None if logq is None or isinstance(logq, np.ndarray) else logq
+        self._id_table = None if packed is not None else _table(ids, np.int64)
+        self._logq_table = None if packed is not None else _table(logq, None)
+        self._top1, self.hidden, self._sq, self._dot, self._packed = top1_prob, hidden, hidden_sq, hidden_dot, packed
+        self._flat = self._rows = None
+
+    @classmethod
+    def from_top_k(cls, packed: torch.Tensor, hidden: torch.Tensor | None = None) -> "Candidates":
+        """`top_k`'s device tensor read back to the host in one transfer (one device sync); `hidden`:
+        the drafter states it was packed with (their Gram diagonals become `hidden_sq` / `hidden_dot`).
+        Host work: the transfer and a numpy view of it; tables and lists are derived on first use."""
+        host = packed.numpy(force=True)  # the device's copy (one call: .cpu().numpy())
+        d, w = host.shape
+        return cls(None, None, hidden=hidden, packed=(host, (w - (d if hidden is not None else 0)) // 2))
 
     @property
     def depth(self) -> int:
-        return self.id_table.shape[0]
+        return (self._packed[0] if self._packed is not None else self._id_table).shape[0]
+
+    @property
+    def width(self) -> int:
+        """K: the candidates per depth."""
+        return self._packed[1] if self._packed is not None else self._id_table.shape[1]
+
+    @property
+    def id_table(self) -> np.ndarray:
+        """[D, K] token ids (int64 given; int32 when read back: a view of the packed array)."""
+        if self._id_table is None:
+            host, k = self._packed
+            self._id_table = host.view(np.int32)[:, :k]
+        return self._id_table
+
+    @property
+    def logq_table(self) -> np.ndarray:
+        """[D, K] log q (float32 when read back: a view of the packed array)."""
+        if self._logq_table is None:
+            host, k = self._packed
+            self._logq_table = host[:, k:2 * k]
+        return self._logq_table
 
     @property
     def ids(self) -> list[list[int]]:
@@ -88,35 +123,50 @@ class Candidates:
     def top1_prob(self) -> list[float]:
         """[D] q_{t,d}(c^(1)), for confidence signals."""
         if self._top1 is None:
-            self._top1 = [math.exp(q) for q in self.logq_table[:, 0].tolist()]
+            self._top1 = [math.exp(q[0]) for _, q in self.rows()]
         return self._top1
 
     @property
     def hidden_sq(self) -> list[float] | None:
-        """[D] |h_d|^2 of the drafter states (from the read-back Gram matrix; None without one)."""
-        if self._sq is None and self.gram is not None:
-            self._diagonals()
+        """[D] |h_d|^2 of the drafter states (the packed Gram diagonal; None without one)."""
+        if self._sq is None and self._gram_packed():
+            _, q, w, k = self.flat()
+            self._sq = [q[o + 2 * k + d] for d, o in enumerate(range(0, self.depth * w, w))]
         return self._sq
 
     @property
     def hidden_dot(self) -> list[float] | None:
-        """[D-1] h_d . h_{d+1} (from the read-back Gram matrix; None without one)."""
-        if self._dot is None and self.gram is not None:
-            self._diagonals()
+        """[D-1] h_d . h_{d+1} (the packed Gram's first superdiagonal; None without one)."""
+        if self._dot is None and self._gram_packed():
+            _, q, w, k = self.flat()
+            self._dot = [q[o + 2 * k + d + 1] for d, o in enumerate(range(0, (self.depth - 1) * w, w))]
         return self._dot
 
-    def _diagonals(self) -> None:
-        gram = self.gram.tolist()  # one conversion of the [D, D] matrix, both diagonals read from it
-        self._sq = [gram[i][i] for i in range(len(gram))]
-        self._dot = [gram[i][i + 1] for i in range(len(gram) - 1)]
+    def _gram_packed(self) -> bool:
+        return self._packed is not None and self.hidden is not None
+
+    def flat(self) -> tuple[memoryview, memoryview, int, int]:
+        """(ids, log q, row stride, log q offset): 1-D memoryviews over the tables, depth d's pool at
+        [d * stride, d * stride + K) of ids and [d * stride + offset, ... + K) of log q (cached)."""
+        if self._flat is None:
+            if self._packed is not None:
+                host, k = self._packed
+                raw = memoryview(host).cast("B")
+                self._flat = (raw.cast("i"), raw.cast("f"), host.shape[1], k)
+            else:
+                ids, logq = self._id_table, self._logq_table
+                self._flat = (_flat_view(ids), _flat_view(logq), ids.shape[1], 0)
+        return self._flat
 
     def rows(self) -> list[tuple[memoryview, memoryview]]:
-        """Per depth (ids, log q) as 1-D memoryviews over the tables: indexing one gives a Python
-        int / float without converting the rest of the pool (the builders' view; cached)."""
+        """Per depth (ids, log q) as 1-D memoryviews: indexing one gives a Python int / float without
+        converting the rest of the pool (the builders' view; cached)."""
         if self._rows is None:
-            k = self.id_table.shape[1]
-            ids, logq = memoryview(self.id_table.reshape(-1)), memoryview(self.logq_table.reshape(-1))
-            self._rows = [(ids[i:i + k], logq[i:i + k]) for i in range(0, ids.shape[0], k)]
+            if self.depth == 0:
+                return []
+            ids, q, w, off = self.flat()
+            k = self.width
+            self._rows = [(ids[o:o + k], q[o + off:o + off + k]) for o in range(0, self.depth * w, w)]
         return self._rows
 
     @classmethod
@@ -124,17 +174,6 @@ class Candidates:
                     id_map: torch.Tensor | None = None) -> "Candidates":
         """logits [D, V] -> per-depth top-k (k clipped to V) with log q = logit - logsumexp(logits)."""
         return cls.from_top_k(top_k(logits, k, id_map, hidden), hidden)
-
-    @classmethod
-    def from_top_k(cls, packed: torch.Tensor, hidden: torch.Tensor | None = None) -> "Candidates":
-        """`top_k`'s device tensor read back to the host in one transfer (one device sync); `hidden`:
-        the drafter states it was packed with (their Gram matrix becomes `gram`: `hidden_sq` / `hidden_dot`).
-        Host work: two array copies (ids to int64, log q contiguous); no per-entry Python objects."""
-        host = packed.cpu().numpy()
-        d = host.shape[0]
-        k = (host.shape[1] - (d if hidden is not None else 0)) // 2
-        return cls(host[:, :k].astype(np.int64), np.ascontiguousarray(host[:, k:2 * k]), None, hidden,
-                   gram=host[:, 2 * k:] if hidden is not None else None)
 
 
 def _table(rows, dtype) -> np.ndarray:
@@ -144,11 +183,16 @@ def _table(rows, dtype) -> np.ndarray:
     return np.ascontiguousarray(rows, dtype=dtype)
 
 
+def _flat_view(table: np.ndarray) -> memoryview:
+    """A C-contiguous array's elements as one 1-D memoryview of Python scalars."""
+    return memoryview(table).cast("B").cast(table.dtype.char)
+
+
 def top_k(logits: torch.Tensor, k: int, id_map: torch.Tensor | None = None,
           hidden: torch.Tensor | None = None) -> torch.Tensor:
     """logits [D, V] -> per-depth top-k, packed on the logits' device for one read-back:
-    [D, 2k'] = token ids (float32 carries ids < 2^24 exactly) | log q, k' = min(k, V), then with
-    `hidden` [D, H] its Gram matrix [D, D] (SABA's state reads the diagonals).
+    [D, 2k'] float32 = token ids (their int32 bit patterns, reinterpreted: exact for any id) | log q,
+    k' = min(k, V), then with `hidden` [D, H] its Gram matrix [D, D] (SABA's state reads the diagonals).
 
     log q = logit - logsumexp(logits): the same values as log_softmax, without materializing the
     [D, V] log-probabilities. `id_map` maps the columns of a reduced draft vocabulary to target ids.
@@ -158,7 +202,7 @@ def top_k(logits: torch.Tensor, k: int, id_map: torch.Tensor | None = None,
     top_logq = top - torch.logsumexp(logits, dim=-1, keepdim=True)
     if id_map is not None:
         top_ids = id_map[top_ids]
-    parts = [top_ids.float(), top_logq]
+    parts = [top_ids.int().view(torch.float32), top_logq]
     if hidden is not None:
         h = hidden.float()
         parts.append(torch.mm(h, h.t()))
@@ -172,24 +216,27 @@ class EdgeScorer(Protocol):
 
 
 class PoolScores(Protocol):
-    """A round's edge scores prepared by a `PoolScorer` (pool index j: column j of `Candidates.id_table`)."""
+    """A round's edge scores prepared by a `PoolScorer` (pool index j: column j of `Candidates.id_table`).
+    `index`: the parent's own pool index at depth - 1 (0 for the root), which lets the scores find a
+    prepared row without looking the token up; None: by the token."""
 
     # (pool indices, scores) of the first ranks (at least the best child), as lists
-    def leading(self, parent_token: int, depth: int) -> tuple[list[int], list[float]]: ...
+    def leading(self, parent_token: int, depth: int, index: int | None = None) -> tuple[list[int], list[float]]: ...
 
-    def row(self, parent_token: int, depth: int) -> np.ndarray: ...  # every child's score, [K]
+    def row(self, parent_token: int, depth: int, index: int | None = None) -> np.ndarray: ...  # every child's score
 
     # (pool indices by score, stable descending; scores by pool index), lists; it begins with `leading`'s
-    def ranked(self, parent_token: int, depth: int) -> tuple[list[int], list[float]]: ...
+    def ranked(self, parent_token: int, depth: int, index: int | None = None) -> tuple[list[int], list[float]]: ...
 
 
 class PoolScorer(EdgeScorer, Protocol):
-    """An `EdgeScorer` that can also prepare a whole round at once (TDES): `pool_scores(cand, depths)`
-    does the per-pool work of depths 1..`depths` in batched calls and returns `PoolScores`, whose
-    rows are `child_scores(parent_token, depth, cand.ids[depth - 1], cand.logq[depth - 1])` (up to
-    float rounding), ranked stably in descending order. `HeapTreeBuilder` uses it when the scorer has it."""
+    """An `EdgeScorer` that can also prepare a whole round at once (TDES): `pool_scores(cand, depths,
+    root)` does the per-pool work of depths 1..`depths` in batched calls (the tree's `root` token, when
+    given, with them) and returns `PoolScores`, whose rows are `child_scores(parent_token, depth,
+    cand.ids[depth - 1], cand.logq[depth - 1])` (up to float rounding), ranked stably in descending
+    order. `HeapTreeBuilder` uses it when the scorer has it."""
 
-    def pool_scores(self, cand: "Candidates", depths: int) -> PoolScores: ...
+    def pool_scores(self, cand: "Candidates", depths: int, root: int | None = None) -> PoolScores: ...
 
 
 class TreeBuilder(Protocol):
@@ -231,138 +278,116 @@ class ChainBuilder:
         pass
 
 
-class Pool:
-    """One depth's candidates in the drafter's order (sorted by log q, best first): DDTree's ranking
-    of the children of every node one depth up (one object per depth, shared by those parents)."""
-
-    __slots__ = ("ids", "logq")
-
-    def __init__(self, ids: Sequence[int], logq: Sequence[float]):
-        self.ids, self.logq = ids, logq
-
-    def __len__(self) -> int:
-        return len(self.ids)
-
-    def at(self, rank: int) -> tuple[int, float]:
-        return self.ids[rank], self.logq[rank]
+def best_child(scores) -> tuple[list[int], list[float]]:
+    """The leading rank of one parent's candidate children under edge `scores` (a numpy array over the
+    pool): ([pool index of the best], [its score]), the first maximum on ties."""
+    j = int(scores.argmax())
+    return [j], [float(scores[j])]
 
 
-class Ranked:
-    """One parent's candidate children as (token, score) by rank, best first, under edge scores.
-
-    The order is found lazily: rank 0 by one argmax, the full (stable, descending) order only when
-    a second child is asked for; most parents of a tree are leaves, whose children are never ranked
-    further. `order` given: that order (e.g. `range(K)` for scores already sorted).
-    """
-
-    __slots__ = ("ids", "order", "scores")
-
-    def __init__(self, ids: Sequence[int], scores, order: Sequence[int] | None = None):
-        self.ids, self.scores = ids, scores  # scores: a list with `order` given, else a numpy array
-        self.order = order if order is not None else [int(scores.argmax())]
-
-    def __len__(self) -> int:
-        return len(self.ids)
-
-    def at(self, rank: int) -> tuple[int, float]:
-        if rank >= len(self.order):
-            self.order = np.argsort(-self.scores, kind="stable").tolist()
-        j = self.order[rank]
-        return self.ids[j], float(self.scores[j])
+def full_ranking(scores) -> tuple[list[int], list[float]]:
+    """Every rank of one parent's candidate children under edge `scores` (a numpy array over the pool):
+    (pool indices in stable descending order, their scores in that order); it begins with `best_child`."""
+    order = np.argsort(-scores, kind="stable").tolist()
+    return order, by_rank(order, scores.tolist())
 
 
-class PoolRanked:
-    """A parent's children under `PoolScores`: the first ranks from the scorer's `leading` lists (no
-    row is touched), the whole ranking (`PoolScores.ranked`) only when a later rank is asked for."""
-
-    __slots__ = ("depth", "ids", "lead_j", "lead_s", "pool", "rest", "token")
-
-    def __init__(self, ids: Sequence[int], pool: PoolScores, parent_token: int, depth: int):
-        self.ids, self.pool, self.token, self.depth = ids, pool, parent_token, depth
-        self.lead_j, self.lead_s = pool.leading(parent_token, depth)
-        self.rest: tuple[list[int], list[float]] | None = None
-
-    def __len__(self) -> int:
-        return len(self.ids)
-
-    def at(self, rank: int) -> tuple[int, float]:
-        if rank < len(self.lead_j):
-            return self.ids[self.lead_j[rank]], self.lead_s[rank]
-        if self.rest is None:
-            self.rest = self.pool.ranked(self.token, self.depth)
-        order, scores = self.rest
-        j = order[rank]
-        return self.ids[j], scores[j]
+def by_rank(order: list[int], scores: list[float]) -> list[float]:
+    """Scores given by pool index, read in rank `order`."""
+    return [scores[j] for j in order]
 
 
 class HeapTreeBuilder:
     """Best-first heap over prefixes (DDTree); an optional EdgeScorer makes it TDES (eq. 13).
 
-    Each node added gets its children's ranking (`kids[node]`: the shared `Pool` of the next depth
-    for DDTree, a `Ranked` of its edge scores with a scorer), and the heap holds, per node in it,
-    one entry: a parent's next-best child not yet taken. Popping an entry adds that child and pushes
-    its next sibling and its own best child, so the heap pops prefixes in exact best-first order of
-    the path score, ties broken by push order. Pools are read through `Candidates.rows` (no
-    conversion of the whole pool); a `PoolScorer` prepares the round's scoring in one batched call.
+    Each node added gets its children's ranking (`kids[node]`): a pair (pool indices by rank, scores
+    by rank) that may hold only the leading ranks, the whole ranking being asked for (`rest`) when
+    the heap reaches past them. DDTree's is the pool itself, shared per depth (range(K) and the log q
+    memoryview: the drafter's order); a plain `EdgeScorer` is called once per added node for its best
+    child (`best_child`) and again, for the whole order, when the node gets a second child
+    (`full_ranking`); a `PoolScorer` (TDES) prepares the round in batched calls and hands each node its
+    leading children as lists (`PoolScores.leading`). The heap holds, per node in it, one entry: a
+    parent's next-best child not yet taken. Popping an entry adds that child and pushes its next
+    sibling and its own best child, so the heap pops prefixes in exact best-first order of the path
+    score, ties broken by push order. Tokens are read from the pools' memoryviews (`Candidates.rows`)
+    by pool index; per added node the loop makes one call for its children's ranking and no numpy call.
     """
 
     def __init__(self, scorer: EdgeScorer | None = None, name: str = "ddtree"):
         self.scorer = scorer
         self.name = name
 
-    def _rankings(self, cand: Candidates, depths: int) -> Callable[[int, int], Pool | Ranked]:
-        """children(parent_token, d): the ranking of the candidates at depth index d (0-based)."""
+    def _rankings(self, cand: Candidates, depths: int, root_token: int) -> tuple[Callable, Callable, list | None]:
+        """(children, rest, shared): children(parent_token, depth, index) -> the leading ranks (at least
+        the best) of the candidates at `depth` (1-based) as (pool indices, scores) by rank; rest(...) ->
+        all of them. `index`: the parent's pool index at depth - 1 (0 for the root). `shared`: without a
+        scorer, every parent's ranking per depth index (the pool itself), read without a call."""
         rows = cand.rows()
         if self.scorer is None:
-            pools = [Pool(i, q) for i, q in rows]
-            return lambda parent_token, d: pools[d]
+            pools = [(range(len(q)), q) for _, q in rows]
+            children = lambda parent_token, depth, index: pools[depth - 1]
+            return children, children, pools
         if hasattr(self.scorer, "pool_scores"):
-            pool = self.scorer.pool_scores(cand, depths)
-            return lambda parent_token, d: PoolRanked(rows[d][0], pool, parent_token, d + 1)
+            pool = self.scorer.pool_scores(cand, depths, root_token)
+            return (pool.leading, lambda parent_token, depth, index: _ranks(*pool.ranked(parent_token, depth, index)),
+                    None)
 
-        def ranked(parent_token: int, d: int) -> Ranked:
-            scores = self.scorer.child_scores(parent_token, d + 1, cand.ids[d], cand.logq[d])
-            return Ranked(rows[d][0], scores if isinstance(scores, np.ndarray) else np.asarray(scores, np.float64))
-        return ranked
+        def scores(parent_token: int, depth: int) -> np.ndarray:
+            out = self.scorer.child_scores(parent_token, depth, cand.ids[depth - 1], cand.logq[depth - 1])
+            return out if isinstance(out, np.ndarray) else np.asarray(out, np.float64)
+
+        return (lambda parent_token, depth, index: best_child(scores(parent_token, depth)),
+                lambda parent_token, depth, index: full_ranking(scores(parent_token, depth)), None)
 
     def build(self, root_token: int, cand: Candidates, budget: int) -> Tree:
         if cand.depth == 0 or budget <= 0:
             return Tree.root_only(root_token)
-        depth_limit, width = cand.depth, cand.id_table.shape[1]  # every pool offers `width` children
-        children = self._rankings(cand, min(depth_limit, budget))
-        tokens, parents, depths, scores = [root_token], [-1], [0], [0.0]
-        # per node: its children in score order (None at the last depth); computed when the node is added
-        kids = [children(root_token, 0)]
-        # heap entries: (-path score, tiebreak, parent node, rank among the parent's children, token, edge score)
-        token, score = kids[0].at(0)
-        heap = [(-score, 0, 0, 0, token, score)]
+        depth_limit, width = cand.depth, cand.width  # every pool offers `width` children
+        children, rest, shared = self._rankings(cand, min(depth_limit, budget), root_token)
+        ids = [i for i, _ in cand.rows()]  # per depth index: the pool's token ids
+        tokens, parents, depths, scores, indices = [root_token], [-1], [0], [0.0], [0]  # indices: in the node's pool
+        # per node: its children's ranking (None at the last depth); computed when the node is added
+        kids = [children(root_token, 1, 0)]
+        # heap entries: (-path score, tiebreak, parent node, rank among the parent's children); the
+        # child's token and edge score are read from the parent's ranking when it is popped
+        heap = [(-kids[0][1][0], 0, 0, 0)]
         counter, node = 1, 0
         push, pop = heapq.heappush, heapq.heappop
-        add_token, add_parent, add_depth, add_score, add_kids = (
-            tokens.append, parents.append, depths.append, scores.append, kids.append)
+        add_token, add_parent, add_depth, add_score, add_index, add_kids = (
+            tokens.append, parents.append, depths.append, scores.append, indices.append, kids.append)
         while heap and node < budget:
-            neg, _, parent, rank, token, score = pop(heap)
+            neg, _, parent, rank = pop(heap)
             node, depth = node + 1, depths[parent] + 1
+            order, ranked = kids[parent]
+            index = order[rank]
+            token = ids[depth - 1][index]
             add_token(token)
             add_parent(parent)
             add_depth(depth)
             add_score(-neg)
-            if rank + 1 < width:  # next sibling: same parent, next-best child
-                sib, sib_score = kids[parent].at(rank + 1)
-                push(heap, (neg + score - sib_score, counter, parent, rank + 1, sib, sib_score))
+            add_index(index)
+            rank += 1
+            if rank < width:  # next sibling: same parent, next-best child
+                if rank == len(order):  # past the leading ranks: the parent's whole ranking
+                    order, ranked = kids[parent] = rest(tokens[parent], depth, indices[parent])
+                push(heap, (-scores[parent] - ranked[rank], counter, parent, rank))
                 counter += 1
             if depth < depth_limit and node < budget:  # first child of the new node
-                ranked = children(token, depth)
-                kid, kid_score = ranked.at(0)
-                push(heap, (neg - kid_score, counter, node, 0, kid, kid_score))
+                ranking = shared[depth] if shared else children(token, depth + 1, index)
+                push(heap, (neg - ranking[1][0], counter, node, 0))
                 counter += 1
-                add_kids(ranked)
+                add_kids(ranking)
             else:
                 add_kids(None)
         return Tree(tokens, parents, depths, scores)
 
     def feedback(self, record: dict) -> None:
         pass
+
+
+def _ranks(order: list[int], scores: list[float]) -> tuple[list[int], list[float]]:
+    """`PoolScores.ranked`'s (order, scores by pool index) as (order, scores by rank)."""
+    return order, by_rank(order, scores)
 
 
 class FixedBudget:

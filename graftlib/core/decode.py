@@ -151,7 +151,7 @@ class DecodeLoop:
         self.check_prompt(prompt_ids, max_new_tokens)
         speculative = self.builder is not None
         tree_room = (self.controller.max_budget + 1) if speculative else 1
-        cache = target_cache(self.target.config, len(prompt_ids) + max_new_tokens + tree_room)
+        cache = target_cache(self.target.config, len(prompt_ids) + max_new_tokens + tree_room, shared=True)
         timer = StageTimer(self.device, splits)
         ids = torch.tensor([prompt_ids], device=self.device)
         out = target_forward(self.target, ids, torch.arange(len(prompt_ids), device=self.device)[None],
@@ -249,7 +249,7 @@ class DecodeLoop:
         idx = kept_rows(accepted, self.device)  # None: the accepted path is rows 0..a-1
         commit_cache(st.cache, st.start, accepted, idx)
         features = self.drafter.context_features(out.hidden_states)  # [1, N+1, F]
-        features = features[:, :len(accepted)] if idx is None else features[:, idx]  # [1, a, F]
+        features = features[:, :len(accepted)] if idx is None else features.index_select(1, idx)  # [1, a, F]
         new = [tree.tokens[i] for i in accepted[1:]] + [bonus]
         t_commit = timer.lap()
         timer.split("commit")

@@ -8,6 +8,13 @@ grows by doubling; `keys`/`values` are views of the filled part, `update` writes
 a gather over positions moves both in one op. The tree commit (`graftlib.core.verify.commit_cache`) gathers the
 accepted rows in place and crops, so nothing else is copied.
 
+Shared buffer (`target_cache(shared=True)`, what the decode loop uses): every layer's keys and
+values live in one [2L, b, kv_heads, capacity, head_dim] tensor (`SharedKV`; layer i's keys and
+values are rows 2i and 2i + 1), so the tree commit's gather over positions and the views after its
+crop are one op each for the whole cache instead of a few per layer. Layers join on their first
+update when their shapes match the buffer's; one that does not, or that leaves (batch selection),
+keeps its own buffers and the cache is committed layer by layer (`SharedKV.complete`).
+
 Invariant: `layer.keys is buffer[:, :, :length]` (same for values) after every operation, so
 code written against `DynamicLayer` (reading `.keys` / `.values`, `get_seq_length`) sees the
 same tensors it would with the HF cache.
@@ -17,14 +24,74 @@ import torch
 from transformers.cache_utils import Cache, DynamicCache, DynamicLayer
 
 
+class SharedKV:
+    """The keys and values of every layer of a cache in one [2L, b, h, capacity, d] buffer (module doc)."""
+
+    def __init__(self, layers: int):
+        self.members: list[BufferedLayer | None] = [None] * layers  # the layers whose buffers are views of `buf`
+        self.buf: torch.Tensor | None = None
+
+    @property
+    def complete(self) -> bool:
+        """Every layer's keys and values are in `buf`."""
+        return all(layer is not None for layer in self.members)
+
+    def join(self, layer: "BufferedLayer", like: torch.Tensor, value_dim: int) -> bool:
+        """Point `layer`'s buffers into `buf` (allocated on the first join, shaped like `like` [b, h, n, d],
+        with the layer's capacity); False when the shapes, dtype, device or capacity differ."""
+        b, h, _, d = like.shape
+        if self.buf is None and value_dim == d:
+            self.buf = like.new_empty(2 * len(self.members), b, h, layer.capacity, d)
+        buf = self.buf
+        if (buf is None or value_dim != d or buf.shape[1:] != (b, h, layer.capacity, d) or buf.dtype != like.dtype
+                or buf.device != like.device):
+            return False
+        self.members[layer.index] = layer
+        self._point(layer)
+        return True
+
+    def leave(self, layer: "BufferedLayer") -> None:
+        if self.members[layer.index] is layer:
+            self.members[layer.index] = None
+
+    def grow(self, need: int) -> None:
+        """A larger `buf` (at least `need` positions, at least double), every member re-pointed into it."""
+        old = self.buf
+        cap = max(need, 2 * old.shape[3])
+        self.buf = old.new_empty(*old.shape[:3], cap, old.shape[4])
+        self.buf[:, :, :, :old.shape[3]] = old
+        for layer in self.members:
+            if layer is not None:
+                layer.capacity = cap
+                self._point(layer)
+                layer._views()
+
+    def _point(self, layer: "BufferedLayer") -> None:
+        i = 2 * layer.index
+        layer.kv = self.buf[i:i + 2]
+        layer.kbuf, layer.vbuf = self.buf[i], self.buf[i + 1]
+
+    def gather(self, start: int, rows: torch.Tensor, n: int) -> None:
+        """The n positions `rows` of every layer's keys and values moved to positions start.. (one gather)."""
+        self.buf.narrow(3, start, n).copy_(self.buf.index_select(3, rows))
+
+    def crop(self, length: int) -> None:
+        """Every member's length set to `length`, their key / value views made in two ops."""
+        views = self.buf.narrow(3, 0, length).unbind()
+        for layer in self.members:
+            layer.length = length
+            layer.keys, layer.values = views[2 * layer.index], views[2 * layer.index + 1]
+
+
 class BufferedLayer(DynamicLayer):
-    def __init__(self, capacity: int = 1024):
+    def __init__(self, capacity: int = 1024, shared: SharedKV | None = None, index: int = 0):
         super().__init__()
         self.capacity = capacity
         self.length = 0
         self.kbuf: torch.Tensor | None = None
         self.vbuf: torch.Tensor | None = None
         self.kv: torch.Tensor | None = None  # [2, b, h, capacity, d]: kbuf and vbuf as one tensor, when shapes match
+        self.shared, self.index = shared, index  # the cache's shared buffer, if any, and this layer's place in it
 
     def lazy_initialization(self, key_states: torch.Tensor, value_states: torch.Tensor) -> None:
         self.device = key_states.device
@@ -33,8 +100,11 @@ class BufferedLayer(DynamicLayer):
         self._views()
 
     def _allocate(self, like: torch.Tensor, value_dim: int, cap: int) -> None:
-        """kbuf / vbuf of `cap` positions; one [2, ...] tensor `kv` when keys and values have one head
-        size (a gather over positions, the tree commit, is then one op for both)."""
+        """kbuf / vbuf of `cap` positions: views into the cache's shared buffer when the layer joins it,
+        else one [2, ...] tensor `kv` when keys and values have one head size (a gather over positions,
+        the tree commit, is then one op for both), else two."""
+        if self.shared is not None and self.shared.join(self, like, value_dim):
+            return
         b, h, _, d = like.shape
         if value_dim == d:
             self.kv = like.new_empty(2, b, h, cap, d)
@@ -48,6 +118,9 @@ class BufferedLayer(DynamicLayer):
         self.values = self.vbuf[:, :, :self.length]
 
     def _grow(self, need: int) -> None:
+        if self.shared is not None and self.shared.members[self.index] is self:
+            self.shared.grow(need)
+            return
         cap = max(need, 2 * self.capacity)
         kbuf, vbuf = self.kbuf, self.vbuf
         self._allocate(kbuf, vbuf.shape[-1], cap)
@@ -81,6 +154,8 @@ class BufferedLayer(DynamicLayer):
     def batch_select_indices(self, indices: torch.Tensor) -> None:
         """Keep only the batch rows `indices` (batched generation drops finished rows)."""
         if self.is_initialized:
+            if self.shared is not None:
+                self.shared.leave(self)
             self.kbuf, self.vbuf, self.kv = self.kbuf[indices], self.vbuf[indices], None  # separate from now on
             self._views()
 
@@ -120,9 +195,12 @@ class BufferedLayer(DynamicLayer):
             self._views()
 
 
-def target_cache(config, capacity: int = 1024) -> Cache:
-    """`BufferedLayer`s for full-attention targets; HF's DynamicCache when some layers slide."""
+def target_cache(config, capacity: int = 1024, shared: bool = False) -> Cache:
+    """`BufferedLayer`s for full-attention targets (`shared`: in one buffer, module doc); HF's
+    DynamicCache when some layers slide."""
     layer_types = getattr(config, "layer_types", None) or []
     if any(t != "full_attention" for t in layer_types):
         return DynamicCache(config=config)
-    return Cache(layers=[BufferedLayer(capacity) for _ in range(config.num_hidden_layers)])
+    n = config.num_hidden_layers
+    store = SharedKV(n) if shared else None
+    return Cache(layers=[BufferedLayer(capacity, store, i) for i in range(n)])

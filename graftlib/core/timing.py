@@ -25,24 +25,36 @@ import torch
 
 @dataclass
 class SplitLog:
-    """The splits of a run in order, as (name, seconds), and the events (by kind) counted between splits."""
+    """The splits of a run in order, as (name, seconds), and the events (by kind) counted between splits.
+
+    Bookkeeping per split is an append and, when events were counted since the previous split, one
+    more (`counted`); `events` sums them by split name when read, so the work a split charges to the
+    next one (after its clock read) stays a few list operations."""
 
     splits: list[tuple[str, float]] = field(default_factory=list)
     clock: Callable[[], float] = time.perf_counter  # wall; a thread CPU clock leaves a shared CPU's preemptions out
-    events: dict[str, Counter] = field(default_factory=lambda: defaultdict(Counter))
-    pending: Counter = field(default_factory=Counter)  # events counted since the last split
+    counted: list[tuple[str, dict[str, int]]] = field(default_factory=list)  # (split name, its events by kind)
+    pending: dict[str, int] = field(default_factory=dict)  # events counted since the last split
     last: float | None = None  # time of the last split (None: the clock has not started)
 
     def count(self, kind: str) -> None:
-        self.pending[kind] += 1
+        self.pending[kind] = self.pending.get(kind, 0) + 1
 
     def charge(self, name: str, t: float) -> None:
         if self.last is not None:
             self.splits.append((name, t - self.last))
         if self.pending:
-            self.events[name].update(self.pending)
-            self.pending.clear()
+            self.counted.append((name, self.pending))
+            self.pending = {}
         self.last = t
+
+    @property
+    def events(self) -> dict[str, Counter]:
+        """Counted events by split name and kind, summed over the run."""
+        out: dict[str, Counter] = defaultdict(Counter)
+        for name, counts in self.counted:
+            out[name].update(counts)
+        return out
 
 
 class StageTimer:

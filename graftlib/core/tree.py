@@ -18,6 +18,7 @@ each node's child map and the root-to-node paths (Medusa/EAGLE "retrieve indices
 temperature 0). A decode reuses one mask buffer (`MaskBuffer`) across rounds.
 """
 
+from array import array
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -153,52 +154,56 @@ class MaskBuffer:
     longest start + N+1). `place(hidden, start)` returns the view [1, 1, n, start + n] whose last n
     columns are the tree block (the dtype's min where `hidden` is 1, else 0) and whose first `start`
     columns (the cached prefix) are 0.
-    Invariant: every column below `clean` is 0 in every row; a round zeroes only the columns that
-    became prefix since the last one (the accepted nodes) and writes the block, instead of
-    allocating and filling a fresh [n, start + n] mask (whose size grows with the prefix).
+    Invariant: every column below `clean` is 0 in every row, and rows at or beyond `dirty` were never
+    written. The columns that became prefix since the last round (the accepted nodes, `pad(start)`
+    of them) are cleared by the block write itself: the caller puts that many zero columns in front of
+    the block, so a round costs one write into rows 0..n-1 (rows n..dirty-1, which an earlier, larger
+    tree wrote, are cleared apart), instead of allocating and filling a fresh [n, start + n] mask.
     """
 
     def __init__(self, rows: int, cols: int, device, dtype: torch.dtype):
         self.mask = torch.zeros(1, 1, rows, cols, dtype=dtype, device=device)
         self.rows, self.cols, self.device, self.dtype = rows, cols, self.mask.device, dtype
         self.plane = self.mask[0, 0]  # [rows, cols]
-        self.clean = cols
+        self.min = torch.finfo(dtype).min  # "not visible"
+        self.clean, self.dirty = cols, 0
 
     def fits(self, n: int, start: int, device, dtype: torch.dtype) -> bool:
         return (n <= self.rows and start + n <= self.cols and dtype == self.dtype
                 and (device == self.device or torch.device(device) == self.device))
 
+    def pad(self, start: int) -> int:
+        """The zero columns a block placed at `start` carries in front: those that became prefix since
+        the last round."""
+        return max(start - self.clean, 0)
+
     def place(self, hidden: torch.Tensor, start: int) -> torch.Tensor:
-        """`hidden` [n, n] uint8 (on the device; 1: node j is not visible to node i) -> the mask view
-        [1, 1, n, start + n]. The block is written as hidden * min: exact in any float dtype."""
-        n = hidden.shape[0]
-        if start > self.clean:
-            self.plane[:, self.clean:start] = 0
-        self.plane[:n, start:start + n].copy_(hidden).mul_(_min_value(self.dtype))
-        self.clean = start
+        """`hidden` [n, pad(start) + n] uint8 on the device (`pad(start)` zero columns, then the block:
+        1 where node j is not visible to node i) -> the mask view [1, 1, n, start + n]. Written as
+        hidden * min in one op: exact in any float dtype."""
+        n, width = hidden.shape
+        if width != n + self.pad(start):
+            raise ValueError(f"MaskBuffer.place: a block at {start} needs {self.pad(start)} zero columns in "
+                             f"front, got {width - n}")
+        if n < self.dirty and start > self.clean:
+            self.plane[n:self.dirty, self.clean:start] = 0
+        torch.mul(hidden, self.min, out=self.plane[:n, start + n - width:start + n])
+        self.clean, self.dirty = start, max(self.dirty, n)
         return self.mask[:, :, :n, :start + n]
 
 
-_MIN: dict[torch.dtype, float] = {}
-
-
-def _min_value(dtype: torch.dtype) -> float:
-    """torch.finfo(dtype).min, looked up once per dtype (the mask's "not visible")."""
-    if dtype not in _MIN:
-        _MIN[dtype] = torch.finfo(dtype).min
-    return _MIN[dtype]
-
-
-def tree_walks(tokens: list[int], parents: list[int]) -> tuple[list[bytes], dict[int, int]]:
-    """(hidden rows, edges) in one pass over the nodes: row i is N+1 bytes, 0 where node j is i or an
-    ancestor of i (visible), else 1; edges = `child_edges`. Parents precede children, so a node's
-    row is its parent's with its own byte cleared (a C-level copy per node; no per-entry Python)."""
+def tree_walks(tokens: list[int], parents: list[int], pad: int = 0) -> tuple[list[bytearray], dict[int, int]]:
+    """(hidden rows, edges) in one pass over the nodes: row i is `pad` zero bytes, then N+1 bytes, 0
+    where node j is i or an ancestor of i (visible), else 1; edges = `child_edges`. Parents precede
+    children, so a node's row is a copy of its parent's with its own byte cleared (one C-level copy
+    per node; no per-entry Python)."""
     n = len(tokens)
-    rows, edges = [b"\x00" + b"\x01" * (n - 1)], {}
+    rows, edges = [bytearray(b"\x00" * (pad + 1) + b"\x01" * (n - 1))], {}
     for i in range(1, n):
         p = parents[i]
-        row = rows[p]
-        rows.append(row[:i] + b"\x00" + row[i + 1:])
+        row = bytearray(rows[p])
+        row[pad + i] = 0
+        rows.append(row)
         edges[p << EDGE_SHIFT | tokens[i]] = i
     return rows, edges
 
@@ -208,20 +213,22 @@ def verify_inputs(tree: Tree, start: int, device: torch.device | str = "cpu",
     """Derive the target's verify inputs for `tree` placed after a cached prefix of `start` tokens.
 
     Host work: one pass over the nodes (`tree_walks`: the rows of hidden ancestors and the walk's
-    edges). The device gets two uploads: tokens and positions in one [2, N+1] tensor, and, for a
-    tree that is not a chain, the [N+1, N+1] uint8 hidden matrix, which becomes the additive block
-    in the mask (`MaskBuffer.place`: a cast copy and one multiply by the dtype's min).
-    `masks`: the decode's `MaskBuffer` (the mask is a view of it); None or too small: a fresh mask.
+    edges) and one upload: a byte blob of the tokens and positions (int64, [2, N+1]) followed, for a
+    tree that is not a chain, by the [N+1, pad + N+1] uint8 hidden rows; on the device both are views
+    of it, and the rows become the additive block in the mask (`MaskBuffer.place`: one multiply by
+    the dtype's min into the buffer). `masks`: the decode's `MaskBuffer` (the mask is a view of it);
+    None or too small: a fresh mask.
     """
-    n, tokens, depths = len(tree.tokens), tree.tokens, tree.depths
-    input_ids, position_ids = torch.tensor([[tokens], [[start + d for d in depths]]], device=device).unbind()  # one upload
-    rows, edges = tree_walks(tokens, tree.parents)
-    mask = None  # a chain (max depth N: one path through every node): causal attention, no mask
-    if max(depths) < n - 1:
-        hidden = torch.frombuffer(bytearray(b"".join(rows)), dtype=torch.uint8).view(n, n).to(device)  # 2nd upload
-        if masks is None or not masks.fits(n, start, device, dtype):
-            masks = MaskBuffer(n, start + n, device, dtype)
-        mask = masks.place(hidden, start)
+    n, tokens = len(tree.tokens), tree.tokens
+    chain = max(tree.depths) == n - 1  # one path through every node: causal attention, no mask
+    if not chain and (masks is None or not masks.fits(n, start, device, dtype)):
+        masks = MaskBuffer(n, start + n, device, dtype)
+    pad = 0 if chain else masks.pad(start)
+    rows, edges = tree_walks(tokens, tree.parents, pad)
+    head = [array("q", tokens), array("q", [start + d for d in tree.depths])]
+    blob = torch.frombuffer(bytearray().join(head if chain else head + rows), dtype=torch.uint8).to(device)
+    input_ids, position_ids = blob[:16 * n].view(torch.int64).view(2, 1, n).unbind()
+    mask = None if chain else masks.place(blob[16 * n:].view(n, pad + n), start)
     return VerifyInputs(input_ids=input_ids, position_ids=position_ids, attention_mask=mask, edges=edges,
                         parents=tree.parents)
 

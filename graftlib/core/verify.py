@@ -19,6 +19,7 @@ positions, and position `start + j` holds the K/V of tree node `keep[j]`, whose 
 was `start + depth(keep[j]) = start + j` because accepted nodes form a root path.
 """
 
+from array import array
 from dataclasses import dataclass
 
 import torch
@@ -79,17 +80,29 @@ class LazyArgmax:
 
 
 def kept_rows(keep: list[int], device: torch.device | str) -> torch.Tensor | None:
-    """The device index of the kept tree rows `keep`; None when they are rows 0..len(keep)-1 (a slice)."""
-    return None if keep == list(range(len(keep))) else torch.tensor(keep, device=device)
+    """The device index of the kept tree rows `keep`; None when they are rows 0..len(keep)-1 (a slice).
+    Made from the ints' buffer (`array`): a tensor from a list parses every element in Python."""
+    if keep == list(range(len(keep))):
+        return None
+    return torch.frombuffer(array("q", keep), dtype=torch.int64).to(device)
 
 
 def commit_cache(cache, start: int, keep: list[int], index: torch.Tensor | None = None) -> None:
     """Compact the appended tree region of every layer to the accepted nodes `keep` (root first).
 
     `index`: `kept_rows(keep, device)` when the caller has it, so one upload serves every layer on
-    that device as well as the caller's own gathers."""
+    that device as well as the caller's own gathers (on the shared buffer's device, when it has one,
+    since every layer is there). A cache in one shared buffer
+    (`graftlib.core.kvcache.SharedKV`) is gathered and cropped in one op each for all layers."""
     n = len(keep)
     contiguous = keep == list(range(n))
+    shared = getattr(cache.layers[0], "shared", None)
+    if shared is not None and shared.complete:
+        if not contiguous:
+            base = index if index is not None else torch.tensor(keep, device=shared.buf.device)
+            shared.gather(start, base + start, n)
+        shared.crop(start + n)
+        return
     rows: dict[torch.device, torch.Tensor] = {}  # per device: start + keep, the kept positions
     for layer in cache.layers:
         if not contiguous:

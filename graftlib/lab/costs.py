@@ -76,7 +76,7 @@ def verify_cost_curve(target, sizes: list[int], prefix_len: int = 256, repeats: 
     """Median seconds of one verify step for trees of `n` tokens (root included) per size."""
     device = target.device
     vocab = target.config.vocab_size
-    cache = target_cache(target.config, prefix_len + max(sizes) + 1)
+    cache = target_cache(target.config, prefix_len + max(sizes) + 1, shared=True)  # as the decode loop's
     low = min(100, vocab // 2)  # past the special tokens of a real vocabulary
     prompt = torch.randint(low, vocab - 1, (1, prefix_len), generator=torch.Generator().manual_seed(seed))
     target_forward(target, prompt.to(device), torch.arange(prefix_len, device=device)[None], cache)

@@ -36,10 +36,11 @@ is charged for the kernels it launched. The tdes column is the tree stage's time
 of the builds' wall time spent in the scorer (`TimedBuilder`), the tree column the rest.
 
 Syncs (`SyncCounter`, a TorchFunctionMode active only in the counted decode): the calls that make
-the host wait for the device: .item(), .tolist(), .cpu(), bool/int/float/index of a tensor, and
-shape-dependent ops (nonzero, unique, masked_select, boolean indexing), on tensors on the loop's
-device. Blocking uploads (torch.tensor(.., device=), .to(device)) are counted apart: a pageable
-host-to-device copy also waits for the queue (on a CPU run: graftlib's own `.to(device)` calls).
+the host wait for the device: .item(), .tolist(), .cpu(), .numpy(force=True), bool/int/float/index
+of a tensor, and shape-dependent ops (nonzero, unique, masked_select, boolean indexing), on tensors
+on the loop's device. Blocking uploads (torch.tensor(.., device=), .to(device)) are counted apart:
+a pageable host-to-device copy also waits for the queue (on a CPU run: graftlib's own `.to(device)`
+calls).
 The decode loop's `StageTimer` laps (five a round; each synchronizes on CUDA so that the round's
 stage times mean something) are counted apart too, on any device.
 On a CPU run nothing really waits; the counts are what the same code does on a GPU (on a CPU every
@@ -73,7 +74,7 @@ FORWARD_STAGES = ("draft_forward", "verify_forward")
 SPLIT_STAGE = {"gate": "saba", "budget": "saba", "tree_build": "tree", **{s: s for s in HOST_STAGES + FORWARD_STAGES}}
 METHODS = ("ddtree", "ddtree+tdes", "graft")
 BUDGETS = (8, 32, 64, 256)
-D2H_CALLS = frozenset({"item", "tolist", "cpu", "__bool__", "__int__", "__float__", "__index__", "nonzero",
+D2H_CALLS = frozenset({"item", "tolist", "cpu", "numpy", "__bool__", "__int__", "__float__", "__index__", "nonzero",
                        "argwhere", "unique", "unique_consecutive", "masked_select", "equal", "allclose"})
 UPLOAD_FACTORIES = frozenset({"tensor", "as_tensor"})
 
@@ -129,9 +130,9 @@ class TimedScorer:
             return self._pool_scores  # a `PoolScorer`: its round preparation and its calls are timed too
         raise AttributeError(name)
 
-    def _pool_scores(self, cand, depths: int):
+    def _pool_scores(self, cand, depths: int, root: int | None = None):
         t0 = time.perf_counter()
-        scores = self.scorer.pool_scores(cand, depths)
+        scores = self.scorer.pool_scores(cand, depths, root)
         self.wall += time.perf_counter() - t0
         return TimedPool(scores, self)
 
@@ -142,21 +143,21 @@ class TimedPool:
     def __init__(self, pool, timer: TimedScorer):
         self.pool, self.timer = pool, timer
 
-    def leading(self, parent_token: int, depth: int):
+    def leading(self, *args):
         t0 = time.perf_counter()
-        out = self.pool.leading(parent_token, depth)
+        out = self.pool.leading(*args)
         self.timer.wall += time.perf_counter() - t0
         return out
 
-    def row(self, parent_token: int, depth: int):
+    def row(self, *args):
         t0 = time.perf_counter()
-        out = self.pool.row(parent_token, depth)
+        out = self.pool.row(*args)
         self.timer.wall += time.perf_counter() - t0
         return out
 
-    def ranked(self, parent_token: int, depth: int):
+    def ranked(self, *args):
         t0 = time.perf_counter()
-        out = self.pool.ranked(parent_token, depth)
+        out = self.pool.ranked(*args)
         self.timer.wall += time.perf_counter() - t0
         return out
 

@@ -8,18 +8,21 @@ Edge score (eq. 4): S_TDES(v) = log q_{t,d}(c) + beta * f~(p, c, d); path score 
 
 Inference (`TDESScorer`, an `EdgeScorer`): the projections depend on the token id only, so the
 tables P = g_p(E), C = g_c(E) ([V, m] each) are computed once for the whole vocabulary when the
-scorer is made or loaded (one [V, E] x [E, m] product, tens of ms for V = 49152). With
-a = s / sqrt(m) (P[p] + u_d) and the centred child side B~ = (C[C_d] + u_d) - mean_rows(...),
-    log q + beta f~ = [P[p] | 1] . [W_d ; base_d],   W_d = beta s / sqrt(m) B~^T [m, K],
-    base_d = log q + u_d . W_d,
-and [P | 1] once per scorer. Centring cancels u_d on the child side, so W_d = beta s / sqrt(m)
-(C[C_d] - mean C[C_d])^T (`child_sides`). `child_scores` (the `EdgeScorer` call) caches one pool's
-[W_d ; base_d] per depth (recognised by the identity of the `child_ids` / `logq` objects) and is
-one product per call. The tree builder uses the batched form instead (`pool_scores` ->
-`RoundScores`): the child sides of many depths from one gather, the scores of each depth's
-likeliest parents from one batched product and their rankings from one argsort, read back as
-lists, so the heap makes no numpy call for nearly every node it adds. beta = 0 makes W_d zero and
-every score exactly log q (DDTree's tree).
+scorer is made or loaded (one [V, E] x [E, m] product, tens of ms for V = 49152). Centring over
+the pool cancels u_d on the child side ((C[c] + u_d) - mean (C[c'] + u_d) = C[c] - mean C[c']), so
+with the pool's child side and a parent's side
+    X_d = [C[C_d] - mean C[C_d] | log q_d]   [K, m + 1]      (`child_sides`)
+    y   = [beta s / sqrt(m) (P[p] + u_d) | 1]   [m + 1]      (`parent_side`)
+every edge score of the parent is one product, log q + beta f~ = X_d y; the scorer keeps
+[beta s / sqrt(m) P | 1] and [C | 0] as tables, so a side is one gather plus, for the child side,
+its centring and log q. `child_scores` (the `EdgeScorer` call) caches one pool's X_d per depth
+(recognised by the identity of the `child_ids` / `logq` objects) and is one product per call. The
+tree builder uses the batched form instead (`pool_scores` -> `RoundScores`): the child sides of
+many depths from one gather, the scores of each depth's likeliest parents (the root at depth 1)
+from one batched product and their leading children from one stable sort, read back as lists, so
+the heap makes no numpy call for nearly every node it adds. Every numpy call costs several
+microseconds right after a forward, whatever its size at these shapes, so the round's scoring is
+counted in calls. beta = 0 makes y = [0 | 1] and every score exactly log q (DDTree's tree).
 
 Training (eqs. 7-12) lives in `graftlib.training.tdes_train`.
 
@@ -96,19 +99,21 @@ class TDESScorer:
     """S_TDES(v) = log q + beta * f~ (eqs. 4-6) from precomputed [V, m] tables; an `EdgeScorer`."""
 
     def __init__(self, parent_table, child_table, u, s: float, beta: float = 0.2, config: dict | None = None):
-        parent = np.asarray(parent_table, dtype=np.float32)
-        self.C = np.array(child_table, dtype=np.float32, order="C")  # copies: never views of a net
+        self.P = np.array(parent_table, dtype=np.float32, order="C")  # copies: never views of a net
+        self.C = np.array(child_table, dtype=np.float32, order="C")
         self.u = np.array(u, dtype=np.float32, order="C")
-        require(parent.ndim == 2 and parent.shape == self.C.shape and parent.shape[1] == self.u.shape[1],
-                f"TDES tables {parent.shape}, {self.C.shape} and depth embeddings {self.u.shape} do not fit")
-        # [P | 1]: a call's scores are one product with [W_d ; base_d] (module doc)
-        self.P1 = np.concatenate([parent, np.ones((parent.shape[0], 1), np.float32)], axis=1)
-        self.P = self.P1[:, :-1]
+        require(self.P.ndim == 2 and self.P.shape == self.C.shape and self.P.shape[1] == self.u.shape[1],
+                f"TDES tables {self.P.shape}, {self.C.shape} and depth embeddings {self.u.shape} do not fit")
         self.s = float(s)
         self.beta = float(beta)
         self.scale = self.s / math.sqrt(self.P.shape[1])
+        k = self.beta * self.scale
+        # the sides' tables (module doc): [k P | 1], [k u | 0], [C | 0]
+        self.P1 = np.concatenate([self.P * k, np.ones((self.P.shape[0], 1), np.float32)], axis=1)
+        self.u0 = np.concatenate([self.u * k, np.zeros((self.u.shape[0], 1), np.float32)], axis=1)
+        self.C0 = np.concatenate([self.C, np.zeros((self.C.shape[0], 1), np.float32)], axis=1)
         self.config = dict(config or {})
-        self._pool: dict[int, tuple] = {}  # depth -> (child_ids, logq, [W_d ; base_d])
+        self._pool: dict[int, tuple] = {}  # depth -> (child_ids, logq, X_d)
         self._means: dict[int, np.ndarray] = {}  # k -> [1, k] of 1 / k (`_mean_row`)
 
     @property
@@ -139,21 +144,17 @@ class TDESScorer:
         f = self.f(parent_token, depth, child_ids)
         return f - f.mean()
 
-    def child_sides(self, ids: np.ndarray, logq: np.ndarray, u: np.ndarray) -> np.ndarray:
-        """[W_d ; base_d]^T of n pools in one batched pass, float32 [n, K, m + 1]: with u = the pools'
-        depth embeddings u_d [n, m], log q + beta * f~ = side[i] @ [P[p] | 1] for any parent p.
+    def parent_side(self, parent_token: int, depth: int) -> np.ndarray:
+        """y = [beta s / sqrt(m) (P[p] + u_d) | 1], float32 [m + 1] (module doc)."""
+        return self.P1[parent_token] + self.u0[depth - 1]
 
-        `ids` [n, K] token ids, `logq` [n, K]. Centring over a pool cancels u_d on the child side
-        ((C[c] + u_d) - mean(C[c'] + u_d) = C[c] - mean C[c']), so
-        W_d^T = beta s / sqrt(m) (C[ids_d] - mean C[ids_d]) and base_d = log q + W_d^T u_d.
-        """
-        n, k = ids.shape
-        c = self.C[ids]  # [n, K, m]: the one gather
-        c -= np.matmul(self._mean_row(k), c)  # the pools' means (a BLAS product)
-        c *= self.beta * self.scale  # W_d^T
-        side = np.empty((n, k, self.m + 1), np.float32)
-        side[:, :, :-1] = c
-        np.add(logq, np.matmul(c, u[:, :, None])[:, :, 0], out=side[:, :, -1])  # base_d
+    def child_sides(self, ids: np.ndarray, logq: np.ndarray) -> np.ndarray:
+        """X_d = [C[C_d] - mean C[C_d] | log q_d] of n pools at once, float32 [n, K, m + 1]: `ids` [n, K]
+        token ids, `logq` [n, K] (module doc). One gather, the centring (the zero column stays 0) and
+        the log q column."""
+        side = np.take(self.C0, ids, axis=0)
+        side -= np.matmul(self._mean_row(ids.shape[1]), side)  # the pools' means: a product beats a reduction
+        side[:, :, -1] = logq
         return side
 
     def _mean_row(self, k: int) -> np.ndarray:
@@ -168,25 +169,25 @@ class TDESScorer:
             raise GraftError(f"TDES scorer trained for depths 1..{self.depths}, asked depth {depth}")
 
     def _child_side(self, depth: int, child_ids, logq) -> np.ndarray:
-        """One pool's [W_d ; base_d]^T ([K, m + 1]), cached for the pool last asked at `depth`
-        (recognised by the identity of the `child_ids` / `logq` objects)."""
+        """One pool's X_d [K, m + 1], cached for the pool last asked at `depth` (recognised by the
+        identity of the `child_ids` / `logq` objects)."""
         hit = self._pool.get(depth)
         if hit is None or hit[0] is not child_ids or hit[1] is not logq:
             self._check_depth(depth)
-            ids = np.asarray(child_ids, dtype=np.int64)[None]
-            side = self.child_sides(ids, np.asarray(logq, dtype=np.float32)[None], self.u[depth - 1:depth])[0]
-            hit = (child_ids, logq, side)
+            side = self.child_sides(np.asarray(child_ids, dtype=np.int64)[None], np.asarray(logq, np.float32)[None])
+            hit = (child_ids, logq, side[0])
             self._pool[depth] = hit
         return hit[2]
 
     def child_scores(self, parent_token: int, depth: int, child_ids: list[int], logq: list[float]) -> np.ndarray:
         """log q + beta * f~ (float32 [K]) for the children C_{p,d} = child_ids at `depth` under
         `parent_token` (eq. 4): one [K, m + 1] x [m + 1] product per call."""
-        return self._child_side(depth, child_ids, logq) @ self.P1[parent_token]
+        return self._child_side(depth, child_ids, logq) @ self.parent_side(parent_token, depth)
 
-    def pool_scores(self, cand, depths: int) -> "RoundScores":
-        """The round's scoring prepared in one batched pass (`graftlib.core.builders.PoolScorer`)."""
-        return RoundScores(self, cand, min(depths, cand.depth, self.depths))
+    def pool_scores(self, cand, depths: int, root: int | None = None) -> "RoundScores":
+        """The round's scoring prepared in batched passes (`graftlib.core.builders.PoolScorer`); `root`:
+        the tree's root token (the one parent at depth 1, then scored with the batch)."""
+        return RoundScores(self, cand, min(depths, cand.depth, self.depths), root)
 
     def builder(self, depth: int | None = None) -> HeapTreeBuilder:
         """A TDES tree builder (eq. 13); `depth` (the drafter's D) is checked against the trained depths."""
@@ -223,18 +224,34 @@ class TDESScorer:
         return cls.from_net(net, config["beta"] if beta is None else beta, config)
 
 
+def leading_ranks(scores: np.ndarray, lead: int) -> tuple[list, list]:
+    """Per row of `scores` [..., K]: the pool indices of its `lead` best entries in stable descending
+    order (ties go to the lower index) and their values, as nested lists [..., lead].
+
+    A stable argsort and a sort of the negated scores: edge scores are log q (sorted, best first, in
+    the pool) plus a correction, so each row is nearly in order already, which the stable sort
+    (merging runs) handles in about one pass; five numpy calls whatever the number of rows."""
+    lead = min(lead, scores.shape[-1])
+    neg = -scores
+    order = neg.argsort(axis=-1, kind="stable")[..., :lead]
+    neg.sort(axis=-1)
+    return order.tolist(), (-neg[..., :lead]).tolist()
+
+
 class RoundScores:
     """TDES edge scores of one round's pools, prepared in a few batched numpy calls per chunk of depths.
 
-    Per depth d: the child side [W_d ; base_d]^T (`TDESScorer.child_sides`, one gather per chunk)
-    and, for the likeliest parents, every child's score at once: at depth d >= 2 the parents are
-    depth d - 1's candidates, and the `PARENTS` best of them by log q (where nearly every node of a
-    tree sits) get their score rows S [PARENTS, K] from one batched product per chunk, with each row's
-    ranking from one batched argsort and its `LEAD` best children and their scores read back as
-    Python lists. So a node's leading children (`leading`: all the heap needs for nearly every node,
-    since leaves are never asked for a second child and few nodes get more than `LEAD`) are a dict and
-    list lookup; a parent asked for more reads its whole ranking once (`ranked`). Any other parent
-    (the root, or one outside the block) costs one [K, m + 1] x [m + 1] product, as `child_scores`.
+    Per depth d: the pool's child side X_d (one gather per chunk) and, for the likeliest parents,
+    every child's score at once: at depth 1 the root (when given), at d >= 2 depth d - 1's `r` best
+    candidates by log q (where nearly every node of a tree sits; r = max(PARENTS, sqrt K): a wider
+    pool makes a bushier tree, whose nodes reach further down the ranks) get their score rows
+    S [r, K] from one batched product per chunk, with each row's `LEAD` best children and their
+    scores from one stable sort (`leading_ranks`), read back as Python lists. So a node's leading children
+    (`leading`: all the heap needs for nearly every node, since leaves are never asked for a second
+    child and few nodes get more than `LEAD`) are list lookups (the heap passes each parent's pool
+    index, which names its row); a parent asked for more
+    ranks its row once (`ranked`: one stable argsort). Any other parent costs one [K, m + 1] x [m + 1]
+    product, as `child_scores`.
 
     Depths are prepared on first use, `FIRST` at once and then doubling up to n (the deepest a tree
     of the round's budget can reach): a bushy tree is often far shallower than n, but each chunk
@@ -244,79 +261,92 @@ class RoundScores:
     always scored the same way within a round, so its `leading`, `row` and `ranked` agree.
     """
 
-    PARENTS = 8  # parent candidates per depth scored in the batched pass
+    PARENTS = 8  # at least this many parent candidates per depth in the batched block
+    WIDEN = 1.0  # and WIDEN sqrt(K) of them for a pool of K candidates
     LEAD = 4  # leading children per block parent read back with the preparation
     FIRST = 8  # depths prepared with the first request
 
-    def __init__(self, scorer: TDESScorer, cand, n: int):
-        self.scorer, self.cand, self.n, self.P1 = scorer, cand, n, scorer.P1
-        self.r = min(self.PARENTS, cand.id_table.shape[1])
+    def __init__(self, scorer: TDESScorer, cand, n: int, root: int | None = None):
+        self.scorer, self.cand, self.n, self.root = scorer, cand, n, root
+        self.r = min(cand.width, max(self.PARENTS, round(self.WIDEN * math.sqrt(cand.width))))
         self.ready = 0  # depths 1..ready are prepared
-        # per depth index d - 1: (chunk's sides, offset); and for d >= 2 (index 0 is depth 1's placeholder):
+        # per depth index d - 1: (chunk's child sides X, offset), (chunk's S, offset) and the block:
+        # the parent tokens whose rows of S are prepared, in row order (row i: pool index i at depth
+        # d - 1; depth 1: the root alone, when given), with their leading children
         self.side_at: list[tuple[np.ndarray, int]] = []
-        self.rows_at: list = [None]  # (chunk's S, chunk's rankings, offset)
-        self.block: list[dict[int, int]] = [{}]  # parent token -> row of S (depth 1: none)
-        self.lead_j: list = [None]  # per block row: the leading children's pool indices
-        self.lead_s: list = [None]  # and their scores
+        self.scores_at: list[tuple[np.ndarray, int] | None] = []
+        self.block: list[list[int]] = []
+        self.lead_j: list = []  # per block row: the leading children's pool indices
+        self.lead_s: list = []  # and their scores
         if n > 0:
             self._prepare(min(n, self.FIRST))
 
     def _prepare(self, hi: int) -> None:
         """Depths ready + 1 .. hi."""
-        lo, ids, logq = self.ready, self.cand.id_table, self.cand.logq_table
-        side = self.scorer.child_sides(ids[lo:hi], logq[lo:hi], self.scorer.u[lo:hi])  # [hi - lo, K, m + 1]
+        lo, ids, scorer, r = self.ready, self.cand.id_table, self.scorer, self.r
+        side = scorer.child_sides(ids[lo:hi], self.cand.logq_table[lo:hi])  # [hi - lo, K, m + 1]
+        first = lo if lo > 0 or self.root is not None else 1  # block depths first + 1 .. hi
         self.side_at += [(side, i) for i in range(hi - lo)]
-        first = max(lo, 1)  # block depths first + 1 .. hi; their parents are rows first - 1 .. hi - 2
+        self.scores_at += [None] * (first - lo)
+        self.block += [[] for _ in range(first - lo)]
+        self.lead_j += [None] * (first - lo)
+        self.lead_s += [None] * (first - lo)
         if hi > first:
-            parents = ids[first - 1:hi - 1, :self.r]
-            S = np.matmul(self.P1[parents], side[first - lo:].transpose(0, 2, 1))  # [depths, r, K]
-            order = np.argsort(-S, axis=2, kind="stable")  # rankings (rank 0 = the first max)
-            self.rows_at += [(S, order, i) for i in range(hi - first)]
-            self.lead_j += order[:, :, :self.LEAD].tolist()
-            self.lead_s += np.sort(S, axis=2)[:, :, :-self.LEAD - 1:-1].tolist()  # the same ranks' values
-            self.block += [{t: i for i, t in enumerate(row)} for row in parents.tolist()]
+            parents = ids[max(first, 1) - 1:hi - 1, :r].tolist()  # depth d's parents: depth d - 1's best candidates
+            if first == 0:
+                parents.insert(0, [self.root] * r)  # one batch shape: the root's row r times
+            y = np.take(scorer.P1, parents, axis=0)
+            y += scorer.u0[first:hi, None, :]  # [depths, r, m + 1]
+            S = np.matmul(y, side[first - lo:].transpose(0, 2, 1))  # [depths, r, K]
+            self.scores_at += [(S, i) for i in range(hi - first)]
+            lead_j, lead_s = leading_ranks(S, self.LEAD)
+            self.lead_j += lead_j
+            self.lead_s += lead_s
+            if first == 0:
+                parents[0] = [self.root]
+            self.block += parents
         self.ready = hi
 
-    def _at(self, parent_token: int, depth: int) -> int | None:
-        """The parent's row in depth's block (None: not in it), preparing the depth first."""
+    def _at(self, parent_token: int, depth: int, index: int | None) -> int | None:
+        """The parent's row in depth's block (None: not in it), preparing the depth first. `index`: the
+        parent's pool index at depth - 1 (0 for the root), its row when below the block's size;
+        None: found by its token."""
         if depth > self.ready:
             if depth > self.n:
                 self.scorer._check_depth(depth)  # beyond the trained depths: raises
                 raise ValueError(f"depth {depth} was not prepared (n = {self.n})")
             self._prepare(min(self.n, max(depth, 2 * self.ready)))
-        return self.block[depth - 1].get(parent_token)
+        block = self.block[depth - 1]
+        if index is None:
+            return block.index(parent_token) if parent_token in block else None
+        return index if index < len(block) else None
 
-    def _gemv(self, parent_token: int, depth: int) -> np.ndarray:
-        side, i = self.side_at[depth - 1]
-        return side[i] @ self.P1[parent_token]
-
-    def leading(self, parent_token: int, depth: int) -> tuple[list[int], list[float]]:
-        """(pool indices, scores) of the first ranks of `parent_token`'s children at `depth` (at least
-        the best one; ties by pool index)."""
-        i = self._at(parent_token, depth)
+    def row(self, parent_token: int, depth: int, index: int | None = None) -> np.ndarray:
+        """Every child's score (float32 [K]) under `parent_token` at `depth`."""
+        i = self._at(parent_token, depth, index)
         if i is None:
-            scores = self._gemv(parent_token, depth)
+            side, k = self.side_at[depth - 1]
+            return side[k] @ self.scorer.parent_side(parent_token, depth)
+        S, k = self.scores_at[depth - 1]
+        return S[k, i]
+
+    def leading(self, parent_token: int, depth: int, index: int | None = None) -> tuple[list[int], list[float]]:
+        """(pool indices, scores) of the first ranks of `parent_token`'s children at `depth` (at least
+        the best one; ties by pool index). The heap's call per added node: list lookups."""
+        if index is not None and depth <= self.ready and index < len(self.block[depth - 1]):
+            return self.lead_j[depth - 1][index], self.lead_s[depth - 1][index]  # a block row, by its index
+        i = self._at(parent_token, depth, index)
+        if i is None:
+            scores = self.row(parent_token, depth, index)
             j = int(scores.argmax())
             return [j], [float(scores[j])]
         return self.lead_j[depth - 1][i], self.lead_s[depth - 1][i]
 
-    def row(self, parent_token: int, depth: int) -> np.ndarray:
-        """Every child's score (float32 [K]) under `parent_token` at `depth`."""
-        i = self._at(parent_token, depth)
-        if i is None:
-            return self._gemv(parent_token, depth)
-        S, _, k = self.rows_at[depth - 1]
-        return S[k, i]
-
-    def ranked(self, parent_token: int, depth: int) -> tuple[list[int], list[float]]:
+    def ranked(self, parent_token: int, depth: int, index: int | None = None) -> tuple[list[int], list[float]]:
         """(pool indices by score, stable descending; the scores by pool index) as lists: a parent's
         whole ranking, read once when it gets a second child."""
-        i = self._at(parent_token, depth)
-        if i is None:
-            scores = self._gemv(parent_token, depth)
-            return np.argsort(-scores, kind="stable").tolist(), scores.tolist()
-        S, order, k = self.rows_at[depth - 1]
-        return order[k, i].tolist(), S[k, i].tolist()
+        scores = self.row(parent_token, depth, index)
+        return np.argsort(-scores, kind="stable").tolist(), scores.tolist()
 
     def __call__(self, parent_token: int, depth: int) -> np.ndarray:
         return self.row(parent_token, depth)
