@@ -129,8 +129,7 @@ def test_warm_start_from_a_drafter(tmp_path, data, target):  # noqa: F811
     a drafter of another shape."""
     cfg = small_train_config(max_steps=4, draft_vocab=0)
     first = train(data, tmp_path / "a", cfg, log=lambda _: None)
-    from graftlib.models.drafter import load_drafter
-    from graftlib.models.drafter import save_drafter
+    from graftlib.models.drafter import load_drafter, save_drafter
     from graftlib.training.drafter_train import Trainer, warm_drafter
 
     start = warm_drafter(small_train_config(init_drafter=str(first), draft_vocab=0), target, LAYERS)
