@@ -164,7 +164,8 @@ def grow_layers(drafter: DFlashDrafter, n_layers: int) -> DFlashDrafter:
     step after. This is how a warm start tests a deeper drafter at equal time without paying for the
     shallower one's training again: a one-layer DFlash drafter cannot look up the context with what it
     reads from its own block (no induction, e.g. 'hello, hello, ...' accepts one draft a round), which a
-    second layer can."""
+    second layer can in principle (not shown yet: a two-layer drafter grown from the shipped one and
+    trained 66 minutes accepted no more there; docs/measurements.md)."""
     cfg = drafter.config
     n_old = cfg.num_hidden_layers
     require(n_layers >= n_old, f"cannot grow a {n_old}-layer drafter to {n_layers} layers")
