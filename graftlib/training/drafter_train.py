@@ -533,7 +533,8 @@ def add_drafter_args(p, d: TrainConfig) -> None:
                         "faster at equal time in the shipped drafter's ablation)")
     p.add_argument("--init-drafter", default=None, metavar="DIR",
                    help="warm start from a trained drafter (a directory, or 'embedded' for the shipped one): its "
-                        "weights and draft vocabulary; --draft-vocab must match it; a larger --layers appends layers that start as no-ops (grow_layers). The schedule "
+                        "weights and draft vocabulary; --draft-vocab must match it; a larger --layers appends "
+                        "layers that start as no-ops (grow_layers). The schedule "
                         "starts anew (a checkpoint, --resume, continues exactly instead)")
 
 
