@@ -171,7 +171,7 @@ def test_warm_start_from_a_drafter(tmp_path, data, target):  # noqa: F811
 def test_shipped_corpus_is_whole_and_holds_no_evaluation_prompt(corpus):
     """Each committed corpus: every shard's tokens present and consistent with its entry, and no uid of
     an evaluation prompt (or of SABA's validation split) among its responses."""
-    from graftlib.data.prompts import SHIPPED_TASKS, load_items
+    from graftlib.data.prompts import GENERATED_TASKS, SHIPPED_TASKS, load_items
 
     c = corpus_mod.read_corpus(corpus)
     assert c["target"] == "smollm2-135m" and c["shards"]
@@ -186,6 +186,7 @@ def test_shipped_corpus_is_whole_and_holds_no_evaluation_prompt(corpus):
     assert len(set(uids)) == len(uids)
     held = {i.uid for t in SHIPPED_TASKS if t != "mt-bench" for split in ("eval", "val") for i in load_items(t, split)}
     held |= {i.uid for i in load_items("mt-bench", "eval")}
+    held |= {i.uid for t in GENERATED_TASKS for split in ("eval", "val") for i in load_items(t, split)}
     assert not held & set(uids)
 
 

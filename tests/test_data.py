@@ -37,7 +37,7 @@ REAL_COUNTS = {
     "humaneval": (164, 0, 0), "mbpp": (128, 16, 355), "swe-bench": (128, 16, 156),
     "alpaca": (128, 16, 660), "mt-bench": (80, 0, 0),
 }
-REAL_POOLS = {"tdes": 2702, "tdes-gsm8k": 1175, "sharegpt": 15587, "drafter": 18289, "val": 80}
+REAL_POOLS = {"tdes": 2702, "tdes-gsm8k": 1175, "sharegpt": 15587, "drafter": 18289, "val": 80, "regular": 1993}
 
 
 def _no_pip(args):
@@ -117,6 +117,7 @@ def test_pools_follow_the_paper():
     assert len(sharegpt) == 10 and "sharegpt/gpt_first" in {i.uid for i in sharegpt}
     assert len(data.pool("drafter")) == sum(map(len, train.values())) + len(sharegpt)
     assert data.pool("drafter", limit=7) == data.pool("drafter")[:7]
+    assert "regular" not in {i.task for i in data.pool("drafter")}  # its order fixes existing data's shards
 
 
 # ----------------------------------------------------------------------------- disjointness
@@ -149,6 +150,26 @@ def test_training_and_validation_are_disjoint_from_evaluation():
     # mbpp's real duplicate pair (tasks 76 and 347) appears once at most across all splits
     mbpp = [i.uid for s in data.SPLITS for i in data.load_items("mbpp", s)]
     assert len({"mbpp/76", "mbpp/347"} & set(mbpp)) == 1
+
+
+def test_regular_set_is_generated_split_and_disjoint(monkeypatch, tmp_path):
+    monkeypatch.setenv("GRAFT_HOME", str(tmp_path))  # no prompt-set cache: the set needs none
+    monkeypatch.delenv("GRAFT_DATA_FILES", raising=False)
+    data.clear_cache()
+    splits = {s: data.load_items("regular", s) for s in data.SPLITS}
+    assert {s: len(v) for s, v in splits.items()} == {"eval": 48, "val": 16, "train": 1993}
+    hashes = {s: {i.hash for i in v} for s, v in splits.items()}
+    assert all(len(hashes[s]) == len(splits[s]) for s in data.SPLITS)  # distinct inside each split
+    assert not hashes["eval"] & (hashes["val"] | hashes["train"]) and not hashes["val"] & hashes["train"]
+    assert data.pool("regular") == splits["train"] and data.pool("regular", limit=5) == splits["train"][:5]
+    assert {i.task for v in splits.values() for i in v} == {"regular"}
+    assert all(i.text == i.source == data.apply_template("regular", i.source) for i in splits["eval"])
+    kinds = {i.uid.split("/")[1].rsplit("-", 1)[0] for i in splits["train"]}
+    assert kinds == set(__import__("graftlib.data.regular", fromlist=["TEMPLATES"]).TEMPLATES)
+    # golden order: a change of a template, the seed or the shuffle changes the set's uids
+    assert [i.uid for i in splits["eval"][:3]] == ["regular/code-2129", "regular/sequence-3144",
+                                                    "regular/repeat-word-132"]
+    assert "regular" not in data.TASKS  # not one of the paper's tasks: tables over TASKS are unchanged
 
 
 # ----------------------------------------------------------------------------- determinism
@@ -269,7 +290,7 @@ def test_real_smollm2_second_turn_follows_the_answer(smollm2):
 
 @pytest.mark.usefixtures("fixture_data")
 def test_unknown_names_list_the_valid_ones():
-    with pytest.raises(GraftError, match=r"unknown prompt set 'gsm9k'.*gsm8k, math500.*mt-bench"):
+    with pytest.raises(GraftError, match=r"unknown prompt set 'gsm9k'.*gsm8k, math500.*mt-bench, regular"):
         data.load_items("gsm9k")
     with pytest.raises(GraftError, match=r"unknown split 'test'; valid: eval, train, val"):
         data.load_items("gsm8k", "test")

@@ -96,7 +96,8 @@ def check_params(tasks: str | None = None, budgets: str | None = None, chain_bud
         out["tasks"] = [t.strip() for t in tasks.split(",") if t.strip()]
         require(out["tasks"], "parameter tasks is empty")
         for t in out["tasks"]:
-            require(t in prompts.TASKS, f"parameter tasks: unknown task {t!r}; choose from {', '.join(prompts.TASKS)}")
+            known = prompts.TASKS + prompts.GENERATED_TASKS
+            require(t in known, f"parameter tasks: unknown task {t!r}; choose from {', '.join(known)}")
             require(t != "livecodebench", prompts.LIVECODEBENCH_MESSAGE)
     if pools is not None:
         out["pools"] = [x.strip() for x in pools.split(",") if x.strip()]
