@@ -334,8 +334,8 @@ def test_methods_ddtree_tdes_and_graft_load_a_scorer_by_path(tiny_pair, tmp_path
 
 
 def test_leading_ranks_are_the_stable_descending_order():
-    """The first ranks of every row, ties to the lower index, as lists; a tie among the leading values
-    (here 2.0 twice) takes the stable argsort path and gives the same order."""
+    """The first ranks of every row, ties to the lower index, as lists (here 2.0 twice, and -inf entries
+    taken after every finite one, in index order); equal to a stable argsort on random rows with ties."""
     from graftlib.methods.tdes import leading_ranks
 
     s = np.array([[[0.5, 2.0, -1.0, 3.0, 0.25], [1.0, 0.0, 4.0, -2.0, 0.5]],
@@ -346,3 +346,11 @@ def test_leading_ranks_are_the_stable_descending_order():
     for row_j, row in zip([r for rows in j for r in rows], s.reshape(-1, 5)):
         assert row_j == np.argsort(-row, kind="stable")[:3].tolist()
     assert leading_ranks(s[:1, :1, :2], 4) == ([[[1, 0]]], [[[2.0, 0.5]]])  # lead clipped to K
+    assert leading_ranks(s[1:, 1:], 5) == ([[[3, 1, 4, 0, 2]]], [[[1.0, 0.0, -3.0, -np.inf, -np.inf]]])
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        x = rng.integers(0, 4, size=(2, 3, 7)).astype(np.float32)
+        x[x == 0] = -np.inf
+        j, v = leading_ranks(x, 4)
+        ref = np.argsort(-x, axis=-1, kind="stable")[..., :4]
+        assert j == ref.tolist() and v == np.take_along_axis(x, ref, -1).tolist()

