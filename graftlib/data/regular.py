@@ -89,8 +89,8 @@ def _alphabet(r: random.Random) -> str:
     case, sep = r.choice(("uppercase", "lowercase")), r.choice(SEPARATORS)[0]
     return r.choice((f"Write the English alphabet in {case}, separated by {sep}.",
                      f"Write each letter of the alphabet in {case} followed by its position, like 'A = 1'.",
-                     f"Spell the word '{r.choice(WORDS + ('encyclopedia', 'supercalifragilistic'))}' letter by "
-                     f"letter, separated by dashes."))
+                     (f"Spell the word '{r.choice(WORDS + ('encyclopedia', 'supercalifragilistic'))}' letter by "
+                     f"letter, separated by dashes.")))
 
 
 def _lines(r: random.Random) -> str:
@@ -102,13 +102,13 @@ def _lines(r: random.Random) -> str:
 
 def _code(r: random.Random) -> str:
     n, name = r.randint(5, 20), r.choice(("user", "item", "node", "city", "file", "task"))
-    return r.choice((f"Write a JSON array of {n} objects with fields \"id\" and \"name\", where id goes from 1 to "
-                     f"{n} and name is \"{name}<id>\".",
+    return r.choice(((f"Write a JSON array of {n} objects with fields \"id\" and \"name\", where id goes from 1 to "
+                     f"{n} and name is \"{name}<id>\"."),
                      f"Write a Python list of the integers from 1 to {n * 3}.",
                      f"Write {n} Python assignments of the form {name}_k = k for k from 1 to {n}.",
                      f"Write a CSV file with a header 'id,{name}' and {n} rows, where row k is 'k,{name}k'.",
-                     f"Write an HTML unordered list with {n} items labelled '{name.title()} 1' to "
-                     f"'{name.title()} {n}'."))
+                     (f"Write an HTML unordered list with {n} items labelled '{name.title()} 1' to "
+                     f"'{name.title()} {n}'.")))
 
 
 TEMPLATES: dict[str, Callable[[random.Random], str]] = {
