@@ -33,7 +33,7 @@ main: data
 # artifacts each figure was drawn with; tests/test_figures_manifest.py checks them). Resumable: prepare keeps its
 # finished steps and traces, so a re-run after an interruption goes on. About an hour on a 2-core CPU (traces ~18 min, `make main` ~27 min; not timed end to end).
 # DRAFTER=DIR first makes that trained drafter directory the embedded one (`graft ship-drafter`), e.g. a committed
-# candidate: make artifacts DRAFTER=graftlib/assets/drafters/candidates/smollm2-135m-dflash-v5
+# candidate: make artifacts DRAFTER=graftlib/assets/drafters/candidates/smollm2-135m-dflash-v7
 ARTIFACTS_DIR ?= artifacts/embedded
 ARTIFACTS_THREADS ?= 2
 DRAFTER ?=
