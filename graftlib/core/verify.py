@@ -99,7 +99,7 @@ def commit_cache(cache, start: int, keep: list[int], index: torch.Tensor | None 
     shared = getattr(cache.layers[0], "shared", None)
     if shared is not None and shared.complete:
         if not contiguous:
-            base = index if index is not None else torch.tensor(keep, device=shared.buf.device)
+            base = index if index is not None else kept_rows(keep, shared.buf.device)
             shared.gather(start, base + start, n)
         shared.crop(start + n)
         return
