@@ -3,6 +3,8 @@ block forward against single-block forwards, the optimizer loop, exact checkpoin
 saved reduced-vocabulary drafter decoding exactly through `Decoder`."""
 
 import json
+import os
+import signal
 from dataclasses import replace
 
 import pytest
@@ -26,11 +28,12 @@ from graftlib.training.drafter_train import (
     TrainConfig,
     Trainer,
     ablation_summary,
+    config_from_args,
     pack_blocks,
     train,
     write_ablation,
 )
-from graftlib.training.train_loop import IGNORE
+from graftlib.training.train_loop import IGNORE, run_loop
 
 LAYERS = [0, 2]
 EOS = 5
@@ -217,6 +220,38 @@ def test_checkpoint_resume_is_identical(tmp_path, target, tiny_data):
                 []).load_checkpoint(tmp_path / "ckpt")
 
 
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_a_stop_signal_ends_the_loop_after_its_step_with_a_checkpoint(tmp_path, target, tiny_data, signum):
+    """What `kill` (or Ctrl-C, also where a background shell ignores SIGINT) does to a training: the step
+    running finishes, the checkpoint holds it, KeyboardInterrupt follows, the handlers are restored; and
+    a gamma of its own weights the depths by exp(-(k - 1) / gamma)."""
+    train_seqs, held = tiny_data
+    cfg = small_train_config(max_steps=6, draft_vocab=20, gamma=2.0)
+    trainer = Trainer(cfg, target, train_seqs, held, LAYERS, [])
+    k = torch.arange(cfg.block_size, dtype=torch.float32)
+    assert torch.allclose(trainer.depth_weight[1:], torch.exp(-(k[1:] - 1) / 2.0))
+    step = trainer.step
+
+    def step_then_signal():
+        rec = step()
+        if trainer.step_no == 3:
+            os.kill(os.getpid(), signum)
+        return rec
+
+    trainer.step = step_then_signal
+    before = signal.getsignal(signum)
+    with pytest.raises(KeyboardInterrupt):
+        run_loop(trainer, tmp_path / "ckpt", tmp_path / "metrics.jsonl", {}, log=lambda _: None)
+    assert signal.getsignal(signum) is before
+    assert json.loads((tmp_path / "ckpt" / "state.json").read_text())["step"] == 3
+    resumed = Trainer(cfg, target, train_seqs, held, LAYERS, [])
+    resumed.load_checkpoint(tmp_path / "ckpt")
+    for (name, a), b in zip(trainer.drafter.state_dict().items(), resumed.drafter.state_dict().values()):
+        assert torch.equal(a, b), name
+    with pytest.raises(GraftError, match="gamma must be > 0"):
+        small_train_config(gamma=0.0).check()
+
+
 def test_trained_reduced_vocab_drafter_saves_loads_and_decodes_exactly(tmp_path):
     tdir = write_target_dir(tmp_path / "target", seed=0, initializer_range=0.1)
     target = tiny_target("llama", seed=0, initializer_range=0.1)
@@ -249,8 +284,9 @@ def test_cli_registers_both_commands():
     a = build_parser().parse_args(["drafter-data", "--out", "d", "--n-prompts", "10", "--batch-size", "8"])
     assert a.n_prompts == 10 and a.batch_size == 8 and a.max_response_tokens == 384
     b = build_parser().parse_args(["train-drafter", "--data", "d", "--out", "o", "--minutes", "5", "--layers", "2",
-                                   "--target-layer-ids", "2", "15", "--draft-vocab", "4096", "--resume"])
+                                   "--target-layer-ids", "2", "15", "--draft-vocab", "4096", "--resume", "--gamma", "3"])
     assert b.minutes == 5 and b.layers == 2 and b.target_layer_ids == [2, 15] and b.draft_vocab == 4096 and b.resume
+    assert config_from_args(b).gamma == 3.0
 
 
 def test_training_reads_several_data_dirs_and_refuses_mixed_layers(tmp_path, target):

@@ -82,7 +82,7 @@ class TrainConfig(LoopConfig):
     layers: int = 1
     block_size: int | None = None  # None: the embedded drafter's (16)
     mask_token_id: int | None = None  # None: the embedded drafter's
-    gamma: float = 7.0
+    gamma: float = 7.0  # depth decay of the loss weights exp(-(k - 1) / gamma) (DFlash's 7 for block 16)
     init_from_target: bool = False  # measured: worse at equal time (ablation.json)
     init_drafter: str | None = None  # warm start: a trained drafter's weights, layers and draft vocabulary
     fc_init: str = "last"  # "last": identity on the deepest stored layer; "random"
@@ -92,6 +92,7 @@ class TrainConfig(LoopConfig):
     def check(self) -> None:
         super().check()
         require(self.layers >= 1, f"layers must be >= 1, got {self.layers}")
+        require(self.gamma > 0, f"gamma must be > 0, got {self.gamma}")
         require(self.fc_init in ("last", "random"), f"fc_init {self.fc_init!r} is not 'last' or 'random'")
         require(not (self.init_drafter and self.init_from_target),
                 "init_drafter and init_from_target are two different starts: give one")
@@ -513,7 +514,7 @@ def write_ablation(root: str | Path, out: str | Path, baseline: str = "base",
 
 def config_from_args(args) -> TrainConfig:
     """The `TrainConfig` of `add_loop_args` + `add_drafter_args`' options."""
-    return TrainConfig(layers=args.layers, fc_init=args.fc_init, init_from_target=args.init_from_target,
+    return TrainConfig(layers=args.layers, gamma=args.gamma, fc_init=args.fc_init, init_from_target=args.init_from_target,
                        init_drafter=args.init_drafter,
                        tau_prompts=args.tau_prompts, tau_tokens=args.tau_tokens, **loop_config_kwargs(args))
 
@@ -525,6 +526,9 @@ def _main(args) -> int:
 def add_drafter_args(p, d: TrainConfig) -> None:
     """The DFlash trainer's own options (beside `add_loop_args`')."""
     p.add_argument("--layers", type=int, default=d.layers, help=f"drafter layers (default {d.layers})")
+    p.add_argument("--gamma", type=float, default=d.gamma,
+                   help=f"depth decay of the loss weights exp(-(k - 1) / gamma); smaller focuses the first depths "
+                        f"(default {d.gamma})")
     p.add_argument("--tau-prompts", type=int, default=d.tau_prompts, help=f"held-out prompts for loop tau (default {d.tau_prompts})")
     p.add_argument("--tau-tokens", type=int, default=d.tau_tokens, help=f"tokens per loop-tau prompt (default {d.tau_tokens})")
     p.add_argument("--fc-init", default=d.fc_init, choices=("last", "random"), help=f"default {d.fc_init}")

@@ -20,7 +20,9 @@ What lives here, so that the trainers differ only in their model, packing and fo
 - `LoopTrainer`: AdamW, the optimizer step, the sampler's generator, fixed evaluation anchors, exact
   checkpoint / resume;
 - `begin`, `prepare_run`, `run_loop`, `training_record`: the run (data and target; the step / evaluate /
-  checkpoint loop under the time budget, a checkpoint on Ctrl-C) and the `training.json` record;
+  checkpoint loop under the time budget; SIGTERM or SIGINT ends it after the current step with a
+  checkpoint, also in a background job whose shell ignores SIGINT: `stop_requests`) and the
+  `training.json` record;
   `evaluate_only`: a checkpoint scored on other data (`--eval-data`, e.g. fresh greedy responses);
 - `add_loop_args`, `loop_config_kwargs`: the shared command-line options.
 
@@ -38,11 +40,14 @@ checkpoint trained with other settings, except those in `RESUMABLE_CHANGES`, and
 exactly as an uninterrupted run would (the trainers' tests compare the tensors).
 """
 
+import contextlib
 import hashlib
 import json
 import math
 import shutil
+import signal
 import sys
+import threading
 import time
 from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
@@ -589,11 +594,36 @@ def eval_line(e: dict) -> str:
             f"{e['offline_tau']:.2f}{loop}, {e['eval_s']:.0f} s")
 
 
+@contextlib.contextmanager
+def stop_requests():
+    """A list that SIGTERM and SIGINT append their number to while the block runs (handlers restored
+    after). The loop polls it between steps, so a stop never lands inside a step or a checkpoint
+    write; SIGINT is caught even where the shell that started a background job set it to ignored.
+    Off the main thread (where Python cannot install handlers) the list stays empty."""
+    requests: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield requests
+        return
+    signals = (signal.SIGTERM, signal.SIGINT)
+    previous = {s: signal.signal(s, lambda signum, frame: requests.append(signum)) for s in signals}
+    try:
+        yield requests
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+
+
 def run_loop(trainer: LoopTrainer, ckpt: Path, metrics: Path, data_info: dict, log) -> dict:
     """Steps until the budget (minutes of training + evaluation on the trainer's clock, or max_steps);
     logs, evaluates at step 0 of a warm start and every
-    `eval_every` steps, checkpoints at each evaluation and every `checkpoint_minutes`, and on Ctrl-C.
+    `eval_every` steps, checkpoints at each evaluation and every `checkpoint_minutes`, and when a stop
+    is requested (`stop_requests`): then it raises KeyboardInterrupt after the checkpoint.
     Returns the final evaluation (made at the last step if the last periodic one was earlier)."""
+    with stop_requests() as stops:
+        return _run_loop(trainer, ckpt, metrics, data_info, log, stops)
+
+
+def _run_loop(trainer: LoopTrainer, ckpt: Path, metrics: Path, data_info: dict, log, stops: list[int]) -> dict:
     cfg = trainer.cfg
     last_eval: dict = {}
     last_ckpt = time.perf_counter()
@@ -612,6 +642,8 @@ def run_loop(trainer: LoopTrainer, ckpt: Path, metrics: Path, data_info: dict, l
         trainer.elapsed_s += trainer.now() - t0
     try:
         while not done():
+            if stops:
+                raise KeyboardInterrupt(f"signal {stops[0]}")
             rec = trainer.step()
             if trainer.step_no % cfg.log_every == 0:
                 rec = {"kind": "train", "elapsed_s": round(trainer.elapsed_s, 1), **rec}
