@@ -44,8 +44,11 @@ def test_hardware_id_names_threads_and_chip():
 def test_shipped_artifacts_name_the_embedded_pair_and_run_silent_here(embedded_pair):
     p = embedded_pair
     ident = p.identity()
+    # fitted together (`make artifacts`) on one 2-thread CPU; which chip this workplace's machine has varies
+    fitted = SabaParams.load(DEFAULT_PATH).meta["hardware"]
+    assert fitted.startswith("cpu:2-threads:")
     for config in (scorer_config(TDES_PATH), scorer_config(GSM8K_PATH), SabaParams.load(DEFAULT_PATH).meta):
-        assert config["pair"] == ident.to_dict() and config["hardware"] == "cpu:2-threads:AMD EPYC"
+        assert config["pair"] == ident.to_dict() and config["hardware"] == fitted
     here = hardware_id(p.device)
     for method, budget in FITTED:
         with warnings.catch_warnings(record=True) as caught:
@@ -53,7 +56,7 @@ def test_shipped_artifacts_name_the_embedded_pair_and_run_silent_here(embedded_p
             Decoder.for_method(p.target, p.drafter, method, budget, p.eos_ids, pair=ident)
         hw = [w for w in caught if issubclass(w.category, HardwareMismatchWarning)]
         # silent on the machine the calibration was fitted on; elsewhere SABA's methods warn, TDES alone does not
-        expect = here != "cpu:2-threads:AMD EPYC" and method != "ddtree+tdes"
+        expect = here != fitted and method != "ddtree+tdes"
         assert bool(hw) == expect, (here, method, [str(w.message) for w in caught])
 
 

@@ -209,6 +209,17 @@ def test_table2_averages_tasks_and_pools_the_interval():
         table2(sweep(), 8, 64, TABLE2)
 
 
+def test_table2_shows_ddtree_twice_when_its_budget_is_the_best_fixed_one():
+    """The smoke profile's case: DDTree's own budget wins the search, so two labels name ddtree@16."""
+    recs = [r for r in sweep() if r["key"] != "ddtree@32"]
+    averaged, per_task = table2(recs, 16, 64, TABLE2)
+    gsm = per_task.frame[per_task.frame.task == "gsm8k"].set_index("method")
+    assert gsm.loc["DDTree best fixed", "run"] == gsm.loc["DDTree", "run"] == "ddtree@16"
+    assert gsm.loc["DDTree best fixed", "rank"] == gsm.loc["DDTree", "rank"]
+    assert sorted(set(gsm["rank"])) == list(range(1, len(set(gsm["run"])) + 1))
+    assert averaged.frame.loc["DDTree best fixed", "dTPS %"] == pytest.approx(0.0)
+
+
 def test_budget_curve_prices_the_replayed_rounds():
     profile = CostProfile("hand", "h", [0.1, 0.01, 0.0], [0.05, 0.0], 0.02)
     recs = []

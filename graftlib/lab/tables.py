@@ -108,10 +108,11 @@ def table2_runs(records: list[dict], budget: int, cap: int) -> dict[str, str]:
 
 
 def _table2_rows(recs: list[dict], runs: dict[str, str]) -> tuple[list[dict], object]:
-    """Table 2's rows of one task (or of relabeled records pooled over tasks) and their `Order`."""
+    """Table 2's rows of one task (or of relabeled records pooled over tasks) and their `Order`. Two labels
+    may name one run (DDTree's best fixed budget is often its own): both rows show it, ranked once."""
     summary = {r["key"]: r for r in summarize(recs)}
     base = summary[runs["DDTree"]]
-    order = order_runs(recs, list(runs.values()))
+    order = order_runs(recs, list(dict.fromkeys(runs.values())))
     rows = []
     for label, key in runs.items():
         s = summary[key]
