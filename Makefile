@@ -31,9 +31,9 @@ main: data
 # CPU with ARTIFACTS_THREADS threads, into ARTIFACTS_DIR) -> copied into graftlib/assets, each JSON naming the
 # drafter's fingerprint and this target -> `make main` (figures/ and figures/manifest.json, which names the
 # artifacts each figure was drawn with; tests/test_figures_manifest.py checks them). Resumable: prepare keeps its
-# finished steps and traces, so a re-run after an interruption goes on. About an hour on a 2-core CPU (traces ~18 min, `make main` ~27 min; not timed end to end).
-# DRAFTER=DIR first makes that trained drafter directory the embedded one (`graft ship-drafter`), e.g. a committed
-# candidate: make artifacts DRAFTER=graftlib/assets/drafters/candidates/smollm2-135m-dflash-v7
+# finished steps and traces, so a re-run after an interruption goes on. About an hour on a 2-core CPU (session 16, v7: prepare 17 min, `make main` 35 min).
+# DRAFTER=DIR first makes that trained drafter directory the embedded one (`graft ship-drafter`), e.g. a training
+# run's output: make artifacts DRAFTER=runs/drafter-v8/drafter
 ARTIFACTS_DIR ?= artifacts/embedded
 ARTIFACTS_THREADS ?= 2
 DRAFTER ?=
