@@ -148,7 +148,14 @@ def test_soft_loss_is_forward_kl_on_the_stored_topk(target):
     ids[..., 0] = batch.labels
     hard_trainer = Trainer(TrainConfig(**{**cfg.__dict__, "distill": 0.0}), target, seqs[:5], seqs[5:], LAYERS, [])
     hard_trainer.drafter.load_state_dict(trainer.drafter.state_dict())
-    hard, _ = hard_trainer.loss(batch, h)
+    hard, hard_stats = hard_trainer.loss(batch, h)
+    # the hard CE is reported whatever distill is: the held-out figure that compares runs
+    assert stats["ce"] == pytest.approx(hard.item(), rel=1e-5) and hard_stats["ce"] == pytest.approx(hard.item(), rel=1e-5)
+    assert stats["ce"] != pytest.approx(loss.item(), rel=1e-3)
+    ev = trainer.evaluate()
+    assert ev["heldout_ce"] != pytest.approx(ev["heldout_loss"], rel=1e-3)
+    hard_ev = hard_trainer.evaluate()
+    assert hard_ev["heldout_ce"] == pytest.approx(hard_ev["heldout_loss"], rel=1e-6)
     batch.soft_ids, batch.soft_logp = ids, onehot
     assert torch.allclose(trainer.loss(batch, h)[0], hard, atol=1e-4)
     batch.soft_ids = batch.soft_logp = None

@@ -115,6 +115,7 @@ def test_unrolled_loss_decreases_and_evaluates(target, tiny_data):
     assert last < 0.8 * first, (first, last)
     ev = trainer.evaluate()
     assert len(ev["acc_by_depth"]) == 5 and 1 <= ev["offline_tau"] <= 6 and ev["heldout_loss"] > 0
+    assert ev["heldout_ce"] > 0 and ev["heldout_ce"] != pytest.approx(ev["heldout_loss"], rel=1e-3)  # soft term mixed in
     assert trainer.drafter.training  # evaluation leaves the mode as it was
 
 

@@ -401,12 +401,13 @@ class Trainer(LoopTrainer):
     def evaluate(self) -> dict:
         t0 = time.perf_counter()
         bs = self.drafter.block_size
-        tot_loss, tot_w = 0.0, 0.0
+        tot_loss, tot_ce, tot_w = 0.0, 0.0, 0.0
         stats = DepthStats(bs - 1, self.device)
         for batch in self.eval_set:
             h = self.hidden(batch)
             loss, info = self.loss(batch, h)
-            tot_loss, tot_w = tot_loss + loss.item() * info["weight"], tot_w + info["weight"]
+            tot_loss, tot_ce = tot_loss + loss.item() * info["weight"], tot_ce + info["ce"] * info["weight"]
+            tot_w += info["weight"]
             k = min(max(DepthStats.KS), len(self.draft_ids))
             with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.bf16):
                 top = self.draft_ids[F.linear(h, self.head).topk(k, dim=-1).indices]  # [R, Q, k]
@@ -414,7 +415,8 @@ class Trainer(LoopTrainer):
             stats.add(top.view(R, -1, bs, k)[:, :, 1:].reshape(-1, bs - 1, k),
                       batch.labels.view(R, -1, bs)[:, :, 1:].reshape(-1, bs - 1))
         out = {"kind": "eval", "step": self.step_no, "elapsed_s": round(self.elapsed_s, 1),
-               "heldout_loss": tot_loss / max(tot_w, 1e-9), **stats.result(), **self.loop_tau()}
+               "heldout_loss": tot_loss / max(tot_w, 1e-9), "heldout_ce": tot_ce / max(tot_w, 1e-9),
+               **stats.result(), **self.loop_tau()}
         out["eval_s"] = round(time.perf_counter() - t0, 1)
         return out
 

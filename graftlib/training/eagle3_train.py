@@ -239,18 +239,20 @@ class Eagle3Trainer(LoopTrainer):
         self.drafter.eval()
         depth, steps = self.cfg.eval_depth, self.cfg.ttt_steps
         stats = DepthStats(depth, self.device)
-        tot_loss = tot_w = 0.0
+        tot_loss = tot_ce = tot_w = 0.0
         for batch in self.eval_set:
             h = self.hidden(batch, depth)
             loss, info = self.loss(batch, h[:, :, :steps])
-            tot_loss, tot_w = tot_loss + loss.item() * info["weight"], tot_w + info["weight"]
+            tot_loss, tot_ce = tot_loss + loss.item() * info["weight"], tot_ce + info["ce"] * info["weight"]
+            tot_w += info["weight"]
             k = min(max(DepthStats.KS), len(self.draft_ids))
             with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.bf16):
                 top = self.draft_ids[self.drafter.logits(h).topk(k, dim=-1).indices]  # [R, A, D, k]
             stats.add(top.reshape(-1, depth, k), batch.labels[:, :, :depth].reshape(-1, depth))
         self.drafter.train(was_training)
         out = {"kind": "eval", "step": self.step_no, "elapsed_s": round(self.elapsed_s, 1),
-               "heldout_loss": tot_loss / max(tot_w, 1e-9), **stats.result()}
+               "heldout_loss": tot_loss / max(tot_w, 1e-9), "heldout_ce": tot_ce / max(tot_w, 1e-9),
+               **stats.result()}
         out["eval_s"] = round(time.perf_counter() - t0, 1)
         return out
 

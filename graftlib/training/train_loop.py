@@ -287,11 +287,12 @@ def mixed_loss(logits: torch.Tensor, labels: torch.Tensor, weight: torch.Tensor,
 
     logits [N, draft vocab] (float), labels [N] draft ids, weight [N]; soft = (target ids [N, K],
     IGNORE where none; their log-probs [N, K]). The stats carry the total weight, so that losses of
-    several batches average as one. The soft term is -sum_i p_i log q(i) over the
+    several batches average as one, and the hard CE alone (`ce`), which compares runs of any
+    `distill`. The soft term is -sum_i p_i log q(i) over the
     stored top-k ids that lie in the draft vocabulary (`t2d`), p renormalized over them: the forward
     KL(p || q) up to p's entropy."""
     per = F.cross_entropy(logits, labels, reduction="none")
-    stats = {}
+    stats = {"ce": ((per.detach() * weight).sum() / weight.sum().clamp(min=1e-9)).item()}  # hard CE alone
     if distill > 0:
         require(soft is not None, "distill > 0 needs drafter data with top-k log-probs (graft drafter-data --top-k 16)")
         did = to_draft(t2d, soft[0])
@@ -590,7 +591,8 @@ def eval_line(e: dict) -> str:
     acc = e["acc_by_depth"]
     picks = ", ".join(f"d{d} {acc[d - 1]:.2f}" for d in (1, 2, 4, 8) if d <= len(acc))
     loop = f", loop tau {e['tau']:.2f} (exact {e.get('tau_exact')})" if "tau" in e else ""
-    return (f"eval @ step {e['step']}: held-out loss {e['heldout_loss']:.3f}, top-1 {picks}, offline tau "
+    ce = f" (hard CE {e['heldout_ce']:.3f})" if "heldout_ce" in e else ""
+    return (f"eval @ step {e['step']}: held-out loss {e['heldout_loss']:.3f}{ce}, top-1 {picks}, offline tau "
             f"{e['offline_tau']:.2f}{loop}, {e['eval_s']:.0f} s")
 
 
