@@ -14,6 +14,7 @@ from tiny import MASK_ID, prompts_of, tiny_drafter, tiny_target, tiny_tokenizer,
 
 from graftlib.core.errors import GraftError
 from graftlib.data.prompts import Item
+from graftlib.lab.plots import plot_learning_curve
 from graftlib.methods.decoder import Decoder
 from graftlib.models.drafter import init_weights, load_drafter
 from graftlib.training import drafter_data
@@ -33,6 +34,7 @@ from graftlib.training.drafter_train import (
     train,
     write_ablation,
 )
+from graftlib.training.lineage import read_lineage, stages
 from graftlib.training.train_loop import IGNORE, run_loop
 
 LAYERS = [0, 2]
@@ -276,6 +278,42 @@ def test_trained_reduced_vocab_drafter_saves_loads_and_decodes_exactly(tmp_path)
             assert dec.decode(p, 30).tokens == ar.decode(p, 30).tokens, (method, p)
     with pytest.raises(GraftError, match="pass --resume"):
         train(tmp_path / "data", tmp_path / "run", tcfg, log=lambda _: None)
+
+
+def test_a_warm_started_run_carries_its_lineage(tmp_path):
+    """drafter/ holds the run's metrics.jsonl and lineage.jsonl: the parent's stages, then this run's
+    evaluations with step, labels and time cumulative (`graftlib.training.lineage`)."""
+    tdir = write_target_dir(tmp_path / "target", seed=0, initializer_range=0.1)
+    target = tiny_target("llama", seed=0, initializer_range=0.1)
+    cfg = DataConfig(target=str(tdir), n_prompts=8, shard_size=4, batch_size=4, max_prompt_tokens=40,
+                     max_response_tokens=24)
+    build_dataset(tmp_path / "data", cfg, target, tiny_tokenizer(), items(8), LAYERS, log=lambda _: None)
+    first = train(tmp_path / "data", tmp_path / "run-a", small_train_config(draft_vocab=12, max_steps=4, eval_every=2),
+                  log=lambda _: None)
+    assert (first / "metrics.jsonl").read_text() == (tmp_path / "run-a" / "metrics.jsonl").read_text()
+    a = read_lineage(first)
+    assert [(r["stage"], r["step"]) for r in a] == [("run-a", 2), ("run-a", 4)]
+    second = train(tmp_path / "data", tmp_path / "run-b",
+                   small_train_config(draft_vocab=12, max_steps=4, eval_every=2, init_drafter=str(first)),
+                   log=lambda _: None)
+    b = read_lineage(second)
+    assert [(r["stage"], r["stage_step"], r["step"]) for r in b] == [
+        ("run-a", 2, 2), ("run-a", 4, 4), ("run-b", 0, 4), ("run-b", 2, 6), ("run-b", 4, 8)]
+    assert b[:2] == a  # the parent's records as they were
+    for key in ("labels_seen", "elapsed_s"):  # (elapsed_s is rounded to 0.1 s: tiny runs may add nothing)
+        values = [r[key] for r in b]
+        assert values == sorted(values) and b[2][key] == a[-1][key] and b[-1][key] >= a[-1][key], key
+    assert b[-1]["labels_seen"] > a[-1]["labels_seen"]
+    assert stages(b) == [("run-a", 0), ("run-b", 2)]
+    # the learning curve marks where run-b begins, in every panel
+    fig = plot_learning_curve({"shipped": second / "lineage.jsonl"}, "lineage")
+    x = b[2]["labels_seen"] / 1e6
+    for ax in fig.axes[:3]:
+        assert [t.get_text() for t in ax.texts] == ["run-b"]
+        assert any(list(line.get_xdata()) == [x, x] and line.get_linestyle() == ":" for line in ax.lines)
+    # a drafter directory without a lineage file is one stage of its metrics.jsonl
+    (first / "lineage.jsonl").unlink()
+    assert [r["stage"] for r in read_lineage(first)] == ["run-a", "run-a"]
 
 
 def test_cli_registers_both_commands():

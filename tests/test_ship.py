@@ -206,12 +206,15 @@ def test_ship_drafter_replaces_the_drafter_and_refuses_a_misfit(tmp_path, tiny_p
     dest = tmp_path / "assets-drafter"
     shutil.copytree(root / "tiny-dflash", dest)
     (dest / "metrics.jsonl").write_text('{"old": 1}\n')
+    (dest / "lineage.jsonl").write_text('{"old": 1}\n')
     (dest / "ablation.json").write_text("{}\n")
     new = write_dir(tmp_path / "new", seed=7)
     (new / "training.json").write_text('{"steps": 3}\n')
+    (new / "lineage.jsonl").write_text('{"stage": "new"}\n')
     written = ship_drafter(new, pair.target.config, dest, log=quiet)
-    assert sorted(p.name for p in written) == ["config.json", "model.safetensors", "training.json"]
+    assert sorted(p.name for p in written) == ["config.json", "lineage.jsonl", "model.safetensors", "training.json"]
     assert (dest / "model.safetensors").read_bytes() == (new / "model.safetensors").read_bytes()
+    assert (dest / "lineage.jsonl").read_text() == '{"stage": "new"}\n'  # the new drafter's curve ships with it
     assert not (dest / "metrics.jsonl").exists() and (dest / "ablation.json").is_file()
     assert not list(dest.glob("*.partial"))
     shipped, _ = load_drafter(str(dest), pair.target.config)

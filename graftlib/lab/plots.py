@@ -19,6 +19,8 @@ paired bootstrap 95% interval as whiskers.
 
 from pathlib import Path
 
+from graftlib.training.lineage import stages
+
 
 def caption(pair_desc: dict, **counts) -> str:
     """'target + drafter | hardware, dtype | k=v ...' for a figure's subtitle."""
@@ -153,13 +155,16 @@ def curve_points(metrics) -> list[dict]:
     tr = [r for r in recs if r.get("kind") == "train" and "labels" in r]
     per_step = sum(r["labels"] for r in tr) / len(tr) if tr else 0.0
     return [{**r, "tokens_seen": r.get("labels_seen", r["step"] * per_step),
-             "tokens_estimated": "labels_seen" not in r} for r in recs if r.get("kind") == "eval"]
+             "tokens_estimated": "labels_seen" not in r or r.get("labels_estimated", False)}
+            for r in recs if r.get("kind") == "eval"]
 
 
 def plot_learning_curve(runs: dict, title: str, depths: tuple = (1, 2, 4, 8)):
-    """Learning curves of one or more drafter runs (`{name: metrics.jsonl}`) against the tokens seen
-    (labels with a loss): held-out loss, top-1 hit rate vs the target at `depths`, in-loop (solid) and
-    offline (dashed) chain tau; the top axis of the first panel reads steps (first run's labels per step)."""
+    """Learning curves of one or more drafter runs (`{name: metrics.jsonl or lineage.jsonl}`) against the
+    tokens seen (labels with a loss): held-out loss, top-1 hit rate vs the target at `depths`, in-loop (solid)
+    and offline (dashed) chain tau; the top axis of the first panel reads steps (first run's labels per
+    step). A lineage (`graftlib.training.lineage`) gets a dotted line and its stage's name where each
+    later stage begins (each stage scores its own held-out split)."""
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 3, figsize=(14, 4.8))
@@ -181,6 +186,11 @@ def plot_learning_curve(runs: dict, title: str, depths: tuple = (1, 2, 4, 8)):
                      label=f"{name}: in-loop chain tau")
         axes[2].plot(x, [p.get("offline_tau", float("nan")) for p in pts], "s--", ms=3, color=color,
                      label=f"{name}: offline tau")
+        for stage, first_index in stages(pts)[1:]:
+            for ax in axes:
+                ax.axvline(x[first_index], color=color, ls=":", lw=0.8)
+                ax.annotate(stage, (x[first_index], 1.0), xycoords=("data", "axes fraction"), rotation=90,
+                            va="top", ha="right", fontsize=6, color=color)
     for ax, ylabel in zip(axes, ("held-out loss", "top-1 hit rate vs the target (held-out)", "tau (tokens / round)")):
         ax.set_xlabel("tokens seen (M labels)")
         ax.set_ylabel(ylabel, fontsize=8)

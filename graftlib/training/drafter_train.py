@@ -40,10 +40,13 @@ on a few held-out prompts, checked token for token against the stored greedy res
 
 Output directory: `checkpoint/` (drafter + AdamW state + sampler RNG in safetensors, step and
 config in JSON; `--resume` continues it exactly), `metrics.jsonl` (train and eval lines), and
-`drafter/` (the final drafter via `save_drafter`, z-lab layout, bf16 weights, plus `training.json`).
+`drafter/` (the final drafter via `save_drafter`, z-lab layout, bf16 weights, plus `training.json`,
+the run's `metrics.jsonl` and `lineage.jsonl`: the warm start's lineage followed by this run's
+evaluations, `graftlib.training.lineage`), which `graft ship-drafter` ships as a whole.
 """
 
 import json
+import shutil
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -52,7 +55,17 @@ import torch
 import torch.nn.functional as F
 
 from graftlib.core.errors import require
-from graftlib.models.drafter import DFlashConfig, DFlashDrafter, init_weights, load_state_strict, save_drafter
+from graftlib.models.drafter import (
+    EMBEDDED_DRAFTER,
+    EMBEDDED_DRAFTER_DIR,
+    DFlashConfig,
+    DFlashDrafter,
+    init_weights,
+    load_drafter,
+    load_state_strict,
+    save_drafter,
+)
+from graftlib.training import lineage
 from graftlib.training.drafter_data import Sequence
 from graftlib.training.train_loop import (
     IGNORE,
@@ -102,8 +115,6 @@ class TrainConfig(LoopConfig):
 
 
 def embedded_defaults() -> DFlashConfig:
-    from graftlib.models.drafter import EMBEDDED_DRAFTER_DIR
-
     return DFlashConfig.from_dict(json.loads((EMBEDDED_DRAFTER_DIR / "config.json").read_text()))
 
 
@@ -187,8 +198,6 @@ def warm_drafter(cfg: TrainConfig, target, layer_ids: list[int]) -> DFlashDrafte
     (`d2t`), refused unless its shape is the one `cfg` asks for (layers, draft vocabulary, target layers,
     block), so a warm-started run records the settings it actually trained with. Asked for more layers than
     it has, it grows (`grow_layers`: the added layers start as no-ops)."""
-    from graftlib.models.drafter import load_drafter
-
     drafter, trained = load_drafter(cfg.init_drafter, target.config)
     c = drafter.config
     require(trained, f"init_drafter {cfg.init_drafter}: the directory has no weights to start from")
@@ -479,8 +488,21 @@ def fit(trainer: "Trainer", run: Run, ckpt: Path, metrics: Path, final: Path, lo
     save_drafter(trainer.drafter, final, torch.bfloat16)  # shipped like z-lab's: bf16 weights
     record = training_record(trainer, run, len(trainer.draft_ids), time.perf_counter() - t_wall, last_eval, command)
     (final / "training.json").write_text(json.dumps(record, indent=1) + "\n")
+    save_curves(metrics, final, cfg.init_drafter)
     log(f"saved drafter to {final} ({trainer.step_no} steps, {trainer.elapsed_s / 60:.1f} min)")
     return final
+
+
+def save_curves(metrics: Path, final: Path, init_drafter: str | None) -> None:
+    """The run's `metrics.jsonl` beside the weights, and its `lineage.jsonl`: the warm start's lineage
+    (`graftlib.training.lineage`) followed by this run's evaluations, so a shipped drafter carries the
+    learning curve of all its training."""
+    shutil.copyfile(metrics, final / lineage.METRICS)
+    parent = []
+    if init_drafter:
+        parent = lineage.read_lineage(EMBEDDED_DRAFTER_DIR if init_drafter == EMBEDDED_DRAFTER else init_drafter)
+    own = lineage.stage_records(metrics, lineage.stage_name(final))
+    lineage.write_lineage(final / lineage.LINEAGE, lineage.extend(parent, own))
 
 
 def ablation_summary(run_dirs: list[str | Path], baseline: str = "base") -> list[dict]:

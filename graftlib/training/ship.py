@@ -29,8 +29,9 @@ temporary folder.
 `graft ship-drafter --from DIR` (`make artifacts DRAFTER=DIR`) is the step before: a trained DFlash
 drafter directory (`graft train-drafter`'s `drafter/`, or a committed candidate) becomes the embedded
 drafter. It must load strictly against the embedded target (same vocabulary, hidden size, layer ids);
-its files (`DRAFTER_FILES`) are staged as `.partial` and renamed, so a refusal leaves the shipped
-drafter as it was. The design-choice record (`ablation.json`) stays. Everything fitted for the old
+its files (`DRAFTER_FILES`: config and weights, `training.json`, the run's `metrics.jsonl` and the
+`lineage.jsonl` of all its training stages) are staged as `.partial` and renamed, so a refusal leaves
+the shipped drafter as it was. The design-choice record (`ablation.json`) stays. Everything fitted for the old
 drafter is stale from then on (`check_shipped` names it), which is why `make artifacts` runs this
 first and `graft prepare --ship` next.
 """
@@ -51,7 +52,7 @@ from graftlib.models.target import EMBEDDED_TARGET
 
 REGENERATE = "make artifacts"
 # A drafter directory's files that ship (config.json and the weights are required).
-DRAFTER_FILES = ("config.json", "model.safetensors", "training.json", "metrics.jsonl")
+DRAFTER_FILES = ("config.json", "model.safetensors", "training.json", "metrics.jsonl", "lineage.jsonl")
 
 
 def require_embedded(target: str, drafter: str) -> None:

@@ -1,0 +1,91 @@
+"""A drafter's lineage: the evaluations of every training stage behind its weights, as one curve.
+
+A drafter is rarely trained in one run: each `graft train-drafter --init-drafter DIR` continues the
+weights of DIR with its own data, schedule and held-out split, and its `metrics.jsonl` starts again
+at step 0. `lineage.jsonl` (beside the weights in a drafter directory) holds the eval records of all
+the stages, oldest first, so that the learning curve of the shipped drafter covers all of its
+training, not only the last run.
+
+Each record is a stage's eval record (`metrics.jsonl`, kind "eval") plus
+  stage          the stage's name (its run directory's name);
+  stage_step     its step within the stage (the original `step`);
+  step, labels_seen, blocks_seen, elapsed_s
+                 cumulative over the lineage: the stage's own value plus the previous stages' final ones
+                 (a stage's first eval of a warm start, at its step 0, sits where the previous stage
+                 ended; it may differ from the previous stage's last eval, because each stage scores its
+                 own held-out split: the jump shows the change of split, not of the weights).
+Invariant: the cumulative fields never decrease along the file, and each stage's records are
+consecutive. `extend` is the only writer's rule: a warm-started run's lineage is its parent's
+(`read_lineage` of the --init-drafter directory; a directory without a lineage file counts as one
+stage of its `metrics.jsonl`, or none) followed by its own evaluations.
+"""
+
+import json
+from pathlib import Path
+
+from graftlib.core.records import read_records
+
+LINEAGE = "lineage.jsonl"
+METRICS = "metrics.jsonl"
+CUMULATIVE = ("step", "labels_seen", "blocks_seen", "elapsed_s")
+
+
+def stage_records(metrics: str | Path, stage: str) -> list[dict]:
+    """The eval records of one run's `metrics.jsonl`, named `stage` (not yet cumulative). Records written
+    before labels and blocks were counted get them as step x the run's mean per train line, marked
+    `labels_estimated`."""
+    recs = read_records(metrics)
+    train = [r for r in recs if r.get("kind") == "train" and "labels" in r and "blocks" in r]
+    per_step = {k: sum(r[k] for r in train) / len(train) for k in ("labels", "blocks")} if train else None
+    out = []
+    for r in recs:
+        if r.get("kind") != "eval":
+            continue
+        r = {**r, "stage": stage, "stage_step": r["step"]}
+        if "labels_seen" not in r and per_step:
+            r.update(labels_seen=round(r["step"] * per_step["labels"]),
+                     blocks_seen=round(r["step"] * per_step["blocks"]), labels_estimated=True)
+        out.append(r)
+    return out
+
+
+def extend(parent: list[dict], stage: list[dict]) -> list[dict]:
+    """`parent` (a lineage) followed by `stage` (`stage_records`), its cumulative fields offset by the
+    parent's last values (module doc)."""
+    last = parent[-1] if parent else {}
+    offset = {k: last.get(k, 0) or 0 for k in CUMULATIVE}
+    return parent + [{**r, **{k: offset[k] + r[k] for k in CUMULATIVE if r.get(k) is not None}} for r in stage]
+
+
+def read_lineage(drafter_dir: str | Path) -> list[dict]:
+    """The lineage of a drafter directory: its `lineage.jsonl`; else its `metrics.jsonl` as one stage
+    named after the directory; else none (e.g. a z-lab drafter)."""
+    d = Path(drafter_dir)
+    if (d / LINEAGE).is_file():
+        return read_records(d / LINEAGE)
+    if (d / METRICS).is_file():
+        return extend([], stage_records(d / METRICS, stage_name(d)))
+    return []
+
+
+def stage_name(drafter_dir: str | Path) -> str:
+    """A stage's name: its run directory's (`runs/drafter-v7` for `runs/drafter-v7/drafter`)."""
+    d = Path(drafter_dir).resolve()
+    return d.parent.name if d.name == "drafter" else d.name
+
+
+def write_lineage(path: str | Path, lineage: list[dict]) -> None:
+    """The lineage as JSON lines, written under a temporary name and renamed."""
+    path = Path(path)
+    tmp = path.with_name(path.name + ".partial")
+    tmp.write_text("".join(json.dumps(r) + "\n" for r in lineage))
+    tmp.replace(path)
+
+
+def stages(lineage: list[dict]) -> list[tuple[str, int]]:
+    """(stage name, index of its first record) in order: where the curve's stages begin."""
+    out: list[tuple[str, int]] = []
+    for i, r in enumerate(lineage):
+        if not out or r.get("stage") != out[-1][0]:
+            out.append((r.get("stage"), i))
+    return out
