@@ -221,6 +221,17 @@ def test_sampled_share_is_independent_of_the_heldout_split():
     assert 0.04 < share < 0.17, share  # ~ the sampled share, not 1.0
 
 
+def test_loop_tau_prompts_spread_over_the_pools():
+    from graftlib.training.drafter_data import Sequence
+    from graftlib.training.train_loop import spread_by_pool
+
+    uids = ["sharegpt/a", "sharegpt/b", "alpaca/1", "sharegpt/c", "regular/x", "gsm8k/9", "alpaca/2"]
+    seqs = [Sequence(torch.tensor([1, 2, 3]), 1, torch.zeros(2, 4), u) for u in uids]
+    picked = [s.uid for s in spread_by_pool(seqs, 6)]
+    assert picked == ["alpaca/1", "gsm8k/9", "regular/x", "sharegpt/a", "alpaca/2", "sharegpt/b"]
+    assert [s.uid for s in spread_by_pool(seqs, 100)][-1] == "sharegpt/c" and spread_by_pool([], 4) == []
+
+
 def test_bf16_generation_is_recorded_per_shard(tmp_path, target):
     """--dtype bfloat16 generates with the target's weights in bf16: the shard says so, its top-k stays a
     log-distribution over the vocabulary, and a float32 shard of the same directory keeps its own dtype."""

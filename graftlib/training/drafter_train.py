@@ -84,6 +84,7 @@ from graftlib.training.train_loop import (
     output_dirs,
     run_command,
     run_loop,
+    spread_by_pool,
     target_layer_shape,
     to_draft,
     training_record,
@@ -430,10 +431,11 @@ class Trainer(LoopTrainer):
         return out
 
     def loop_tau(self) -> dict:
-        """Chain tau of the real decode loop on the first held-out greedy prompts (and exactness)."""
+        """Chain tau of the real decode loop on `tau_prompts` held-out greedy prompts spread over the
+        data's pools (`spread_by_pool`), and exactness."""
         from graftlib.methods.decoder import Decoder
 
-        seqs = self.greedy_heldout[:self.cfg.tau_prompts]
+        seqs = spread_by_pool(self.greedy_heldout, self.cfg.tau_prompts)
         if not seqs:
             return {}
         was_training = self.drafter.training

@@ -116,6 +116,20 @@ def n_anchors(s: Sequence) -> int:
     return max(len(s.tokens) - 1 - s.prompt_len, 0)
 
 
+def spread_by_pool(seqs: list[Sequence], n: int) -> list[Sequence]:
+    """The first `n` of `seqs` taken round-robin over their pools (the uid's prefix: "gsm8k/12" is
+    gsm8k's, pools in name order, each in its own order): a few loop-tau prompts then cover chat,
+    the tasks and the regular set alike instead of whichever pool comes first."""
+    pools: dict[str, list[Sequence]] = {}
+    for s in seqs:
+        pools.setdefault(s.uid.split("/", 1)[0], []).append(s)
+    queues = [pools[k] for k in sorted(pools)]
+    out = []
+    for i in range(max((len(q) for q in queues), default=0)):
+        out += [q[i] for q in queues if i < len(q)]
+    return out[:n]
+
+
 def heldout_split(seqs: list[Sequence], frac: float) -> tuple[list[Sequence], list[Sequence]]:
     """(train, heldout) by a hash of each uid: stable when the data grows."""
     def held(s: Sequence) -> bool:
