@@ -2,6 +2,7 @@
 columns, the ranking rule and the modeled-vs-wall-clock validation."""
 
 import json
+from dataclasses import replace
 from types import SimpleNamespace
 
 import pytest
@@ -69,6 +70,54 @@ def test_profile_round_trips_through_its_file(tmp_path):
     # the profile prices a drafted round as the calibration's C_t(B) (saba.round_costs)
     from graftlib.methods.saba import round_costs
     assert shipped.drafted_round_s(3, 200) == pytest.approx(float(round_costs(saba, [3], 200)[0]), rel=1e-12)
+
+
+def test_fit_rows_cost_recovers_the_price_of_a_head_row():
+    """Latencies = eq. 17 + table + h (rows - mean rows at B) + noise: the fit finds ref(B) and h (2.5 ms);
+    a residual falling with the rows clips h at 0."""
+    import numpy as np
+
+    from graftlib.training.saba_fit import fit_rows_cost
+
+    rng = np.random.default_rng(0)
+    budgets = np.repeat([2, 8, 32], 200)
+    rows = rng.integers(1, 7, size=budgets.size)
+    prefixes = rng.integers(50, 300, size=budgets.size)
+    delta = {"2": 0.0, "8": 0.001, "32": 0.003}
+    ref = {b: rows[budgets == b].mean() for b in (2, 8, 32)}
+    base = np.array([C[0] + b * (C[1] + C[2] * p) + delta[str(b)] for b, p in zip(budgets, prefixes)])
+    latency = base + 0.0025 * (rows - np.array([ref[b] for b in budgets])) + rng.normal(0, 2e-4, budgets.size)
+    with_ar = (list(budgets) + [0], list(prefixes) + [100], list(latency) + [0.05], list(rows) + [1])
+    fit = fit_rows_cost(*with_ar, C, delta)
+    assert fit["h"] == pytest.approx(0.0025, rel=0.02)
+    assert fit["ref"] == {str(b): pytest.approx(ref[b]) for b in (2, 8, 32)}  # the AR step is ignored
+    falling = base - 0.0025 * (rows - np.array([ref[b] for b in budgets]))
+    assert fit_rows_cost(budgets, prefixes, falling, rows, C, delta)["h"] == 0.0
+
+
+def test_the_rows_term_prices_what_a_round_accepted(tmp_path):
+    """A drafted round pays h per LM-head row beyond the calibration's mean at its budget; unknown rows (0),
+    AR steps and a profile without the term price as before; a bench record's rows are its `accepted`."""
+    rows_cost = {"h": 0.003, "ref": {"2": 1.5, "8": 2.5}}
+    profile, plain = hand_profile(c_rows=rows_cost), hand_profile()
+    assert profile.id != plain.id and hand_profile(c_rows=None).id == plain.id
+    assert CostProfile.load(profile.save(tmp_path / "p.json")) == profile
+    at8 = RoundShape(8, 8, 40, True, rows=4)
+    assert profile.round_s(at8) == pytest.approx(plain.round_s(at8) + 0.003 * (4 - 2.5), rel=1e-12)
+    at5 = RoundShape(8, 5, 40, True, rows=1)  # ref interpolated at 5 nodes: 1.5 + (5 - 2) / 6
+    assert profile.round_s(at5) == pytest.approx(plain.round_s(at5) + 0.003 * (1 - 2.0), rel=1e-12)
+    for shape in (RoundShape(8, 8, 40, True), RoundShape(0, 0, 40, True), RoundShape(0, 0, 40, False)):
+        assert profile.round_s(shape) == plain.round_s(shape)
+    rec = {"uid": "u", "key": "ddtree@8", "method": "ddtree", "prompt_tokens": 40, "new_tokens": 6,
+           "round_shapes": [[8, 8, 40, 1], [0, 0, 44, 1]], "accepted": [4, 1]}
+    assert price(rec, profile)["modeled_s"] == pytest.approx(profile.round_s(at8) + profile.round_s(RoundShape(0, 0, 44, True)))
+    assert price({**rec, "accepted": None}, profile)["modeled_s"] == price(rec, plain)["modeled_s"]
+    with pytest.raises(GraftError, match="1 accepted counts for 2 round shapes"):
+        price({**rec, "accepted": [4]}, profile)
+    with pytest.raises(GraftError, match="rows_cost needs h"):
+        hand_profile(c_rows={"h": -1.0, "ref": {"2": 1.5}})
+    saba = SabaParams.load(DEFAULT_PATH)
+    assert from_saba(replace(saba, rows_cost=rows_cost)).c_rows == rows_cost and from_saba(saba).c_rows is None
 
 
 @pytest.mark.parametrize("content, message", [

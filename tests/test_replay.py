@@ -123,6 +123,11 @@ def test_calibration_pipeline(pair, tmp_path):
     again = read_replay_records(tmp_path / "replay.jsonl")
     assert again == records and fit_params(again, GRID, drafter.block_size - 1).c == params.c
     assert len(params.c) == 5 and params.c_ar[1] == params.c[4]  # the shared prefix term
+    # the rows term of the cost profile: the mean rows each budget's rounds paid, h >= 0
+    drafted = [r for r in grid if r.budget > 0]
+    assert set(params.rows_cost["ref"]) == {str(b) for b in GRID} and params.rows_cost["h"] >= 0
+    assert params.rows_cost["ref"]["4"] == pytest.approx(np.mean([r.accepted for r in drafted if r.budget == 4]))
+    assert SabaParams.load(params.save(tmp_path / "saba.json")).rows_cost == params.rows_cost
     paper = fit_params(records, GRID, drafter.block_size - 1, concave=False, shared_prefix=False, gain_model="eq16")
     assert len(paper.c) == 3 and paper.gain_table is None
     # the cost table (default): one correction per grid budget, the medians of eq. 17's residuals

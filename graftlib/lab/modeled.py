@@ -8,7 +8,8 @@ its rounds under a cost profile (`graftlib.methods.cost_profile`, eq. 17 and the
                         the wall-clock figure
   cost_profile          {"name", "id"} of the profile that priced it
 A speculative record also keeps `round_shapes` ([budget, nodes, prefix_len, drafted] per round,
-+ [draft_steps, draft_rows] for an AR-drafted round: EAGLE-3, OPT-Tree), so `reprice` can price the
++ [draft_steps, draft_rows] for an AR-drafted round: EAGLE-3, OPT-Tree) and the per-round `accepted`
+list (each drafted round's LM-head rows, for a profile with a rows term), so `reprice` can price the
 same rounds under another profile (another machine) without decoding. An AR-drafted round's draft
 is priced per drafter forward (the profile's `c_ar_draft`; a profile without it refuses), not as
 DFlash's one c_draft. The profile is not part of the record's setting: it does not change what
@@ -58,7 +59,7 @@ def price(rec: dict, profile: CostProfile) -> dict:
     if rec["method"] in AR_LIKE:
         seconds = math.fsum(profile.ar_modeled_seconds(t["prompt_tokens"], t["new_tokens"]) for t in turn_entries(rec))
     elif rec.get("round_shapes") is not None:
-        shapes = [RoundShape.from_list(s) for s in rec["round_shapes"]]
+        shapes = RoundShape.from_record(rec)  # with each drafted round's rows (its `accepted`)
         unpriceable = rec["method"] in AR_METHODS and any(s.drafted and not s.ar_drafted for s in shapes)
         seconds = None if unpriceable else profile.modeled_seconds(shapes)  # unpriceable: no drafter forwards
     else:

@@ -19,6 +19,11 @@ forward of w input rows costs e0 + e1 w, fitted to the AR drafter's measured for
   ... declined         C_AR(P) + n e0 + r e1.
 A profile without `c_ar_draft` refuses to price an AR-drafted round (`GraftError` naming the
 command that measures it), never falling back to c_draft.
+  rows term            + h (rows - ref(B))   (`c_rows`, when the profile has it and the round's rows are known)
+                  a drafted round's greedy walk reads `rows` = accepted LM-head rows (one matvec each on a
+                  CPU); C(B, P) holds the calibration's mean ref(B) of them, so a round accepting more
+                  pays more (`saba_fit.fit_rows_cost`). The rows come from the round record's `accepted`
+                  (a bench record's per-round `accepted` list beside its `round_shapes`).
 delta_B is the per-budget cost table (linear in B between its budgets, flat beyond; none: 0).
 B is the round's verified node count (`RoundRecord.nodes`; the calibration's trees fill their
 budget, so there B = nodes), P its prefix (`RoundRecord.prefix_len`, tokens in the target cache).
@@ -52,7 +57,7 @@ import numpy as np
 from graftlib.core.errors import GraftError, require
 from graftlib.core.paths import ASSETS_DIR, portable
 from graftlib.core.records import read_json_object, write_json_atomic
-from graftlib.methods.saba import DEFAULT_PATH, SabaParams, round_cost
+from graftlib.methods.saba import DEFAULT_PATH, SabaParams, checked_rows_cost, round_cost
 
 SCHEMA = "graft-cost-profile/1"
 AR_DRAFT_SCHEMA = "graft-ar-draft-cost/1"
@@ -78,6 +83,7 @@ class RoundShape:
     drafted: bool
     draft_steps: int = 0
     draft_rows: int = 0
+    rows: int = 0  # LM-head rows the round's walk read (its accepted tokens); 0: unknown (no rows term)
 
     def __post_init__(self):
         require(self.draft_steps >= 0 and self.draft_rows >= self.draft_steps
@@ -100,11 +106,24 @@ class RoundShape:
         require((steps is None) == (rows is None) and (rows is None or len(rows) == len(steps)),
                 f"round record: {steps!r} draft step times but draft rows {rows!r}")
         drafted = rnd.budget > 0 or rnd.t_draft > 0
-        return cls(rnd.budget, rnd.nodes, rnd.prefix_len, drafted, len(steps or []), sum(rows or []))
+        return cls(rnd.budget, rnd.nodes, rnd.prefix_len, drafted, len(steps or []), sum(rows or []),
+                   rnd.accepted if rnd.budget > 0 else 0)
 
     def to_list(self) -> list[int]:
         four = [self.budget, self.nodes, self.prefix_len, int(self.drafted)]
         return four + [self.draft_steps, self.draft_rows] if self.ar_drafted else four
+
+    @classmethod
+    def from_record(cls, rec: dict) -> list["RoundShape"]:
+        """A bench record's rounds: its `round_shapes` with the rows from its per-round `accepted` list
+        (as `of` takes them from the round records; a record without that list prices no rows term)."""
+        shapes = [cls.from_list(s) for s in rec["round_shapes"]]
+        accepted = rec.get("accepted")
+        if not isinstance(accepted, list):
+            return shapes
+        require(len(accepted) == len(shapes), f"record {rec.get('uid')} {rec.get('key')}: {len(accepted)} accepted "
+                f"counts for {len(shapes)} round shapes")
+        return [replace(s, rows=int(a) if s.budget > 0 else 0) for s, a in zip(shapes, accepted)]
 
     @classmethod
     def from_list(cls, row) -> "RoundShape":
@@ -130,6 +149,7 @@ class CostProfile:
     fitted_from: dict = field(default_factory=dict)
     schema: str = SCHEMA
     c_ar_draft: list[float] | None = None  # AR drafter forward: e0 [s/forward], e1 [s/input row]; None: unmeasured
+    c_rows: dict | None = None  # {"h": s per LM-head row, "ref": {budget: mean rows}} (module doc); None: no rows term
 
     def __post_init__(self):
         require(self.schema == SCHEMA, f"cost profile {self.name!r}: schema {self.schema!r}, expected {SCHEMA!r}")
@@ -155,13 +175,16 @@ class CostProfile:
                     and self.c_ar_draft[1] >= 0, f"cost profile {self.name!r}: c_ar_draft needs 2 finite numbers "
                     f"(e0 > 0 s per forward, e1 >= 0 s per row), got {self.c_ar_draft!r}")
             self.c_ar_draft = [float(x) for x in self.c_ar_draft]
+        if self.c_rows is not None:
+            self.c_rows = checked_rows_cost(self.c_rows, f"cost profile {self.name!r}")
 
     @property
     def id(self) -> str:
         """Content hash of the cost numbers (not name, hardware or provenance)."""
         numbers = {"c": self.c, "c_ar": self.c_ar, "c_draft": self.c_draft, "cost_table": self.cost_table}
-        if self.c_ar_draft is not None:  # absent: the id of the profiles written before it
-            numbers["c_ar_draft"] = self.c_ar_draft
+        for late in ("c_ar_draft", "c_rows"):  # absent: the id of the profiles written before them
+            if getattr(self, late) is not None:
+                numbers[late] = getattr(self, late)
         return hashlib.sha256(json.dumps(numbers, sort_keys=True).encode()).hexdigest()[:12]
 
     @property
@@ -175,9 +198,18 @@ class CostProfile:
             return 0.0
         return float(np.interp(budget, [int(b) for b in self.cost_table], list(self.cost_table.values())))
 
-    def drafted_round_s(self, nodes: int, prefix_len: int) -> float:
-        """C(B, P) with B = nodes: a whole drafted round (draft, tree, verify, commit)."""
-        return round_cost(nodes, prefix_len, self.c) + self.correction(nodes)
+    def drafted_round_s(self, nodes: int, prefix_len: int, rows: int = 0) -> float:
+        """C(B, P) with B = nodes: a whole drafted round (draft, tree, verify, commit), plus the rows term
+        when the profile has one and `rows` (the walk's LM-head rows) is known."""
+        return round_cost(nodes, prefix_len, self.c) + self.correction(nodes) + self.rows_s(nodes, rows)
+
+    def rows_s(self, nodes: int, rows: int) -> float:
+        """h (rows - ref(B)) (module doc; ref linear in B between the calibration's budgets, flat beyond);
+        0 without `c_rows` or with rows unknown (0)."""
+        if self.c_rows is None or rows <= 0:
+            return 0.0
+        ref = self.c_rows["ref"]
+        return self.c_rows["h"] * (rows - float(np.interp(nodes, [int(b) for b in ref], list(ref.values()))))
 
     def ar_step_s(self, prefix_len: int) -> float:
         """C_AR(P): one plain AR step at prefix P."""
@@ -203,10 +235,10 @@ class CostProfile:
         if shape.ar_drafted:
             draft = self.ar_draft_s(shape.draft_steps, shape.draft_rows)
             if shape.budget > 0:
-                return self.drafted_round_s(shape.nodes, shape.prefix_len) - self.c_draft + draft
+                return self.drafted_round_s(shape.nodes, shape.prefix_len, shape.rows) - self.c_draft + draft
             return self.ar_step_s(shape.prefix_len) + draft
         if shape.budget > 0:
-            return self.drafted_round_s(shape.nodes, shape.prefix_len)
+            return self.drafted_round_s(shape.nodes, shape.prefix_len, shape.rows)
         return self.ar_step_s(shape.prefix_len) + (self.c_draft if shape.drafted else 0.0)
 
     def modeled_seconds(self, shapes: list[RoundShape]) -> float:
@@ -260,7 +292,8 @@ def from_saba(params: SabaParams, name: str | None = None) -> CostProfile:
                                                                        "drafter", "device", "dtype", "threads")
                                                  if k in meta}}
     return CostProfile(name or f"saba-{params.id}", meta.get("hardware") or "unknown", list(params.c),
-                       list(params.c_ar), params.c_draft, params.cost_table, fitted_from=fitted_from)
+                       list(params.c_ar), params.c_draft, params.cost_table, fitted_from=fitted_from,
+                       c_rows=params.rows_cost)
 
 
 def with_ar_draft(profile: CostProfile, c_ar_draft: list[float], provenance: dict) -> CostProfile:

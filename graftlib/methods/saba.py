@@ -134,7 +134,7 @@ import numpy as np
 import torch
 
 from graftlib.core.builders import Candidates
-from graftlib.core.errors import require
+from graftlib.core.errors import GraftError, require
 from graftlib.core.paths import ASSETS_DIR, portable
 from graftlib.core.records import read_json_object
 
@@ -165,6 +165,10 @@ class SabaParams:
     c_draft: float = 0.0  # the draft step's share of c0 [s], sunk once the round has drafted
     gain_table: dict[str, list[float]] | None = None  # {budget: w_B}: E[a_t(B)] = w_B^T s_t; None: eq. 16
     cost_table: dict[str, float] | None = None  # {budget: delta_B [s]} added to eq. 17; None: eq. 17 alone
+    # {"h": s per LM-head row, "ref": {budget: mean rows}}: what a round's greedy walk pays per head row
+    # beyond the calibration's mean at its budget (`saba_fit.fit_rows_cost`); the cost profile prices it,
+    # SABA's own C_t(B) does not (it chooses B before the rows are known). None: not fitted.
+    rows_cost: dict | None = None
     meta: dict = field(default_factory=lambda: {"source": "builtin-uncalibrated"})
 
     def __post_init__(self):
@@ -202,6 +206,9 @@ class SabaParams:
             self._cost_b = np.array([b for b, _ in rows], dtype=float)
             self._cost_d = np.array([d for _, d in rows])
 
+        if self.rows_cost is not None:
+            self.rows_cost = checked_rows_cost(self.rows_cost, "SABA params")
+
     @property
     def uses_mass(self) -> bool:
         """The gain table reads the draft mass M_t(B) (`draft_mass`) at its budgets."""
@@ -217,8 +224,9 @@ class SabaParams:
         """Content hash of the numbers (not the metadata): what a result records as its calibration."""
         d = asdict(self)
         d.pop("meta")
-        if d["cost_table"] is None:  # a field added later: calibrations without it keep their id
-            d.pop("cost_table")
+        for late in ("cost_table", "rows_cost"):  # fields added later: calibrations without them keep their id
+            if d[late] is None:
+                d.pop(late)
         return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:12]
 
     def describe(self) -> dict:
@@ -241,6 +249,21 @@ class SabaParams:
         params = cls(**d)
         params.meta = {**params.meta, "path": portable(path)}
         return params
+
+
+def checked_rows_cost(rows_cost, what: str) -> dict:
+    """`rows_cost` ({"h": s >= 0, "ref": {budget >= 1: mean rows >= 1}}) normalized, or `GraftError` naming `what`."""
+    msg = (f"{what}: rows_cost needs h (seconds per LM-head row, >= 0) and ref (budgets >= 1 -> mean rows >= 1), "
+           f"got {rows_cost!r}")
+    try:
+        require(isinstance(rows_cost, dict) and set(rows_cost) == {"h", "ref"}, msg)
+        h = float(rows_cost["h"])
+        ref = {int(b): float(r) for b, r in dict(rows_cost["ref"]).items()}
+    except (TypeError, ValueError):
+        raise GraftError(msg) from None
+    require(math.isfinite(h) and h >= 0 and len(ref) > 0
+            and all(b >= 1 and math.isfinite(r) and r >= 1 for b, r in ref.items()), msg)
+    return {"h": h, "ref": {str(b): ref[b] for b in sorted(ref)}}
 
 
 def default_params() -> "SabaParams":

@@ -13,7 +13,10 @@ decoding) on (B, prefix), budget 0 being the AR step; c0 then gets the median dr
 for SABA's post-draft gate). By default the cost table (`saba_fit.fit_cost_table`) then adds each
 grid budget's median residual to eq. 17 (kernel steps in the verify cost; `--cost eq17` leaves it
 out). (A first version timed rounds on random candidates instead: the walk then stops
-at the root, and the fit missed ~10 ms per round of LM-head rows on this CPU.)
+at the root, and the fit missed ~10 ms per round of LM-head rows on this CPU.) Those rows still
+vary with the round's acceptance at a given B, which eq. 17 cannot see (it prices B before the rows
+are known): `saba_fit.fit_rows_cost` fits what each row costs beyond the budget's mean
+(`rows_cost`), for the cost profile that prices finished rounds (`graftlib.methods.cost_profile`).
 
 Gain: the replay (`graftlib.training.replay`) of a reference ddtree trajectory on held-out
 validation prompts (`data.pool("val")`, never evaluation prompts) over the budget grid gives
@@ -64,7 +67,14 @@ from graftlib.methods.saba import (
     prefers_ar_after_draft,
 )
 from graftlib.training.replay import ReplayDecoder, ReplayRecord
-from graftlib.training.saba_fit import calibration_meta, fit_cost, fit_cost_table, fit_gain, fit_gain_table
+from graftlib.training.saba_fit import (
+    calibration_meta,
+    fit_cost,
+    fit_cost_table,
+    fit_gain,
+    fit_gain_table,
+    fit_rows_cost,
+)
 
 GAIN_MODELS = ("mass", "table", "eq16")
 COST_MODELS = ("table", "eq17")
@@ -105,6 +115,7 @@ def fit_params(records: list[ReplayRecord], grid: list[int], depth: int, window:
                                   [r.latency - r.t_draft for r in timed])
     c, c_ar, r2 = fit_cost(budgets, prefixes, latency, concave, shared_prefix)
     cost_table = fit_cost_table(budgets, prefixes, latency, c) if cost_model == "table" else None
+    rows_cost = fit_rows_cost(budgets, prefixes, latency, [r.accepted for r in timed], c, cost_table)
     c_draft = statistics.median(r.t_draft for r in ref)
     c[0] += c_draft
     phi, alpha, rmse = fit_gain([r.state for r in on_grid], [r.budget for r in on_grid],
@@ -124,7 +135,7 @@ def fit_params(records: list[ReplayRecord], grid: list[int], depth: int, window:
                                                               [r.accepted for r in on_grid], mass)
     return SabaParams(phi=phi, alpha=alpha, c=c, grid=sorted(b for b in set(grid) if b > 0), window=window,
                       hist_prior=hist_prior, lam_min=lam_min, utility=utility, c_ar=c_ar, c_draft=c_draft,
-                      gain_table=table, cost_table=cost_table,
+                      gain_table=table, cost_table=cost_table, rows_cost=rows_cost,
                       meta={**(meta or {}), "fit": fit})
 
 

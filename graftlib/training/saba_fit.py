@@ -5,6 +5,8 @@ the latency l_t(B) at prefix P_t and the accepted length a_t(B) with the round's
 - `fit_cost`: eq. 17's c (and the AR step's c_ar) by non-negative least squares, so the fitted
   C_t never gets cheaper with B or the prefix (`nonneg_lstsq`, exact over subsets of columns);
 - `fit_cost_table`: per budget, the median residual of eq. 17, made non-decreasing in B;
+- `fit_rows_cost`: what each LM-head row of the greedy walk costs beyond the mean at its budget
+  (the cost profile's rows term; on a CPU the head is one matvec per visited row);
 - `fit_gain`: eq. 16's (phi, alpha) by L-BFGS on a_t(B) = 1 + A_t G_t(B);
 - `fit_gain_table`: per budget, least squares w_B of E[a_t(B)] = w_B^T s_t (+ v_B M_t(B));
 - `calibration_meta`: the provenance stored with the fitted parameters.
@@ -103,6 +105,29 @@ def fit_cost_table(budgets, prefix_lens, latency_s, c: list[float]) -> dict[str,
     delta = np.array([np.median(resid[b == bb]) for bb in grid])
     delta = np.maximum.accumulate(smooth0 + delta) - smooth0
     return {str(int(bb)): float(d) for bb, d in zip(grid, delta)}
+
+
+def fit_rows_cost(budgets, prefix_lens, latency_s, rows, c: list[float],
+                  cost_table: dict[str, float] | None) -> dict:
+    """The cost profile's rows term `{"h", "ref"}` (`SabaParams.rows_cost`) from the drafted rounds
+    (B >= 1; AR steps ignored): ref(B) the mean rows the rounds at B paid (a round's greedy walk reads
+    `accepted` LM-head rows), h the least-squares slope through 0, clipped at 0, of the residual
+    latency - C(B, P; c) - delta_B on rows - ref(B). Same-prefix replay times every budget of a round,
+    so the rows vary widely at each B and h is well determined."""
+    b = np.asarray(budgets, dtype=float)
+    p = np.asarray(prefix_lens, dtype=float)
+    y = np.asarray(latency_s, dtype=float)
+    n = np.asarray(rows, dtype=float)
+    spec = b > 0
+    require(spec.any() and len(b) == len(p) == len(y) == len(n), "rows cost fit needs drafted rounds with "
+            "budgets, prefixes, latencies and rows of one length")
+    b, p, y, n = b[spec], p[spec], y[spec], n[spec]
+    delta = np.array([(cost_table or {}).get(str(int(bb)), 0.0) for bb in b])
+    resid = y - cost(b, p, c) - delta
+    ref = {int(bb): float(n[b == bb].mean()) for bb in np.unique(b)}
+    x = n - np.array([ref[int(bb)] for bb in b])
+    h = max(float(x @ resid) / float(x @ x), 0.0) if float(x @ x) > 0 else 0.0
+    return {"h": h, "ref": {str(bb): max(r, 1.0) for bb, r in ref.items()}}
 
 
 def fit_gain(states, budgets, accepted, lam_min: float = 0.5, depth: int | None = None,
