@@ -19,7 +19,7 @@ paired bootstrap 95% interval as whiskers.
 
 from pathlib import Path
 
-from graftlib.training.lineage import stages
+from graftlib.training.lineage import eval_records, stages
 
 
 def caption(pair_desc: dict, **counts) -> str:
@@ -146,17 +146,14 @@ def plot_training_run(metrics, summary: dict, name: str):
 
 
 def curve_points(metrics) -> list[dict]:
-    """The evaluations of a training run's `metrics.jsonl`, each with `tokens_seen` (the labels predicted
-    with a loss so far: the eval record's `labels_seen`; for records written before it was counted, the
-    step times the mean labels per step of the run's train lines, marked `tokens_estimated`)."""
+    """The evaluations of a training run's `metrics.jsonl` (or a lineage), each with `tokens_seen` (the
+    labels predicted with a loss so far: `lineage.eval_records`' `labels_seen`, estimated for records written
+    before it was counted, then marked `tokens_estimated`)."""
     from graftlib.core.records import read_records
 
-    recs = read_records(metrics)
-    tr = [r for r in recs if r.get("kind") == "train" and "labels" in r]
-    per_step = sum(r["labels"] for r in tr) / len(tr) if tr else 0.0
-    return [{**r, "tokens_seen": r.get("labels_seen", r["step"] * per_step),
+    return [{**r, "tokens_seen": r.get("labels_seen", 0),
              "tokens_estimated": "labels_seen" not in r or r.get("labels_estimated", False)}
-            for r in recs if r.get("kind") == "eval"]
+            for r in eval_records(read_records(metrics))]
 
 
 def plot_learning_curve(runs: dict, title: str, depths: tuple = (1, 2, 4, 8)):

@@ -30,23 +30,26 @@ METRICS = "metrics.jsonl"
 CUMULATIVE = ("step", "labels_seen", "blocks_seen", "elapsed_s")
 
 
-def stage_records(metrics: str | Path, stage: str) -> list[dict]:
-    """The eval records of one run's `metrics.jsonl`, named `stage` (not yet cumulative). Records written
-    before labels and blocks were counted get them as step x the run's mean per train line, marked
-    `labels_estimated`."""
-    recs = read_records(metrics)
-    train = [r for r in recs if r.get("kind") == "train" and "labels" in r and "blocks" in r]
-    per_step = {k: sum(r[k] for r in train) / len(train) for k in ("labels", "blocks")} if train else None
+def eval_records(recs: list[dict]) -> list[dict]:
+    """The eval records of one run's `metrics.jsonl` records, each with `labels_seen` and `blocks_seen`: as
+    recorded, or for records written before they were counted, step x the run's mean per train line,
+    marked `labels_estimated` (none without train lines)."""
+    train = [r for r in recs if r.get("kind") == "train" and "labels" in r]
+    per_step = {k: sum(r.get(k, 0) for r in train) / len(train) for k in ("labels", "blocks")} if train else None
     out = []
     for r in recs:
         if r.get("kind") != "eval":
             continue
-        r = {**r, "stage": stage, "stage_step": r["step"]}
         if "labels_seen" not in r and per_step:
-            r.update(labels_seen=round(r["step"] * per_step["labels"]),
-                     blocks_seen=round(r["step"] * per_step["blocks"]), labels_estimated=True)
+            r = {**r, "labels_seen": round(r["step"] * per_step["labels"]),
+                 "blocks_seen": round(r["step"] * per_step["blocks"]), "labels_estimated": True}
         out.append(r)
     return out
+
+
+def stage_records(metrics: str | Path, stage: str) -> list[dict]:
+    """The eval records of one run's `metrics.jsonl` (`eval_records`), named `stage` (not yet cumulative)."""
+    return [{**r, "stage": stage, "stage_step": r["step"]} for r in eval_records(read_records(metrics))]
 
 
 def extend(parent: list[dict], stage: list[dict]) -> list[dict]:
