@@ -35,7 +35,7 @@ from graftlib.training.drafter_train import (
     write_ablation,
 )
 from graftlib.training.lineage import read_lineage, stages
-from graftlib.training.train_loop import IGNORE, run_loop
+from graftlib.training.train_loop import IGNORE, eval_line, run_loop
 
 LAYERS = [0, 2]
 EOS = 5
@@ -393,7 +393,9 @@ def test_pipeline_generates_and_trains_in_one_process(tmp_path):
     data = json.loads((tmp_path / "out" / "data.json").read_text())
     assert rec["steps"] == 4 and rec["data"]["sequences"] == 12 and rec["data"]["in_memory"]
     assert [c["count"] for c in data["chunks"]] == [5, 5, 2] and data["response_tokens"] == rec["data"]["response_tokens"]
-    assert rec["final_eval"]["tau_exact"].endswith("/2") and rec["final_eval"]["tau_exact"][0] == "2"
+    assert rec["final_eval"]["tau_exact"] == "2/2"  # equal to the target's own AR decode
+    assert rec["final_eval"]["tau_matches_data"] == "2/2"  # the data came from the same fp32 target
+    assert "(exact 2/2, matches data 2/2)" in eval_line(rec["final_eval"])
     assert (final / "model.safetensors").is_file() and rec["data"]["stored_layer_ids"] == LAYERS
     with pytest.raises(GraftError, match="NAME:DISTILL:LAYERS"):
         run(tmp_path / "bad", data_cfg, cfg, 5, variants=["d1:half:1"])

@@ -432,7 +432,9 @@ class Trainer(LoopTrainer):
 
     def loop_tau(self) -> dict:
         """Chain tau of the real decode loop on `tau_prompts` held-out greedy prompts spread over the
-        data's pools (`spread_by_pool`), and exactness."""
+        data's pools (`spread_by_pool`), and exactness: `tau_exact` counts decodes equal to the target's
+        own greedy AR decode here (same precision and device), `tau_matches_data` those equal to the
+        stored response (data made by a bf16 or batched target may legitimately differ from it)."""
         from graftlib.methods.decoder import Decoder
 
         seqs = spread_by_pool(self.greedy_heldout, self.cfg.tau_prompts)
@@ -441,15 +443,19 @@ class Trainer(LoopTrainer):
         was_training = self.drafter.training
         self.drafter.eval()
         dec = Decoder.for_method(self.target, self.drafter, "dflash", self.drafter.block_size - 1, self.eos)
-        accepted = rounds = exact = 0
+        ar = Decoder.for_method(self.target, self.drafter, "ar", 1, self.eos)
+        accepted = rounds = exact = matches_data = 0
         for s in seqs:
             n = min(self.cfg.tau_tokens, s.response_len)
-            res = dec.decode(s.tokens[:s.prompt_len].tolist(), n)
+            prompt = s.tokens[:s.prompt_len].tolist()
+            res = dec.decode(prompt, n)
             accepted += sum(r.accepted for r in res.rounds)
             rounds += len(res.rounds)
-            exact += res.tokens == s.tokens[s.prompt_len:s.prompt_len + n].tolist()
+            exact += res.tokens == ar.decode(prompt, n).tokens
+            matches_data += res.tokens == s.tokens[s.prompt_len:s.prompt_len + n].tolist()
         self.drafter.train(was_training)
-        return {"tau": accepted / max(rounds, 1), "tau_exact": f"{exact}/{len(seqs)}"}
+        return {"tau": accepted / max(rounds, 1), "tau_exact": f"{exact}/{len(seqs)}",
+                "tau_matches_data": f"{matches_data}/{len(seqs)}"}
 
 
 # ----------------------------------------------------------------------------- the run

@@ -604,7 +604,8 @@ def evaluate_only(trainer: LoopTrainer, ckpt: Path, run: Run, log) -> Path:
 def eval_line(e: dict) -> str:
     acc = e["acc_by_depth"]
     picks = ", ".join(f"d{d} {acc[d - 1]:.2f}" for d in (1, 2, 4, 8) if d <= len(acc))
-    loop = f", loop tau {e['tau']:.2f} (exact {e.get('tau_exact')})" if "tau" in e else ""
+    data = f", matches data {e['tau_matches_data']}" if "tau_matches_data" in e else ""
+    loop = f", loop tau {e['tau']:.2f} (exact {e.get('tau_exact')}{data})" if "tau" in e else ""
     ce = f" (hard CE {e['heldout_ce']:.3f})" if "heldout_ce" in e else ""
     return (f"eval @ step {e['step']}: held-out loss {e['heldout_loss']:.3f}{ce}, top-1 {picks}, offline tau "
             f"{e['offline_tau']:.2f}{loop}, {e['eval_s']:.0f} s")
