@@ -311,6 +311,15 @@ def test_a_warm_started_run_carries_its_lineage(tmp_path):
     for ax in fig.axes[:3]:
         assert [t.get_text() for t in ax.texts] == ["run-b"]
         assert any(list(line.get_xdata()) == [x, x] and line.get_linestyle() == ":" for line in ax.lines)
+    # the parent is the warm start as it was when the run began: a drafter written over it meanwhile
+    # (e.g. another one shipped as `embedded`) does not enter this run's lineage, also after a resume
+    cfg_c = small_train_config(draft_vocab=12, max_steps=2, eval_every=2, init_drafter=str(first))
+    train(tmp_path / "data", tmp_path / "run-c", cfg_c, log=lambda _: None)
+    (first / "lineage.jsonl").write_text(json.dumps({**a[0], "stage": "shipped-meanwhile"}) + "\n")
+    third = train(tmp_path / "data", tmp_path / "run-c", replace(cfg_c, max_steps=4), resume=True,
+                  log=lambda _: None)
+    assert [(r["stage"], r["stage_step"]) for r in read_lineage(third)] == [
+        ("run-a", 2), ("run-a", 4), ("run-c", 0), ("run-c", 2), ("run-c", 4)]
     # a drafter directory without a lineage file is one stage of its metrics.jsonl
     (first / "lineage.jsonl").unlink()
     assert [r["stage"] for r in read_lineage(first)] == ["run-a", "run-a"]

@@ -26,6 +26,7 @@ from pathlib import Path
 from graftlib.core.records import read_records
 
 LINEAGE = "lineage.jsonl"
+PARENT = "parent-lineage.jsonl"  # in a run's folder: the warm start's lineage when the run began
 METRICS = "metrics.jsonl"
 CUMULATIVE = ("step", "labels_seen", "blocks_seen", "elapsed_s")
 
