@@ -70,8 +70,9 @@ bench-graft: data  ## issues 5-6: chain, DDTree at B = 4, 8, 16, +TDES at 8 vs +
 			--budgets 4 8 16 --caps 64 --task $$t --n-prompts $(N) --out results/graft-components.jsonl || exit 1; done
 
 GOALS_N ?= 10
+# gsm8k first (the drafter issue's goals are on it); resumable: an interrupted run goes on with the next prompt.
 bench-goals: data  ## issue 6 goals: GRAFT vs AR, the chain and DDTree at its best fixed budgets (4, 8), per task
-	for t in mbpp math500 humaneval alpaca mt-bench gsm8k; do \
+	for t in gsm8k mbpp alpaca math500 humaneval mt-bench; do \
 		$(B) --methods ar dflash@3 ddtree@4 ddtree@8 graft@64 --task $$t --n-prompts $(GOALS_N) \
 			--out results/graft-goals.jsonl || exit 1; done
 
