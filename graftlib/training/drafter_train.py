@@ -491,7 +491,7 @@ def fit(trainer: "Trainer", run: Run, ckpt: Path, metrics: Path, final: Path, lo
         f"{len(run.heldout)} held out), layers {run.layer_ids}, draft vocab {len(trainer.draft_ids)}, "
         f"{cfg.blocks_per_step} blocks/step, {'bf16' if trainer.bf16 else 'fp32'}")
     if trainer.step_no == 0:  # the warm start's lineage as it is now, not when the run ends (`save_curves`)
-        snapshot_parent_lineage(final.parent / lineage.PARENT, cfg.init_drafter)
+        lineage.save_parent(final.parent, init_dir(cfg.init_drafter))
     t_wall = time.perf_counter()
     last_eval = run_loop(trainer, ckpt, metrics, run.data_info, log)
     trainer.drafter.eval()
@@ -503,27 +503,17 @@ def fit(trainer: "Trainer", run: Run, ckpt: Path, metrics: Path, final: Path, lo
     return final
 
 
-def init_lineage(init_drafter: str | None) -> list[dict]:
-    """The lineage of the warm start `init_drafter` (a path or "embedded"; None: no parent)."""
-    if not init_drafter:
-        return []
-    return lineage.read_lineage(EMBEDDED_DRAFTER_DIR if init_drafter == EMBEDDED_DRAFTER else init_drafter)
-
-
-def snapshot_parent_lineage(path: Path, init_drafter: str | None) -> None:
-    """Keep the warm start's lineage in the run's folder when its weights are loaded: a drafter shipped
-    over `embedded` while this run trains must not become this run's parent in its lineage."""
-    lineage.write_lineage(path, init_lineage(init_drafter))
+def init_dir(init_drafter: str | None) -> str | Path | None:
+    """The directory of the warm start `init_drafter` (a path or "embedded"; None: no warm start)."""
+    return EMBEDDED_DRAFTER_DIR if init_drafter == EMBEDDED_DRAFTER else init_drafter
 
 
 def save_curves(metrics: Path, final: Path, init_drafter: str | None) -> None:
     """The run's `metrics.jsonl` beside the weights, and its `lineage.jsonl`: the warm start's lineage
-    (`graftlib.training.lineage`; the run's snapshot `lineage.PARENT`, taken at its start, or for a run
-    begun before snapshots, the warm start's directory now) followed by this run's evaluations, so a
+    (`lineage.parent_lineage`: as it was when the run began) followed by this run's evaluations, so a
     shipped drafter carries the learning curve of all its training."""
     shutil.copyfile(metrics, final / lineage.METRICS)
-    snapshot = final.parent / lineage.PARENT
-    parent = lineage.read_records(snapshot) if snapshot.is_file() else init_lineage(init_drafter)
+    parent = lineage.parent_lineage(final.parent, init_dir(init_drafter))
     own = lineage.stage_records(metrics, lineage.stage_name(final))
     lineage.write_lineage(final / lineage.LINEAGE, lineage.extend(parent, own))
 

@@ -16,8 +16,9 @@ Each record is a stage's eval record (`metrics.jsonl`, kind "eval") plus
                  own held-out split: the jump shows the change of split, not of the weights).
 Invariant: the cumulative fields never decrease along the file, and each stage's records are
 consecutive. `extend` is the only writer's rule: a warm-started run's lineage is its parent's
-(`read_lineage` of the --init-drafter directory; a directory without a lineage file counts as one
-stage of its `metrics.jsonl`, or none) followed by its own evaluations.
+(`read_lineage` of the --init-drafter directory, kept in the run's folder when the run begins:
+`save_parent` / `parent_lineage`; a directory without a lineage file counts as one stage of its
+`metrics.jsonl`, or none) followed by its own evaluations.
 """
 
 import json
@@ -70,6 +71,21 @@ def read_lineage(drafter_dir: str | Path) -> list[dict]:
     if (d / METRICS).is_file():
         return extend([], stage_records(d / METRICS, stage_name(d)))
     return []
+
+
+def save_parent(run_dir: str | Path, parent_dir: str | Path | None) -> None:
+    """Keep the warm start's lineage in the run's folder (`PARENT`) when the run begins: a drafter written
+    over `parent_dir` while the run trains (e.g. another one shipped as `embedded`) is not its parent."""
+    write_lineage(Path(run_dir) / PARENT, read_lineage(parent_dir) if parent_dir else [])
+
+
+def parent_lineage(run_dir: str | Path, parent_dir: str | Path | None) -> list[dict]:
+    """The run's parent lineage: its `save_parent` snapshot, or for a run begun before snapshots, the
+    lineage of `parent_dir` now (None: no parent)."""
+    snapshot = Path(run_dir) / PARENT
+    if snapshot.is_file():
+        return read_records(snapshot)
+    return read_lineage(parent_dir) if parent_dir else []
 
 
 def stage_name(drafter_dir: str | Path) -> str:
