@@ -254,6 +254,30 @@ def test_a_stop_signal_ends_the_loop_after_its_step_with_a_checkpoint(tmp_path, 
         small_train_config(gamma=0.0).check()
 
 
+def test_a_resumed_run_forgets_the_records_of_the_steps_after_its_checkpoint(tmp_path):
+    """A run killed between checkpoints (kill -9, a session's end) leaves records of steps that the
+    resumed run repeats: they are dropped at the resume, so its metrics.jsonl (and the learning curve
+    and lineage read from it) holds each logged step and evaluation once, as an uninterrupted run's."""
+    tdir = write_target_dir(tmp_path / "target", seed=0, initializer_range=0.1)
+    target = tiny_target("llama", seed=0, initializer_range=0.1)
+    cfg = DataConfig(target=str(tdir), n_prompts=8, shard_size=4, batch_size=4, max_prompt_tokens=40,
+                     max_response_tokens=24)
+    build_dataset(tmp_path / "data", cfg, target, tiny_tokenizer(), items(8), LAYERS, log=lambda _: None)
+    tcfg = small_train_config(draft_vocab=12, max_steps=4, eval_every=4, log_every=1)
+    train(tmp_path / "data", tmp_path / "run", tcfg, log=lambda _: None)
+    metrics = tmp_path / "run" / "metrics.jsonl"
+    with metrics.open("a") as f:  # what the killed run wrote after its step-4 checkpoint
+        f.write(json.dumps({"kind": "train", "step": 5, "loss": 9.0}) + "\n")
+        f.write(json.dumps({"kind": "eval", "step": 6, "heldout_loss": 9.0}) + "\n")
+    logs = []
+    train(tmp_path / "data", tmp_path / "run", replace(tcfg, max_steps=8), resume=True, log=logs.append)
+    assert any("2 records of the steps after it dropped" in line for line in logs), logs
+    recs = [json.loads(line) for line in metrics.read_text().splitlines()]
+    assert [r["step"] for r in recs if r["kind"] == "train"] == list(range(1, 9))
+    assert [r["step"] for r in recs if r["kind"] == "eval"] == [4, 8]
+    assert all(r.get("loss") != 9.0 and r.get("heldout_loss") != 9.0 for r in recs)
+
+
 def test_trained_reduced_vocab_drafter_saves_loads_and_decodes_exactly(tmp_path):
     tdir = write_target_dir(tmp_path / "target", seed=0, initializer_range=0.1)
     target = tiny_target("llama", seed=0, initializer_range=0.1)

@@ -35,6 +35,20 @@ def read_records(path: str | Path) -> list[dict]:
     return out
 
 
+def keep_records(path: str | Path, keep) -> int:
+    """Rewrite `path` with only the records for which `keep(record)` is true, atomically (a temporary
+    file renamed over it); returns how many were dropped (0: the file is left as it is)."""
+    path = Path(path)
+    records = read_records(path)
+    kept = [r for r in records if keep(r)]
+    if len(kept) == len(records):
+        return 0
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in kept))
+    os.replace(tmp, path)
+    return len(records) - len(kept)
+
+
 def append_record(path: str | Path, record: dict) -> None:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

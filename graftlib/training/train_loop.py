@@ -59,7 +59,7 @@ from safetensors.torch import load_file, save_file
 
 from graftlib.core.errors import GraftError, require
 from graftlib.core.paths import portable
-from graftlib.core.records import append_record
+from graftlib.core.records import append_record, keep_records
 from graftlib.training.drafter_data import Sequence, eos_ids, load_dataset, sampled
 
 IGNORE = -100
@@ -555,7 +555,7 @@ def begin(data_dir, out_dir, cfg: LoopConfig, resume: bool, device: str, eval_da
     if eval_data:
         return Started(trainer, run, ckpt, metrics, final, evaluate_only(trainer, ckpt, run, log))
     if resume:
-        resume_from(trainer, ckpt, run, log)
+        resume_from(trainer, ckpt, run, log, metrics)
     log(f"start-up: data + target {run.load_s:.0f} s, trainer {time.perf_counter() - t_start - run.load_s:.0f} s")
     return Started(trainer, run, ckpt, metrics, final)
 
@@ -580,9 +580,15 @@ def output_dirs(out: str | Path, resume: bool) -> tuple[Path, Path, Path]:
     return ckpt, out / "metrics.jsonl", out / "drafter"
 
 
-def resume_from(trainer: LoopTrainer, ckpt: Path, run: Run, log) -> None:
+def resume_from(trainer: LoopTrainer, ckpt: Path, run: Run, log, metrics: Path) -> None:
+    """Load the checkpoint and forget the `metrics` records of the steps after it: the run repeats those
+    steps, so its records end as an uninterrupted run's (one per logged step and evaluation). Every
+    record up to the checkpoint's step was written before the checkpoint (`_run_loop` evaluates, then
+    saves), so none of those is lost."""
     state = trainer.load_checkpoint(ckpt)
-    log(f"resumed {ckpt} at step {trainer.step_no} ({trainer.elapsed_s / 60:.1f} min trained)")
+    dropped = keep_records(metrics, lambda r: r.get("step", 0) <= trainer.step_no)
+    log(f"resumed {ckpt} at step {trainer.step_no} ({trainer.elapsed_s / 60:.1f} min trained)"
+        + (f"; {dropped} records of the steps after it dropped from {metrics.name}" if dropped else ""))
     if state.get("data") != run.data_info:
         log(f"note: the data changed since the checkpoint ({state.get('data')} -> {run.data_info})")
 
