@@ -28,18 +28,19 @@ main: data
 
 # Everything downstream of the embedded drafter, after retraining it (graftlib/training/ship.py): traces -> the
 # TDES scorer on all tasks and the GSM8K-only one -> SABA calibration (`graft prepare`, full sizes, on this machine's
-# CPU with ARTIFACTS_THREADS threads, into ARTIFACTS_DIR) -> copied into graftlib/assets, each JSON naming the
+# CPU with ARTIFACTS_THREADS threads, into ARTIFACTS_DIR, by default artifacts/<target>--<drafter>-<drafter id>, one
+# folder per drafter's weights) -> copied into graftlib/assets, each JSON naming the
 # drafter's fingerprint and this target -> `make main` (figures/ and figures/manifest.json, which names the
 # artifacts each figure was drawn with; tests/test_figures_manifest.py checks them). Resumable: prepare keeps its
 # finished steps and traces, so a re-run after an interruption goes on. About an hour on a 2-core CPU (session 16, v7: prepare 17 min, `make main` 35 min).
 # DRAFTER=DIR first makes that trained drafter directory the embedded one (`graft ship-drafter`), e.g. a training
 # run's output: make artifacts DRAFTER=runs/drafter-v8/drafter
-ARTIFACTS_DIR ?= artifacts/embedded
+ARTIFACTS_DIR ?=
 ARTIFACTS_THREADS ?= 2
 DRAFTER ?=
 artifacts: data
 	$(if $(DRAFTER),$(BIN)/graft ship-drafter --from $(DRAFTER))
-	$(BIN)/graft prepare --device cpu --threads $(ARTIFACTS_THREADS) --out $(ARTIFACTS_DIR) --task-scorers gsm8k --ship
+	$(BIN)/graft prepare --device cpu --threads $(ARTIFACTS_THREADS) $(if $(ARTIFACTS_DIR),--out $(ARTIFACTS_DIR)) --task-scorers gsm8k --ship
 	$(MAKE) main
 
 # JupyterLab on the repository with the notebooks' kernel (`python3` in their metadata), registered in the venv so

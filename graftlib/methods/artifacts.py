@@ -132,9 +132,11 @@ def slug(text: str) -> str:
 
 
 def default_dir(pair: PairId) -> Path:
-    """artifacts/<target>--<drafter> (the last path component of each name)."""
-    return ARTIFACTS_ROOT / "--".join(slug(Path(n.rstrip("/")).name if n != "?" else "") for n in (pair.target,
-                                                                                                  pair.drafter))
+    """artifacts/<target>--<drafter>-<drafter fingerprint> (the last path component of each name): one
+    folder per drafter's weights, so a retrained drafter of the same name (e.g. a newly shipped
+    `embedded`) starts a folder of its own while a re-run for the same weights resumes its folder."""
+    names = "--".join(slug(Path(n.rstrip("/")).name if n != "?" else "") for n in (pair.target, pair.drafter))
+    return ARTIFACTS_ROOT / f"{names}-{pair.drafter_fingerprint}"
 
 
 def prepare_command(pair: PairId, hardware: str) -> str:

@@ -183,7 +183,7 @@ def ship_drafter(src: str | Path, target_config, dest: Path, log=print) -> list[
 def add_parser(sub) -> None:
     p = sub.add_parser("ship-artifacts", help="copy a finished `graft prepare` folder of the embedded pair into "
                        "the shipped assets (graftlib/assets)")
-    p.add_argument("--from", dest="folder", required=True, help="the `graft prepare` folder (e.g. artifacts/embedded)")
+    p.add_argument("--from", dest="folder", required=True, help="the `graft prepare` folder (e.g. artifacts/smollm2-135m--embedded-<drafter id>)")
     p.add_argument("--assets", default=None, help=f"the assets root (default: {portable(ShippedAssets().root)})")
     p.set_defaults(func=run)
     p = sub.add_parser("ship-drafter", help="make a trained DFlash drafter directory the embedded drafter (then "
