@@ -86,7 +86,8 @@ def _old_id(p: CostProfile) -> str:
 
 def test_profile_id_unchanged_without_c_ar_draft(tmp_path):
     old = hand_profile()
-    assert old.id == _old_id(old) and saba_profile().id == _old_id(saba_profile())
+    shipped = replace(saba_profile(), c_rows=None)  # the shipped calibration's profile less its later rows term
+    assert old.id == _old_id(old) and shipped.id == _old_id(shipped)
     file = {k: v for k, v in old.to_dict().items() if k != "c_ar_draft"}  # a file written before the field
     (tmp_path / "old.json").write_text(json.dumps(file))
     assert CostProfile.load(tmp_path / "old.json").id == old.id
