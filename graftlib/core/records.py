@@ -35,41 +35,47 @@ def read_records(path: str | Path) -> list[dict]:
     return out
 
 
+def _line(record: dict) -> str:
+    """A record as its file holds it: one JSON object, keys sorted, on its own line."""
+    return json.dumps(record, sort_keys=True) + "\n"
+
+
 def keep_records(path: str | Path, keep) -> int:
-    """Rewrite `path` with only the records for which `keep(record)` is true, atomically (a temporary
-    file renamed over it); returns how many were dropped (0: the file is left as it is)."""
+    """Rewrite `path` with only the records for which `keep(record)` is true (`write_text_atomic`); returns how many were dropped (0: the file is left as it is)."""
     path = Path(path)
     records = read_records(path)
     kept = [r for r in records if keep(r)]
     if len(kept) == len(records):
         return 0
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in kept))
-    os.replace(tmp, path)
+    write_text_atomic(path, "".join(_line(r) for r in kept))
     return len(records) - len(kept)
 
 
 def append_record(path: str | Path, record: dict) -> None:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    line = json.dumps(record, sort_keys=True)
+    line = _line(record)
     with path.open("a+b") as f:
         f.seek(0, os.SEEK_END)
         if f.tell() > 0:  # heal a torn last line so the new record starts on its own line
             f.seek(-1, os.SEEK_END)
             if f.read(1) != b"\n":
                 f.write(b"\n")
-        f.write(line.encode() + b"\n")
+        f.write(line.encode())
         f.flush()
         os.fsync(f.fileno())
 
 
-def write_json_atomic(path: str | Path, obj) -> None:
-    """Write JSON via a `.partial` file and a rename, so readers never see half a file."""
+def write_text_atomic(path: str | Path, text: str) -> None:
+    """Write `text` via a `.partial` file and a rename, so readers never see half a file."""
     path = Path(path)
     tmp = path.with_name(path.name + ".partial")
-    tmp.write_text(json.dumps(obj, indent=1) + "\n")
+    tmp.write_text(text)
     tmp.replace(path)
+
+
+def write_json_atomic(path: str | Path, obj) -> None:
+    write_text_atomic(path, json.dumps(obj, indent=1) + "\n")
 
 
 def read_json_index(path: str | Path, fmt, what: str) -> dict | None:
