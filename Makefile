@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 # torch==2.13.0 is the CPU build on this machine's disk; GPU users: install their CUDA torch 2.13.0 first.
 EXTRAS ?= notebooks,dev
 
-.PHONY: setup data main artifacts lab bench-drafter bench-graft bench-goals drafter-ablation drafter-distill drafter-gpu device-check \
+.PHONY: setup data main artifacts lab bench-drafter bench-graft bench-goals table1-full sampling-table drafter-ablation drafter-distill drafter-gpu device-check \
 	device-bundle gpu-site device-check-gpu drafter-gpu-remote test lint clean-results
 
 $(BIN)/graft: pyproject.toml
@@ -76,6 +76,29 @@ bench-goals: data  ## issue 6 goals: GRAFT vs AR, the chain and DDTree at its be
 	for t in gsm8k mbpp alpaca math500 humaneval mt-bench; do \
 		$(B) --methods ar dflash@3 ddtree@4 ddtree@8 graft@64 --task $$t --n-prompts $(GOALS_N) \
 			--out results/graft-goals.jsonl || exit 1; done
+# A notebook at larger counts than the quick profile's, through papermill into its own folder DIR (the executed
+# notebook, its results and figures there; the committed figures/ stay what `make main` draws). Resumable: the
+# benches' records are keyed, so a re-run goes on with the next prompt. $(call nb-run,NOTEBOOK,DIR,PARAMETERS)
+nb-run = mkdir -p $(2) && $(BIN)/papermill notebooks/$(1).ipynb $(2)/$(1).ipynb --kernel python3 -p profile quick \
+	-p results_dir $(2) -p figures_dir $(2)/figures $(3)
+# Issue 16: Table 1 with all six columns (AR, the chain, DDTree, EAGLE-3, OPT-Tree, GRAFT) on the six tasks at
+# TABLE1_N prompts x 256 tokens. About 80 min on a 2-core CPU.
+TABLE1_N ?= 10
+TABLE1_DIR ?= results/table1-$(TABLE1_N)x256
+TABLE1_PARAMS = -p tasks gsm8k,mbpp,alpaca,math500,humaneval,mt-bench -p n_prompts $(TABLE1_N) -p max_new_tokens 256 \
+	-p budgets 4,8 -p chain_budgets 3,15 -p cap 64
+table1-full: data
+	$(call nb-run,table1_main_results,$(TABLE1_DIR),$(TABLE1_PARAMS))
+# Issue 17: MAT and speedup of every method at T = 0, 0.6, 1.0 on gsm8k and mt-bench with SAMPLING_N prompts per
+# cell (64 tokens), and SABA's T = 0 calibration against fits at each T on SAMPLING_SABA_N held-out prompts per task.
+# About 35 min on a 2-core CPU (session 19).
+SAMPLING_N ?= 6
+SAMPLING_SABA_N ?= 2
+SAMPLING_DIR ?= results/sampling-$(SAMPLING_N)x64
+SAMPLING_PARAMS = -p n_prompts $(SAMPLING_N) -p max_new_tokens 64 -p budget 16 -p chain_budgets 3 -p cap 64 \
+	-p val_prompts 2 -p saba_prompts $(SAMPLING_SABA_N) -p saba_grid 2,4,8 -p saba_max_new_tokens 32 -p saba_repeats 1
+sampling-table: data
+	$(call nb-run,sampling_temperature,$(SAMPLING_DIR),$(SAMPLING_PARAMS))
 
 # Issue 4: the drafter's design choices, each against the shipped recipe at the same time budget,
 # on the same data and held-out split (the train_drafter notebook shows the shipped ablation.json;

@@ -5,7 +5,7 @@ Two throwaway notebooks (one draws, one does not) run through `run_workbook` int
 figures folder: the drawing one's files get entries, `drawn_with` is asked once, and the check
 passes against (a copy of) the shipped artifacts; then each way a figure can stop being what
 `make main` draws from them (redrawn by hand, another profile, another drafter, calibration,
-scorer or cost profile, a file drawn outside the workbook, a missing file) is named. The committed
+scorer, cost profile or EAGLE-3 drafter, a file drawn outside the workbook, a missing file) is named. The committed
 figures are checked once `make artifacts` has written figures/manifest.json.
 """
 
@@ -15,19 +15,37 @@ import nbformat
 import pytest
 
 from graftlib.core.paths import PROJECT_DIR
-from graftlib.lab import workbook
+from graftlib.lab import figures_manifest, workbook
 from graftlib.lab.figures_manifest import check_figures, drawn_with, read_manifest, record, shipped_ids
 from graftlib.methods.artifacts import ShippedAssets
+from graftlib.models.eagle3 import checkpoint_id
 
 FIGURES = PROJECT_DIR / workbook.FIGURES_DIR
 
 
 @pytest.fixture
 def assets(tmp_path) -> ShippedAssets:
-    """The shipped scorers, calibration and AR drafter cost, copied (the drafters stay behind)."""
+    """The shipped scorers, calibration and AR drafter cost, copied, and a stand-in EAGLE-3 checkpoint (its id
+    is its files' bytes; the real drafters stay behind)."""
     for sub in ("tdes", "saba", "costs"):
         shutil.copytree(ShippedAssets().root / sub, tmp_path / "assets" / sub)
-    return ShippedAssets(tmp_path / "assets")
+    out = ShippedAssets(tmp_path / "assets")
+    out.eagle3.mkdir(parents=True)
+    (out.eagle3 / "config.json").write_text("{}")
+    (out.eagle3 / "model.safetensors").write_bytes(b"weights")
+    return out
+
+
+def test_the_eagle3_notebooks_are_those_that_run_the_ar_drafted_baselines():
+    calls = {p.stem for p in workbook.notebooks() if "ar_baseline_runs(" in p.read_text()}
+    assert calls == figures_manifest.EAGLE3_NOTEBOOKS
+
+
+def test_an_eagle3_checkpoint_id_names_its_files(tmp_path, assets):
+    first = checkpoint_id(assets.eagle3)
+    assert len(first) == 12 and checkpoint_id(tmp_path) is None  # no weights: no id
+    (assets.eagle3 / "model.safetensors").write_bytes(b"retrained")
+    assert checkpoint_id(assets.eagle3) != first
 
 
 @pytest.mark.skipif(not (FIGURES / "manifest.json").is_file(), reason="figures/manifest.json not written yet "
@@ -40,7 +58,7 @@ def test_by_default_the_notebooks_draw_with_the_shipped_artifacts(monkeypatch):
     monkeypatch.delenv("GRAFT_TDES", raising=False)
     monkeypatch.delenv("GRAFT_SABA_PARAMS", raising=False)
     used = drawn_with(workbook.PROFILES["quick"])
-    assert {k: used[k] for k in ("pair", "tdes", "saba", "cost_profile")} == shipped_ids()
+    assert {k: used[k] for k in ("pair", "tdes", "saba", "cost_profile", "eagle3")} == shipped_ids()
     assert used["commit"] is None or len(used["commit"]) == 40
 
 
@@ -83,7 +101,8 @@ def test_check_figures_names_every_figure_that_is_not_make_mains(tmp_path, asset
     missing = check_figures(figs, assets)
     assert len(missing) == 1 and "manifest.json does not exist: run `make main`" in missing[0]
     shipped = shipped_ids(assets)
-    names = ["ok.png", "edited.csv", "full.png", "drafter.png", "saba.png", "scorer.pdf", "cost.png", "gone.png"]
+    names = ["ok.png", "edited.csv", "full.png", "drafter.png", "saba.png", "scorer.pdf", "cost.png", "gone.png",
+             "eagle3.png", "no-eagle3.png"]
     for name in names:
         (figs / name).write_text(name)
     record(figs, names, "nb", "quick", shipped)
@@ -94,6 +113,8 @@ def test_check_figures_names_every_figure_that_is_not_make_mains(tmp_path, asset
     record(figs, ["saba.png"], "nb", "quick", {**shipped, "saba": "0" * 12})
     record(figs, ["scorer.pdf"], "nb", "quick", {**shipped, "tdes": {**shipped["tdes"], "gsm8k": "0" * 12}})
     record(figs, ["cost.png"], "nb", "quick", {**shipped, "cost_profile": "0" * 12})
+    record(figs, ["eagle3.png"], "table1_main_results", "quick", {**shipped, "eagle3": "0" * 12})
+    record(figs, ["no-eagle3.png"], "fig5_generalization", "quick", {**shipped, "eagle3": "0" * 12})  # not read
     (figs / "edited.csv").write_text("edited by hand")
     (figs / "gone.png").unlink()
     (figs / "stray.png").write_text("drawn outside the workbook")
@@ -101,7 +122,8 @@ def test_check_figures_names_every_figure_that_is_not_make_mains(tmp_path, asset
     expected = ["stray.png: not in manifest.json", "gone.png: in manifest.json but not in",
                 "edited.csv: changed since nb drew it", "full.png: drawn with profile 'full', not 'quick'",
                 "drafter.png: drawn with the pair", "saba.png: drawn with saba 000000000000",
-                "scorer.pdf: drawn with the gsm8k TDES scorer 000000000000", "cost.png: drawn with cost_profile"]
+                "scorer.pdf: drawn with the gsm8k TDES scorer 000000000000", "cost.png: drawn with cost_profile",
+                "eagle3.png: drawn with the EAGLE-3 drafter 000000000000"]
     assert len(problems) == len(expected), problems
     for start in expected:
         assert any(p.startswith(start) for p in problems), (start, problems)

@@ -12,13 +12,16 @@ notebooks keeps the others' entries):
     saba          `SabaParams.id` of the calibration in use ($GRAFT_SABA_PARAMS or the shipped one)
     cost_profile  `CostProfile.id` of the profile pricing the modeled columns (the `cost_profile`
                   parameter, else the one derived from the shipped calibration and AR drafter cost)
+    eagle3        `eagle3.checkpoint_id` of the EAGLE-3 drafter the AR-drafted baselines read (the
+                  pair's; None when it has none)
     commit        the graftlib git commit (None outside a git checkout) and whether the tree was dirty
 (`drawn_with` is computed once per run, on the first notebook that draws: it loads the pair.)
 
 `check_figures` is the other half: every file under figures/ (but README.md and the manifest) must
 have an entry, its sha256 must be the file's (nothing redrew it outside the workbook), its profile
 the committed one (`quick`, what `make main` draws) and its `drawn_with` the shipped artifacts'
-ids (`shipped_ids`): the committed figures are what `make main` draws from the committed artifacts.
+ids (`shipped_ids`; the EAGLE-3 drafter's for the notebooks that run EAGLE-3 and OPT-Tree,
+`EAGLE3_NOTEBOOKS`): the committed figures are what `make main` draws from the committed artifacts.
 It returns one line per problem (empty: none), so a test can show them all.
 """
 
@@ -27,18 +30,23 @@ import subprocess
 import time
 from pathlib import Path
 
+from graftlib.core.errors import GraftError
 from graftlib.core.paths import PROJECT_DIR, portable
 from graftlib.core.records import read_json_object, write_json_atomic
 from graftlib.methods.artifacts import ShippedAssets
 from graftlib.methods.cost_profile import from_saba, load_ar_draft_cost, load_profile, with_ar_draft
 from graftlib.methods.saba import SabaParams, default_params
 from graftlib.methods.tdes import GSM8K_PATH, default_scorer_path, scorer_config, scorer_id
+from graftlib.models.eagle3 import checkpoint_id
 from graftlib.models.pair import PairId
 
 SCHEMA = "graft-figures/1"
 MANIFEST = "manifest.json"
 NOT_FIGURES = frozenset({"README.md", MANIFEST})
 COMMITTED_PROFILE = "quick"
+# the notebooks whose figures depend on the EAGLE-3 drafter (they call `graftlib.lab.baselines.ar_baseline_runs`;
+# tests/test_figures_manifest.py keeps this list equal to the notebooks that do)
+EAGLE3_NOTEBOOKS = frozenset({"sampling_temperature", "table1_main_results", "table2_components"})
 
 
 def manifest_path(folder: str | Path) -> Path:
@@ -83,12 +91,16 @@ def drawn_with(params: dict) -> dict:
     from graftlib.models.pair import load_pair
     from graftlib.models.target import EMBEDDED_TARGET
 
-    pair = load_pair(params.get("target", EMBEDDED_TARGET), params.get("drafter", "embedded"), "cpu").identity()
-    return {"pair": pair.to_dict(),
+    loaded = load_pair(params.get("target", EMBEDDED_TARGET), params.get("drafter", "embedded"), "cpu")
+    try:
+        eagle3 = checkpoint_id(loaded.eagle3_dir())
+    except GraftError:  # no EAGLE-3 drafter for this pair: the baselines show "not run"
+        eagle3 = None
+    return {"pair": loaded.identity().to_dict(),
             "tdes": {"default": scorer_id(default_scorer_path()),
                      "gsm8k": scorer_id(params.get("gsm8k_scorer") or GSM8K_PATH)},
             "saba": default_params().id, "cost_profile": load_profile(params.get("cost_profile") or None).id,
-            **git_commit()}
+            "eagle3": eagle3, **git_commit()}
 
 
 def shipped_ids(assets: ShippedAssets | None = None) -> dict:
@@ -98,7 +110,8 @@ def shipped_ids(assets: ShippedAssets | None = None) -> dict:
     return {"pair": scorer_config(assets.tdes("default")).get("pair"),
             "tdes": {name: scorer_id(path) for name, path in assets.scorers().items()},
             "saba": saba.id,
-            "cost_profile": with_ar_draft(from_saba(saba), *load_ar_draft_cost(assets.ar_draft_cost)).id}
+            "cost_profile": with_ar_draft(from_saba(saba), *load_ar_draft_cost(assets.ar_draft_cost)).id,
+            "eagle3": checkpoint_id(assets.eagle3)}
 
 
 def read_manifest(folder: str | Path) -> dict:
@@ -134,6 +147,8 @@ def _entry_problems(name: str, entry: dict, folder: Path, shipped: dict, profile
     for key, ids in (("saba", shipped["saba"]), ("cost_profile", shipped["cost_profile"])):
         if used.get(key) != ids:
             out.append(f"{name}: drawn with {key} {used.get(key)}, the shipped one is {ids}")
+    if entry.get("notebook") in EAGLE3_NOTEBOOKS and used.get("eagle3") != shipped["eagle3"]:
+        out.append(f"{name}: drawn with the EAGLE-3 drafter {used.get('eagle3')}, the shipped one is {shipped['eagle3']}")
     tdes = used.get("tdes") or {}
     for scorer, ident in sorted(tdes.items()):
         if shipped["tdes"].get(scorer) != ident:

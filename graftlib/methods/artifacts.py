@@ -39,6 +39,7 @@ from graftlib.core.paths import ASSETS_DIR, portable
 from graftlib.core.records import read_json_object
 from graftlib.methods.saba import SabaParams
 from graftlib.methods.tdes import scorer_config, scorer_paths
+from graftlib.models.eagle3 import EMBEDDED_EAGLE3_DIR
 from graftlib.models.pair import PairId
 
 ARTIFACTS_ROOT = Path("artifacts")
@@ -100,6 +101,11 @@ class ShippedAssets:
     def ar_draft_cost(self) -> Path:
         """The AR drafter cost of the CPU cost profile (`graftlib.methods.cost_profile.AR_DRAFT_PATH`)."""
         return self.root / "costs" / "cpu-ar-draft.json"
+
+    @property
+    def eagle3(self) -> Path:
+        """The embedded target's EAGLE-3 drafter directory (`graftlib.models.eagle3.EMBEDDED_EAGLE3_DIR`)."""
+        return self.root / EMBEDDED_EAGLE3_DIR.relative_to(ASSETS_DIR)
 
     def scorers(self) -> dict[str, Path]:
         """{name: weights path} of every shipped scorer."""

@@ -38,6 +38,7 @@ separate methods so that training's unrolled steps (a query sees the prefix up t
 its own chain, not the cache) run the very same code as the cached decode forward.
 """
 
+import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -295,6 +296,21 @@ def load_eagle3(path: str | Path, target_embed: torch.Tensor | None = None, devi
     require(not problems, f"EAGLE-3 checkpoint {path} does not fit its config: " + "; ".join(problems))
     model.load_state_dict({k: v.to(want[k].dtype) for k, v in state.items()}, strict=True)
     return model.to(device=device, dtype=dtype).eval().requires_grad_(False)
+
+
+def checkpoint_id(path: str | Path) -> str | None:
+    """12 hex digits of sha256 over an EAGLE-3 directory's config.json and *.safetensors bytes (names
+    sorted): the checkpoint as shipped, without loading it (None: no weights there). The figures
+    manifest names the EAGLE-3 drafter a figure was drawn with by this id."""
+    path = Path(path).expanduser()
+    files = sorted(path.glob("*.safetensors"))
+    if not files:
+        return None
+    h = hashlib.sha256()
+    for f in [path / "config.json", *files]:
+        h.update(f.name.encode())
+        h.update(f.read_bytes() if f.is_file() else b"")
+    return h.hexdigest()[:12]
 
 
 def save_eagle3(model: Eagle3Drafter, path: str | Path, dtype: torch.dtype | None = None,
