@@ -36,8 +36,9 @@ def assets(tmp_path) -> ShippedAssets:
     return out
 
 
-def test_the_eagle3_notebooks_are_those_that_run_the_ar_drafted_baselines():
-    calls = {p.stem for p in workbook.notebooks() if "ar_baseline_runs(" in p.read_text()}
+def test_the_eagle3_notebooks_are_those_that_run_or_read_the_eagle3_drafter():
+    calls = {p.stem for p in workbook.notebooks()
+             if "ar_baseline_runs(" in p.read_text() or "EMBEDDED_EAGLE3_DIR" in p.read_text()}
     assert calls == figures_manifest.EAGLE3_NOTEBOOKS
 
 

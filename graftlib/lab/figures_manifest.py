@@ -12,16 +12,16 @@ notebooks keeps the others' entries):
     saba          `SabaParams.id` of the calibration in use ($GRAFT_SABA_PARAMS or the shipped one)
     cost_profile  `CostProfile.id` of the profile pricing the modeled columns (the `cost_profile`
                   parameter, else the one derived from the shipped calibration and AR drafter cost)
-    eagle3        `eagle3.checkpoint_id` of the EAGLE-3 drafter the AR-drafted baselines read (the
-                  pair's; None when it has none)
+    eagle3        `eagle3.checkpoint_id` of the EAGLE-3 drafter the AR-drafted baselines and the drafter
+                  families' comparison read (the pair's; None when it has none)
     commit        the graftlib git commit (None outside a git checkout) and whether the tree was dirty
 (`drawn_with` is computed once per run, on the first notebook that draws: it loads the pair.)
 
 `check_figures` is the other half: every file under figures/ (but README.md and the manifest) must
 have an entry, its sha256 must be the file's (nothing redrew it outside the workbook), its profile
 the committed one (`quick`, what `make main` draws) and its `drawn_with` the shipped artifacts'
-ids (`shipped_ids`; the EAGLE-3 drafter's for the notebooks that run EAGLE-3 and OPT-Tree,
-`EAGLE3_NOTEBOOKS`): the committed figures are what `make main` draws from the committed artifacts.
+ids (`shipped_ids`; the EAGLE-3 drafter's for the notebooks that run EAGLE-3 and OPT-Tree or read
+its training record, `EAGLE3_NOTEBOOKS`): the committed figures are what `make main` draws from the committed artifacts.
 It returns one line per problem (empty: none), so a test can show them all.
 """
 
@@ -44,9 +44,9 @@ SCHEMA = "graft-figures/1"
 MANIFEST = "manifest.json"
 NOT_FIGURES = frozenset({"README.md", MANIFEST})
 COMMITTED_PROFILE = "quick"
-# the notebooks whose figures depend on the EAGLE-3 drafter (they call `graftlib.lab.baselines.ar_baseline_runs`;
-# tests/test_figures_manifest.py keeps this list equal to the notebooks that do)
-EAGLE3_NOTEBOOKS = frozenset({"sampling_temperature", "table1_main_results", "table2_components"})
+# the notebooks whose figures depend on the EAGLE-3 drafter (they run it, `graftlib.lab.baselines.ar_baseline_runs`,
+# or read its training record, `EMBEDDED_EAGLE3_DIR`; tests/test_figures_manifest.py keeps this set equal to them)
+EAGLE3_NOTEBOOKS = frozenset({"sampling_temperature", "table1_main_results", "table2_components", "train_drafter"})
 
 
 def manifest_path(folder: str | Path) -> Path:

@@ -1,0 +1,99 @@
+"""The two drafter families side by side from their training records: DFlash (one block forward per round)
+and EAGLE-3 (one forward per depth), at the training compute each received (issue 16).
+
+Both trainers share `graftlib.training.train_loop`: with the same data directories (in the same order),
+`heldout`, `seed`, `eval_blocks` and `blocks_per_seq` they score exactly the same held-out anchors
+against the same labels (the target's greedy tokens), so the final evaluations in the two drafters'
+`training.json` compare entry by entry: top-1 / top-4 hit rate at each depth and the offline chain tau
+(1 + drafts accepted in a row under teacher forcing, which on greedy data is the chain decode's).
+`same_anchors` checks those settings and names the first difference. Held-out losses are not compared:
+the two recipes weight different positions (DFlash's position decay, EAGLE-3's unrolled steps).
+
+Compute. A DFlash drafter trained in stages has a `lineage.jsonl` (`graftlib.training.lineage`) whose
+last record holds the cumulative budget minutes and labels of all stages (each stage on its own clock:
+wall or process CPU); otherwise the run's `train_s` on its `clock`. The in-loop figures (MAT, draft ms
+per round) belong to the benches (Table 1's stage breakdown), not to these records.
+"""
+
+import json
+from pathlib import Path
+
+from graftlib.core.errors import require
+from graftlib.core.paths import portable
+from graftlib.core.records import read_records
+from graftlib.training.lineage import LINEAGE
+
+DEPTHS = (1, 2, 3, 4, 8)  # the columns of per-depth top-1
+SPLIT_KEYS = ("heldout", "seed", "eval_blocks", "blocks_per_seq")
+
+
+def training_record(drafter_dir: str | Path) -> dict:
+    path = Path(drafter_dir) / "training.json"
+    require(path.is_file(), f"{portable(path)} does not exist: not a trained drafter directory")
+    record = json.loads(path.read_text())
+    require("final_eval" in record, f"{portable(path)} holds no final evaluation")
+    return record
+
+
+def compute(drafter_dir: str | Path, record: dict) -> dict:
+    """{"minutes", "clock", "stages", "labels_seen"}: the whole lineage's where the directory has one."""
+    lineage = Path(drafter_dir) / LINEAGE
+    if lineage.is_file():
+        recs = read_records(lineage)
+        stages = list(dict.fromkeys(r["stage"] for r in recs))
+        return {"minutes": recs[-1]["elapsed_s"] / 60, "clock": "per stage", "stages": len(stages),
+                "labels_seen": recs[-1]["labels_seen"]}
+    return {"minutes": record["train_s"] / 60, "clock": record["config"]["clock"], "stages": 1,
+            "labels_seen": record["labels_seen"]}
+
+
+def family_row(name: str, drafter_dir: str | Path) -> dict:
+    """One drafter's row: its compute and final held-out evaluation (module doc)."""
+    record = training_record(drafter_dir)
+    ev, c = record["final_eval"], compute(drafter_dir, record)
+    top1, top4 = ev["acc_by_depth"], ev["top4_by_depth"]
+    return {"drafter": name, "training min": round(c["minutes"], 1), "clock": c["clock"], "stages": c["stages"],
+            "labels seen": int(c["labels_seen"]), "steps (last stage)": record["steps"],
+            **{f"top-1 d{d}": top1[d - 1] for d in DEPTHS if d <= len(top1)},
+            "top-4 d1": top4[0], "offline tau": ev["offline_tau"],
+            "held-out sequences": record["split"]["heldout_sequences"]}
+
+
+def same_anchors(a_dir: str | Path, b_dir: str | Path) -> str | None:
+    """None when the two drafters' final evaluations scored the same held-out anchors (module doc), else
+    the first difference, named."""
+    a, b = training_record(a_dir), training_record(b_dir)
+    if [Path(d).name for d in a["data"]["dirs"]] != [Path(d).name for d in b["data"]["dirs"]]:
+        return f"data directories differ: {a['data']['dirs']} vs {b['data']['dirs']}"
+    for key in SPLIT_KEYS:
+        if a["config"].get(key) != b["config"].get(key):
+            return f"{key} differs: {a['config'].get(key)} vs {b['config'].get(key)}"
+    if a["split"]["heldout_sequences"] != b["split"]["heldout_sequences"]:
+        return f"held-out sequences differ: {a['split']['heldout_sequences']} vs {b['split']['heldout_sequences']}"
+    return None
+
+
+def families_table(drafters: dict[str, str | Path]) -> list[dict]:
+    """`{name: drafter directory}` -> one row per drafter (`family_row`), in the given order."""
+    require(len(drafters) > 0, "no drafters to compare")
+    return [family_row(name, d) for name, d in drafters.items()]
+
+
+def plot_families(drafters: dict[str, str | Path], title: str):
+    """Held-out top-1 (solid) and top-4 (dashed) hit rate against depth, one colour per drafter."""
+    import matplotlib.pyplot as plt
+
+    from graftlib.lab.plots import legend_outside, wrap_title
+
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for i, (name, d) in enumerate(drafters.items()):
+        ev = training_record(d)["final_eval"]
+        depths = range(1, len(ev["acc_by_depth"]) + 1)
+        ax.plot(depths, ev["acc_by_depth"], "o-", ms=3, color=f"C{i}", label=f"{name}: top-1")
+        ax.plot(depths, ev["top4_by_depth"], "s--", ms=3, color=f"C{i}", label=f"{name}: top-4")
+    ax.set_xlabel("depth (draft position after the last committed token)")
+    ax.set_ylabel("hit rate vs the target's greedy token (held-out)", fontsize=8)
+    legend_outside(ax, bbox_to_anchor=(0.5, -0.2))
+    fig.suptitle(wrap_title(title, width=120), fontsize=8)
+    fig.tight_layout()
+    return fig
