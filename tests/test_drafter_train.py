@@ -222,6 +222,18 @@ def test_checkpoint_resume_is_identical(tmp_path, target, tiny_data):
                 []).load_checkpoint(tmp_path / "ckpt")
 
 
+def test_feature_dropout_acts_on_training_steps_only_and_resumes_exactly(tmp_path, target, tiny_data):
+    """Dropped context features change a step (same start, same batch) but never an evaluation; the dropout
+    draws from torch's global generator, which the checkpoint carries, so a resumed run is the straight one."""
+    train_seqs, held = tiny_data
+    cfg = small_train_config(max_steps=6, draft_vocab=20, feature_dropout=0.3)
+    assert_resume_identical(lambda: Trainer(cfg, target, train_seqs, held, LAYERS, []), tmp_path / "ckpt")
+    plain = Trainer(replace(cfg, feature_dropout=0.0), target, train_seqs, held, LAYERS, [])
+    dropped = Trainer(cfg, target, train_seqs, held, LAYERS, [])
+    assert dropped.evaluate()["heldout_loss"] == plain.evaluate()["heldout_loss"]
+    assert dropped.step()["loss"] != plain.step()["loss"]
+
+
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
 def test_a_stop_signal_ends_the_loop_after_its_step_with_a_checkpoint(tmp_path, target, tiny_data, signum):
     """What `kill` (or Ctrl-C, also where a background shell ignores SIGINT) does to a training: the step
@@ -358,6 +370,12 @@ def test_cli_registers_both_commands():
                                    "--target-layer-ids", "2", "15", "--draft-vocab", "4096", "--resume", "--gamma", "3"])
     assert b.minutes == 5 and b.layers == 2 and b.target_layer_ids == [2, 15] and b.draft_vocab == 4096 and b.resume
     assert config_from_args(b).gamma == 3.0
+    c = config_from_args(build_parser().parse_args(["train-drafter", "--data", "d", "--out", "o", "--weight-decay", "0.1",
+                                                    "--feature-dropout", "0.2"]))
+    assert (c.weight_decay, c.feature_dropout) == (0.1, 0.2)
+    assert (config_from_args(b).weight_decay, config_from_args(b).feature_dropout) == (0.01, 0.0)  # the defaults
+    with pytest.raises(GraftError, match="feature_dropout must be in"):
+        small_train_config(feature_dropout=1.0).check()
 
 
 def test_training_reads_several_data_dirs_and_refuses_mixed_layers(tmp_path, target):

@@ -119,14 +119,18 @@ def test_unrolled_loss_decreases_and_evaluates(target, tiny_data):
     assert trainer.drafter.training  # evaluation leaves the mode as it was
 
 
-def test_checkpoint_resume_is_identical(tmp_path, target, tiny_data):
+@pytest.mark.parametrize("dropout", [0.0, 0.3])
+def test_checkpoint_resume_is_identical(tmp_path, target, tiny_data, dropout):
     train_seqs, held = tiny_data
-    cfg = small_config(max_steps=6, draft_vocab=20)
+    cfg = small_config(max_steps=6, draft_vocab=20, feature_dropout=dropout)
     first, _ = assert_resume_identical(lambda: Eagle3Trainer(cfg, target, train_seqs, held, LAYERS), tmp_path / "ckpt")
     assert first.labels_seen > 0
+    if dropout:  # the dropped features change the step (same start, same batch)
+        plain = Eagle3Trainer(small_config(max_steps=6, draft_vocab=20), target, train_seqs, held, LAYERS)
+        assert Eagle3Trainer(cfg, target, train_seqs, held, LAYERS).step()["loss"] != plain.step()["loss"]
     with pytest.raises(GraftError, match="other settings: ttt_steps"):
-        Eagle3Trainer(small_config(max_steps=6, draft_vocab=20, ttt_steps=2), target, train_seqs, held,
-                      LAYERS).load_checkpoint(tmp_path / "ckpt")
+        Eagle3Trainer(small_config(max_steps=6, draft_vocab=20, ttt_steps=2, feature_dropout=dropout), target,
+                      train_seqs, held, LAYERS).load_checkpoint(tmp_path / "ckpt")
 
 
 def test_saved_drafter_loads_strictly_with_the_release_vocab_convention(tmp_path, target, tiny_data):
