@@ -213,6 +213,26 @@ def test_loss_decreases(target, tiny_data):
     assert len(ev["acc_by_depth"]) == 7 and 1 <= ev["offline_tau"] <= 8
 
 
+def test_each_evaluation_also_scores_seen_text(target, tiny_data, monkeypatch):
+    """The seen-text anchors come from the training sequences but the sampled ones, and every eval record
+    carries their scores beside the held-out ones (the memorization gap); a sequence the drafter trained on
+    for 60 steps scores better than held-out text."""
+    train_seqs, held = tiny_data
+    asked = []
+    real = Trainer.eval_batches
+    monkeypatch.setattr(Trainer, "eval_batches", lambda self, seqs=None, seed_offset=1: (
+        asked.append(([s.uid for s in seqs] if seqs is not None else None, seed_offset)), real(self, seqs, seed_offset))[1])
+    sampled = frozenset({train_seqs[0].uid})
+    trainer = Trainer(small_train_config(max_steps=60), target, train_seqs, held, LAYERS, [], sampled_uids=sampled)
+    assert asked == [(None, 1), ([s.uid for s in train_seqs[1:]], 2)]
+    for _ in range(60):
+        trainer.step()
+    ev = trainer.evaluate()
+    assert len(ev["seen_acc_by_depth"]) == len(ev["acc_by_depth"]) == 7 and ev["seen_offline_tau"] >= 1
+    assert ev["seen_ce"] < ev["heldout_ce"]
+    assert "seen text: hard CE" in eval_line(ev)
+
+
 def test_checkpoint_resume_is_identical(tmp_path, target, tiny_data):
     train_seqs, held = tiny_data
     cfg = small_train_config(max_steps=6, draft_vocab=20)
@@ -343,6 +363,7 @@ def test_a_warm_started_run_carries_its_lineage(tmp_path):
     assert stages(b) == [("run-a", 0), ("run-b", 2)]
     # the learning curve marks where run-b begins, in every panel
     fig = plot_learning_curve({"shipped": second / "lineage.jsonl"}, "lineage")
+    assert any("seen (training) text" in line.get_label() for line in fig.axes[0].lines)
     x = b[2]["labels_seen"] / 1e6
     for ax in fig.axes[:3]:
         assert [t.get_text() for t in ax.texts] == ["run-b"]

@@ -158,8 +158,8 @@ def curve_points(metrics) -> list[dict]:
 
 def plot_learning_curve(runs: dict, title: str, depths: tuple = (1, 2, 4, 8)):
     """Learning curves of one or more drafter runs (`{name: metrics.jsonl or lineage.jsonl}`) against the
-    tokens seen (labels with a loss): held-out loss, top-1 hit rate vs the target at `depths`, in-loop (solid)
-    and offline (dashed) chain tau; the top axis of the first panel reads steps (first run's labels per
+    tokens seen (labels with a loss): held-out loss (and, where recorded, the hard CE on seen training text:
+    the memorization gap), top-1 hit rate vs the target at `depths`, in-loop (solid) and offline (dashed) chain tau; the top axis of the first panel reads steps (first run's labels per
     step). A lineage (`graftlib.training.lineage`) gets a dotted line and its stage's name where each
     later stage begins (each stage scores its own held-out split)."""
     import matplotlib.pyplot as plt
@@ -176,6 +176,9 @@ def plot_learning_curve(runs: dict, title: str, depths: tuple = (1, 2, 4, 8)):
         est = " (tokens estimated)" if any(p["tokens_estimated"] for p in pts) else ""
         first = first or (pts[-1]["step"] / max(x[-1], 1e-12))
         axes[0].plot(x, [p["heldout_loss"] for p in pts], "o-", ms=3, color=color, label=f"{name}{est}")
+        if any("seen_ce" in p for p in pts):  # the same evaluation on training text (`LoopTrainer.seen_batches`)
+            axes[0].plot(x, [p.get("seen_ce", float("nan")) for p in pts], "x:", ms=3, color=color,
+                         label=f"{name}: hard CE on seen (training) text")
         for j, d in enumerate(depths):
             ys = [p["acc_by_depth"][d - 1] if len(p.get("acc_by_depth", [])) >= d else float("nan") for p in pts]
             axes[1].plot(x, ys, styles[j % len(styles)], marker="o", ms=2, color=color, label=f"{name}: depth {d}")

@@ -362,6 +362,7 @@ class Trainer(LoopTrainer):
         self.depth_weight = torch.where(k > 0, torch.exp(-(k - 1) / cfg.gamma), torch.zeros(bs)).to(self.device)
         self.init_optimizer()
         self.eval_set = self.eval_batches()
+        self.seen_set = self.seen_batches()
 
     def _use_vocab(self) -> None:
         """Target-id <-> draft-id maps and the frozen LM head rows of the drafter's vocabulary."""
@@ -408,12 +409,14 @@ class Trainer(LoopTrainer):
     # -- evaluation
 
     @torch.no_grad()
-    def evaluate(self) -> dict:
-        t0 = time.perf_counter()
+    def score(self, batches: list) -> dict | None:
+        """Loss, hard CE, per-depth hit rates and offline tau over fixed batches (None: no batches)."""
+        if not batches:
+            return None
         bs = self.drafter.block_size
         tot_loss, tot_ce, tot_w = 0.0, 0.0, 0.0
         stats = DepthStats(bs - 1, self.device)
-        for batch in self.eval_set:
+        for batch in batches:
             h = self.hidden(batch)
             loss, info = self.loss(batch, h)
             tot_loss, tot_ce = tot_loss + loss.item() * info["weight"], tot_ce + info["ce"] * info["weight"]
@@ -424,9 +427,14 @@ class Trainer(LoopTrainer):
             R = top.shape[0]
             stats.add(top.view(R, -1, bs, k)[:, :, 1:].reshape(-1, bs - 1, k),
                       batch.labels.view(R, -1, bs)[:, :, 1:].reshape(-1, bs - 1))
+        return {"loss": tot_loss / max(tot_w, 1e-9), "ce": tot_ce / max(tot_w, 1e-9), **stats.result()}
+
+    def evaluate(self) -> dict:
+        t0 = time.perf_counter()
+        held = self.score(self.eval_set)
         out = {"kind": "eval", "step": self.step_no, "elapsed_s": round(self.elapsed_s, 1),
-               "heldout_loss": tot_loss / max(tot_w, 1e-9), "heldout_ce": tot_ce / max(tot_w, 1e-9),
-               **stats.result(), **self.loop_tau()}
+               "heldout_loss": held.pop("loss"), "heldout_ce": held.pop("ce"), **held, **self.loop_tau(),
+               **self.seen_record(self.score(self.seen_set))}
         out["eval_s"] = round(time.perf_counter() - t0, 1)
         return out
 

@@ -194,6 +194,7 @@ class Eagle3Trainer(LoopTrainer):
         self.step_weights = cfg.step_weight ** torch.arange(max(cfg.ttt_steps, cfg.eval_depth), device=self.device)
         self.init_optimizer()
         self.eval_set = self.eval_batches()
+        self.seen_set = self.seen_batches()
 
     def _use_vocab(self) -> None:
         d2t = self.drafter.d2t
@@ -233,14 +234,17 @@ class Eagle3Trainer(LoopTrainer):
         return self.loss(batch, self.hidden(batch, self.cfg.ttt_steps))
 
     @torch.no_grad()
-    def evaluate(self) -> dict:
-        t0 = time.perf_counter()
+    def score(self, batches: list) -> dict | None:
+        """Loss (over the trained steps), hard CE, per-depth hit rates and offline tau over fixed batches, the
+        unroll taken to `eval_depth` (None: no batches)."""
+        if not batches:
+            return None
         was_training = self.drafter.training
         self.drafter.eval()
         depth, steps = self.cfg.eval_depth, self.cfg.ttt_steps
         stats = DepthStats(depth, self.device)
         tot_loss = tot_ce = tot_w = 0.0
-        for batch in self.eval_set:
+        for batch in batches:
             h = self.hidden(batch, depth)
             loss, info = self.loss(batch, h[:, :, :steps])
             tot_loss, tot_ce = tot_loss + loss.item() * info["weight"], tot_ce + info["ce"] * info["weight"]
@@ -250,9 +254,14 @@ class Eagle3Trainer(LoopTrainer):
                 top = self.draft_ids[self.drafter.logits(h).topk(k, dim=-1).indices]  # [R, A, D, k]
             stats.add(top.reshape(-1, depth, k), batch.labels[:, :, :depth].reshape(-1, depth))
         self.drafter.train(was_training)
+        return {"loss": tot_loss / max(tot_w, 1e-9), "ce": tot_ce / max(tot_w, 1e-9), **stats.result()}
+
+    def evaluate(self) -> dict:
+        t0 = time.perf_counter()
+        held = self.score(self.eval_set)
         out = {"kind": "eval", "step": self.step_no, "elapsed_s": round(self.elapsed_s, 1),
-               "heldout_loss": tot_loss / max(tot_w, 1e-9), "heldout_ce": tot_ce / max(tot_w, 1e-9),
-               **stats.result()}
+               "heldout_loss": held.pop("loss"), "heldout_ce": held.pop("ce"), **held,
+               **self.seen_record(self.score(self.seen_set))}
         out["eval_s"] = round(time.perf_counter() - t0, 1)
         return out
 

@@ -369,6 +369,7 @@ class LoopTrainer:
         self.cfg, self.target, self.train_seqs, self.heldout_seqs = cfg, target, train, heldout
         # the target's greedy responses among the held-out (a sampled one is no exactness reference)
         self.greedy_heldout = [s for s in heldout if s.uid not in sampled_uids and s.greedy()]
+        self.sampled_uids = sampled_uids
         self.device = target.device
         self.bf16 = cfg.bf16 if cfg.bf16 is not None else native_bf16(self.device)
         self.compute_dtype = torch.bfloat16 if self.bf16 else torch.float32
@@ -422,15 +423,32 @@ class LoopTrainer:
         return {"step": self.step_no, "loss": loss.item(), "lr": lr, "grad_norm": grad_norm.item(),
                 "blocks": batch.n_blocks, "blocks_per_s": batch.n_blocks / dt, **stats}
 
-    def eval_batches(self) -> list:
-        """The fixed evaluation batches (see the module doc), packed `blocks_per_step` at a time."""
-        gen = torch.Generator().manual_seed(self.cfg.seed + 1)
-        seqs = self.greedy_heldout or self.heldout_seqs
+    def eval_batches(self, seqs: list[Sequence] | None = None, seed_offset: int = 1) -> list:
+        """The fixed evaluation batches (see the module doc), packed `blocks_per_step` at a time: anchors of
+        the held-out greedy sequences (or of `seqs`), drawn with seed + `seed_offset`."""
+        gen = torch.Generator().manual_seed(self.cfg.seed + seed_offset)
+        seqs = seqs if seqs is not None else (self.greedy_heldout or self.heldout_seqs)
+        if not seqs:
+            return []
         w = torch.tensor([n_anchors(s) for s in seqs], dtype=torch.float64)
         per = self.cfg.blocks_per_seq
         picked, anchors = sample_anchors(gen, seqs, w, self.cfg.eval_blocks, per)
         rows = max(1, self.cfg.blocks_per_step // per)
         return [self.pack(picked[i:i + rows], anchors[i:i + rows]) for i in range(0, len(picked), rows)]
+
+    def seen_batches(self) -> list:
+        """As many fixed anchors of the training sequences (but the sampled responses; seed + 2): the held-out
+        evaluation repeated on text the drafter trains on, so that each eval record shows how far apart
+        seen and unseen text are (`seen_ce`, `seen_acc_by_depth`; a large gap: the data is being learned
+        by heart, and more of it helps more than more passes)."""
+        return self.eval_batches([s for s in self.train_seqs if s.uid not in self.sampled_uids], seed_offset=2)
+
+    def seen_record(self, scores: dict | None) -> dict:
+        """The seen-text part of an eval record from `scores` (a trainer's `score` of `seen_batches`)."""
+        if scores is None:
+            return {}
+        return {"seen_ce": scores["ce"], "seen_acc_by_depth": scores["acc_by_depth"],
+                "seen_offline_tau": scores["offline_tau"]}
 
     # -- checkpoints
 
@@ -625,8 +643,10 @@ def eval_line(e: dict) -> str:
     data = f", matches data {e['tau_matches_data']}" if "tau_matches_data" in e else ""
     loop = f", loop tau {e['tau']:.2f} (exact {e.get('tau_exact')}{data})" if "tau" in e else ""
     ce = f" (hard CE {e['heldout_ce']:.3f})" if "heldout_ce" in e else ""
+    seen = (f"; seen text: hard CE {e['seen_ce']:.3f}, top-1 d1 {e['seen_acc_by_depth'][0]:.2f}"
+            if "seen_ce" in e else "")
     return (f"eval @ step {e['step']}: held-out loss {e['heldout_loss']:.3f}{ce}, top-1 {picks}, offline tau "
-            f"{e['offline_tau']:.2f}{loop}, {e['eval_s']:.0f} s")
+            f"{e['offline_tau']:.2f}{loop}{seen}, {e['eval_s']:.0f} s")
 
 
 @contextlib.contextmanager
