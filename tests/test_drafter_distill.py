@@ -251,3 +251,52 @@ def test_bf16_generation_is_recorded_per_shard(tmp_path, target):
         assert s.greedy()  # greedy under its own (bf16) target
     with pytest.raises(GraftError, match="dtype 'float16' is not one of"):
         DataConfig(dtype="float16").check()
+
+
+def test_branches_are_greedy_continuations_of_a_sampled_prefix(tmp_path, target):
+    """--branches: every prompt answered n times; each stored sequence is the prompt, a sampled prefix of
+    1..branch_tokens tokens (stored as context: prompt_len grows by it) and then the target's greedy
+    continuation of that context, with its top-k rows only over the greedy part."""
+    from graftlib.data.prompts import format_prompt
+    from graftlib.training.drafter_data import branch_prefix
+
+    tok = tiny_tokenizer()
+    cfg = DataConfig(target="tiny", n_prompts=3, shard_size=4, batch_size=3, max_prompt_tokens=40,
+                     max_response_tokens=16, top_k=K, branches=3, branch_tokens=6, sample_temperature=1.5)
+    index = build_dataset(tmp_path / "d", cfg, target, tok, items(5), LAYERS, log=lambda _: None)
+    assert index.branches == 3 and sum(s["count"] for s in index.shards) == 9  # 3 prompts x 3 branches
+    _, seqs = load_dataset(tmp_path / "d")
+    assert len(seqs) + sum(s["dropped"] for s in index.shards) == 9 and len(seqs) >= 6
+    ar = Decoder.for_method(target, None, "ar")
+    sampled_off_greedy = 0
+    for s in seqs:
+        uid, j = s.uid.split("@branch")
+        assert uid in {"alpaca/0", "alpaca/1", "alpaca/2"} and j in {"1", "2", "3"}
+        prompt = format_prompt(Item("alpaca", uid, *[f"say {uid[7:]} things please"] * 2), tok, 40).input_ids
+        k = branch_prefix(s.uid, 6)
+        assert s.prompt_len == len(prompt) + k and s.tokens[:len(prompt)].tolist() == prompt
+        assert s.features.shape[0] == len(s.tokens) - 1 and s.topk_ids.shape == (s.response_len, K)
+        ctx = s.tokens[:s.prompt_len].tolist()
+        assert ar.decode(ctx, s.response_len).tokens[:s.response_len] == s.tokens[s.prompt_len:].tolist()
+        assert s.greedy()
+        sampled_off_greedy += s.tokens[len(prompt):s.prompt_len].tolist() != ar.decode(prompt, k).tokens[:k]
+    assert sampled_off_greedy > 0  # the prefixes are sampled, not the greedy response again
+    with pytest.raises(GraftError, match="branches and sample_share"):
+        replace(cfg, sample_share=0.1).check()
+    with pytest.raises(GraftError, match="branch_tokens"):
+        replace(cfg, branch_tokens=16).check()
+    with pytest.raises(GraftError, match="other settings: branches"):
+        build_dataset(tmp_path / "d", replace(cfg, branches=2), target, tok, items(5), LAYERS, log=lambda _: None)
+
+
+def test_a_prompts_branches_fall_on_one_side_of_the_split():
+    from graftlib.training.drafter_data import Sequence
+    from graftlib.training.train_loop import heldout_split
+
+    seqs = [Sequence(torch.tensor([1, 2, 3]), 1, torch.zeros(2, 4), f"u/{i}@branch{j}")
+            for i in range(500) for j in (1, 2, 3)]
+    plain = [Sequence(torch.tensor([1, 2, 3]), 1, torch.zeros(2, 4), f"u/{i}") for i in range(500)]
+    _, held = heldout_split(seqs, 0.1)
+    _, held_plain = heldout_split(plain, 0.1)
+    ids = sorted({s.uid.split("@")[0] for s in held})
+    assert ids == sorted(s.uid for s in held_plain) and len(held) == 3 * len(ids) > 0

@@ -17,6 +17,16 @@ Greedy by default; `sample_share` of the prompts (chosen by a hash of their uid,
 set grows) get a response sampled at `sample_temperature` from one seeded generator per shard (the
 sampling issue wants T > 0 text too). Their top-k rows are still the T = 1 distribution.
 
+Branches (`branches` = n > 0): more greedy text from a fixed set of prompts. Every prompt is answered
+n times (uids `UID@branchJ`, J = 1..n), each response starting with a short sampled prefix (1 ..
+`branch_tokens` tokens at `sample_temperature`, the length drawn by a hash of the uid) and going on
+greedily. The prefix is stored as part of the prompt (`prompt_len` = prompt + prefix, its features
+kept as context), so the stored response is the target's greedy continuation of that context and
+every training anchor and label lies in greedy text: a task pool whose few thousand prompts are
+already answered (and learned by heart) gives new, different greedy trajectories of the same
+distribution. Responses that end inside their prefix are dropped. The training split holds every
+branch of one prompt on the same side (`base_uid`).
+
 How it is made. `generate_sequences` decodes on the HF decoder body itself by continuous batching:
 `batch_size` rows decode together with a 2D attention mask, per-row position ids and the buffered KV
 cache of `graftlib.core.kvcache`, the LM head on the last position only. When a row's sequence
@@ -47,7 +57,7 @@ import gzip
 import hashlib
 import json
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -72,7 +82,8 @@ FORMAT = 2
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 # Settings that every shard of one data directory must share.
 SHARED_KEYS = ("target", "pool", "target_layer_ids", "hidden_size", "max_prompt_tokens",
-               "max_response_tokens", "shard_size", "top_k", "sample_share", "sample_temperature")
+               "max_response_tokens", "shard_size", "top_k", "sample_share", "sample_temperature", "branches",
+               "branch_tokens")
 
 
 @dataclass
@@ -90,6 +101,8 @@ class DataConfig:
     target_layer_ids: list[int] | None = None  # None: the embedded drafter's
     max_minutes: float | None = None  # start no new shard after this
     dtype: str = "float32"  # the target's compute dtype while generating ("bfloat16": see DTYPES)
+    branches: int = 0  # > 0: each prompt answered this many times, a sampled prefix then greedy (module doc)
+    branch_tokens: int = 32  # the longest sampled prefix of a branch
 
     def check(self) -> None:
         require(self.n_prompts >= 1, f"n_prompts must be >= 1, got {self.n_prompts}")
@@ -100,6 +113,12 @@ class DataConfig:
         require(0 <= self.sample_share <= 1, f"sample_share must be in [0, 1], got {self.sample_share}")
         require(self.sample_temperature > 0, f"sample_temperature must be > 0, got {self.sample_temperature}")
         require(self.dtype in DTYPES, f"dtype {self.dtype!r} is not one of {sorted(DTYPES)}")
+        require(self.branches >= 0, f"branches must be >= 0, got {self.branches}")
+        require(self.branch_tokens >= 1, f"branch_tokens must be >= 1, got {self.branch_tokens}")
+        require(not (self.branches and self.sample_share),
+                "branches and sample_share do not mix: a branch's prefix is sampled, the rest greedy")
+        require(self.branch_tokens < self.max_response_tokens or not self.branches,
+                f"branch_tokens ({self.branch_tokens}) must be below max_response_tokens ({self.max_response_tokens})")
 
 
 @dataclass
@@ -134,6 +153,8 @@ class DataIndex:
     top_k: int = 0
     sample_share: float = 0.0
     sample_temperature: float = 0.8
+    branches: int = 0
+    branch_tokens: int = 32
     format: int = FORMAT
     shards: list[dict] = field(default_factory=list)
 
@@ -161,6 +182,44 @@ def sampled(uid: str, share: float) -> bool:
     independent of the training split's held-out hash (`drafter_train.heldout_split`), which would
     otherwise make every held-out response a sampled one whenever heldout < share."""
     return share > 0 and int(hashlib.sha256(f"sample/{uid}".encode()).hexdigest()[:8], 16) < share * 2 ** 32
+
+
+BRANCH = "@branch"
+
+
+def branch_uid(uid: str, j: int) -> str:
+    """The uid of prompt `uid`'s j-th branch (1-based)."""
+    return f"{uid}{BRANCH}{j}"
+
+
+def base_uid(uid: str) -> str:
+    """The prompt's own uid (a branch's without its suffix): what the training split hashes."""
+    return uid.split(BRANCH, 1)[0]
+
+
+def branch_prefix(uid: str, longest: int) -> int:
+    """The sampled prefix length of branch `uid`: 1 .. `longest`, by a stable hash of the uid."""
+    return 1 + int(hashlib.sha256(f"branch/{uid}".encode()).hexdigest()[:8], 16) % longest
+
+
+def work_items(items: list, cfg: "DataConfig") -> list:
+    """The items to answer: the first `cfg.n_prompts` prompts, each as its `cfg.branches` branches side by
+    side when branching (a shard then holds `shard_size` branches)."""
+    items = items[:cfg.n_prompts]
+    if not cfg.branches:
+        return items
+    return [replace(item, uid=branch_uid(item.uid, j)) for item in items for j in range(1, cfg.branches + 1)]
+
+
+def as_branch(seq: "Sequence", prefix: int) -> "Sequence | None":
+    """`seq` with its first `prefix` response tokens moved into the prompt (their top-k rows dropped);
+    None when the response ends inside the prefix or right after it (no label left to train on)."""
+    if seq.response_len < prefix + 2:
+        return None
+    seq.prompt_len += prefix
+    if seq.topk_ids is not None:
+        seq.topk_ids, seq.topk_logp = seq.topk_ids[prefix:], seq.topk_logp[prefix:]
+    return seq
 
 
 REFILL_SHARE = 8  # a batch of R rows is refilled once R // 8 of them (at least one) have finished
@@ -192,11 +251,12 @@ def _prefill(model, prompts: list[list[int]], layer_ids: list[int], feature_dtyp
 def generate_sequences(model, prompts: list[list[int]], layer_ids: list[int], max_new_tokens: int,
                        eos: list[int], batch_size: int, progress=None,
                        feature_dtype: torch.dtype = torch.float16, top_k: int = 0,
-                       temperatures: list[float] | None = None, generator: torch.Generator | None = None
-                       ) -> list[Sequence]:
+                       temperatures: list[float] | None = None, generator: torch.Generator | None = None,
+                       sampled_tokens: list[int] | None = None) -> list[Sequence]:
     """Responses for `prompts` (in their order), features and top-k log-probs captured while decoding,
     by continuous batching (module doc). `temperatures[i]` = 0 (default) decodes prompt i greedily,
-    > 0 samples it; `progress(n, tokens)` is called as sequences finish."""
+    > 0 samples it: its first `sampled_tokens[i]` response tokens (default: all), the rest greedily;
+    `progress(n, tokens)` is called as sequences finish."""
     require(batch_size >= 1, f"batch_size must be >= 1, got {batch_size}")
     require(max_new_tokens >= 1, f"max_response_tokens must be >= 1, got {max_new_tokens}")
     require(all(len(p) > 0 for p in prompts), "empty prompt: nothing to condition on")
@@ -205,6 +265,7 @@ def generate_sequences(model, prompts: list[list[int]], layer_ids: list[int], ma
     device, n = model.device, len(prompts)
     temps = torch.tensor(temperatures or [0.0] * n, dtype=torch.float32, device=device)
     any_sampled = any(t > 0 for t in (temperatures or []))  # decided once: no per-step host sync for it
+    until = torch.tensor(sampled_tokens or [max_new_tokens] * n, dtype=torch.long, device=device)
     n_feat = len(layer_ids) * model.config.hidden_size
     k = min(top_k, model.config.vocab_size)
     # by sequence: response token j, the features of its position (j < r - 1 are kept), its top-k row
@@ -254,7 +315,7 @@ def generate_sequences(model, prompts: list[list[int]], layer_ids: list[int], ma
         nxt = logits.argmax(-1)
         seq_of_row = slot_t.clamp(min=0)
         if any_sampled:
-            t = torch.where(slot_t >= 0, temps[seq_of_row], 0.0)
+            t = torch.where((slot_t >= 0) & (n_resp[seq_of_row] < until[seq_of_row]), temps[seq_of_row], 0.0)
             probs = torch.softmax(logits / t.clamp(min=1e-6)[:, None], -1)
             draw = torch.multinomial(probs, 1, generator=generator)[:, 0]
             nxt = torch.where(t > 0, draw, nxt)
@@ -462,18 +523,28 @@ def generate_chunk(model, tokenizer, chunk: list, first: int, cfg: DataConfig, l
     from graftlib.data.prompts import format_prompt
 
     prompts = [format_prompt(item, tokenizer, cfg.max_prompt_tokens).input_ids for item in chunk]
-    temps = [cfg.sample_temperature if sampled(item.uid, cfg.sample_share) else 0.0 for item in chunk]
+    if cfg.branches:
+        temps = [cfg.sample_temperature] * len(chunk)
+        prefix = [branch_prefix(item.uid, cfg.branch_tokens) for item in chunk]
+    else:
+        temps = [cfg.sample_temperature if sampled(item.uid, cfg.sample_share) else 0.0 for item in chunk]
+        prefix = None
     gen = torch.Generator(model.device).manual_seed(first)
     t0 = time.perf_counter()
     seqs = generate_sequences(model, prompts, layer_ids, cfg.max_response_tokens, eos, cfg.batch_size,
-                              progress=progress, top_k=cfg.top_k, temperatures=temps, generator=gen)
+                              progress=progress, top_k=cfg.top_k, temperatures=temps, generator=gen,
+                              sampled_tokens=prefix)
     seconds = time.perf_counter() - t0
     for item, seq in zip(chunk, seqs):
         seq.uid = item.uid
+    made = len(seqs)
+    if prefix is not None:
+        seqs = [b for b in (as_branch(s, k) for s, k in zip(seqs, prefix)) if b is not None]
     resp = sum(seq.response_len for seq in seqs)
     return seqs, {"first": first, "count": len(chunk), "n_seqs": len(seqs),
                   "prompt_tokens": sum(seq.prompt_len for seq in seqs), "response_tokens": resp,
                   "eos_stops": sum(int(seq.tokens[-1]) in eos for seq in seqs), "sampled": sum(t > 0 for t in temps),
+                  "dropped": made - len(seqs),
                   "seconds": round(seconds, 2), "tokens_per_s": round(resp / max(seconds, 1e-9), 1),
                   "batch_size": cfg.batch_size, "device": model.device.type, "dtype": cfg.dtype,
                   "uids": [item.uid for item in chunk]}
@@ -496,9 +567,11 @@ def build_dataset(out: str | Path, cfg: DataConfig, model, tokenizer, items: lis
     shared = {"target": cfg.target, "pool": cfg.pool, "target_layer_ids": list(layer_ids),
               "hidden_size": model.config.hidden_size, "max_prompt_tokens": cfg.max_prompt_tokens,
               "max_response_tokens": cfg.max_response_tokens, "shard_size": cfg.shard_size, "top_k": cfg.top_k,
-              "sample_share": cfg.sample_share, "sample_temperature": cfg.sample_temperature}
+              "sample_share": cfg.sample_share, "sample_temperature": cfg.sample_temperature,
+              "branches": cfg.branches, "branch_tokens": cfg.branch_tokens}
     index = open_index(out, shared)
-    n = min(cfg.n_prompts, len(items))
+    items = work_items(items, cfg)
+    n = len(items)
     eos = eos_ids(model, tokenizer)
     done = {s["file"]: s for s in index.shards}
     plan = []
@@ -617,6 +690,11 @@ def add_data_args(p, d: DataConfig) -> None:
     p.add_argument("--dtype", choices=sorted(DTYPES), default=d.dtype,
                    help=f"the target's compute dtype while generating (default {d.dtype}; bfloat16: ~2.5x faster "
                         "on CPUs with AMX, 98%% of tokens the float32 target's greedy ones; recorded per shard)")
+    p.add_argument("--branches", type=int, default=d.branches,
+                   help="answer every prompt this many times, each response a sampled prefix (at --sample-temperature) "
+                        f"then greedy, the prefix stored as context (default {d.branches}: off)")
+    p.add_argument("--branch-tokens", type=int, default=d.branch_tokens,
+                   help=f"the longest sampled prefix of a branch (default {d.branch_tokens})")
 
 
 def data_config_from_args(args, **extra) -> DataConfig:
@@ -625,4 +703,4 @@ def data_config_from_args(args, **extra) -> DataConfig:
                       max_prompt_tokens=args.max_prompt_tokens, max_response_tokens=args.max_response_tokens,
                       batch_size=args.batch_size, shard_size=args.shard_size, top_k=args.top_k,
                       sample_share=args.sample_share, sample_temperature=args.sample_temperature,
-                      dtype=args.dtype, **extra)
+                      dtype=args.dtype, branches=args.branches, branch_tokens=args.branch_tokens, **extra)

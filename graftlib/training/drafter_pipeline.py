@@ -42,6 +42,7 @@ from graftlib.training.drafter_data import (
     generate_chunk,
     read_prompts,
     sampled,
+    work_items,
 )
 from graftlib.training.drafter_train import TrainConfig, add_drafter_args, config_from_args, train_run
 from graftlib.training.train_loop import Run, add_loop_args, heldout_split
@@ -56,7 +57,8 @@ def generate_for(model, tokenizer, items: list, cfg: DataConfig, layer_ids: list
     seqs: list[Sequence] = []
     chunks: list[dict] = []
     t_start = time.perf_counter()
-    for first in range(0, min(cfg.n_prompts, len(items)), cfg.shard_size):
+    items = work_items(items, cfg)
+    for first in range(0, len(items), cfg.shard_size):
         if time.perf_counter() - t_start > 60 * minutes:
             break
         part, stats = generate_chunk(model, tokenizer, items[first:first + cfg.shard_size], first, cfg, layer_ids, eos)

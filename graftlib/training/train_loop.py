@@ -64,7 +64,7 @@ from safetensors.torch import load_file, save_file
 from graftlib.core.errors import GraftError, require
 from graftlib.core.paths import portable
 from graftlib.core.records import append_record, keep_records
-from graftlib.training.drafter_data import Sequence, eos_ids, load_dataset, sampled
+from graftlib.training.drafter_data import Sequence, base_uid, eos_ids, load_dataset, sampled
 
 IGNORE = -100
 # Settings a resumed run may change; every other config field must match the checkpoint.
@@ -138,9 +138,10 @@ def spread_by_pool(seqs: list[Sequence], n: int) -> list[Sequence]:
 
 
 def heldout_split(seqs: list[Sequence], frac: float) -> tuple[list[Sequence], list[Sequence]]:
-    """(train, heldout) by a hash of each uid: stable when the data grows."""
+    """(train, heldout) by a hash of each prompt's uid (`base_uid`: a prompt's branches side by side):
+    stable when the data grows."""
     def held(s: Sequence) -> bool:
-        return int(hashlib.sha256(s.uid.encode()).hexdigest()[:8], 16) < frac * 2 ** 32
+        return int(hashlib.sha256(base_uid(s.uid).encode()).hexdigest()[:8], 16) < frac * 2 ** 32
 
     usable = [s for s in seqs if n_anchors(s) > 0]
     train = [s for s in usable if not held(s)]
