@@ -474,3 +474,18 @@ def test_pipeline_generates_and_trains_in_one_process(tmp_path):
     with pytest.raises(GraftError, match="generates with the float32 target"):
         run(tmp_path / "bf16", replace(data_cfg, dtype="bfloat16"), cfg, 5)
     assert not (tmp_path / "bf16").exists()
+
+
+def test_depth_stats_chain_reach_and_hit_rates_on_three_chains():
+    """acc_by_depth counts hits at each depth whatever came before; chain_by_depth the chains whose leading
+    run of hits reaches the depth; offline tau = 1 + the mean run (chains without a depth-1 label skipped)."""
+    from graftlib.training.train_loop import IGNORE, DepthStats
+
+    labels = torch.tensor([[1, 2, 3], [1, 2, 3], [1, 2, 3], [IGNORE, 2, 3]])
+    top = torch.tensor([[1, 2, 3], [1, 9, 3], [9, 2, 3], [1, 2, 3]])[..., None]  # [N, D, 1]
+    stats = DepthStats(3, "cpu")
+    stats.add(top, labels)
+    r = stats.result()
+    assert r["acc_by_depth"] == [round(2 / 3, 4), 0.75, 1.0]
+    assert r["chain_by_depth"] == [round(2 / 3, 4), round(1 / 3, 4), round(1 / 3, 4)]  # runs 3, 1, 0
+    assert abs(r["offline_tau"] - (1 + 4 / 3)) < 1e-6

@@ -49,6 +49,9 @@ def test_families_on_one_split_compare_on_the_same_anchors(drafters):
         ev = record["final_eval"]
         assert [row[f"top-1 d{k}"] for k in (1, 2, 3, 4)] == ev["acc_by_depth"][:4]
         assert row["top-4 d1"] == ev["top4_by_depth"][0] and row["offline tau"] == ev["offline_tau"]
+        chain = [row[f"chain d{k}"] for k in (1, 2, 3, 4)]
+        assert chain == ev["chain_by_depth"][:4] and chain == sorted(chain, reverse=True)
+        assert abs(1 + sum(ev["chain_by_depth"]) - ev["offline_tau"]) < 1e-3
         assert row["held-out sequences"] == record["split"]["heldout_sequences"] > 0
     assert "top-1 d8" not in rows[1]  # EAGLE-3 evaluated 5 depths here
     # DFlash's row counts its lineage (one stage here: its own evaluations); EAGLE-3's its run on its clock
@@ -56,7 +59,7 @@ def test_families_on_one_split_compare_on_the_same_anchors(drafters):
     assert rows[1]["labels seen"] == json.loads((eagle / "training.json").read_text())["labels_seen"]
     assert rows[1]["clock"] == "wall" and rows[1]["stages"] == 1
     fig = plot_families({"DFlash": dflash, "EAGLE-3": eagle}, "families")
-    assert len(fig.axes[0].lines) == 4
+    assert len(fig.axes[0].lines) == 6  # top-1, top-4 and chain per drafter
 
 
 def test_a_different_split_setting_is_named(drafters, tmp_path):

@@ -4,8 +4,12 @@ and EAGLE-3 (one forward per depth), at the training compute each received (issu
 Both trainers share `graftlib.training.train_loop`: with the same data directories (in the same order),
 `heldout`, `seed`, `eval_blocks` and `blocks_per_seq` they score exactly the same held-out anchors
 against the same labels (the target's greedy tokens), so the final evaluations in the two drafters'
-`training.json` compare entry by entry: top-1 / top-4 hit rate at each depth and the offline chain tau
-(1 + drafts accepted in a row under teacher forcing, which on greedy data is the chain decode's).
+`training.json` compare entry by entry. The per-depth column to compare is "chain dK": the share of
+held-out chains that accept K drafts or more (`train_loop.DepthStats.chain_by_depth`), and its sum, the
+offline chain tau (1 + drafts accepted in a row; on greedy data the chain decode's). The "top-1 dK" hit
+rates are each family's own quantity: DFlash predicts every depth from the anchor at once, the EAGLE-3
+unroll is teacher-forced (depth K sees the true tokens before it, a conditional rate), so EAGLE-3's top-1
+stays high at depth where its chain has long stopped; records older than `chain_by_depth` show None there.
 `same_anchors` checks those settings and names the first difference. Held-out losses are not compared:
 the two recipes weight different positions (DFlash's position decay, EAGLE-3's unrolled steps).
 
@@ -51,9 +55,10 @@ def family_row(name: str, drafter_dir: str | Path) -> dict:
     """One drafter's row: its compute and final held-out evaluation (module doc)."""
     record = training_record(drafter_dir)
     ev, c = record["final_eval"], compute(drafter_dir, record)
-    top1, top4 = ev["acc_by_depth"], ev["top4_by_depth"]
+    top1, top4, chain = ev["acc_by_depth"], ev["top4_by_depth"], ev.get("chain_by_depth")
     return {"drafter": name, "training min": round(c["minutes"], 1), "clock": c["clock"], "stages": c["stages"],
             "labels seen": int(c["labels_seen"]), "steps (last stage)": record["steps"],
+            **{f"chain d{d}": chain[d - 1] if chain else None for d in DEPTHS if d <= len(top1)},
             **{f"top-1 d{d}": top1[d - 1] for d in DEPTHS if d <= len(top1)},
             "top-4 d1": top4[0], "offline tau": ev["offline_tau"],
             "held-out sequences": record["split"]["heldout_sequences"]}
@@ -80,7 +85,8 @@ def families_table(drafters: dict[str, str | Path]) -> list[dict]:
 
 
 def plot_families(drafters: dict[str, str | Path], title: str):
-    """Held-out top-1 (solid) and top-4 (dashed) hit rate against depth, one colour per drafter."""
+    """Held-out top-1 (solid) and top-4 (dashed) hit rate and, where recorded, the share of chains reaching
+    the depth (dotted) against depth, one colour per drafter."""
     import matplotlib.pyplot as plt
 
     from graftlib.lab.plots import legend_outside, wrap_title
@@ -91,6 +97,8 @@ def plot_families(drafters: dict[str, str | Path], title: str):
         depths = range(1, len(ev["acc_by_depth"]) + 1)
         ax.plot(depths, ev["acc_by_depth"], "o-", ms=3, color=f"C{i}", label=f"{name}: top-1")
         ax.plot(depths, ev["top4_by_depth"], "s--", ms=3, color=f"C{i}", label=f"{name}: top-4")
+        if ev.get("chain_by_depth"):
+            ax.plot(depths, ev["chain_by_depth"], "^:", ms=3, color=f"C{i}", label=f"{name}: chain reaches depth")
     ax.set_xlabel("depth (draft position after the last committed token)")
     ax.set_ylabel("hit rate vs the target's greedy token (held-out)", fontsize=8)
     legend_outside(ax, bbox_to_anchor=(0.5, -0.2))

@@ -332,7 +332,13 @@ def mixed_loss(logits: torch.Tensor, labels: torch.Tensor, weight: torch.Tensor,
 
 class DepthStats:
     """Held-out hit rates by draft depth and the offline chain tau (1 + the leading run of top-1
-    hits, counted over chains that have a depth-1 label)."""
+    hits, counted over chains that have a depth-1 label).
+
+    Two per-depth views. `acc_by_depth[d - 1]`: the top-1 hit rate at depth d, whatever happened before
+    it; what it conditions on is the trainer's (a DFlash block predicts every depth from the anchor at
+    once; the EAGLE-3 unroll is teacher-forced, so its depth d sees the true tokens before it).
+    `chain_by_depth[d - 1]`: the share of chains whose leading run of hits reaches depth d, i.e. a chain
+    decode accepts d drafts or more; the same quantity for every family, and offline tau = 1 + its sum."""
 
     KS = (1, 4, 16)
 
@@ -348,13 +354,17 @@ class DepthStats:
             self.hits[i] += ((top[..., :k] == labels[..., None]).any(-1) & has).sum(0).float()
         self.counts += has.sum(0).float()
         right = (top[..., 0] == labels) & has
-        self.chains.append((right.long().cumprod(-1).sum(-1) + 1)[has[:, 0]].float())
+        self.chains.append(right.long().cumprod(-1).sum(-1)[has[:, 0]])  # leading run of hits per chain
 
     def result(self) -> dict:
         rate = self.hits / self.counts.clamp(min=1)
         names = ("acc_by_depth", "top4_by_depth", "top16_by_depth")
+        runs = torch.cat(self.chains)
+        depths = torch.arange(1, self.hits.shape[1] + 1, device=runs.device)
+        reach = (runs[:, None] >= depths).float().mean(0)  # [D]: P(run >= d)
         return {**{n: [round(a, 4) for a in r.tolist()] for n, r in zip(names, rate)},
-                "offline_tau": torch.cat(self.chains).mean().item()}
+                "chain_by_depth": [round(a, 4) for a in reach.tolist()],
+                "offline_tau": 1 + runs.float().mean().item()}
 
 
 class LoopTrainer:
