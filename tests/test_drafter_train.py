@@ -231,6 +231,9 @@ def test_each_evaluation_also_scores_seen_text(target, tiny_data, monkeypatch):
     assert len(ev["seen_acc_by_depth"]) == len(ev["acc_by_depth"]) == 7 and ev["seen_offline_tau"] >= 1
     assert ev["seen_ce"] < ev["heldout_ce"]
     assert "seen text: hard CE" in eval_line(ev)
+    pools = {s.uid.split("/")[0] for s in held}
+    assert set(ev["by_pool"]) <= pools and set(ev["seen_by_pool"]) and "by pool" in eval_line(ev)
+    assert sum(p["chains"] for p in ev["by_pool"].values()) > 0
 
 
 def test_checkpoint_resume_is_identical(tmp_path, target, tiny_data):
@@ -488,4 +491,11 @@ def test_depth_stats_chain_reach_and_hit_rates_on_three_chains():
     r = stats.result()
     assert r["acc_by_depth"] == [round(2 / 3, 4), 0.75, 1.0]
     assert r["chain_by_depth"] == [round(2 / 3, 4), round(1 / 3, 4), round(1 / 3, 4)]  # runs 3, 1, 0
-    assert abs(r["offline_tau"] - (1 + 4 / 3)) < 1e-6
+    assert abs(r["offline_tau"] - (1 + 4 / 3)) < 1e-6 and "by_pool" not in r
+    # the same chains in two rows of two (pools a, b): each pool's own depth-1 rate, tau and chain count
+    pooled = DepthStats(3, "cpu")
+    pooled.add(top, labels, ["a", "b"])
+    r2 = pooled.result()
+    assert r2["by_pool"] == {"a": {"top1_d1": 1.0, "offline_tau": 3.0, "chains": 2},
+                             "b": {"top1_d1": 0.0, "offline_tau": 1.0, "chains": 1}}
+    assert {k: v for k, v in r2.items() if k != "by_pool"} == r

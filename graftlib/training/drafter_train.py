@@ -416,7 +416,7 @@ class Trainer(LoopTrainer):
         bs = self.drafter.block_size
         tot_loss, tot_ce, tot_w = 0.0, 0.0, 0.0
         stats = DepthStats(bs - 1, self.device)
-        for batch in batches:
+        for batch, pools in batches:
             h = self.hidden(batch)
             loss, info = self.loss(batch, h)
             tot_loss, tot_ce = tot_loss + loss.item() * info["weight"], tot_ce + info["ce"] * info["weight"]
@@ -426,7 +426,7 @@ class Trainer(LoopTrainer):
                 top = self.draft_ids[F.linear(h, self.head).topk(k, dim=-1).indices]  # [R, Q, k]
             R = top.shape[0]
             stats.add(top.view(R, -1, bs, k)[:, :, 1:].reshape(-1, bs - 1, k),
-                      batch.labels.view(R, -1, bs)[:, :, 1:].reshape(-1, bs - 1))
+                      batch.labels.view(R, -1, bs)[:, :, 1:].reshape(-1, bs - 1), pools)
         return {"loss": tot_loss / max(tot_w, 1e-9), "ce": tot_ce / max(tot_w, 1e-9), **stats.result()}
 
     def evaluate(self) -> dict:

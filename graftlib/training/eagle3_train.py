@@ -244,7 +244,7 @@ class Eagle3Trainer(LoopTrainer):
         depth, steps = self.cfg.eval_depth, self.cfg.ttt_steps
         stats = DepthStats(depth, self.device)
         tot_loss = tot_ce = tot_w = 0.0
-        for batch in batches:
+        for batch, pools in batches:
             h = self.hidden(batch, depth)
             loss, info = self.loss(batch, h[:, :, :steps])
             tot_loss, tot_ce = tot_loss + loss.item() * info["weight"], tot_ce + info["ce"] * info["weight"]
@@ -252,7 +252,7 @@ class Eagle3Trainer(LoopTrainer):
             k = min(max(DepthStats.KS), len(self.draft_ids))
             with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.bf16):
                 top = self.draft_ids[self.drafter.logits(h).topk(k, dim=-1).indices]  # [R, A, D, k]
-            stats.add(top.reshape(-1, depth, k), batch.labels[:, :, :depth].reshape(-1, depth))
+            stats.add(top.reshape(-1, depth, k), batch.labels[:, :, :depth].reshape(-1, depth), pools)
         self.drafter.train(was_training)
         return {"loss": tot_loss / max(tot_w, 1e-9), "ce": tot_ce / max(tot_w, 1e-9), **stats.result()}
 

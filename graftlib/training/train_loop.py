@@ -123,13 +123,18 @@ def n_anchors(s: Sequence) -> int:
     return max(len(s.tokens) - 1 - s.prompt_len, 0)
 
 
+def pool_of(uid: str) -> str:
+    """A sequence's pool: its uid's prefix ("gsm8k/12" -> "gsm8k", "sharegpt/x@branch2" -> "sharegpt")."""
+    return uid.split("/", 1)[0]
+
+
 def spread_by_pool(seqs: list[Sequence], n: int) -> list[Sequence]:
     """The first `n` of `seqs` taken round-robin over their pools (the uid's prefix: "gsm8k/12" is
     gsm8k's, pools in name order, each in its own order): a few loop-tau prompts then cover chat,
     the tasks and the regular set alike instead of whichever pool comes first."""
     pools: dict[str, list[Sequence]] = {}
     for s in seqs:
-        pools.setdefault(s.uid.split("/", 1)[0], []).append(s)
+        pools.setdefault(pool_of(s.uid), []).append(s)
     queues = [pools[k] for k in sorted(pools)]
     out = []
     for i in range(max((len(q) for q in queues), default=0)):
@@ -338,17 +343,28 @@ class DepthStats:
     it; what it conditions on is the trainer's (a DFlash block predicts every depth from the anchor at
     once; the EAGLE-3 unroll is teacher-forced, so its depth d sees the true tokens before it).
     `chain_by_depth[d - 1]`: the share of chains whose leading run of hits reaches depth d, i.e. a chain
-    decode accepts d drafts or more; the same quantity for every family, and offline tau = 1 + its sum."""
+    decode accepts d drafts or more; the same quantity for every family, and offline tau = 1 + its sum.
+    With the pools of the batch rows (`add(..., pools)`), `by_pool` gives each pool's (the uid's prefix:
+    gsm8k, sharegpt, regular, ...) depth-1 hit rate, offline tau and chain count: which text the drafter
+    has learned, and which it has only memorized when the seen anchors are scored the same way."""
 
     KS = (1, 4, 16)
 
     def __init__(self, depth: int, device):
+        self.depth, self.device = depth, device
         self.hits = torch.zeros(len(self.KS), depth, device=device)
         self.counts = torch.zeros(depth, device=device)
         self.chains: list[torch.Tensor] = []
+        self.pools: dict[str, DepthStats] = {}
 
-    def add(self, top: torch.Tensor, labels: torch.Tensor) -> None:
-        """top [N, D, k] predicted target ids (best first), labels [N, D] target ids (IGNORE: none)."""
+    def add(self, top: torch.Tensor, labels: torch.Tensor, pools: list[str] | None = None) -> None:
+        """top [N, D, k] predicted target ids (best first), labels [N, D] target ids (IGNORE: none);
+        `pools`: the pool of each of the batch's R rows, whose N / R chains follow one another."""
+        if pools is not None:
+            row = torch.arange(top.shape[0], device=top.device) // (top.shape[0] // len(pools))
+            for name in sorted(set(pools)):
+                sub = torch.tensor([p == name for p in pools], device=top.device)[row]
+                self.pools.setdefault(name, DepthStats(self.depth, self.device)).add(top[sub], labels[sub])
         has = labels >= 0
         for i, k in enumerate(self.KS):
             self.hits[i] += ((top[..., :k] == labels[..., None]).any(-1) & has).sum(0).float()
@@ -362,9 +378,14 @@ class DepthStats:
         runs = torch.cat(self.chains)
         depths = torch.arange(1, self.hits.shape[1] + 1, device=runs.device)
         reach = (runs[:, None] >= depths).float().mean(0)  # [D]: P(run >= d)
-        return {**{n: [round(a, 4) for a in r.tolist()] for n, r in zip(names, rate)},
-                "chain_by_depth": [round(a, 4) for a in reach.tolist()],
-                "offline_tau": 1 + runs.float().mean().item()}
+        out = {**{n: [round(a, 4) for a in r.tolist()] for n, r in zip(names, rate)},
+               "chain_by_depth": [round(a, 4) for a in reach.tolist()],
+               "offline_tau": 1 + runs.float().mean().item()}
+        if self.pools:
+            out["by_pool"] = {name: {"top1_d1": st.result()["acc_by_depth"][0],
+                                     "offline_tau": round(st.result()["offline_tau"], 3),
+                                     "chains": sum(len(c) for c in st.chains)} for name, st in self.pools.items()}
+        return out
 
 
 class LoopTrainer:
@@ -435,8 +456,9 @@ class LoopTrainer:
                 "blocks": batch.n_blocks, "blocks_per_s": batch.n_blocks / dt, **stats}
 
     def eval_batches(self, seqs: list[Sequence] | None = None, seed_offset: int = 1) -> list:
-        """The fixed evaluation batches (see the module doc), packed `blocks_per_step` at a time: anchors of
-        the held-out greedy sequences (or of `seqs`), drawn with seed + `seed_offset`."""
+        """The fixed evaluation batches (see the module doc), packed `blocks_per_step` at a time, each with
+        the pools of its rows (`pool_of`): anchors of the held-out greedy sequences (or of `seqs`), drawn
+        with seed + `seed_offset`."""
         gen = torch.Generator().manual_seed(self.cfg.seed + seed_offset)
         seqs = seqs if seqs is not None else (self.greedy_heldout or self.heldout_seqs)
         if not seqs:
@@ -445,7 +467,8 @@ class LoopTrainer:
         per = self.cfg.blocks_per_seq
         picked, anchors = sample_anchors(gen, seqs, w, self.cfg.eval_blocks, per)
         rows = max(1, self.cfg.blocks_per_step // per)
-        return [self.pack(picked[i:i + rows], anchors[i:i + rows]) for i in range(0, len(picked), rows)]
+        return [(self.pack(picked[i:i + rows], anchors[i:i + rows]), [pool_of(s.uid) for s in picked[i:i + rows]])
+                for i in range(0, len(picked), rows)]
 
     def seen_batches(self) -> list:
         """As many fixed anchors of the training sequences (but the sampled responses; seed + 2): the held-out
@@ -459,7 +482,7 @@ class LoopTrainer:
         if scores is None:
             return {}
         return {"seen_ce": scores["ce"], "seen_acc_by_depth": scores["acc_by_depth"],
-                "seen_offline_tau": scores["offline_tau"]}
+                "seen_offline_tau": scores["offline_tau"], "seen_by_pool": scores.get("by_pool", {})}
 
     # -- checkpoints
 
@@ -656,8 +679,14 @@ def eval_line(e: dict) -> str:
     ce = f" (hard CE {e['heldout_ce']:.3f})" if "heldout_ce" in e else ""
     seen = (f"; seen text: hard CE {e['seen_ce']:.3f}, top-1 d1 {e['seen_acc_by_depth'][0]:.2f}"
             if "seen_ce" in e else "")
+    pools = e.get("by_pool") or {}
+    seen_pools = e.get("seen_by_pool") or {}
+    by_pool = "; by pool (held-out / seen top-1 d1, offline tau): " + ", ".join(
+        f"{name} {p['top1_d1']:.2f}/{seen_pools[name]['top1_d1']:.2f} {p['offline_tau']:.1f}/"
+        f"{seen_pools[name]['offline_tau']:.1f}" if name in seen_pools else
+        f"{name} {p['top1_d1']:.2f} {p['offline_tau']:.1f}" for name, p in pools.items()) if pools else ""
     return (f"eval @ step {e['step']}: held-out loss {e['heldout_loss']:.3f}{ce}, top-1 {picks}, offline tau "
-            f"{e['offline_tau']:.2f}{loop}{seen}, {e['eval_s']:.0f} s")
+            f"{e['offline_tau']:.2f}{loop}{seen}{by_pool}, {e['eval_s']:.0f} s")
 
 
 @contextlib.contextmanager
