@@ -382,10 +382,14 @@ class DepthStats:
                "chain_by_depth": [round(a, 4) for a in reach.tolist()],
                "offline_tau": 1 + runs.float().mean().item()}
         if self.pools:
-            out["by_pool"] = {name: {"top1_d1": st.result()["acc_by_depth"][0],
-                                     "offline_tau": round(st.result()["offline_tau"], 3),
-                                     "chains": sum(len(c) for c in st.chains)} for name, st in self.pools.items()}
+            out["by_pool"] = {name: st.summary() for name, st in self.pools.items()}
         return out
+
+    def summary(self) -> dict:
+        """A pool's entry of `by_pool`: its depth-1 hit rate, offline tau and number of chains."""
+        r = self.result()
+        return {"top1_d1": r["acc_by_depth"][0], "offline_tau": round(r["offline_tau"], 3),
+                "chains": sum(len(c) for c in self.chains)}
 
 
 class LoopTrainer:
