@@ -300,3 +300,18 @@ def test_a_prompts_branches_fall_on_one_side_of_the_split():
     _, held_plain = heldout_split(plain, 0.1)
     ids = sorted({s.uid.split("@")[0] for s in held})
     assert ids == sorted(s.uid for s in held_plain) and len(held) == 3 * len(ids) > 0
+
+
+def test_a_token_tied_with_the_first_choice_is_greedy():
+    """bf16 logits tie: a response token whose stored log-prob equals the first choice's counts as greedy
+    (argmax and top-k may order a tie differently); a token below the first choice does not."""
+    from graftlib.training.drafter_data import Sequence
+
+    ids = torch.tensor([[7, 8, 9], [4, 5, 6]], dtype=torch.int32)
+    logp = torch.tensor([[-0.5, -0.5, -2.0], [-0.1, -3.0, -4.0]], dtype=torch.float16)
+
+    def seq(response):
+        return Sequence(torch.tensor([1, 2, *response]), 2, torch.zeros(3, 4), "x/0", ids, logp)
+
+    assert seq([7, 4]).greedy() and seq([8, 4]).greedy()  # 8 ties with 7
+    assert not seq([9, 4]).greedy() and not seq([7, 5]).greedy()

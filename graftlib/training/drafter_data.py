@@ -135,10 +135,18 @@ class Sequence:
         return len(self.tokens) - self.prompt_len
 
     def greedy(self) -> bool:
-        """Whether the response is the target's greedy one: every token its stored top-1 (True when no
-        top-k was stored). Read from the data itself, so it holds whatever hash chose the sampled share
-        when the data was made (data made before that hash was salted samples other prompts)."""
-        return self.topk_ids is None or bool((self.tokens[self.prompt_len:] == self.topk_ids[:, 0].long()).all())
+        """Whether the response is the target's greedy one: every token its stored top-1 or tied with it
+        (True when no top-k was stored). A tie is a token whose stored log-prob equals the first choice's:
+        a bf16 target's logits tie often (about 1% of positions), and argmax and top-k may break a tie
+        differently, so without it ~3 in 4 bf16 responses of 250+ tokens would not count. Read from the
+        data itself, so it holds whatever hash chose the sampled share when the data was made (data made
+        before that hash was salted samples other prompts)."""
+        if self.topk_ids is None:
+            return True
+        tok = self.tokens[self.prompt_len:]
+        ids = self.topk_ids.long()
+        tied = (ids == tok[:, None]) & (self.topk_logp == self.topk_logp[:, :1])
+        return bool(((ids[:, 0] == tok) | tied.any(-1)).all())
 
 
 @dataclass
