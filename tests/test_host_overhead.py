@@ -40,8 +40,13 @@ def test_table_has_every_method_budget_and_stage(table):
         # the goal: two device syncs a round, the draft's read-back and the verdicts' (eager, as on a GPU)
         assert r["syncs"]["candidates"] == 1 and r["syncs"]["walk"] == 1 and r["syncs_total"] == 2
         assert 1 <= r["uploads"]["verify_inputs"] <= 2  # tokens + positions, and a branching tree's visibility
-        uses_tdes = r["method"] != "ddtree"
-        assert (r["host_ms"]["tdes"] > 0) == uses_tdes
+        if r["method"] == "ddtree":
+            assert r["host_ms"]["tdes"] == 0
+        else:  # the compiled heap scores inside it: tdes is the excess over DDTree's heap at the same B
+            heap = next(d["host_ms"]["tree"] for d in table["rows"] if (d["method"], d["budget"]) == ("ddtree", r["budget"]))
+            raw = r["tree_with_tdes_ms"]
+            assert r["host_ms"]["tdes"] == pytest.approx(max(raw - heap, 0.0))
+            assert r["host_ms"]["tree"] + r["host_ms"]["tdes"] == pytest.approx(raw)
     text = format_host_table(table)
     for word in (*HOST_STAGES, *METHODS, "syncs", "uploads"):
         assert word in text

@@ -1,7 +1,10 @@
 """Tree data, verify inputs (positions, visibility, 4D mask) and the greedy walk on hand-built trees."""
 
+import numpy as np
 import pytest
 import torch
+
+from graftlib.core.kernels import verify_blob
 
 from graftlib.core.tree import (
     EDGE_SHIFT,
@@ -12,7 +15,6 @@ from graftlib.core.tree import (
     child_edges,
     greedy_walk,
     parent_mismatch,
-    tree_walks,
     verify_inputs,
 )
 
@@ -203,12 +205,35 @@ def test_child_edges_name_each_child_once():
     assert verify_inputs(branchy(), 2).children == [{11: 1, 12: 2}, {13: 3, 14: 4}, {}, {15: 5}, {}, {}]
 
 
-def test_tree_walks_rows_are_ancestors_or_self():
-    rows, edges = tree_walks(TOKENS, PARENTS)  # 0: visible (ancestor or self), 1: hidden
-    assert [[j for j, b in enumerate(row) if not b] for row in rows] == [sorted(ANCESTORS_OR_SELF[i]) for i in range(6)]
-    assert all(len(row) == 6 and set(row) <= {0, 1} for row in rows)
-    assert edges == child_edges(TOKENS, PARENTS)
-    assert tree_walks([3], [-1]) == ([b"\x00"], {})
+def blob_rows(pad: int = 0, itemsize: int = 4, bits: int = 7) -> tuple[list[list[int]], np.ndarray, np.ndarray]:
+    """verify_blob of the hand-drawn tree at start 20: (mask rows as entry values, head [2, n], keys)."""
+    arrays = [np.array(x, np.int64) for x in (TOKENS, PARENTS, DEPTHS)]
+    blob, keys = verify_blob(*arrays, 20, pad, bits, itemsize)
+    n = len(TOKENS)
+    head = blob[:16 * n].view(np.int64).reshape(2, n)
+    body = blob[16 * n:].view({2: np.uint16, 4: np.uint32, 0: np.uint8}[itemsize])
+    return body.reshape(n, -1).tolist() if itemsize else [], head, keys
+
+
+def test_verify_blob_rows_hide_all_but_ancestors_or_self():
+    rows, head, keys = blob_rows()
+    assert [[j for j, v in enumerate(row) if v == 0] for row in rows] == [sorted(ANCESTORS_OR_SELF[i]) for i in range(6)]
+    assert all(len(row) == 6 and set(row) <= {0, 7} for row in rows)
+    assert head.tolist() == [TOKENS, [20 + d for d in DEPTHS]]
+    assert dict(zip(keys.tolist(), range(1, 6))) == child_edges(TOKENS, PARENTS)
+    chain_rows, chain_head, _ = blob_rows(itemsize=0)  # a chain: tokens and positions only
+    assert chain_rows == [] and chain_head.tolist() == head.tolist()
+    root, root_keys = verify_blob(*(np.array([x], np.int64) for x in (3, -1, 0)), 5, 0, 7, 2)
+    assert root[:16].view(np.int64).tolist() == [3, 5] and root[16:].tolist() == [0, 0] and root_keys.size == 0
+
+
+def test_verify_blob_pad_and_widths():
+    """`pad` zero columns in front of every row; a 2-byte dtype's bits fill two bytes per entry."""
+    plain, _, _ = blob_rows()
+    padded, _, _ = blob_rows(pad=2)
+    assert padded == [[0, 0] + row for row in plain]
+    half, _, _ = blob_rows(itemsize=2, bits=0xFF7F)
+    assert half == [[0xFF7F if v else 0 for v in row] for row in plain]
 
 
 def test_ancestor_levels_by_hand():
@@ -238,12 +263,6 @@ def test_mask_buffer_reuse_matches_fresh_masks():
     assert torch.equal(verify_inputs(branchy(), 7, masks=small).attention_mask, verify_inputs(branchy(), 7).attention_mask)
 
 
-def test_tree_walks_pad_puts_zero_columns_in_front():
-    rows, edges = tree_walks(TOKENS, PARENTS, pad=2)
-    plain, _ = tree_walks(TOKENS, PARENTS)
-    assert [bytes(r) for r in rows] == [b"\x00\x00" + bytes(r) for r in plain] and edges == child_edges(TOKENS, PARENTS)
-
-
 def test_mask_buffer_place_needs_the_pad():
     """A block placed after the prefix moved carries `pad(start)` zero columns; rows an earlier,
     larger tree wrote are cleared below the new start."""
@@ -251,7 +270,7 @@ def test_mask_buffer_place_needs_the_pad():
     verify_inputs(branchy(), 3, masks=buf)  # 6 rows written at columns 3..8
     assert buf.pad(5) == 2 and buf.pad(2) == 0
     with pytest.raises(ValueError, match="2 zero columns"):
-        buf.place(torch.zeros(4, 4, dtype=torch.uint8), 5)
+        buf.place(torch.zeros(4, 4), 5)
     small = Tree([1, 2, 3, 4], [-1, 0, 0, 2], [0, 1, 1, 2])
     got = verify_inputs(small, 5, masks=buf).attention_mask
     assert torch.equal(got, verify_inputs(small, 5).attention_mask)

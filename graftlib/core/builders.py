@@ -39,7 +39,10 @@ from typing import Protocol
 import numpy as np
 import torch
 
+from graftlib.core.kernels import build_heap
 from graftlib.core.tree import Tree
+
+NO_TABLES = (np.zeros((0, 0), np.float32),) * 3  # the compiled heap without a scorer: DDTree
 
 
 class Candidates:
@@ -239,6 +242,16 @@ class PoolScorer(EdgeScorer, Protocol):
     def pool_scores(self, cand: "Candidates", depths: int, root: int | None = None) -> PoolScores: ...
 
 
+class BilinearScorer(EdgeScorer, Protocol):
+    """An `EdgeScorer` whose scores are bilinear in a parent side and a pool-centred child side (TDES):
+    `bilinear_tables()` -> (P1 [V, M], u0 [D', M], C0 [V, M]) float32, C-contiguous, the last column 1 in
+    P1, 0 in u0 and C0, such that child_scores(p, d, ids, logq)[j] = X_d[j] . (P1[p] + u0[d - 1]) with
+    X_d = [C0[ids] - mean C0[ids] | logq] (`graftlib.core.kernels`). `HeapTreeBuilder` then runs the
+    compiled heap, scoring inside it, for rounds of at most D' depths."""
+
+    def bilinear_tables(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]: ...
+
+
 class TreeBuilder(Protocol):
     name: str
 
@@ -313,9 +326,23 @@ class HeapTreeBuilder:
     by pool index; per added node the loop makes one call for its children's ranking and no numpy call.
     """
 
-    def __init__(self, scorer: EdgeScorer | None = None, name: str = "ddtree"):
+    def __init__(self, scorer: EdgeScorer | None = None, name: str = "ddtree", compiled: bool = True):
         self.scorer = scorer
         self.name = name
+        self.compiled = compiled  # False: always this Python heap (the reference the compiled one is tested on)
+
+    def _tables(self, cand: Candidates) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+        """The compiled heap's edge-score tables (`graftlib.core.kernels`): three empty ones for DDTree,
+        a `BilinearScorer`'s for a round it covers (every depth of `cand`); None: this Python heap."""
+        if not self.compiled:
+            return None
+        if self.scorer is None:
+            return NO_TABLES
+        tables = getattr(self.scorer, "bilinear_tables", None)
+        if tables is None:
+            return None
+        P1, u0, C0 = tables()
+        return (P1, u0, C0) if u0.shape[0] >= cand.depth else None  # deeper: the reference raises when reached
 
     def _rankings(self, cand: Candidates, depths: int, root_token: int) -> tuple[Callable, Callable, list | None]:
         """(children, rest, shared): children(parent_token, depth, index) -> the leading ranks (at least
@@ -342,6 +369,11 @@ class HeapTreeBuilder:
     def build(self, root_token: int, cand: Candidates, budget: int) -> Tree:
         if cand.depth == 0 or budget <= 0:
             return Tree.root_only(root_token)
+        tables = self._tables(cand)
+        if tables is not None:
+            tokens, parents, depths, scores, n = build_heap(root_token, cand.id_table, cand.logq_table, budget,
+                                                            cand.depth, *tables)
+            return Tree(tokens[:n].tolist(), parents[:n].tolist(), depths[:n].tolist(), scores[:n].tolist())
         depth_limit, width = cand.depth, cand.width  # every pool offers `width` children
         children, rest, shared = self._rankings(cand, min(depth_limit, budget), root_token)
         ids = [i for i, _ in cand.rows()]  # per depth index: the pool's token ids

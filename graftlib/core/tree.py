@@ -11,19 +11,20 @@ Invariants (checked by `Tree.validate`, relied on everywhere):
 
 `verify_inputs(tree, start)` is the single place that turns a tree into what the target needs:
 position ids `start + depth`, the additive 4D attention mask over `[prefix (start) | tree (N+1)]`
-(from the ancestor-or-self visibility rows, `tree_walks`), the walk's edge map
+(a node's row: its parent's, with its own entry visible; `graftlib.core.kernels.verify_blob`), the walk's edge map
 (parent << 32 | token -> child, `child_edges`), and, derived on first use, the visibility matrix,
 each node's child map and the root-to-node paths (Medusa/EAGLE "retrieve indices").
 `greedy_walk` accepts the longest path whose tokens equal the target's argmax tokens (exact at
 temperature 0). A decode reuses one mask buffer (`MaskBuffer`) across rounds.
 """
 
-from array import array
 from dataclasses import dataclass, field
 from functools import cached_property
 
 import numpy as np
 import torch
+
+from graftlib.core.kernels import verify_blob
 
 
 @dataclass
@@ -151,14 +152,16 @@ class MaskBuffer:
     """A decode's additive 4D attention mask, allocated once and rewritten in place each round.
 
     Holds [1, 1, rows, cols] in the mask dtype on the device (rows >= N+1 of any tree, cols >= the
-    longest start + N+1). `place(hidden, start)` returns the view [1, 1, n, start + n] whose last n
-    columns are the tree block (the dtype's min where `hidden` is 1, else 0) and whose first `start`
-    columns (the cached prefix) are 0.
+    longest start + N+1). `place(block, start)` writes a tree's block and returns the view
+    [1, 1, n, start + n] whose last n columns are the tree block (the dtype's min where node j is hidden
+    from node i, else 0) and whose first `start` columns (the cached prefix) are 0.
     Invariant: every column below `clean` is 0 in every row, and rows at or beyond `dirty` were never
     written. The columns that became prefix since the last round (the accepted nodes, `pad(start)`
     of them) are cleared by the block write itself: the caller puts that many zero columns in front of
-    the block, so a round costs one write into rows 0..n-1 (rows n..dirty-1, which an earlier, larger
+    the block, so a round costs one copy into rows 0..n-1 (rows n..dirty-1, which an earlier, larger
     tree wrote, are cleared apart), instead of allocating and filling a fresh [n, start + n] mask.
+    `hidden_bits` / `itemsize`: the dtype's min as an unsigned integer of its width, for host code that
+    writes blocks as raw bytes (`graftlib.core.kernels.verify_blob`).
     """
 
     def __init__(self, rows: int, cols: int, device, dtype: torch.dtype):
@@ -166,6 +169,9 @@ class MaskBuffer:
         self.rows, self.cols, self.device, self.dtype = rows, cols, self.mask.device, dtype
         self.plane = self.mask[0, 0]  # [rows, cols]
         self.min = torch.finfo(dtype).min  # "not visible"
+        self.itemsize = self.mask.element_size()
+        bits = torch.tensor([self.min], dtype=dtype).view(UNSIGNED[self.itemsize][0])
+        self.hidden_bits = int(bits) & UNSIGNED[self.itemsize][1]
         self.clean, self.dirty = cols, 0
 
     def fits(self, n: int, start: int, device, dtype: torch.dtype) -> bool:
@@ -177,60 +183,47 @@ class MaskBuffer:
         the last round."""
         return max(start - self.clean, 0)
 
-    def place(self, hidden: torch.Tensor, start: int) -> torch.Tensor:
-        """`hidden` [n, pad(start) + n] uint8 on the device (`pad(start)` zero columns, then the block:
-        1 where node j is not visible to node i) -> the mask view [1, 1, n, start + n]. Written as
-        hidden * min in one op: exact in any float dtype."""
-        n, width = hidden.shape
+    def place(self, block: torch.Tensor, start: int) -> torch.Tensor:
+        """`block` [n, pad(start) + n] in the mask dtype on the device (`pad(start)` zero columns, then the
+        tree block: min where node j is not visible to node i, else 0) -> the mask view [1, 1, n, start + n],
+        written with one copy."""
+        n, width = block.shape
         if width != n + self.pad(start):
             raise ValueError(f"MaskBuffer.place: a block at {start} needs {self.pad(start)} zero columns in "
                              f"front, got {width - n}")
         if n < self.dirty and start > self.clean:
             self.plane[n:self.dirty, self.clean:start] = 0
-        torch.mul(hidden, self.min, out=self.plane[:n, start + n - width:start + n])
+        self.plane[:n, start + n - width:start + n].copy_(block)
         self.clean, self.dirty = start, max(self.dirty, n)
         return self.mask[:, :, :n, :start + n]
 
 
-def tree_walks(tokens: list[int], parents: list[int], pad: int = 0) -> tuple[list[bytearray], dict[int, int]]:
-    """(hidden rows, edges) in one pass over the nodes: row i is `pad` zero bytes, then N+1 bytes, 0
-    where node j is i or an ancestor of i (visible), else 1; edges = `child_edges`. Parents precede
-    children, so a node's row is a copy of its parent's with its own byte cleared (one C-level copy
-    per node; no per-entry Python)."""
-    n = len(tokens)
-    rows, edges = [bytearray(b"\x00" * (pad + 1) + b"\x01" * (n - 1))], {}
-    for i in range(1, n):
-        p = parents[i]
-        row = bytearray(rows[p])
-        row[pad + i] = 0
-        rows.append(row)
-        edges[p << EDGE_SHIFT | tokens[i]] = i
-    return rows, edges
+UNSIGNED = {2: (torch.int16, 0xFFFF), 4: (torch.int32, 0xFFFFFFFF)}  # a mask dtype's width -> its bits
 
 
 def verify_inputs(tree: Tree, start: int, device: torch.device | str = "cpu",
                   dtype: torch.dtype = torch.float32, masks: MaskBuffer | None = None) -> VerifyInputs:
     """Derive the target's verify inputs for `tree` placed after a cached prefix of `start` tokens.
 
-    Host work: one pass over the nodes (`tree_walks`: the rows of hidden ancestors and the walk's
-    edges) and one upload: a byte blob of the tokens and positions (int64, [2, N+1]) followed, for a
-    tree that is not a chain, by the [N+1, pad + N+1] uint8 hidden rows; on the device both are views
-    of it, and the rows become the additive block in the mask (`MaskBuffer.place`: one multiply by
-    the dtype's min into the buffer). `masks`: the decode's `MaskBuffer` (the mask is a view of it);
+    Host work: one compiled pass over the nodes (`graftlib.core.kernels.verify_blob`: a node's mask row
+    is its parent's with its own entry cleared, and the walk's edge keys) and one upload: a byte blob of
+    the tokens and positions (int64, [2, N+1]) followed, for a tree that is not a chain, by the
+    [N+1, pad + N+1] mask block in the mask dtype; on the device all are views of it, and the block is
+    copied into the buffer (`MaskBuffer.place`). `masks`: the decode's `MaskBuffer` (the mask is a view of it);
     None or too small: a fresh mask.
     """
-    n, tokens = len(tree.tokens), tree.tokens
+    n = len(tree.tokens)
     chain = max(tree.depths) == n - 1  # one path through every node: causal attention, no mask
     if not chain and (masks is None or not masks.fits(n, start, device, dtype)):
         masks = MaskBuffer(n, start + n, device, dtype)
-    pad = 0 if chain else masks.pad(start)
-    rows, edges = tree_walks(tokens, tree.parents, pad)
-    head = [array("q", tokens), array("q", [start + d for d in tree.depths])]
-    blob = torch.frombuffer(bytearray().join(head if chain else head + rows), dtype=torch.uint8).to(device)
+    pad, bits, size = (0, 0, 0) if chain else (masks.pad(start), masks.hidden_bits, masks.itemsize)
+    host, keys = verify_blob(np.asarray(tree.tokens, np.int64), np.asarray(tree.parents, np.int64),
+                             np.asarray(tree.depths, np.int64), start, pad, bits, size)
+    blob = torch.from_numpy(host).to(device)
     input_ids, position_ids = blob[:16 * n].view(torch.int64).view(2, 1, n).unbind()
-    mask = None if chain else masks.place(blob[16 * n:].view(n, pad + n), start)
-    return VerifyInputs(input_ids=input_ids, position_ids=position_ids, attention_mask=mask, edges=edges,
-                        parents=tree.parents)
+    mask = None if chain else masks.place(blob[16 * n:].view(dtype).view(n, pad + n), start)
+    return VerifyInputs(input_ids=input_ids, position_ids=position_ids, attention_mask=mask,
+                        edges=dict(zip(keys.tolist(), range(1, n))), parents=tree.parents)
 
 
 def greedy_walk(edges: dict[int, int], target_next) -> tuple[list[int], int]:

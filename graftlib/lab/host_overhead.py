@@ -36,6 +36,8 @@ is charged for the kernels it launched. The tdes column is the tree stage's time
 of the builds' wall time spent in the scorer (`TimedBuilder`): TDES's batched round preparation
 (`pool_scores`) and any full ranking; the heap's per-node `leading` reads of the prepared lists are
 not timed one by one (the clock reads would cost as much) and count in the tree column, the rest.
+With the compiled heap (`graftlib.core.kernels`, the default) TDES scores inside the heap's one call:
+its tdes column is then the tree stage's excess over DDTree's at the same budget (`fused_tdes`).
 
 Syncs (`SyncCounter`, a TorchFunctionMode active only in the counted decode): the calls that make
 the host wait for the device: .item(), .tolist(), .cpu(), .numpy(force=True), bool/int/float/index
@@ -130,6 +132,8 @@ class TimedScorer:
     def __getattr__(self, name: str):
         if name == "pool_scores" and hasattr(self.scorer, "pool_scores"):
             return self._pool_scores  # a `PoolScorer`: its round preparation and its calls are timed too
+        if name == "bilinear_tables" and hasattr(self.scorer, "bilinear_tables"):
+            return self.scorer.bilinear_tables  # the compiled heap scores inside the tree stage
         raise AttributeError(name)
 
     def _pool_scores(self, cand, depths: int, root: int | None = None):
@@ -328,6 +332,7 @@ def host_overhead_table(device: str = "cpu", budgets=BUDGETS, methods=METHODS, r
             loop = DecodeLoop(target, drafter, builder, controller)
             loop.eager_verdicts = True  # the accelerator's path on any device (module doc)
             rows.append({"method": method, "budget": b, **measure(loop, scorer, prompt, rounds, repeats)})
+    fused_tdes(rows)
     setting = {"device": str(target.device), "threads": torch.get_num_threads(), "torch": torch.__version__,
                "cpu": platform.processor() or platform.machine(), "vocab": vocab, "layers": layers,
                "depth": drafter.block_size - 1,
@@ -335,6 +340,20 @@ def host_overhead_table(device: str = "cpu", budgets=BUDGETS, methods=METHODS, r
     if target.device.type == "cuda":
         setting["gpu"] = torch.cuda.get_device_name(target.device)
     return {"setting": setting, "rows": rows}
+
+
+def fused_tdes(rows: list[dict]) -> None:
+    """Split the tree stage of rows whose TDES scoring ran inside the compiled heap (their tdes column
+    is 0: no scorer call to time) into the heap and TDES, in place: tdes = the excess of the row's tree
+    stage over DDTree's at the same budget (the same node count), tree = the rest; the unsplit figure
+    stays as `tree_with_tdes_ms`. Rows without a DDTree row of their budget stay unsplit."""
+    heap = {r["budget"]: r["host_ms"]["tree"] for r in rows if r["method"] == "ddtree"}
+    for r in rows:
+        ms = r["host_ms"]
+        if r["method"] != "ddtree" and ms["tdes"] == 0 and r["budget"] in heap:
+            r["tree_with_tdes_ms"] = ms["tree"]
+            ms["tdes"] = max(ms["tree"] - heap[r["budget"]], 0.0)
+            ms["tree"] -= ms["tdes"]
 
 
 def format_host_table(table: dict) -> str:

@@ -185,6 +185,11 @@ class TDESScorer:
         `parent_token` (eq. 4): one [K, m + 1] x [m + 1] product per call."""
         return self._child_side(depth, child_ids, logq) @ self.parent_side(parent_token, depth)
 
+    def bilinear_tables(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """([k P | 1], [k u | 0], [C | 0]): the sides' tables (module doc), for the compiled heap
+        (`graftlib.core.builders.BilinearScorer`)."""
+        return self.P1, self.u0, self.C0
+
     def pool_scores(self, cand, depths: int, root: int | None = None) -> "RoundScores":
         """The round's scoring prepared in batched passes (`graftlib.core.builders.PoolScorer`); `root`:
         the tree's root token (the one parent at depth 1, then scored with the batch)."""

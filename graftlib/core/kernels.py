@@ -1,0 +1,218 @@
+"""The best-first draft-tree heap compiled (numba): DDTree (eq. 3) and the bilinear residual edge score (eqs. 4, 13).
+
+`HeapTreeBuilder` (graftlib.core.builders) is the reference: a Python heap whose per-node work is a few
+list reads, plus, with a `PoolScorer` (TDES), a dozen batched numpy calls per round. On a CPU right after
+a forward pass each library call costs several microseconds and each Python step a cache-cold fraction of
+one, so a B = 64 round spent 0.1-0.2 ms in the DDTree heap and 0.4-0.5 ms more in TDES's scoring
+(`graft host-overhead`). This module runs the same algorithm as one compiled call per round.
+
+`build_heap(root, ids, logq, budget, depth_limit, P1, u0, C0)` -> (tokens, parents, depths, scores, n):
+node arrays of which the first n are the tree (root first, parents before children). Inputs:
+- `ids` [D, K] int32/int64 and `logq` [D, K] float32: the draft's per-depth pools, best first
+  (`Candidates.id_table` / `logq_table`);
+- the edge score tables of a bilinear scorer, or three empty [0, 0] arrays for DDTree:
+  `P1` [V, M] parent side, `u0` [D', M] depth offsets, `C0` [V, M] child side, whose last column is
+  0 in `C0` and 1 in `P1` + `u0` (TDES's `[k P | 1]`, `[k u | 0]`, `[C | 0]`, graftlib.methods.tdes).
+  The edge score of child c (pool index j at depth d) under parent token p is
+      S = X_d[j] . (P1[p] + u0[d - 1]),  X_d = [C[C_d] - mean_j C[C_d] | log q_d]
+  = log q_{t,d}(c) + beta f~(p, c, d): the child side centred over the pool (eq. 5), the log q
+  carried by the last column. Depth d's X_d is made when a node first asks for children there.
+
+The heap is `HeapTreeBuilder`'s, step for step: one entry per parent, (-path score, push counter,
+parent, rank), popped in that order (ties by push order); popping adds the child and pushes its
+next sibling and its own best child. A parent's children rank by score, ties to the lower pool index:
+DDTree's is the pool order itself (the pools are sorted), a scorer's row is argmax'd for the first
+child and stably sorted when a second one is asked for. Path scores add in float64 as the reference's
+Python floats do; a scorer's rows are float32 dot products, which may round differently from numpy's
+batched ones (the same tree up to near-ties in score; tests check the heap exactly on tables whose
+products are exact).
+
+Compiled on first use and cached on disk (`cache=True`: later processes load it in ~0.1 s).
+"""
+
+import numba
+import numpy as np
+
+
+@numba.njit(cache=True)
+def _less(keys, counts, a, b) -> bool:
+    """Heap entry a before b: lower key (-path score), then lower push counter."""
+    return keys[a] < keys[b] or (keys[a] == keys[b] and counts[a] < counts[b])
+
+
+@numba.njit(cache=True)
+def _swap(keys, counts, owners, picks, a, b) -> None:
+    keys[a], keys[b] = keys[b], keys[a]
+    counts[a], counts[b] = counts[b], counts[a]
+    owners[a], owners[b] = owners[b], owners[a]
+    picks[a], picks[b] = picks[b], picks[a]
+
+
+@numba.njit(cache=True)
+def _push(keys, counts, owners, picks, size, key, count, owner, pick) -> int:
+    """Append an entry and sift it up; returns the new size."""
+    i = size
+    keys[i], counts[i], owners[i], picks[i] = key, count, owner, pick
+    while i > 0:
+        up = (i - 1) >> 1
+        if not _less(keys, counts, i, up):
+            break
+        _swap(keys, counts, owners, picks, i, up)
+        i = up
+    return size + 1
+
+
+@numba.njit(cache=True)
+def _pop(keys, counts, owners, picks, size) -> int:
+    """Move the first entry to slot `size - 1` (read it there) and restore the heap; returns the new size."""
+    last = size - 1
+    _swap(keys, counts, owners, picks, 0, last)
+    i = 0
+    while True:
+        left = 2 * i + 1
+        if left >= last:
+            break
+        best = left
+        if left + 1 < last and _less(keys, counts, left + 1, left):
+            best = left + 1
+        if not _less(keys, counts, best, i):
+            break
+        _swap(keys, counts, owners, picks, i, best)
+        i = best
+    return last
+
+
+@numba.njit(cache=True, fastmath=True)
+def _score_row(ids, logq, C0, P1, u0, token, d, out) -> None:
+    """out[j] = log q_d[j] + f_j - mean_j' f_j' with f_j = C0[ids[d, j]] . (P1[token] + u0[d]) over the
+    first M - 1 columns (the last one carries log q: 0 in C0), the edge scores of `token`'s children at
+    pool index d (eqs. 4-5; float32 dot products, which the compiler may sum in any fixed order)."""
+    K = ids.shape[1]
+    m = C0.shape[1] - 1
+    y = np.empty(m, np.float32)
+    for col in range(m):
+        y[col] = P1[token, col] + u0[d, col]
+    total = np.float32(0.0)
+    for j in range(K):
+        c = ids[d, j]
+        acc = np.float32(0.0)
+        for col in range(m):
+            acc += C0[c, col] * y[col]
+        out[j] = acc
+        total += acc
+    mean = total / np.float32(K)
+    for j in range(K):
+        out[j] = logq[d, j] + (out[j] - mean)
+
+
+@numba.njit(cache=True)
+def _next_child(row, prev) -> int:
+    """The pool index ranked right after `prev` in `row`'s stable descending order (score down, then
+    pool index up): the best entry below prev's score, or at its score with a higher index."""
+    s = row[prev]
+    pick = -1
+    for j in range(row.shape[0]):
+        v = row[j]
+        if v < s or (v == s and j > prev):
+            if pick < 0 or v > row[pick]:
+                pick = j
+    return pick
+
+
+@numba.njit(cache=True)
+def build_heap(root, ids, logq, budget, depth_limit, P1, u0, C0):
+    D, K = ids.shape
+    scored = P1.shape[0] > 0
+    n_max = budget + 1
+    tokens = np.empty(n_max, np.int64)
+    parents = np.empty(n_max, np.int64)
+    depths = np.empty(n_max, np.int64)
+    scores = np.empty(n_max, np.float64)
+    taken = np.zeros(n_max, np.int64)  # per node: children added so far
+    rows = np.empty((n_max if scored else 0, K), np.float32)  # per node: its children's scores by pool index
+    cap = 2 * n_max + 1
+    keys = np.empty(cap, np.float64)
+    counts = np.empty(cap, np.int64)
+    owners = np.empty(cap, np.int64)
+    picks = np.empty(cap, np.int64)  # the entry's child: its pool index
+
+    tokens[0], parents[0], depths[0], scores[0] = root, -1, 0, 0.0
+    n = 1
+    if D == 0 or budget <= 0:
+        return tokens, parents, depths, scores, n
+    j = _first_child(0, root, 0, ids, logq, P1, u0, C0, rows, scored)
+    first = np.float64(logq[0, j]) if not scored else np.float64(rows[0, j])
+    size = _push(keys, counts, owners, picks, 0, -first, 0, 0, j)
+    counter = 1
+    while size > 0 and n - 1 < budget:
+        size = _pop(keys, counts, owners, picks, size)
+        neg, parent, index = keys[size], owners[size], picks[size]
+        node = n
+        depth = depths[parent] + 1
+        tokens[node], parents[node], depths[node], scores[node] = ids[depth - 1, index], parent, depth, -neg
+        n += 1
+        taken[parent] += 1
+        if taken[parent] < K:  # next sibling: same parent, next-best child
+            if not scored:
+                j = index + 1  # the pool's own order
+                nxt = np.float64(logq[depth - 1, j])
+            else:
+                j = _next_child(rows[parent], index)
+                nxt = np.float64(rows[parent, j])
+            size = _push(keys, counts, owners, picks, size, -scores[parent] - nxt, counter, parent, j)
+            counter += 1
+        if depth < depth_limit and n - 1 < budget:  # first child of the new node
+            j = _first_child(node, tokens[node], depth, ids, logq, P1, u0, C0, rows, scored)
+            first = np.float64(logq[depth, j]) if not scored else np.float64(rows[node, j])
+            size = _push(keys, counts, owners, picks, size, neg - first, counter, node, j)
+            counter += 1
+    return tokens, parents, depths, scores, n
+
+
+@numba.njit(cache=True)
+def _first_child(node, token, d, ids, logq, P1, u0, C0, rows, scored) -> int:
+    """The pool index of `node`'s best child at depth d + 1 (pool index d); with a scorer its children's
+    row is scored and kept. DDTree's is the pool's first."""
+    if not scored:
+        return 0
+    _score_row(ids, logq, C0, P1, u0, token, d, rows[node])
+    return np.argmax(rows[node])  # the first maximum: ties to the lower pool index
+
+
+@numba.njit(cache=True)
+def verify_blob(tokens, parents, depths, start, pad, hidden_bits, itemsize):
+    """(blob, keys) of a tree (int64 node arrays, parents before children) placed after `start` cached
+    positions. `blob` uint8 = the tokens and position ids `start + depth` (int64, [2, n]), then, when
+    `itemsize` is 2 or 4 (0: a chain, no mask), the mask block [n, pad + n] as that many bytes per entry:
+    `pad` zero columns, then `hidden_bits` (the mask dtype's "not visible" value, as an unsigned
+    integer) where node j is neither node i nor one of its ancestors, else 0; row i is its parent's
+    with entry i cleared. `keys` [n - 1] int64: the walk's edge keys `parent << 32 | token` of nodes
+    1..n-1. `graftlib.core.tree.verify_inputs` uploads the blob once and views the parts on the device."""
+    n = tokens.shape[0]
+    width = pad + n
+    body = n * width * itemsize
+    words = np.zeros(2 * n + (body + 7) // 8, np.int64)
+    for i in range(n):
+        words[i] = tokens[i]
+        words[n + i] = start + depths[i]
+    keys = np.empty(max(n - 1, 0), np.int64)
+    for i in range(1, n):
+        keys[i - 1] = (parents[i] << 32) | tokens[i]
+    if itemsize == 2:
+        _hidden_rows(words[2 * n:].view(np.uint16), parents, pad, np.uint16(hidden_bits))
+    elif itemsize == 4:
+        _hidden_rows(words[2 * n:].view(np.uint32), parents, pad, np.uint32(hidden_bits))
+    return words.view(np.uint8)[:16 * n + body], keys
+
+
+@numba.njit(cache=True)
+def _hidden_rows(flat, parents, pad, hidden) -> None:
+    """The mask block into `flat` (zeroed, at least n * (pad + n) entries): row i = its parent's row
+    with entry pad + i cleared; the root's row hides every other node."""
+    n = parents.shape[0]
+    width = pad + n
+    flat[pad + 1:width] = hidden
+    for i in range(1, n):
+        row, up = i * width, parents[i] * width
+        flat[row:row + width] = flat[up:up + width]
+        flat[row + pad + i] = 0
