@@ -5,7 +5,6 @@ import pytest
 import torch
 
 from graftlib.core.kernels import verify_blob
-
 from graftlib.core.tree import (
     EDGE_SHIFT,
     MaskBuffer,

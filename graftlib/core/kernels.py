@@ -113,9 +113,8 @@ def _next_child(row, prev) -> int:
     pick = -1
     for j in range(row.shape[0]):
         v = row[j]
-        if v < s or (v == s and j > prev):
-            if pick < 0 or v > row[pick]:
-                pick = j
+        if (v < s or (v == s and j > prev)) and (pick < 0 or v > row[pick]):
+            pick = j
     return pick
 
 
