@@ -29,6 +29,7 @@ from graftlib.methods.saba import (
     decide,
     default_params,
     degeneration,
+    degeneration_from,
     draft_mass,
     extra_tokens,
     gain,
@@ -87,6 +88,10 @@ def test_signals_from_the_read_back_gram_equal_the_hidden_states():
     assert cand.hidden_sq is not None and len(cand.hidden_sq) == 6 and len(cand.hidden_dot) == 5
     bare = Candidates(cand.ids, cand.logq, cand.top1_prob, hidden)  # no read-back: from the tensor
     assert StateTracker().signals(cand).tolist() == pytest.approx(StateTracker().signals(bare).tolist(), abs=1e-6)
+    # the compiled read of the packed pools and Gram (`packed_signals`) is the Python formula, exactly
+    conf = sum(cand.top1_prob) / len(cand.top1_prob)
+    assert StateTracker().signal_list(cand)[:2] == [conf, degeneration_from(cand.hidden_sq, cand.hidden_dot)]
+    assert cand.gram_table.shape == (6, 6) and bare.gram_table is None
 
 
 def test_decide_is_the_gate_the_argmax_and_the_prediction():
@@ -133,9 +138,35 @@ def test_grid_utility_is_decide_and_prefers_ar():
             seen.add(b)
             gated += ar
     assert len(seen) > 3 and 0 in seen and gated > 0  # the cases move the choice and both gates fire
-    table = {str(b): [0.5, 0.2, 0.3, 0.4] for b in (1, 2, 4, 8)}
-    assert not GridUtility.applies(SabaParams(gain_table=table, grid=[1, 2, 4, 8]))
-    assert SabaController(SabaParams(gain_table=table, grid=[1, 2, 4, 8])).fast is None  # numpy's decide
+    mass = {str(b): [0.5, 0.2, 0.3, 0.4, 0.1] for b in (1, 2, 4, 8)}
+    assert not GridUtility.applies(SabaParams(gain_table=mass, grid=[1, 2, 4, 8]))
+    assert SabaController(SabaParams(gain_table=mass, grid=[1, 2, 4, 8])).fast is None  # numpy's decide
+
+
+def test_grid_utility_reads_gain_tables_as_decide_does():
+    """A 4-weight gain table (the shipped calibration's kind): the grid's pass chooses and predicts as
+    numpy's `decide`, with grid budgets on, between and beyond the table's (the interpolation's knots)."""
+    rng = np.random.default_rng(2)
+    seen = set()
+    for table_b, grid in (((1, 2, 4, 8, 16), [1, 2, 4, 8, 16]), ((2, 4, 16), [1, 2, 3, 4, 6, 12, 16, 24])):
+        table = {str(b): [float(x) for x in rng.uniform(-1, 3, 4)] for b in table_b}
+        for params in (SabaParams(gain_table=table, grid=grid),
+                       SabaParams(gain_table=table, grid=grid, c_ar=[0.03, 2e-5], cost_table={"4": 0.004},
+                                  post_gate=True)):
+            g = np.array(params.grid, dtype=float)
+            fast = SabaController(params).fast
+            assert fast is not None and fast.table is not None
+            for _ in range(60):
+                s = np.array([rng.uniform(0, 1), rng.uniform(-1, 1), rng.uniform(1, 6), 1.0])
+                prefix, k, depth = int(rng.integers(10, 3000)), float(rng.uniform(0.3, 1.5)), int(rng.choice([3, 15]))
+                b, extra = decide(params, g, s, prefix, depth, k)
+                fb, fextra = fast.decide(s.tolist(), prefix, depth, k)
+                assert fb == b and fextra == pytest.approx(extra, rel=1e-9, abs=1e-12)
+                assert fast.prefers_ar(s.tolist(), prefix, depth, k) == prefers_ar(params, g, s, prefix, depth, k)
+                assert fast.extras(s.tolist(), depth)[0] == pytest.approx(extra_tokens(params, g, s, depth).tolist(),
+                                                                          rel=1e-9, abs=1e-12)
+                seen.add(b)
+    assert len(seen) > 3  # the states move the choice
 
 
 # ----------------------------------------------------------------------------- model (eqs. 14, 16, 17)

@@ -145,6 +145,14 @@ class Candidates:
             self._dot = [q[o + 2 * k + d + 1] for d, o in enumerate(range(0, (self.depth - 1) * w, w))]
         return self._dot
 
+    @property
+    def gram_table(self) -> np.ndarray | None:
+        """[D, D] float32 Gram matrix of the drafter states packed with the read-back (a view), or None."""
+        if not self._gram_packed():
+            return None
+        host, k = self._packed
+        return host[:, 2 * k:]
+
     def _gram_packed(self) -> bool:
         return self._packed is not None and self.hidden is not None
 

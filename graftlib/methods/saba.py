@@ -130,6 +130,7 @@ from collections import deque
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+import numba
 import numpy as np
 import torch
 
@@ -297,6 +298,31 @@ def degeneration_from(sq: list[float], dots: list[float]) -> float:
     return sum(r) / len(r) + (r[-1] - r[0])
 
 
+@numba.njit(cache=True)
+def packed_signals(logq, gram) -> tuple[float, float]:
+    """(conf_t, degen_t) from the pools' log q [D, K] and the drafter states' Gram matrix [D, D] (float32
+    views of the read-back): the mean top-1 probability and eq. 15's degeneration, in float64 with
+    `degeneration_from`'s operations in its order (the same values)."""
+    D = logq.shape[0]
+    if D == 0:
+        return 0.0, 0.0
+    conf = 0.0
+    for d in range(D):
+        conf += math.exp(np.float64(logq[d, 0]))
+    conf /= D
+    if D < 2:
+        return conf, 0.0
+    total, first, last = 0.0, 0.0, 0.0
+    for d in range(D - 1):
+        norm = math.sqrt(np.float64(gram[d, d]) * np.float64(gram[d + 1, d + 1]))
+        r = np.float64(gram[d, d + 1]) / max(norm, 1e-12)
+        total += r
+        if d == 0:
+            first = r
+        last = r
+    return conf, total / (D - 1) + (last - first)
+
+
 def draft_mass(cand: Candidates, budgets) -> np.ndarray:
     """M_t(B) at each budget: the summed draft probability prod_d q_{t,d}(u_d) of the B best draft
     prefixes u (DDTree's best-first tree under eq. 3's scores, ties by depth then rank).
@@ -333,7 +359,12 @@ class StateTracker:
         return np.array(self.signal_list(cand))
 
     def signal_list(self, cand: Candidates) -> list[float]:
-        """s_t as a list of floats (`signals` is its array)."""
+        """s_t as a list of floats (`signals` is its array). A read-back packed with the drafter's Gram
+        matrix gives conf and degen in one compiled call (`packed_signals`)."""
+        gram = cand.gram_table
+        if gram is not None:
+            conf, degen = packed_signals(cand.logq_table, gram)
+            return [conf, degen, self.hist(), 1.0]
         top1 = cand.top1_prob
         conf = sum(top1) / len(top1) if top1 else 0.0
         degen = degeneration(cand.hidden) if cand.hidden_sq is None else degeneration_from(cand.hidden_sq,
@@ -490,33 +521,46 @@ class GainCorrection:
 
 class GridUtility:
     """U_t(B) over a controller's fixed grid in plain Python floats: the per-round form of `decide` /
-    `prefers_ar` for eq. 16's gain (no gain table), with every term that depends only on the grid
-    computed once.
+    `prefers_ar` for eq. 16's gain or a gain table without the draft-mass term, with every term that
+    depends only on the grid computed once.
 
     Eq. 17 (plus the cost table) is affine in the prefix, C_t(B) = C(B, 0) + prefix * dC(B), so the
-    grid's C(B, 0) and dC(B) are precomputed; a round is then one pass over the grid of scalar ops
-    (numpy's per-call overhead on a dozen-element array costs more than the arithmetic). Same model
-    and argmax rule as `decide` (the smallest budget on ties); the values agree with it up to
-    floating-point rounding (tests check the choices are equal).
+    grid's C(B, 0) and dC(B) are precomputed; a gain table's interpolation from its budgets to the
+    grid's (in log2 B, as `extra_tokens`) is a fixed pair of table rows and a weight per grid budget.
+    A round is then one pass over the grid of scalar ops (numpy's per-call overhead on a dozen-element
+    array costs more than the arithmetic). Same model and argmax rule as `decide` (the smallest budget
+    on ties); the values agree with it up to floating-point rounding (tests check the choices are equal).
     """
 
     def __init__(self, params: SabaParams, grid: np.ndarray):
         self.params, self.budgets = params, [float(b) for b in grid]
         c0 = round_costs(params, grid, 0)
         self.cost0, self.slope = c0.tolist(), (round_costs(params, grid, 1) - c0).tolist()
+        self.table = None if params.gain_table is None else params._table_w.tolist()  # [budgets][4]
+        self.knots = [] if params.gain_table is None else [_knot(params._table_log2b, math.log2(b)) for b in grid]
 
     @staticmethod
     def applies(params: SabaParams) -> bool:
-        return params.gain_table is None
+        return params.gain_table is None or not params.uses_mass
+
+    def extras(self, s: list[float], depth: int | None) -> tuple[list[float], list[float] | None]:
+        """(E[a_t(B)] - 1 over the grid, G_t(B) over the grid or None with a gain table): `extra_tokens`."""
+        if self.table is None:
+            lam, a_sat = self.saturation(s, depth)
+            gains = [-math.expm1(-b / lam) for b in self.budgets]
+            return [a_sat * g for g in gains], gains
+        a, top = [], -math.inf
+        for w in self.table:  # E[a_t(B)] at the table's budgets, non-decreasing in B
+            top = max(top, w[0] * s[0] + w[1] * s[1] + w[2] * s[2] + w[3] * s[3])
+            a.append(top)
+        cap = math.inf if depth is None else depth
+        return [min(max(a[i] + t * (a[j] - a[i]) - 1.0, 0.0), cap) for i, j, t in self.knots], None
 
     def terms(self, s: list[float], prefix_len: int, depth: int | None, k: float):
-        """(numerators, costs, extra tokens) over the grid: 1 + k A_t G_t(B) (or the paper's G_t(B)),
-        C_t(B), A_t G_t(B)."""
-        p = self.params
-        lam, a_sat = self.saturation(s, depth)
-        gains = [-math.expm1(-b / lam) for b in self.budgets]
-        extra = [a_sat * g for g in gains]
-        num = [1.0 + k * e for e in extra] if p.utility == "throughput" else gains
+        """(numerators, costs, extra tokens) over the grid: 1 + k E[a_t(B) - 1] (or the paper's G_t(B)),
+        C_t(B), E[a_t(B)] - 1."""
+        extra, gains = self.extras(s, depth)  # a gain table needs utility "throughput" (SabaParams)
+        num = [1.0 + k * e for e in extra] if self.params.utility == "throughput" else gains
         costs = [c + prefix_len * d for c, d in zip(self.cost0, self.slope)]
         return num, costs, extra
 
@@ -524,19 +568,15 @@ class GridUtility:
         """`decide`'s (B_t, predicted extra at B_t), or (0, 0.0) when the post-draft gate declines:
         one pass over the grid (first maximum on ties)."""
         p = self.params
-        lam, a_sat = self.saturation(s, depth)
-        throughput, c_draft, gate = p.utility == "throughput", p.c_draft, p.c_ar is not None and p.post_gate
+        num, costs, extra = self.terms(s, prefix_len, depth, k)
+        gate = p.c_ar is not None and p.post_gate
         best_u = best_post = -math.inf
         best_b, best_e = 0.0, 0.0
-        for b, c0, dc in zip(self.budgets, self.cost0, self.slope):
-            g = -math.expm1(-b / lam)
-            e = a_sat * g
-            num = 1.0 + k * e if throughput else g
-            cost = c0 + prefix_len * dc
-            if num / cost > best_u:
-                best_u, best_b, best_e = num / cost, b, e
+        for b, n, cost, e in zip(self.budgets, num, costs, extra):
+            if n / cost > best_u:
+                best_u, best_b, best_e = n / cost, b, e
             if gate:
-                best_post = max(best_post, num / (cost - c_draft))
+                best_post = max(best_post, n / (cost - p.c_draft))
         if gate and 1.0 / (p.c_ar[0] + p.c_ar[1] * prefix_len) > best_post:
             return 0, 0.0
         return int(best_b), best_e
@@ -555,6 +595,17 @@ class GridUtility:
             return False
         num, costs, _ = self.terms(s, prefix_len, depth, k)
         return 1.0 / (p.c_ar[0] + p.c_ar[1] * prefix_len) > max(n / c for n, c in zip(num, costs))
+
+
+def _knot(xp: np.ndarray, x: float) -> tuple[int, int, float]:
+    """np.interp(x, xp, fp) as fp[i] + t (fp[j] - fp[i]) for any fp: (i, j, t), flat beyond the ends."""
+    if x <= xp[0]:
+        return 0, 0, 0.0
+    if x >= xp[-1]:
+        return len(xp) - 1, len(xp) - 1, 0.0
+    j = int(np.searchsorted(xp, x, side="right"))
+    i = j - 1
+    return (i, i, 0.0) if x == xp[i] else (i, j, float((x - xp[i]) / (xp[j] - xp[i])))
 
 
 class SabaController:
