@@ -81,10 +81,14 @@ def test_verify_inputs_branchy(start):
     assert vi.paths == [[0], [0, 1], [0, 2], [0, 1, 3], [0, 1, 4], [0, 1, 3, 5]]
 
 
-def test_verify_inputs_dtype_follows_argument():
-    vi = verify_inputs(branchy(), 3, dtype=torch.bfloat16)
-    assert vi.attention_mask.dtype == torch.bfloat16
-    assert vi.attention_mask[0, 0, 2, 3 + 1].item() == torch.finfo(torch.bfloat16).min
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_verify_inputs_dtype_follows_argument(dtype):
+    """The mask block is written as the dtype's bits (2 or 4 bytes an entry): 0 where visible, the
+    dtype's min elsewhere, and 0 over the prefix."""
+    vi = verify_inputs(branchy(), 3, dtype=dtype)
+    assert vi.attention_mask.dtype == dtype
+    want = torch.where(ancestor_matrix(PARENTS), 0.0, torch.finfo(dtype).min).to(dtype)
+    assert torch.equal(vi.attention_mask[0, 0, :, 3:], want) and not vi.attention_mask[0, 0, :, :3].any()
 
 
 def test_verify_inputs_chain_has_no_mask():
