@@ -50,6 +50,7 @@ import torch
 from graftlib.core.builders import BudgetController, Candidates, TreeBuilder, top_k
 from graftlib.core.drafting import Drafter
 from graftlib.core.errors import require
+from graftlib.core.kernels import warm_up
 from graftlib.core.kvcache import target_cache
 from graftlib.core.sampling import GREEDY, LazySample, Sampling
 from graftlib.core.timing import SplitLog, StageTimer
@@ -134,6 +135,8 @@ class DecodeLoop:
         # round); on the CPU the rows the walk visits, one matvec each (`graftlib.core.verify.LazyArgmax`)
         self.eager_verdicts = self.device.type != "cpu"
         require(builder is None or drafter is not None, "speculative methods need a drafter")
+        if builder is not None:
+            warm_up()  # the host kernels compiled (or loaded) before any decode is timed
 
     def check_prompt(self, prompt_ids: list[int], max_new_tokens: int) -> None:
         require(len(prompt_ids) > 0, "empty prompt: nothing to condition on")
