@@ -95,6 +95,22 @@ def test_export_then_featurize_round_trip(tmp_path, data, target):  # noqa: F811
         assert torch.allclose(a.features.float(), b.features.float(), atol=0.1, rtol=0.05)
 
 
+def test_a_corpus_from_before_branches_featurizes_and_grows(tmp_path, data, target):  # noqa: F811
+    """The shipped corpora were exported before `branches` / `branch_tokens` existed: their index lacks
+    both, which read as the defaults (0, 32) for featurizing and for adding more shards."""
+    corpus = tmp_path / "corpus"
+    c = corpus_mod.export(data, corpus, log=lambda _: None)
+    path = corpus / corpus_mod.INDEX
+    old = json.loads(path.read_text())
+    del old["branches"], old["branch_tokens"]
+    old["shards"] = old["shards"][:1]
+    path.write_text(json.dumps(old))
+    assert corpus_mod.read_corpus(corpus)["branches"] == 0
+    index = corpus_mod.featurize(corpus, tmp_path / "f", target, LAYERS, log=lambda _: None)
+    assert index.branches == 0 and index.branch_tokens == 32 and len(index.shards) == 1
+    assert len(corpus_mod.export(data, corpus, log=lambda _: None)["shards"]) == len(c["shards"])
+
+
 def test_padding_does_not_change_features(tmp_path, data, target):  # noqa: F811
     """A right-padded batch gives each sequence the features of its own unpadded forward."""
     corpus = tmp_path / "c"

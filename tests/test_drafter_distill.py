@@ -16,6 +16,7 @@ from graftlib.core.errors import GraftError
 from graftlib.core.paths import PACKAGE_DIR, portable
 from graftlib.data.prompts import Item
 from graftlib.methods.decoder import Decoder
+from graftlib.training import drafter_data
 from graftlib.training.drafter_data import (
     DataConfig,
     build_dataset,
@@ -253,7 +254,7 @@ def test_bf16_generation_is_recorded_per_shard(tmp_path, target):
         DataConfig(dtype="float16").check()
 
 
-def test_branches_are_greedy_continuations_of_a_sampled_prefix(tmp_path, target):
+def test_branches_are_greedy_continuations_of_a_sampled_prefix(tmp_path, target, monkeypatch):
     """--branches: every prompt answered n times; each stored sequence is the prompt, a sampled prefix of
     1..branch_tokens tokens (stored as context: prompt_len grows by it) and then the target's greedy
     continuation of that context, with its top-k rows only over the greedy part."""
@@ -281,6 +282,18 @@ def test_branches_are_greedy_continuations_of_a_sampled_prefix(tmp_path, target)
         assert s.greedy()
         sampled_off_greedy += s.tokens[len(prompt):s.prompt_len].tolist() != ar.decode(prompt, k).tokens[:k]
     assert sampled_off_greedy > 0  # the prefixes are sampled, not the greedy response again
+    # a dropped branch leaves no sequence: the shard's uids name the stored sequences, in order
+    original = drafter_data.as_branch
+    monkeypatch.setattr(drafter_data, "as_branch",
+                        lambda seq, k: None if seq.uid.endswith("@branch1") else original(seq, k))
+    index = build_dataset(tmp_path / "dropped", cfg, target, tok, items(5), LAYERS, log=lambda _: None)
+    _, kept = load_dataset(tmp_path / "dropped")
+    assert sum(s["dropped"] for s in index.shards) >= 3 and sum(len(s["uids"]) for s in index.shards) == len(kept)
+    assert kept and all(not s.uid.endswith("@branch1") for s in kept)
+    for s in kept:
+        base = s.uid.split("@branch")[0]
+        prompt = format_prompt(Item("alpaca", base, *[f"say {base[7:]} things please"] * 2), tok, 40).input_ids
+        assert s.prompt_len == len(prompt) + branch_prefix(s.uid, 6), s.uid
     with pytest.raises(GraftError, match="branches and sample_share"):
         replace(cfg, sample_share=0.1).check()
     with pytest.raises(GraftError, match="branch_tokens"):

@@ -28,6 +28,7 @@ rounded accordingly (`top1_match` then also counts the float32/bf16 argmax disag
 """
 
 import time
+from dataclasses import MISSING
 from pathlib import Path
 
 import torch
@@ -67,9 +68,20 @@ def tokens_path(corpus: Path, shard_file: str) -> Path:
 
 def read_corpus(corpus: str | Path) -> dict:
     corpus = Path(corpus)
-    index = read_json_index(corpus / INDEX, FORMAT, "drafter corpus")
+    index = _read_index(corpus)
     require(index is not None, f"no drafter corpus in {corpus} (write one with `graft drafter-corpus --from-data DIR`)")
     return index
+
+
+def _read_index(corpus: Path) -> dict | None:
+    """The corpus index, with the defaults of settings added to `DataIndex` after it was written (a corpus
+    exported before branches existed has none: its data had `branches` 0)."""
+    index = read_json_index(corpus / INDEX, FORMAT, "drafter corpus")
+    if index is None:
+        return None
+    late = {k: f.default for k, f in DataIndex.__dataclass_fields__.items() if k in SHARED_KEYS and k not in index
+            and f.default is not MISSING}
+    return {**late, **index}
 
 
 def export(data_dir: str | Path, corpus: str | Path, log=print) -> dict:
@@ -80,7 +92,7 @@ def export(data_dir: str | Path, corpus: str | Path, log=print) -> dict:
     data = read_index(data_dir)
     require(data is not None and data.shards, f"no drafter data in {data_dir}: run `graft drafter-data --out {data_dir}`")
     shared = data.shared()
-    old = read_json_index(corpus / INDEX, FORMAT, "drafter corpus")
+    old = _read_index(corpus)
     if old is None:
         corpus.mkdir(parents=True, exist_ok=True)
         old = {"format": FORMAT, **shared, "shards": []}

@@ -555,7 +555,7 @@ def generate_chunk(model, tokenizer, chunk: list, first: int, cfg: DataConfig, l
                   "dropped": made - len(seqs),
                   "seconds": round(seconds, 2), "tokens_per_s": round(resp / max(seconds, 1e-9), 1),
                   "batch_size": cfg.batch_size, "device": model.device.type, "dtype": cfg.dtype,
-                  "uids": [item.uid for item in chunk]}
+                  "uids": [seq.uid for seq in seqs]}  # the stored sequences' (a dropped branch has none)
 
 
 def build_dataset(out: str | Path, cfg: DataConfig, model, tokenizer, items: list, layer_ids: list[int],
