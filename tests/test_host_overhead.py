@@ -48,7 +48,7 @@ def test_table_has_every_method_budget_and_stage(table):
             assert r["host_ms"]["tdes"] == pytest.approx(max(raw - heap, 0.0))
             assert r["host_ms"]["tree"] + r["host_ms"]["tdes"] == pytest.approx(raw)
     text = format_host_table(table)
-    for word in (*HOST_STAGES, *METHODS, "syncs", "uploads"):
+    for word in (*HOST_STAGES, *METHODS, "syncs", "uploads", "compiled heap"):
         assert word in text
 
 

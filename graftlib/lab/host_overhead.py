@@ -372,6 +372,8 @@ def format_host_table(table: dict) -> str:
         vals += [f"{r['host_total_ms']:.3f}", f"{sum(r['forward_ms'].values()):.2f}",
                  f"{r['syncs_total']:.2f}", f"{r['uploads_total']:.2f}"]
         lines.append(" ".join(f"{v:>{w}}" for v, (_, w) in zip(vals, cols)))
+    if any("tree_with_tdes_ms" in r for r in table["rows"]):
+        lines.append("tdes: scored inside the compiled heap, so the tree stage's excess over DDTree's at the same B")
     lines.append("syncs per round by stage (d2h: .item/.tolist/.cpu/bool/int/index ...; uploads apart):")
     for r in table["rows"]:
         parts = ", ".join(f"{k} {v:.2f}" for k, v in r["syncs"].items() if v)
