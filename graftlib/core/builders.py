@@ -23,7 +23,9 @@ Builders here:
   children are ranked lazily: DDTree's pool order is shared per depth; a plain `EdgeScorer` is
   called once per added node (`best_child`: its argmax) and sorted (`full_ranking`) only for
   parents that get a second child; a `PoolScorer` (TDES) prepares the round in batched calls and
-  hands each node its leading children as lists (`PoolScores.leading`).
+  hands each node its leading children as lists (`PoolScores.leading`). Without a scorer, or with a
+  `BilinearScorer` (TDES), the same heap runs compiled, scoring inside it (`graftlib.core.kernels`;
+  `compiled=False` keeps this Python heap, the reference it is tested against).
 
 Host cost model (what `graft host-overhead` measures): right after a forward pass every library
 call (numpy, torch) costs several microseconds on a CPU, and every Python object made per pool
