@@ -1,33 +1,35 @@
-"""The best-first draft-tree heap compiled (numba): DDTree (eq. 3) and the bilinear residual edge score (eqs. 4, 13).
+"""Compiled host kernels (numba) of a speculative round: the draft-tree heap, with a bilinear edge scorer
+inside it (DDTree eq. 3; TDES eqs. 4-5, 13), and the verify blob.
 
-`HeapTreeBuilder` (graftlib.core.builders) is the reference: a Python heap whose per-node work is a few
-list reads, plus, with a `PoolScorer` (TDES), a dozen batched numpy calls per round. On a CPU right after
-a forward pass each library call costs several microseconds and each Python step a cache-cold fraction of
-one, so a B = 64 round spent 0.1-0.2 ms in the DDTree heap and 0.4-0.5 ms more in TDES's scoring
-(`graft host-overhead`). This module runs the same algorithm as one compiled call per round.
+`HeapTreeBuilder` (graftlib.core.builders) is the heap's reference: a Python heap whose per-node work is a few
+list reads, plus, with a `PoolScorer` (TDES), a dozen batched numpy calls per round. On a CPU right after a
+forward pass each library call costs several microseconds and each Python step a cache-cold fraction of one, so
+a B = 64 round spent 0.1-0.2 ms in the DDTree heap and 0.4-0.5 ms more in TDES's scoring (`graft host-overhead`).
+Here the same algorithm is one compiled call per round.
 
 `build_heap(root, ids, logq, budget, depth_limit, P1, u0, C0)` -> (tokens, parents, depths, scores, n):
 node arrays of which the first n are the tree (root first, parents before children). Inputs:
 - `ids` [D, K] int32/int64 and `logq` [D, K] float32: the draft's per-depth pools, best first
   (`Candidates.id_table` / `logq_table`);
-- the edge score tables of a bilinear scorer, or three empty [0, 0] arrays for DDTree:
-  `P1` [V, M] parent side, `u0` [D', M] depth offsets, `C0` [V, M] child side, whose last column is
-  0 in `C0` and 1 in `P1` + `u0` (TDES's `[k P | 1]`, `[k u | 0]`, `[C | 0]`, graftlib.methods.tdes).
-  The edge score of child c (pool index j at depth d) under parent token p is
-      S = X_d[j] . (P1[p] + u0[d - 1]),  X_d = [C[C_d] - mean_j C[C_d] | log q_d]
-  = log q_{t,d}(c) + beta f~(p, c, d): the child side centred over the pool (eq. 5), the log q
-  carried by the last column. Depth d's X_d is made when a node first asks for children there.
+- the edge-score tables of a `BilinearScorer`, or three empty [0, 0] arrays for DDTree: `P1` [V, M] parent
+  side, `u0` [D', M] depth offsets, `C0` [V, M] child side (TDES's `[k P | 1]`, `[k u | 0]`, `[C | 0]`,
+  graftlib.methods.tdes; the last column carries log q in the batched form and is skipped here). The score of
+  child c_j (pool index j at depth d) under parent token p is
+      S_j = log q_d[j] + f_j - mean_j' f_j',  f_j = C0[c_j] . (P1[p] + u0[d - 1])
+  = log q_{t,d}(c) + beta f~(p, c, d): the centring over the pool (eq. 5) applied to the scores, which is the
+  same as centring the child sides. A node's row of scores is made when the node is added (its best child
+  prices its first heap entry).
 
-The heap is `HeapTreeBuilder`'s, step for step: one entry per parent, (-path score, push counter,
-parent, rank), popped in that order (ties by push order); popping adds the child and pushes its
-next sibling and its own best child. A parent's children rank by score, ties to the lower pool index:
-DDTree's is the pool order itself (the pools are sorted), a scorer's row is argmax'd for the first
-child and stably sorted when a second one is asked for. Path scores add in float64 as the reference's
-Python floats do; a scorer's rows are float32 dot products, which may round differently from numpy's
-batched ones (the same tree up to near-ties in score; tests check the heap exactly on tables whose
-products are exact).
+The heap is `HeapTreeBuilder`'s, step for step: one entry per parent, (-path score, push counter, parent,
+child's pool index), popped in that order (ties by push order); popping adds the child and pushes its next
+sibling and its own best child. A parent's children rank by score, ties to the lower pool index: DDTree's
+order is the pool's own (the pools are sorted), a scorer's row is argmax'd for the first child and scanned for
+the next one after the last taken (`_next_child`). Path scores add in float64 as the reference's Python floats
+do; a scorer's rows are float32 dot products, which may round differently from numpy's batched ones (the same
+tree up to near-ties in score; tests check the heap exactly on tables whose products are exact).
 
-Compiled on first use and cached on disk (`cache=True`: later processes load it in ~0.1 s).
+`verify_blob` builds `graftlib.core.tree.verify_inputs`'s upload. `warm_up()` compiles every kernel for the types
+a decode passes; compiled code is cached on disk (`cache=True`: later processes load it in ~0.1 s).
 """
 
 import functools
@@ -122,6 +124,7 @@ def _next_child(row, prev) -> int:
 
 @numba.njit(cache=True)
 def build_heap(root, ids, logq, budget, depth_limit, P1, u0, C0):
+    """The best-first tree of at most `budget` draft nodes and depth `depth_limit` (module doc)."""
     D, K = ids.shape
     scored = P1.shape[0] > 0
     n_max = budget + 1
