@@ -174,7 +174,8 @@ def test_train_writes_the_public_layout_and_its_record(tmp_path, target):
     build_dataset(tmp_path / "data", cfg, target, tiny_tokenizer(), items, LAYERS, log=lambda _: None)
     final = train(tmp_path / "data", tmp_path / "run", small_config(max_steps=4, eval_every=2, draft_vocab=16),
                   log=lambda _: None, command="graft train-eagle3 ...")
-    assert sorted(p.name for p in final.iterdir()) == ["config.json", "model.safetensors", "training.json"]
+    assert sorted(p.name for p in final.iterdir()) == ["config.json", "lineage.jsonl", "metrics.jsonl",
+                                                       "model.safetensors", "training.json"]
     drafter = load_eagle3(final, target_embed=target.get_input_embeddings().weight)
     assert drafter.config.draft_vocab_size == 16 and drafter.config.target_hidden_size == target.config.hidden_size
     assert drafter.config.target_layer_ids == LAYERS
@@ -193,13 +194,55 @@ def test_train_writes_the_public_layout_and_its_record(tmp_path, target):
     assert ev["eval_data"] and len(ev["acc_by_depth"]) == 5
 
 
+def test_warm_start_continues_the_weights_and_the_lineage(tmp_path, target, tiny_data):
+    """--init-drafter: the run starts from the parent's weights and draft vocabulary (its step-0 evaluation
+    is the parent's drafter scored on this run's split), its lineage extends the parent's, and a parent that
+    does not fit the run (draft vocabulary, head_init) is refused with a message naming the mismatch."""
+    from graftlib.training import lineage
+    from graftlib.training.eagle3_train import warm_drafter
+
+    tdir = write_target_dir(tmp_path / "target", seed=0, initializer_range=0.1)
+    items = [__import__("graftlib.data.prompts", fromlist=["Item"]).Item("alpaca", f"alpaca/{i}", f"say {i} things",
+                                                                        f"say {i} things") for i in range(6)]
+    cfg = DataConfig(target=str(tdir), n_prompts=6, shard_size=6, batch_size=6, max_prompt_tokens=40,
+                     max_response_tokens=16, top_k=4)
+    build_dataset(tmp_path / "data", cfg, target, tiny_tokenizer(), items, LAYERS, log=lambda _: None)
+    parent = train(tmp_path / "data", tmp_path / "stage1", small_config(max_steps=4, eval_every=2, draft_vocab=16),
+                   log=lambda _: None)
+    embed = target.get_input_embeddings().weight
+    want = load_eagle3(parent, target_embed=embed).state_dict()
+    warm = warm_drafter(small_config(draft_vocab=16, init_drafter=str(parent)), target, LAYERS)
+    got = warm.state_dict()
+    assert warm.embed_tokens is target.get_input_embeddings() and not warm.embed_tokens.weight.requires_grad
+    assert all(torch.equal(got[k].to(want[k].dtype), want[k]) for k in want if k != "embed_tokens.weight")
+    assert all(p.requires_grad for n, p in warm.named_parameters() if not n.startswith("embed_tokens"))
+    child = train(tmp_path / "data", tmp_path / "stage2",
+                  small_config(max_steps=2, eval_every=2, draft_vocab=16, init_drafter=str(parent)), log=lambda _: None)
+    assert torch.equal(load_eagle3(child, target_embed=embed).d2t, want["d2t"])
+    curve = lineage.read_lineage(child)
+    assert [(r["stage"], r["stage_step"]) for r in curve] == [("stage1", 2), ("stage1", 4), ("stage2", 0), ("stage2", 2)]
+    assert [r["step"] for r in curve] == [2, 4, 4, 6]
+    first = json.loads((tmp_path / "stage2" / "metrics.jsonl").read_text().splitlines()[0])
+    last = json.loads((tmp_path / "stage1" / "metrics.jsonl").read_text().splitlines()[-1])
+    assert first["step"] == 0 and first["kind"] == "eval" and last["kind"] == "eval"
+    assert first["heldout_loss"] == pytest.approx(last["heldout_loss"], rel=1e-2)  # same weights (bf16), same split
+    with pytest.raises(GraftError, match="draft vocabulary 16 \\(asked 8\\)"):
+        warm_drafter(small_config(draft_vocab=8, init_drafter=str(parent)), target, LAYERS)
+    with pytest.raises(GraftError, match="head_init"):
+        small_config(init_drafter=str(parent), head_init="random").check()
+    with pytest.raises(GraftError, match="not a directory"):
+        warm_drafter(small_config(init_drafter=str(tmp_path / "nowhere")), target, LAYERS)
+
+
 def test_cli_registers_train_eagle3():
     from graftlib.lab.cli import build_parser
 
     a = build_parser().parse_args(["train-eagle3", "--data", "d", "--out", "o", "--minutes", "25", "--ttt-steps", "5",
-                                   "--draft-vocab", "4096", "--distill", "0.5", "--clock", "cpu", "--resume"])
+                                   "--draft-vocab", "4096", "--distill", "0.5", "--clock", "cpu", "--resume",
+                                   "--init-drafter", "embedded"])
     assert a.minutes == 25 and a.ttt_steps == 5 and a.draft_vocab == 4096 and a.distill == 0.5 and a.resume
     assert a.eval_depth == 15 and a.step_weight == 0.8 and a.head_init == "target" and a.clock == "cpu"
+    assert a.init_drafter == "embedded"
     with pytest.raises(GraftError, match="clock"):
         small_config(clock="gpu").check()
     with pytest.raises(GraftError, match="three target layers"):

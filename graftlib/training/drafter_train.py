@@ -46,7 +46,6 @@ evaluations, `graftlib.training.lineage`), which `graft ship-drafter` ships as a
 """
 
 import json
-import shutil
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -498,7 +497,7 @@ def fit(trainer: "Trainer", run: Run, ckpt: Path, metrics: Path, final: Path, lo
     log(f"training a {cfg.layers}-layer drafter on {len(run.train)} sequences ({int(trainer.weights.sum())} anchors; "
         f"{len(run.heldout)} held out), layers {run.layer_ids}, draft vocab {len(trainer.draft_ids)}, "
         f"{cfg.blocks_per_step} blocks/step, {'bf16' if trainer.bf16 else 'fp32'}")
-    if trainer.step_no == 0:  # the warm start's lineage as it is now, not when the run ends (`save_curves`)
+    if trainer.step_no == 0:  # the warm start's lineage as it is now, not when the run ends (`lineage.save_curves`)
         lineage.save_parent(final.parent, init_dir(cfg.init_drafter))
     t_wall = time.perf_counter()
     last_eval = run_loop(trainer, ckpt, metrics, run.data_info, log)
@@ -506,7 +505,7 @@ def fit(trainer: "Trainer", run: Run, ckpt: Path, metrics: Path, final: Path, lo
     save_drafter(trainer.drafter, final, torch.bfloat16)  # shipped like z-lab's: bf16 weights
     record = training_record(trainer, run, len(trainer.draft_ids), time.perf_counter() - t_wall, last_eval, command)
     (final / "training.json").write_text(json.dumps(record, indent=1) + "\n")
-    save_curves(metrics, final, cfg.init_drafter)
+    lineage.save_curves(metrics, final, init_dir(cfg.init_drafter))
     log(f"saved drafter to {final} ({trainer.step_no} steps, {trainer.elapsed_s / 60:.1f} min)")
     return final
 
@@ -514,16 +513,6 @@ def fit(trainer: "Trainer", run: Run, ckpt: Path, metrics: Path, final: Path, lo
 def init_dir(init_drafter: str | None) -> str | Path | None:
     """The directory of the warm start `init_drafter` (a path or "embedded"; None: no warm start)."""
     return EMBEDDED_DRAFTER_DIR if init_drafter == EMBEDDED_DRAFTER else init_drafter
-
-
-def save_curves(metrics: Path, final: Path, init_drafter: str | None) -> None:
-    """The run's `metrics.jsonl` beside the weights, and its `lineage.jsonl`: the warm start's lineage
-    (`lineage.parent_lineage`: as it was when the run began) followed by this run's evaluations, so a
-    shipped drafter carries the learning curve of all its training."""
-    shutil.copyfile(metrics, final / lineage.METRICS)
-    parent = lineage.parent_lineage(final.parent, init_dir(init_drafter))
-    own = lineage.stage_records(metrics, lineage.stage_name(final))
-    lineage.write_lineage(final / lineage.LINEAGE, lineage.extend(parent, own))
 
 
 def ablation_summary(run_dirs: list[str | Path], baseline: str = "base") -> list[dict]:

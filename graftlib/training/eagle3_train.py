@@ -46,7 +46,10 @@ the offline tau is the chain decode's; the in-loop tau belongs to the decode loo
 Output directory: `checkpoint/` (`train_loop` checkpoints; the target's embedding is not stored),
 `metrics.jsonl`, and `drafter/`: config.json + model.safetensors in the public EAGLE-3 layout
 (`save_eagle3`, bf16, no embed_tokens; `load_eagle3(path, target_embed=)` loads it strictly), plus
-`training.json`.
+`training.json`, `metrics.jsonl` and `lineage.jsonl` (`graftlib.training.lineage`: the evaluations of every
+stage behind the weights). A warm start (`init_drafter`, `--init-drafter DIR`) continues a trained
+drafter's weights and draft vocabulary with a fresh schedule, as the DFlash trainer's does: the embedded
+drafter's training is a chain of such stages, each a complete run that could ship.
 """
 
 import json
@@ -58,7 +61,8 @@ import torch
 
 from graftlib.core.errors import require
 from graftlib.models.drafter import init_weights, load_state_strict
-from graftlib.models.eagle3 import Eagle3Config, Eagle3Drafter, save_eagle3
+from graftlib.models.eagle3 import EMBEDDED_EAGLE3_DIR, Eagle3Config, Eagle3Drafter, load_eagle3, save_eagle3
+from graftlib.training import lineage
 from graftlib.training.drafter_data import Sequence
 from graftlib.training.train_loop import (
     IGNORE,
@@ -80,6 +84,8 @@ from graftlib.training.train_loop import (
     training_record,
 )
 
+EMBEDDED = "embedded"  # --init-drafter's name for the shipped drafter (EMBEDDED_EAGLE3_DIR)
+
 
 @dataclass
 class Eagle3TrainConfig(LoopConfig):
@@ -87,6 +93,7 @@ class Eagle3TrainConfig(LoopConfig):
     step_weight: float = 0.8  # loss weight step_weight ** j of step j (the release's)
     eval_depth: int = 15  # steps unrolled at evaluation (the DFlash block's 15 depths)
     head_init: str = "target"  # "target": lm_head and norm from the target's; "random"
+    init_drafter: str | None = None  # warm start: a trained EAGLE-3 directory, or "embedded" (the shipped one)
 
     def check(self) -> None:
         super().check()
@@ -94,6 +101,8 @@ class Eagle3TrainConfig(LoopConfig):
         require(0 < self.step_weight <= 1, f"step_weight must be in (0, 1], got {self.step_weight}")
         require(self.eval_depth >= 1, f"eval_depth must be >= 1, got {self.eval_depth}")
         require(self.head_init in ("target", "random"), f"head_init {self.head_init!r} is not 'target' or 'random'")
+        require(self.init_drafter is None or self.head_init == "target",
+                "head_init applies to a random start only: a warm start (init_drafter) keeps its trained head")
 
 
 # ----------------------------------------------------------------------------- model
@@ -117,6 +126,34 @@ def make_drafter(cfg: Eagle3TrainConfig, target, layer_ids: list[int], draft_ids
             drafter.lm_head.weight.copy_(target.lm_head.weight[draft_ids])
             drafter.norm.weight.copy_(target.model.norm.weight)
     return drafter.float().train()
+
+
+def init_dir(init_drafter: str | None) -> Path | None:
+    """The directory of the warm start `init_drafter` (a path or "embedded"; None: no warm start)."""
+    if init_drafter is None:
+        return None
+    return EMBEDDED_EAGLE3_DIR if init_drafter == EMBEDDED else Path(init_drafter)
+
+
+def warm_drafter(cfg: Eagle3TrainConfig, target, layer_ids: list[int]) -> Eagle3Drafter:
+    """The trained EAGLE-3 drafter `cfg.init_drafter` to continue: its weights and draft vocabulary (`d2t`),
+    loaded strictly, sharing the target's embedding; refused unless it fits this run (the target's widths,
+    the data's target layers, the draft vocabulary size asked for)."""
+    path = init_dir(cfg.init_drafter)
+    require(path.is_dir(), f"init_drafter {cfg.init_drafter}: {path} is not a directory")
+    embed = target.get_input_embeddings()
+    drafter = load_eagle3(path, target_embed=embed.weight)
+    c, tc = drafter.config, target.config
+    vocab = tc.vocab_size
+    want_vocab = cfg.draft_vocab if 0 < cfg.draft_vocab < vocab else vocab
+    diff = [f"{name} {have} (asked {want})" for name, have, want in (
+        ("hidden size", c.hidden_size, tc.hidden_size), ("target layers", list(c.target_layer_ids), list(layer_ids)),
+        ("draft vocabulary", c.draft_vocab_size, want_vocab),
+    ) if have != want]
+    require(not diff, f"init_drafter {cfg.init_drafter} does not fit this run: {'; '.join(diff)}")
+    drafter = drafter.float().requires_grad_(True).train()
+    drafter.embed_tokens = embed  # frozen, shared, never saved (as `make_drafter`'s)
+    return drafter
 
 
 # ----------------------------------------------------------------------------- packing
@@ -188,8 +225,12 @@ class Eagle3Trainer(LoopTrainer):
                  layer_ids: list[int], sampled_uids: frozenset[str] = frozenset()):
         super().__init__(cfg, target, train, heldout, sampled_uids)
         vocab = target.config.vocab_size
-        ids = choose_draft_vocab(train, cfg.draft_vocab, vocab) if 0 < cfg.draft_vocab < vocab else torch.arange(vocab)
-        self.drafter = make_drafter(cfg, target, layer_ids, ids.sort().values).to(self.device)
+        if cfg.init_drafter:
+            self.drafter = warm_drafter(cfg, target, layer_ids).to(self.device)
+            self.warm_start = True
+        else:
+            ids = choose_draft_vocab(train, cfg.draft_vocab, vocab) if 0 < cfg.draft_vocab < vocab else torch.arange(vocab)
+            self.drafter = make_drafter(cfg, target, layer_ids, ids.sort().values).to(self.device)
         self._use_vocab()
         self.step_weights = cfg.step_weight ** torch.arange(max(cfg.ttt_steps, cfg.eval_depth), device=self.device)
         self.init_optimizer()
@@ -283,6 +324,8 @@ def train(data_dir: str | Path | list[str | Path], out_dir: str | Path, cfg: Eag
     log(f"training an EAGLE-3 drafter on {len(run.train)} sequences ({int(trainer.weights.sum())} anchors; "
         f"{len(run.heldout)} held out), layers {run.layer_ids}, draft vocab {len(trainer.draft_ids)}, "
         f"{cfg.ttt_steps} unrolled steps, {cfg.blocks_per_step} chains/step, {'bf16' if trainer.bf16 else 'fp32'}")
+    if trainer.step_no == 0:  # the warm start's lineage as it is now, not when the run ends
+        lineage.save_parent(st.final.parent, init_dir(cfg.init_drafter))
     t_wall = time.perf_counter()
     last_eval = run_loop(trainer, st.ckpt, st.metrics, run.data_info, log)
     trainer.drafter.eval()
@@ -290,13 +333,14 @@ def train(data_dir: str | Path | list[str | Path], out_dir: str | Path, cfg: Eag
     record = training_record(trainer, run, len(trainer.draft_ids), time.perf_counter() - t_wall, last_eval, command)
     record["layout"] = "EAGLE-3 (config.json + model.safetensors; embed_tokens is the target's)"
     (final / "training.json").write_text(json.dumps(record, indent=1) + "\n")
+    lineage.save_curves(st.metrics, final, init_dir(cfg.init_drafter))
     log(f"saved EAGLE-3 drafter to {final} ({trainer.step_no} steps, {trainer.elapsed_s / 60:.1f} min)")
     return final
 
 
 def _main(args) -> int:
     cfg = Eagle3TrainConfig(ttt_steps=args.ttt_steps, step_weight=args.step_weight, eval_depth=args.eval_depth,
-                            head_init=args.head_init, **loop_config_kwargs(args))
+                            head_init=args.head_init, init_drafter=args.init_drafter, **loop_config_kwargs(args))
     return run_command(args, train, cfg)
 
 
@@ -317,4 +361,9 @@ def add_parser(subparsers) -> None:
                    help=f"steps unrolled at evaluation (default {d.eval_depth})")
     p.add_argument("--head-init", default=d.head_init, choices=("target", "random"),
                    help=f"lm_head and final norm from the target's (default {d.head_init}) or random")
+    p.add_argument("--init-drafter", default=None, metavar="DIR",
+                   help=f"warm start from a trained EAGLE-3 drafter (a directory, or '{EMBEDDED}' for the shipped "
+                        "one): its weights and draft vocabulary (--draft-vocab must match it); the schedule starts "
+                        "anew (a checkpoint, --resume, continues exactly instead); the run's drafter carries the "
+                        "lineage of both (lineage.jsonl)")
     p.set_defaults(func=_main)

@@ -102,6 +102,16 @@ def write_lineage(path: str | Path, lineage: list[dict]) -> None:
     tmp.replace(path)
 
 
+def save_curves(metrics: str | Path, final: str | Path, parent_dir: str | Path | None) -> None:
+    """A finished run's `metrics.jsonl` copied beside its weights (`final`), and its `lineage.jsonl`: the
+    parent lineage (`parent_lineage`: the warm start's as it was when the run began) followed by this
+    run's evaluations, so a shipped drafter carries the learning curve of all its training."""
+    final = Path(final)
+    (final / METRICS).write_bytes(Path(metrics).read_bytes())
+    own = stage_records(metrics, stage_name(final))
+    write_lineage(final / LINEAGE, extend(parent_lineage(final.parent, parent_dir), own))
+
+
 def stages(lineage: list[dict]) -> list[tuple[str, int]]:
     """(stage name, index of its first record) in order: where the curve's stages begin."""
     out: list[tuple[str, int]] = []
