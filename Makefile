@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 # torch==2.13.0 is the CPU build on this machine's disk; GPU users: install their CUDA torch 2.13.0 first.
 EXTRAS ?= notebooks,dev
 
-.PHONY: setup data main artifacts lab bench-drafter bench-graft bench-goals table1-full sampling-table drafter-ablation drafter-distill drafter-gpu device-check \
+.PHONY: setup data main artifacts lab bench-drafter bench-graft bench-goals table1-full eagle3-data eagle3-equal eagle3-ship sampling-table drafter-ablation drafter-distill drafter-gpu device-check \
 	device-bundle gpu-site device-check-gpu drafter-gpu-remote test lint clean-results
 
 $(BIN)/graft: pyproject.toml
@@ -89,6 +89,26 @@ TABLE1_PARAMS = -p tasks gsm8k,mbpp,alpaca,math500,humaneval,mt-bench -p n_promp
 	-p budgets 4,8 -p chain_budgets 3,15 -p cap 64
 table1-full: data
 	$(call nb-run,table1_main_results,$(TABLE1_DIR),$(TABLE1_PARAMS))
+# Issue 16 item 2: the embedded EAGLE-3 at the DFlash drafter's training compute, on its data. The three corpora of
+# the DFlash drafter's last stage are featurized into runs/ (`graft drafter-corpus --to-data`: ~4.6 h of target
+# forwards on a 2-core AVX2 CPU, resumable per shard), then one EAGLE-3 run of EAGLE3_MIN CPU-minutes (--clock cpu:
+# the compute received; the DFlash lineage's stages add up to ~350), resumable from its checkpoint (every 5 min), so
+# the command continues where an interrupted one stopped. Ship with `make eagle3-ship`.
+EAGLE3_MIN ?= 350
+EAGLE3_THREADS ?= 2
+EAGLE3_OUT ?= runs/eagle3-equal
+EAGLE3_CORPORA = smollm2-135m:drafter-data-v3 smollm2-135m-tasks:drafter-data-tasks-v3 smollm2-135m-regular:drafter-data-regular
+eagle3-data: data
+	for c in $(EAGLE3_CORPORA); do \
+		$(BIN)/graft drafter-corpus --corpus graftlib/assets/corpus/$${c%%:*} --to-data runs/$${c##*:} \
+			--threads $(EAGLE3_THREADS) || exit 1; done
+eagle3-equal: eagle3-data
+	[ -d $(EAGLE3_OUT)/drafter ] || $(BIN)/graft train-eagle3 --data $(foreach c,$(EAGLE3_CORPORA),runs/$(lastword $(subst :, ,$(c)))) \
+		--out $(EAGLE3_OUT) --minutes $(EAGLE3_MIN) --clock cpu --threads $(EAGLE3_THREADS) --eval-every 1000 \
+		--checkpoint-minutes 5 $$([ -d $(EAGLE3_OUT)/checkpoint ] && echo --resume)
+eagle3-ship:
+	$(BIN)/graft ship-eagle3 --from $(EAGLE3_OUT)/drafter
+
 # Issue 17: MAT and speedup of every method at T = 0, 0.6, 1.0 on gsm8k and mt-bench with SAMPLING_N prompts per
 # cell (64 tokens), and SABA's T = 0 calibration against fits at each T on SAMPLING_SABA_N held-out prompts per task.
 # About 35 min on a 2-core CPU (session 19).

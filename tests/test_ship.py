@@ -211,7 +211,7 @@ def test_ship_drafter_replaces_the_drafter_and_refuses_a_misfit(tmp_path, tiny_p
     new = write_dir(tmp_path / "new", seed=7)
     (new / "training.json").write_text('{"steps": 3}\n')
     (new / "lineage.jsonl").write_text('{"stage": "new"}\n')
-    written = ship_drafter(new, pair.target.config, dest, log=quiet)
+    written = ship_drafter(new, pair.target, dest, log=quiet)
     assert sorted(p.name for p in written) == ["config.json", "lineage.jsonl", "model.safetensors", "training.json"]
     assert (dest / "model.safetensors").read_bytes() == (new / "model.safetensors").read_bytes()
     assert (dest / "lineage.jsonl").read_text() == '{"stage": "new"}\n'  # the new drafter's curve ships with it
@@ -223,10 +223,43 @@ def test_ship_drafter_replaces_the_drafter_and_refuses_a_misfit(tmp_path, tiny_p
     before = {p.name: p.read_bytes() for p in dest.iterdir()}
     other = write_dir(tmp_path / "other", seed=2, vocab_size=pair.target.config.vocab_size + 8)
     with pytest.raises(GraftError):
-        ship_drafter(other, pair.target.config, dest, log=quiet)
+        ship_drafter(other, pair.target, dest, log=quiet)
     (tmp_path / "empty").mkdir()
     with pytest.raises(GraftError, match="missing config.json, model.safetensors"):
-        ship_drafter(tmp_path / "empty", pair.target.config, dest, log=quiet)
+        ship_drafter(tmp_path / "empty", pair.target, dest, log=quiet)
     with pytest.raises(GraftError, match="already the shipped drafter"):
-        ship_drafter(dest, pair.target.config, dest, log=quiet)
+        ship_drafter(dest, pair.target, dest, log=quiet)
+    assert {p.name: p.read_bytes() for p in dest.iterdir()} == before
+
+
+def test_ship_eagle3_replaces_the_eagle3_drafter_and_refuses_a_misfit(tmp_path, tiny_pair):
+    """`graft ship-eagle3`: a trained EAGLE-3 directory becomes the shipped one
+    with its records; one fitted to a target of another width, an unknown family, or a DFlash directory
+    given as EAGLE-3 are refused with nothing written."""
+    from tiny import eagle3_config, random_eagle3, write_eagle3_dir
+
+    from graftlib.models.eagle3 import load_eagle3
+    from graftlib.training.ship import ship_drafter
+
+    pair, root = tiny_pair
+    tc = pair.target.config
+    dest = write_eagle3_dir(tmp_path / "assets-eagle3", random_eagle3(eagle3_config(tc), tc, seed=1), embed=True)
+    (dest / "training.json").write_text('{"steps": 1}\n')
+    new = write_eagle3_dir(tmp_path / "new", random_eagle3(eagle3_config(tc), tc, seed=2), embed=True)
+    (new / "training.json").write_text('{"steps": 3}\n')
+    (new / "lineage.jsonl").write_text('{"stage": "new"}\n')
+    written = ship_drafter(new, pair.target, dest, "eagle3", log=quiet)
+    assert sorted(p.name for p in written) == ["config.json", "lineage.jsonl", "model.safetensors", "training.json"]
+    assert (dest / "model.safetensors").read_bytes() == (new / "model.safetensors").read_bytes()
+    embed = pair.target.get_input_embeddings().weight
+    assert torch.equal(load_eagle3(dest, embed).d2t, load_eagle3(new, embed).d2t)
+    before = {p.name: p.read_bytes() for p in dest.iterdir()}
+    wide = tc.__class__(**{**tc.to_dict(), "hidden_size": tc.hidden_size * 2})
+    other = write_eagle3_dir(tmp_path / "other", random_eagle3(eagle3_config(wide), wide, seed=3), embed=True)
+    with pytest.raises(GraftError, match="target_hidden_size"):
+        ship_drafter(other, pair.target, dest, "eagle3", log=quiet)
+    with pytest.raises(GraftError, match="is not an EAGLE-3 checkpoint"):
+        ship_drafter(root / "tiny-dflash", pair.target, dest, "eagle3", log=quiet)
+    with pytest.raises(GraftError, match="unknown drafter family 'medusa'"):
+        ship_drafter(new, pair.target, dest, "medusa", log=quiet)
     assert {p.name: p.read_bytes() for p in dest.iterdir()} == before

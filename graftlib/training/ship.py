@@ -33,7 +33,9 @@ its files (`DRAFTER_FILES`: config and weights, `training.json`, the run's `metr
 `lineage.jsonl` of all its training stages) are staged as `.partial` and renamed, so a refusal leaves
 the shipped drafter as it was. The design-choice record (`ablation.json`) stays. Everything fitted for the old
 drafter is stale from then on (`check_shipped` names it), which is why `make artifacts` runs this
-first and `graft prepare --ship` next.
+first and `graft prepare --ship` next. `graft ship-eagle3 --from DIR` does the same for the EAGLE-3
+drafter of the AR-drafted methods (loaded strictly with the embedded target's embedding; nothing else
+is fitted for it, but figures drawn with it name its id).
 """
 
 import json
@@ -53,6 +55,7 @@ from graftlib.models.target import EMBEDDED_TARGET
 REGENERATE = "make artifacts"
 # A drafter directory's files that ship (config.json and the weights are required).
 DRAFTER_FILES = ("config.json", "model.safetensors", "training.json", "metrics.jsonl", "lineage.jsonl")
+FAMILIES = {"dflash": "DFlash", "eagle3": "EAGLE-3"}  # `ship_drafter`'s families and their names
 
 
 def require_embedded(target: str, drafter: str) -> None:
@@ -146,16 +149,18 @@ def ship(folder: str | Path, embedded: PairId, assets: ShippedAssets | None = No
     return [dest for _, dest in staged]
 
 
-def ship_drafter(src: str | Path, target_config, dest: Path, log=print) -> list[Path]:
-    """Make the DFlash drafter in `src` the one in `dest` (module doc); returns the files written."""
-    from graftlib.models.drafter import load_drafter
-
+def ship_drafter(src: str | Path, target, dest: Path, family: str = "dflash", log=print) -> list[Path]:
+    """Make the `family` ("dflash" or "eagle3") drafter in `src` the one in `dest` (module doc); `target`
+    is the model it must fit (its config for DFlash, the model for EAGLE-3, whose checkpoint leaves the
+    embedding to the target). Returns the files written."""
+    require(family in FAMILIES, f"unknown drafter family {family!r}: {', '.join(FAMILIES)}")
+    name = FAMILIES[family]
     src = Path(src)
     require(src.is_dir(), f"drafter directory {src} does not exist")
     missing = [f for f in DRAFTER_FILES[:2] if not (src / f).is_file()]
-    require(not missing, f"{src} is not a DFlash drafter directory (missing {', '.join(missing)})")
+    require(not missing, f"{src} is not a {name} drafter directory (missing {', '.join(missing)})")
     require(src.resolve() != dest.resolve(), f"{src} is already the shipped drafter")
-    load_drafter(str(src), target_config, device="cpu")  # strict: a drafter of another target is refused here
+    _load_strict(family, src, target)  # a drafter of another target is refused here
     dest.mkdir(parents=True, exist_ok=True)
     names = [f for f in DRAFTER_FILES if (src / f).is_file()]
     staged = []
@@ -177,6 +182,18 @@ def ship_drafter(src: str | Path, target_config, dest: Path, log=print) -> list[
     return [final for _, final in staged]
 
 
+def _load_strict(family: str, src: Path, target) -> None:
+    """Load the drafter in `src` strictly against `target`: GraftError on any misfit."""
+    if family == "dflash":
+        from graftlib.models.drafter import load_drafter
+
+        load_drafter(str(src), getattr(target, "config", target), device="cpu")
+    else:
+        from graftlib.models.eagle3 import load_eagle3
+
+        load_eagle3(src, target.get_input_embeddings().weight.detach()).fit(target.config)
+
+
 # ----------------------------------------------------------------------------- CLI
 
 
@@ -189,17 +206,27 @@ def add_parser(sub) -> None:
     p = sub.add_parser("ship-drafter", help="make a trained DFlash drafter directory the embedded drafter (then "
                        "`make artifacts` refits everything that depends on it)")
     p.add_argument("--from", dest="folder", required=True, help="the drafter directory (e.g. runs/drafter-v5/drafter)")
-    p.set_defaults(func=run_ship_drafter)
+    p.set_defaults(func=run_ship_drafter, family="dflash")
+    p = sub.add_parser("ship-eagle3", help="make a trained EAGLE-3 drafter directory the embedded target's EAGLE-3 "
+                       "drafter (the eagle3 and opt-tree methods)")
+    p.add_argument("--from", dest="folder", required=True, help="the drafter directory (e.g. runs/eagle3-equal/drafter)")
+    p.set_defaults(func=run_ship_drafter, family="eagle3")
 
 
 def run_ship_drafter(args) -> int:
     from graftlib.models.drafter import EMBEDDED_DRAFTER_DIR
+    from graftlib.models.eagle3 import EMBEDDED_EAGLE3_DIR
     from graftlib.models.target import load_target
 
     target, _ = load_target(EMBEDDED_TARGET, device="cpu")
-    written = ship_drafter(args.folder, target.config, EMBEDDED_DRAFTER_DIR)
-    print(f"shipped {len(written)} files of {args.folder} as the embedded drafter; its scorers and calibration are "
-          f"now stale: run `{REGENERATE}` (traces, TDES, SABA, figures)")
+    dest = EMBEDDED_DRAFTER_DIR if args.family == "dflash" else EMBEDDED_EAGLE3_DIR
+    written = ship_drafter(args.folder, target, dest, args.family)
+    if args.family == "dflash":
+        print(f"shipped {len(written)} files of {args.folder} as the embedded drafter; its scorers and calibration "
+              f"are now stale: run `{REGENERATE}` (traces, TDES, SABA, figures)")
+    else:
+        print(f"shipped {len(written)} files of {args.folder} as the embedded EAGLE-3 drafter; the figures drawn "
+              "with the old one name its id (figures/manifest.json): refresh them with `make main`")
     return 0
 
 
