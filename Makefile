@@ -104,7 +104,7 @@ eagle3-data: data
 			--threads $(EAGLE3_THREADS) || exit 1; done
 eagle3-equal: eagle3-data
 	[ -d $(EAGLE3_OUT)/drafter ] || $(BIN)/graft train-eagle3 --data $(foreach c,$(EAGLE3_CORPORA),runs/$(lastword $(subst :, ,$(c)))) \
-		--out $(EAGLE3_OUT) --minutes $(EAGLE3_MIN) --clock cpu --threads $(EAGLE3_THREADS) --eval-every 1000 \
+		--out $(EAGLE3_OUT) --minutes $(EAGLE3_MIN) --clock cpu --threads $(EAGLE3_THREADS) --eval-every 1000 --eval-blocks-per-seq 16 \
 		--checkpoint-minutes 5 $$([ -d $(EAGLE3_OUT)/checkpoint ] && echo --resume)
 eagle3-ship:
 	$(BIN)/graft ship-eagle3 --from $(EAGLE3_OUT)/drafter

@@ -234,15 +234,33 @@ def test_warm_start_continues_the_weights_and_the_lineage(tmp_path, target, tiny
         warm_drafter(small_config(init_drafter=str(tmp_path / "nowhere")), target, LAYERS)
 
 
+def test_eval_grouping_fixes_the_heldout_anchors_whatever_the_training_grouping(target, tiny_data):
+    """eval_blocks_per_seq: a run that trains with 4 anchors per row but evaluates grouped by 8 scores
+    exactly the held-out anchors (and labels) of a run that trains with 8; without it they differ."""
+    train_seqs, held = tiny_data
+
+    def eval_labels(**kw):
+        trainer = Eagle3Trainer(small_config(**kw), target, train_seqs, held, LAYERS)
+        return [b.labels for b, _ in trainer.eval_set]
+
+    base = eval_labels(blocks_per_seq=8)
+    same = eval_labels(blocks_per_seq=4, eval_blocks_per_seq=8)
+    apart = eval_labels(blocks_per_seq=4)
+    assert len(base) == len(same) and all(torch.equal(a, b) for a, b in zip(base, same))
+    assert not (len(base) == len(apart) and all(a.shape == b.shape and torch.equal(a, b) for a, b in zip(base, apart)))
+    with pytest.raises(GraftError, match="eval_blocks_per_seq"):
+        small_config(eval_blocks_per_seq=0).check()
+
+
 def test_cli_registers_train_eagle3():
     from graftlib.lab.cli import build_parser
 
     a = build_parser().parse_args(["train-eagle3", "--data", "d", "--out", "o", "--minutes", "25", "--ttt-steps", "5",
                                    "--draft-vocab", "4096", "--distill", "0.5", "--clock", "cpu", "--resume",
-                                   "--init-drafter", "embedded"])
+                                   "--init-drafter", "embedded", "--eval-blocks-per-seq", "16"])
     assert a.minutes == 25 and a.ttt_steps == 5 and a.draft_vocab == 4096 and a.distill == 0.5 and a.resume
     assert a.eval_depth == 15 and a.step_weight == 0.8 and a.head_init == "target" and a.clock == "cpu"
-    assert a.init_drafter == "embedded"
+    assert a.init_drafter == "embedded" and a.eval_blocks_per_seq == 16
     with pytest.raises(GraftError, match="clock"):
         small_config(clock="gpu").check()
     with pytest.raises(GraftError, match="three target layers"):

@@ -57,20 +57,27 @@ def test_families_on_one_split_compare_on_the_same_anchors(drafters):
     # DFlash's row counts its lineage (one stage here: its own evaluations); EAGLE-3's its run on its clock
     assert rows[0]["labels seen"] == read_lineage(dflash)[-1]["labels_seen"] and rows[0]["clock"] == "per stage"
     assert rows[1]["labels seen"] == json.loads((eagle / "training.json").read_text())["labels_seen"]
-    assert rows[1]["clock"] == "wall" and rows[1]["stages"] == 1
+    assert rows[1]["clock"] == "per stage" and rows[1]["stages"] == 1  # its lineage too (one stage)
     fig = plot_families({"DFlash": dflash, "EAGLE-3": eagle}, "families")
     assert len(fig.axes[0].lines) == 6  # top-1, top-4 and chain per drafter
 
 
 def test_a_different_split_setting_is_named(drafters, tmp_path):
     dflash, eagle = drafters
-    for key, value, named in (("blocks_per_seq", 16, "blocks_per_seq differs: 8 vs 16"),
-                              ("heldout", 0.04, "heldout differs")):
+    for key, change, named in (("blocks_per_seq", {"blocks_per_seq": 16}, "eval_blocks_per_seq differs: 8 vs 16"),
+                               ("eval_grouping", {"blocks_per_seq": 4, "eval_blocks_per_seq": 16},
+                                "eval_blocks_per_seq differs: 8 vs 16"),
+                               ("heldout", {"heldout": 0.04}, "heldout differs")):
         other = shutil.copytree(eagle, tmp_path / key)
         record = json.loads((other / "training.json").read_text())
-        record["config"][key] = value
+        record["config"].update(change)
         (other / "training.json").write_text(json.dumps(record))
         assert named in same_anchors(dflash, other)
+    other = shutil.copytree(eagle, tmp_path / "trained-apart")  # another training grouping, the same eval grouping
+    record = json.loads((other / "training.json").read_text())
+    record["config"].update(blocks_per_seq=32, eval_blocks_per_seq=8)
+    (other / "training.json").write_text(json.dumps(record))
+    assert same_anchors(dflash, other) is None
     other = shutil.copytree(eagle, tmp_path / "data")
     record = json.loads((other / "training.json").read_text())
     record["data"]["dirs"] = ["runs/other-data"]

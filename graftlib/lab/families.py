@@ -2,7 +2,8 @@
 and EAGLE-3 (one forward per depth), at the training compute each received (issue 16).
 
 Both trainers share `graftlib.training.train_loop`: with the same data directories (in the same order),
-`heldout`, `seed`, `eval_blocks` and `blocks_per_seq` they score exactly the same held-out anchors
+`heldout`, `seed`, `eval_blocks` and held-out grouping (`eval_blocks_per_seq`, by default `blocks_per_seq`:
+each recipe may train with its own `blocks_per_seq`) they score exactly the same held-out anchors
 against the same labels (the target's greedy tokens), so the final evaluations in the two drafters'
 `training.json` compare entry by entry. The per-depth column to compare is "chain dK": the share of
 held-out chains that accept K drafts or more (`train_loop.DepthStats.chain_by_depth`), and its sum, the
@@ -28,7 +29,7 @@ from graftlib.core.records import read_records
 from graftlib.training.lineage import LINEAGE
 
 DEPTHS = (1, 2, 3, 4, 8)  # the columns of per-depth top-1
-SPLIT_KEYS = ("heldout", "seed", "eval_blocks", "blocks_per_seq")
+SPLIT_KEYS = ("heldout", "seed", "eval_blocks", "eval_blocks_per_seq")
 
 
 def training_record(drafter_dir: str | Path) -> dict:
@@ -64,6 +65,14 @@ def family_row(name: str, drafter_dir: str | Path) -> dict:
             "held-out sequences": record["split"]["heldout_sequences"]}
 
 
+def split_setting(config: dict, key: str):
+    """A setting that fixes the held-out anchors, as the trainer used it: the anchors' grouping per row is
+    `eval_blocks_per_seq`, else (and in records older than it) `blocks_per_seq`."""
+    if key == "eval_blocks_per_seq":
+        return config.get(key) or config.get("blocks_per_seq")
+    return config.get(key)
+
+
 def same_anchors(a_dir: str | Path, b_dir: str | Path) -> str | None:
     """None when the two drafters' final evaluations scored the same held-out anchors (module doc), else
     the first difference, named."""
@@ -71,8 +80,8 @@ def same_anchors(a_dir: str | Path, b_dir: str | Path) -> str | None:
     if [Path(d).name for d in a["data"]["dirs"]] != [Path(d).name for d in b["data"]["dirs"]]:
         return f"data directories differ: {a['data']['dirs']} vs {b['data']['dirs']}"
     for key in SPLIT_KEYS:
-        if a["config"].get(key) != b["config"].get(key):
-            return f"{key} differs: {a['config'].get(key)} vs {b['config'].get(key)}"
+        if split_setting(a["config"], key) != split_setting(b["config"], key):
+            return f"{key} differs: {split_setting(a['config'], key)} vs {split_setting(b['config'], key)}"
     if a["split"]["heldout_sequences"] != b["split"]["heldout_sequences"]:
         return f"held-out sequences differ: {a['split']['heldout_sequences']} vs {b['split']['heldout_sequences']}"
     return None

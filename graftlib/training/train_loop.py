@@ -93,6 +93,8 @@ class LoopConfig:
     heldout: float = 0.04  # fraction of sequences held out (by uid hash)
     eval_every: int = 400
     eval_blocks: int = 384
+    eval_blocks_per_seq: int | None = None  # the held-out anchors' grouping per row (None: blocks_per_seq); the
+    # anchors drawn depend on it, so two recipes that train with different blocks_per_seq still score the same anchors
     log_every: int = 20
     checkpoint_minutes: float = 5.0  # a checkpoint at least this often (besides every evaluation)
     seed: int = 0
@@ -100,6 +102,8 @@ class LoopConfig:
     def check(self) -> None:
         require(self.draft_vocab >= 0, f"draft_vocab must be >= 0 (0 = full vocabulary), got {self.draft_vocab}")
         require(self.blocks_per_step >= 1 and self.blocks_per_seq >= 1, "blocks_per_step and blocks_per_seq must be >= 1")
+        require(self.eval_blocks_per_seq is None or self.eval_blocks_per_seq >= 1,
+                f"eval_blocks_per_seq must be >= 1, got {self.eval_blocks_per_seq}")
         require(self.lr > 0, f"lr must be > 0, got {self.lr}")
         require(0 <= self.warmup < 1, f"warmup must be in [0, 1), got {self.warmup}")
         require(self.schedule in ("wsd", "cosine", "linear"),
@@ -468,7 +472,7 @@ class LoopTrainer:
         if not seqs:
             return []
         w = torch.tensor([n_anchors(s) for s in seqs], dtype=torch.float64)
-        per = self.cfg.blocks_per_seq
+        per = self.cfg.eval_blocks_per_seq or self.cfg.blocks_per_seq
         picked, anchors = sample_anchors(gen, seqs, w, self.cfg.eval_blocks, per)
         rows = max(1, self.cfg.blocks_per_step // per)
         return [(self.pack(picked[i:i + rows], anchors[i:i + rows]), [pool_of(s.uid) for s in picked[i:i + rows]])
@@ -826,6 +830,9 @@ def add_loop_args(p, d: LoopConfig, data: bool = True) -> None:
     p.add_argument("--lr", type=float, default=d.lr, help=f"peak learning rate (default {d.lr})")
     p.add_argument("--eval-every", type=int, default=d.eval_every, help=f"steps between evaluations (default {d.eval_every})")
     p.add_argument("--eval-blocks", type=int, default=d.eval_blocks, help=f"held-out anchors evaluated (default {d.eval_blocks})")
+    p.add_argument("--eval-blocks-per-seq", type=int, default=None,
+                   help="the held-out anchors' grouping per row (default: --blocks-per-seq); give another recipe's "
+                        "--blocks-per-seq to score exactly its held-out anchors")
     p.add_argument("--fp32", action="store_true", help="no bf16 autocast (default: bf16 where it is native)")
     p.add_argument("--bf16", action="store_true", help="bf16 autocast even where it is emulated (slow on AVX2 CPUs)")
     p.add_argument("--schedule", default=d.schedule, choices=("wsd", "cosine", "linear"),
@@ -854,7 +861,8 @@ def loop_config_kwargs(args) -> dict:
     """The `LoopConfig` fields given by `add_loop_args`' options."""
     return dict(target_layer_ids=args.target_layer_ids, draft_vocab=args.draft_vocab,
                 blocks_per_step=args.blocks_per_step, blocks_per_seq=args.blocks_per_seq, lr=args.lr,
-                eval_every=args.eval_every, eval_blocks=args.eval_blocks, minutes=args.minutes,
+                eval_every=args.eval_every, eval_blocks=args.eval_blocks,
+                eval_blocks_per_seq=args.eval_blocks_per_seq, minutes=args.minutes,
                 max_steps=args.max_steps, clock=args.clock, bf16=False if args.fp32 else True if args.bf16 else None,
                 seed=args.seed, schedule=args.schedule, decay=args.decay, distill=args.distill,
                 weight_decay=args.weight_decay, feature_dropout=args.feature_dropout,
