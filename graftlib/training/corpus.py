@@ -14,7 +14,7 @@ uids) in `index.json`, and per shard `shard-NNNNN.tokens.safetensors` (`tokens` 
 adds only its new shards.
 
 `featurize(corpus, out)`: the missing shards of `out` only (resumable, as drafter-data). Sequences
-are sorted by length and right-padded into batches of at most `max_batch_tokens` tokens. With causal
+are sorted by length and right-padded into batches of at most `max_batch_tokens` tokens (`batch_tokens`). With causal
 attention a real position never sees the pads after it, so no mask is needed and every real
 position's output is that of an unpadded forward. One forward per batch with hidden states gives the
 features of positions `[0, n - 1)` of the stored layers; the LM head runs on the response-producing
@@ -136,9 +136,10 @@ def corpus_sequences(corpus: Path, entry: dict) -> list[Sequence]:
 
 @torch.inference_mode()
 def featurize_sequences(model, seqs: list[Sequence], layer_ids: list[int], top_k: int,
-                        max_batch_tokens: int = 8192) -> None:
+                        max_batch_tokens: int | None = None) -> None:
     """Fill each sequence's `features` (fp16) and top-k rows in place (see the module doc)."""
     device = model.device
+    max_batch_tokens = max_batch_tokens or batch_tokens(device)
     k = min(top_k, model.config.vocab_size)
     order = sorted(range(len(seqs)), key=lambda i: len(seqs[i].tokens))
     start = 0
@@ -163,8 +164,15 @@ def featurize_sequences(model, seqs: list[Sequence], layer_ids: list[int], top_k
         start = stop
 
 
+def batch_tokens(device: torch.device) -> int:
+    """The default padded tokens per featurizing forward: 2048 on a CPU, where a batch's activations then
+    stay in cache (8192 ran 1.36x slower on a 2-core AVX2 CPU: the element-wise ops of [8192, 1536] MLP
+    activations are memory-bound there), 16384 on an accelerator."""
+    return 2048 if torch.device(device).type == "cpu" else 16384
+
+
 def featurize(corpus: str | Path, out: str | Path, model, layer_ids: list[int], top_k: int | None = None,
-              max_batch_tokens: int = 8192, log=print) -> DataIndex:
+              max_batch_tokens: int | None = None, log=print) -> DataIndex:
     """The data directory `out` of the corpus: its missing shards featurized (see the module doc)."""
     corpus, out = Path(corpus), Path(out)
     c = read_corpus(corpus)  # `model` is the corpus's target (`_main` loads `c["target"]`)
@@ -236,7 +244,8 @@ def add_parser(subparsers) -> None:
     p.add_argument("--target-layer-ids", type=int, nargs="+", default=None,
                    help="featurize: target layers whose features are stored (default: the embedded drafter's)")
     p.add_argument("--top-k", type=int, default=None, help="featurize: top-k log-probs stored (default: the corpus's)")
-    p.add_argument("--max-batch-tokens", type=int, default=8192, help="featurize: padded tokens per forward")
+    p.add_argument("--max-batch-tokens", type=int, default=None,
+                   help="featurize: padded tokens per forward (default: 2048 on a CPU, 16384 on an accelerator)")
     p.add_argument("--dtype", choices=sorted(DTYPES), default="float32",
                    help="featurize: the target's compute dtype (default float32; bfloat16 is faster on CPUs with AMX, "
                         "recorded per shard)")
