@@ -165,13 +165,19 @@ def test_saved_drafter_loads_strictly_with_the_release_vocab_convention(tmp_path
     assert torch.equal(small.d2t, loaded.d2t)
 
 
-def test_train_writes_the_public_layout_and_its_record(tmp_path, target):
+def write_data(tmp_path, target) -> None:
+    """tmp_path/data: a `graft drafter-data` directory of six tiny alpaca-pool responses."""
+    from graftlib.data.prompts import Item
+
     tdir = write_target_dir(tmp_path / "target", seed=0, initializer_range=0.1)
-    items = [__import__("graftlib.data.prompts", fromlist=["Item"]).Item("alpaca", f"alpaca/{i}", f"say {i} things",
-                                                                        f"say {i} things") for i in range(6)]
+    items = [Item("alpaca", f"alpaca/{i}", f"say {i} things", f"say {i} things") for i in range(6)]
     cfg = DataConfig(target=str(tdir), n_prompts=6, shard_size=6, batch_size=6, max_prompt_tokens=40,
                      max_response_tokens=16, top_k=4)
     build_dataset(tmp_path / "data", cfg, target, tiny_tokenizer(), items, LAYERS, log=lambda _: None)
+
+
+def test_train_writes_the_public_layout_and_its_record(tmp_path, target):
+    write_data(tmp_path, target)
     final = train(tmp_path / "data", tmp_path / "run", small_config(max_steps=4, eval_every=2, draft_vocab=16),
                   log=lambda _: None, command="graft train-eagle3 ...")
     assert sorted(p.name for p in final.iterdir()) == ["config.json", "lineage.jsonl", "metrics.jsonl",
@@ -201,12 +207,7 @@ def test_warm_start_continues_the_weights_and_the_lineage(tmp_path, target, tiny
     from graftlib.training import lineage
     from graftlib.training.eagle3_train import warm_drafter
 
-    tdir = write_target_dir(tmp_path / "target", seed=0, initializer_range=0.1)
-    items = [__import__("graftlib.data.prompts", fromlist=["Item"]).Item("alpaca", f"alpaca/{i}", f"say {i} things",
-                                                                        f"say {i} things") for i in range(6)]
-    cfg = DataConfig(target=str(tdir), n_prompts=6, shard_size=6, batch_size=6, max_prompt_tokens=40,
-                     max_response_tokens=16, top_k=4)
-    build_dataset(tmp_path / "data", cfg, target, tiny_tokenizer(), items, LAYERS, log=lambda _: None)
+    write_data(tmp_path, target)
     parent = train(tmp_path / "data", tmp_path / "stage1", small_config(max_steps=4, eval_every=2, draft_vocab=16),
                    log=lambda _: None)
     embed = target.get_input_embeddings().weight
