@@ -93,7 +93,9 @@ table1-full: data
 # the DFlash drafter's last stage are featurized into runs/ (`graft drafter-corpus --to-data`: ~4.6 h of target
 # forwards on a 2-core AVX2 CPU, resumable per shard), then one EAGLE-3 run of EAGLE3_MIN CPU-minutes (--clock cpu:
 # the compute received; the DFlash lineage's stages add up to ~350), resumable from its checkpoint (every 5 min), so
-# the command continues where an interrupted one stopped. Ship with `make eagle3-ship`.
+# the command continues where an interrupted one stopped; then the shipped DFlash drafter scored on the same held-out
+# anchors (--max-steps 0: its evaluation only) into $(EAGLE3_OUT)-dflash, for the train_drafter notebook's families
+# table. Ship with `make eagle3-ship`.
 EAGLE3_MIN ?= 350
 EAGLE3_THREADS ?= 2
 EAGLE3_OUT ?= runs/eagle3-equal
@@ -106,6 +108,9 @@ eagle3-equal: eagle3-data
 	[ -d $(EAGLE3_OUT)/drafter ] || $(BIN)/graft train-eagle3 --data $(foreach c,$(EAGLE3_CORPORA),runs/$(lastword $(subst :, ,$(c)))) \
 		--out $(EAGLE3_OUT) --minutes $(EAGLE3_MIN) --clock cpu --threads $(EAGLE3_THREADS) --eval-every 1000 --eval-blocks-per-seq 16 \
 		--checkpoint-minutes 5 $$([ -d $(EAGLE3_OUT)/checkpoint ] && echo --resume)
+	[ -d $(EAGLE3_OUT)-dflash/drafter ] || $(BIN)/graft train-drafter --data $(foreach c,$(EAGLE3_CORPORA),runs/$(lastword $(subst :, ,$(c)))) \
+		--out $(EAGLE3_OUT)-dflash --init-drafter embedded --max-steps 0 --blocks-per-seq 16 --tau-prompts 8 \
+		--threads $(EAGLE3_THREADS)
 eagle3-ship:
 	$(BIN)/graft ship-eagle3 --from $(EAGLE3_OUT)/drafter
 

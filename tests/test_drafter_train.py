@@ -364,6 +364,13 @@ def test_a_warm_started_run_carries_its_lineage(tmp_path):
         assert values == sorted(values) and b[2][key] == a[-1][key] and b[-1][key] >= a[-1][key], key
     assert b[-1]["labels_seen"] > a[-1]["labels_seen"]
     assert stages(b) == [("run-a", 0), ("run-b", 2)]
+    # max_steps 0: the parent scored on this run's split, its weights saved as they were
+    scored = train(tmp_path / "data", tmp_path / "score",
+                   small_train_config(draft_vocab=12, max_steps=0, init_drafter=str(first)), log=lambda _: None)
+    assert (scored / "model.safetensors").read_bytes() == (first / "model.safetensors").read_bytes()
+    record = json.loads((scored / "training.json").read_text())
+    assert record["steps"] == 0 and record["final_eval"]["step"] == 0
+    assert [r["stage_step"] for r in read_lineage(scored)][-1:] == [0] and len(read_lineage(scored)) == len(a) + 1
     # the learning curve marks where run-b begins, in every panel
     fig = plot_learning_curve({"shipped": second / "lineage.jsonl"}, "lineage")
     assert any("seen (training) text" in line.get_label() for line in fig.axes[0].lines)

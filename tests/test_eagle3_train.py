@@ -227,6 +227,15 @@ def test_warm_start_continues_the_weights_and_the_lineage(tmp_path, target, tiny
     last = json.loads((tmp_path / "stage1" / "metrics.jsonl").read_text().splitlines()[-1])
     assert first["step"] == 0 and first["kind"] == "eval" and last["kind"] == "eval"
     assert first["heldout_loss"] == pytest.approx(last["heldout_loss"], rel=1e-2)  # same weights (bf16), same split
+    # max_steps 0: the parent scored on this run's split, nothing trained, the weights as they were
+    scored = train(tmp_path / "data", tmp_path / "score", small_config(max_steps=0, draft_vocab=16,
+                                                                         init_drafter=str(parent)), log=lambda _: None)
+    assert (scored / "model.safetensors").read_bytes() == (parent / "model.safetensors").read_bytes()
+    record = json.loads((scored / "training.json").read_text())
+    evals = [json.loads(x) for x in (tmp_path / "score" / "metrics.jsonl").read_text().splitlines()]
+    assert record["steps"] == 0 and [e["step"] for e in evals] == [0] and record["final_eval"] == evals[0]
+    with pytest.raises(GraftError, match="max_steps 0 trains nothing"):
+        train(tmp_path / "data", tmp_path / "nothing", small_config(max_steps=0, draft_vocab=16), log=lambda _: None)
     with pytest.raises(GraftError, match="draft vocabulary 16 \\(asked 8\\)"):
         warm_drafter(small_config(draft_vocab=8, init_drafter=str(parent)), target, LAYERS)
     with pytest.raises(GraftError, match="head_init"):

@@ -115,7 +115,8 @@ class LoopConfig:
         require(self.minutes is not None or self.max_steps is not None, "give a time budget (minutes) or max_steps")
         require(self.minutes is None or self.minutes > 0, f"minutes must be > 0, got {self.minutes}")
         require(self.clock in ("wall", "cpu"), f"clock {self.clock!r} is not 'wall' or 'cpu'")
-        require(self.max_steps is None or self.max_steps >= 1, f"max_steps must be >= 1, got {self.max_steps}")
+        require(self.max_steps is None or self.max_steps >= 0,
+                f"max_steps must be >= 0 (0: only evaluate a warm start), got {self.max_steps}")
         require(0 < self.heldout < 1, f"heldout must be in (0, 1), got {self.heldout}")
         require(self.eval_every >= 1, f"eval_every must be >= 1, got {self.eval_every}")
 
@@ -717,8 +718,9 @@ def stop_requests():
 
 
 def run_loop(trainer: LoopTrainer, ckpt: Path, metrics: Path, data_info: dict, log) -> dict:
-    """Steps until the budget (minutes of training + evaluation on the trainer's clock, or max_steps);
-    logs, evaluates at step 0 of a warm start and every
+    """Steps until the budget (minutes of training + evaluation on the trainer's clock, or max_steps;
+    max_steps 0 with a warm start: its step-0 evaluation only, the way to score a trained drafter on
+    another run's held-out anchors); logs, evaluates at step 0 of a warm start and every
     `eval_every` steps, checkpoints at each evaluation and every `checkpoint_minutes`, and when a stop
     is requested (`stop_requests`): then it raises KeyboardInterrupt after the checkpoint.
     Returns the final evaluation (made at the last step if the last periodic one was earlier)."""
@@ -739,9 +741,12 @@ def _run_loop(trainer: LoopTrainer, ckpt: Path, metrics: Path, data_info: dict, 
             return True
         return cfg.minutes is not None and trainer.elapsed_s >= 60 * cfg.minutes
 
+    require(cfg.max_steps != 0 or trainer.warm_start,
+            "max_steps 0 trains nothing: it evaluates a warm start on this run's held-out split (give --init-drafter)")
     if trainer.warm_start and trainer.step_no == 0:  # where a warm start begins: the curve's first point
         t0 = trainer.now()
-        append_record(metrics, evaluate())
+        last_eval = evaluate()
+        append_record(metrics, last_eval)
         trainer.elapsed_s += trainer.now() - t0
     try:
         while not done():
