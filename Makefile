@@ -93,17 +93,19 @@ table1-full: data
 # the DFlash drafter's last stage are featurized into runs/ (`graft drafter-corpus --to-data`: ~4.6 h of target
 # forwards on a 2-core AVX2 CPU, resumable per shard), then one EAGLE-3 run of EAGLE3_MIN CPU-minutes (--clock cpu:
 # the compute received; the DFlash lineage's stages add up to ~350), resumable from its checkpoint (every 5 min), so
-# the command continues where an interrupted one stopped; then the shipped DFlash drafter scored on the same held-out
+# the command continues where an interrupted one stopped (one thread: the most compute per CPU-second, and the
+# other core free for data generation beside it; ~6 h of wall clock); then the shipped DFlash drafter scored on the same held-out
 # anchors (--max-steps 0: its evaluation only) into $(EAGLE3_OUT)-dflash, for the train_drafter notebook's families
 # table. Ship with `make eagle3-ship`.
 EAGLE3_MIN ?= 350
-EAGLE3_THREADS ?= 2
+EAGLE3_THREADS ?= 1
+FEATURIZE_THREADS ?= 2
 EAGLE3_OUT ?= runs/eagle3-equal
 EAGLE3_CORPORA = smollm2-135m:drafter-data-v3 smollm2-135m-tasks:drafter-data-tasks-v3 smollm2-135m-regular:drafter-data-regular
 eagle3-data: data
 	for c in $(EAGLE3_CORPORA); do \
 		$(BIN)/graft drafter-corpus --corpus graftlib/assets/corpus/$${c%%:*} --to-data runs/$${c##*:} \
-			--threads $(EAGLE3_THREADS) || exit 1; done
+			--threads $(FEATURIZE_THREADS) || exit 1; done
 eagle3-equal: eagle3-data
 	[ -d $(EAGLE3_OUT)/drafter ] || $(BIN)/graft train-eagle3 --data $(foreach c,$(EAGLE3_CORPORA),runs/$(lastword $(subst :, ,$(c)))) \
 		--out $(EAGLE3_OUT) --minutes $(EAGLE3_MIN) --clock cpu --threads $(EAGLE3_THREADS) --eval-every 1000 --eval-blocks-per-seq 16 \
