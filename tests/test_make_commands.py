@@ -1,0 +1,52 @@
+"""The graft commands of the Makefile's multi-step targets parse with graft's own parser: `make -n`
+prints them (nothing runs), shell variables and substitutions are blanked, and each command line is
+parsed as the CLI would. A target that passes an option twice (argparse keeps the last `--data`) or
+misspells one fails here, not hours into a run."""
+
+import re
+import shlex
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from graftlib.lab.cli import build_parser
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def graft_commands(*targets: str) -> list[list[str]]:
+    """The argument lists of every `graft ...` command `make -n TARGETS` would run."""
+    out = subprocess.run(["make", "-n", *targets], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    text = re.sub(r"\\\n\s*", " ", out)  # continuation lines joined
+    commands = []
+    for line in text.splitlines():
+        for m in re.finditer(r"bin/graft (.*?)(?:\|\||;|$)", line):
+            cmd = re.sub(r"\$\((?:[^()]|\([^()]*\))*\)", "", m.group(1))  # $(...) substitutions dropped
+            cmd = re.sub(r"\$\{[^}]*\}", "X", cmd)  # ${...} shell variables blanked
+            commands.append(shlex.split(cmd))
+    return commands
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="no make")
+def test_eagle3_equal_commands_parse_and_score_the_same_anchors():
+    commands = graft_commands("eagle3-equal", "eagle3-ship")
+    parser = build_parser()
+    parsed = {args[0]: parser.parse_args(args) for args in commands}
+    assert {"drafter-corpus", "train-eagle3", "train-drafter", "ship-eagle3"} <= set(parsed)
+    e3, df = parsed["train-eagle3"], parsed["train-drafter"]
+    assert len(e3.data) == 3 and e3.data == df.data  # one data set, in one order: one held-out split
+    assert e3.clock == "cpu" and e3.minutes == 350 and e3.eval_blocks_per_seq == df.blocks_per_seq == 16
+    assert df.max_steps == 0 and df.init_drafter == "embedded"
+    assert parsed["ship-eagle3"].folder == str(Path(e3.out) / "drafter")
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="no make")
+@pytest.mark.parametrize("target", ["device-check", "drafter-gpu", "artifacts", "main"])
+def test_single_command_targets_parse(target):
+    commands = graft_commands(target)
+    assert commands
+    parser = build_parser()
+    for args in commands:
+        parser.parse_args(args)
