@@ -3,6 +3,7 @@ prints them (nothing runs), shell variables and substitutions are blanked, and e
 parsed as the CLI would. A target that passes an option twice (argparse keeps the last `--data`) or
 misspells one fails here, not hours into a run."""
 
+import os
 import re
 import shlex
 import shutil
@@ -18,7 +19,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def graft_commands(*targets: str) -> list[list[str]]:
     """The argument lists of every `graft ...` command `make -n TARGETS` would run."""
-    out = subprocess.run(["make", "-n", *targets], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}  # under `make test`
+    out = subprocess.run(["make", "-n", "--no-print-directory", *targets], cwd=ROOT, env=env, capture_output=True,
+                         text=True, check=True).stdout
     text = re.sub(r"\\\n\s*", " ", out)  # continuation lines joined
     commands = []
     for line in text.splitlines():
