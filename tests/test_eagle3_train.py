@@ -238,6 +238,8 @@ def test_warm_start_continues_the_weights_and_the_lineage(tmp_path, target, tiny
         train(tmp_path / "data", tmp_path / "nothing", small_config(max_steps=0, draft_vocab=16), log=lambda _: None)
     with pytest.raises(GraftError, match="draft vocabulary 16 \\(asked 8\\)"):
         warm_drafter(small_config(draft_vocab=8, init_drafter=str(parent)), target, LAYERS)
+    with pytest.raises(GraftError, match="target layers \\[0, 1, 2\\] \\(asked \\[0, 1, 3\\]\\)"):
+        warm_drafter(small_config(draft_vocab=16, init_drafter=str(parent)), target, [0, 1, 3])
     with pytest.raises(GraftError, match="head_init"):
         small_config(init_drafter=str(parent), head_init="random").check()
     with pytest.raises(GraftError, match="not a directory"):

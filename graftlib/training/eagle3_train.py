@@ -137,18 +137,17 @@ def init_dir(init_drafter: str | None) -> Path | None:
 
 def warm_drafter(cfg: Eagle3TrainConfig, target, layer_ids: list[int]) -> Eagle3Drafter:
     """The trained EAGLE-3 drafter `cfg.init_drafter` to continue: its weights and draft vocabulary (`d2t`),
-    loaded strictly, sharing the target's embedding; refused unless it fits this run (the target's widths,
-    the data's target layers, the draft vocabulary size asked for)."""
+    loaded strictly, sharing the target's embedding; refused unless it fits this run (the target: `fit`; the
+    data's target layers, the release's default when its config names none; the draft vocabulary size asked for)."""
     path = init_dir(cfg.init_drafter)
     require(path.is_dir(), f"init_drafter {cfg.init_drafter}: {path} is not a directory")
     embed = target.get_input_embeddings()
-    drafter = load_eagle3(path, target_embed=embed.weight)
-    c, tc = drafter.config, target.config
-    vocab = tc.vocab_size
+    drafter = load_eagle3(path, target_embed=embed.weight).fit(target.config)  # fits the target (widths, vocabulary)
+    vocab = target.config.vocab_size
     want_vocab = cfg.draft_vocab if 0 < cfg.draft_vocab < vocab else vocab
     diff = [f"{name} {have} (asked {want})" for name, have, want in (
-        ("hidden size", c.hidden_size, tc.hidden_size), ("target layers", list(c.target_layer_ids), list(layer_ids)),
-        ("draft vocabulary", c.draft_vocab_size, want_vocab),
+        ("target layers", list(drafter.layer_ids), list(layer_ids)),
+        ("draft vocabulary", drafter.config.draft_vocab_size, want_vocab),
     ) if have != want]
     require(not diff, f"init_drafter {cfg.init_drafter} does not fit this run: {'; '.join(diff)}")
     drafter = drafter.float().requires_grad_(True).train()
