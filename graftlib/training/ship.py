@@ -151,8 +151,8 @@ def ship(folder: str | Path, embedded: PairId, assets: ShippedAssets | None = No
 
 def ship_drafter(src: str | Path, target, dest: Path, family: str = "dflash", log=print) -> list[Path]:
     """Make the `family` ("dflash" or "eagle3") drafter in `src` the one in `dest` (module doc); `target`
-    is the model it must fit (its config for DFlash, the model for EAGLE-3, whose checkpoint leaves the
-    embedding to the target). Returns the files written."""
+    is the target model it must fit (an EAGLE-3 checkpoint leaves its embedding to the target's). Returns
+    the files written."""
     require(family in FAMILIES, f"unknown drafter family {family!r}: {', '.join(FAMILIES)}")
     name = FAMILIES[family]
     src = Path(src)
@@ -187,7 +187,7 @@ def _load_strict(family: str, src: Path, target) -> None:
     if family == "dflash":
         from graftlib.models.drafter import load_drafter
 
-        load_drafter(str(src), getattr(target, "config", target), device="cpu")
+        load_drafter(str(src), target.config, device="cpu")
     else:
         from graftlib.models.eagle3 import load_eagle3
 
