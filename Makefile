@@ -102,15 +102,16 @@ EAGLE3_THREADS ?= 1
 FEATURIZE_THREADS ?= 2
 EAGLE3_OUT ?= runs/eagle3-equal
 EAGLE3_CORPORA = smollm2-135m:drafter-data-v3 smollm2-135m-tasks:drafter-data-tasks-v3 smollm2-135m-regular:drafter-data-regular
+EAGLE3_DATA = $(foreach c,$(EAGLE3_CORPORA),runs/$(lastword $(subst :, ,$(c))))
 eagle3-data: data
 	for c in $(EAGLE3_CORPORA); do \
 		$(BIN)/graft drafter-corpus --corpus graftlib/assets/corpus/$${c%%:*} --to-data runs/$${c##*:} \
 			--threads $(FEATURIZE_THREADS) || exit 1; done
 eagle3-equal: eagle3-data
-	[ -d $(EAGLE3_OUT)/drafter ] || $(BIN)/graft train-eagle3 --data $(foreach c,$(EAGLE3_CORPORA),runs/$(lastword $(subst :, ,$(c)))) \
+	[ -d $(EAGLE3_OUT)/drafter ] || $(BIN)/graft train-eagle3 --data $(EAGLE3_DATA) \
 		--out $(EAGLE3_OUT) --minutes $(EAGLE3_MIN) --clock cpu --threads $(EAGLE3_THREADS) --eval-every 1000 --eval-blocks-per-seq 16 \
 		--checkpoint-minutes 5 $$([ -d $(EAGLE3_OUT)/checkpoint ] && echo --resume)
-	[ -d $(EAGLE3_OUT)-dflash/drafter ] || $(BIN)/graft train-drafter --data $(foreach c,$(EAGLE3_CORPORA),runs/$(lastword $(subst :, ,$(c)))) \
+	[ -d $(EAGLE3_OUT)-dflash/drafter ] || $(BIN)/graft train-drafter --data $(EAGLE3_DATA) \
 		--out $(EAGLE3_OUT)-dflash --init-drafter embedded --max-steps 0 --blocks-per-seq 16 --tau-prompts 8 \
 		--threads $(EAGLE3_THREADS)
 eagle3-ship:
