@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 # torch==2.13.0 is the CPU build on this machine's disk; GPU users: install their CUDA torch 2.13.0 first.
 EXTRAS ?= notebooks,dev
 
-.PHONY: setup data main artifacts lab bench-drafter bench-graft bench-goals table1-full eagle3-data eagle3-equal eagle3-ship sampling-table drafter-ablation drafter-distill drafter-gpu device-check \
+.PHONY: setup data main artifacts lab bench-drafter bench-graft bench-goals table1-full eagle3-data eagle3-equal eagle3-ship tasks-branches sampling-table drafter-ablation drafter-distill drafter-gpu device-check \
 	device-bundle gpu-site device-check-gpu drafter-gpu-remote test lint clean-results
 
 $(BIN)/graft: pyproject.toml
@@ -116,6 +116,23 @@ eagle3-equal: eagle3-data
 		--threads $(EAGLE3_THREADS)
 eagle3-ship:
 	$(BIN)/graft ship-eagle3 --from $(EAGLE3_OUT)/drafter
+
+# Issue 21: more greedy text of the task distribution (its few thousand prompts are answered already): each `tdes`
+# prompt answered three times, a sampled prefix kept as context, then the target's greedy continuation (module doc
+# of graftlib/training/drafter_data.py). On a fresh machine the committed shards are featurized from their corpus
+# first (~3.6x cheaper than generating them again); then BRANCH_MIN minutes of generation (no new shard after that;
+# a shard is ~50k response tokens), and the finished shards' tokens exported into the committed corpus. Re-run to
+# go on; one thread leaves the other core to a training job.
+BRANCH_DATA ?= runs/drafter-data-tasks-branches
+BRANCH_CORPUS := graftlib/assets/corpus/smollm2-135m-tasks-branches
+BRANCH_MIN ?= 60
+BRANCH_THREADS ?= 1
+tasks-branches: data
+	$(BIN)/graft drafter-corpus --corpus $(BRANCH_CORPUS) --to-data $(BRANCH_DATA) --threads $(BRANCH_THREADS)
+	$(BIN)/graft drafter-data --pool tdes --out $(BRANCH_DATA) --n-prompts 2702 --branches 3 --branch-tokens 32 \
+		--sample-temperature 1.0 --shard-size 192 --batch-size 96 --dtype float32 --threads $(BRANCH_THREADS) \
+		--max-minutes $(BRANCH_MIN)
+	$(BIN)/graft drafter-corpus --corpus $(BRANCH_CORPUS) --from-data $(BRANCH_DATA)
 
 # Issue 17: MAT and speedup of every method at T = 0, 0.6, 1.0 on gsm8k and mt-bench with SAMPLING_N prompts per
 # cell (64 tokens), and SABA's T = 0 calibration against fits at each T on SAMPLING_SABA_N held-out prompts per task.

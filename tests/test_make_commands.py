@@ -53,3 +53,25 @@ def test_single_command_targets_parse(target):
     parser = build_parser()
     for args in commands:
         parser.parse_args(args)
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="no make")
+def test_tasks_branches_continues_the_committed_corpus():
+    """The generation settings of `make tasks-branches` are those the committed branch corpus was made with, so a
+    re-run extends it (an export of data made otherwise is refused, hours later) and featurizes into one data dir."""
+    from graftlib.training.corpus import read_corpus
+    from graftlib.training.drafter_data import DataConfig, data_config_from_args
+
+    commands = graft_commands("tasks-branches")
+    parser = build_parser()
+    parsed = [parser.parse_args(args) for args in commands if args[0] != "data"]  # `graft data --fetch` first
+    assert [a.command for a in parsed] == ["drafter-corpus", "drafter-data", "drafter-corpus"]
+    featurize, gen, export = parsed
+    assert featurize.to_data == gen.out == export.from_data and featurize.corpus == export.corpus
+    corpus = read_corpus(ROOT / export.corpus)
+    cfg = data_config_from_args(gen)
+    assert isinstance(cfg, DataConfig)
+    for key in ("pool", "max_prompt_tokens", "max_response_tokens", "shard_size", "top_k", "sample_share",
+                "sample_temperature", "branches", "branch_tokens"):
+        assert getattr(cfg, key) == corpus[key], key
+    assert gen.n_prompts * gen.branches >= sum(s["count"] for s in corpus["shards"])
