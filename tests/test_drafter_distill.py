@@ -328,3 +328,24 @@ def test_a_token_tied_with_the_first_choice_is_greedy():
 
     assert seq([7, 4]).greedy() and seq([8, 4]).greedy()  # 8 ties with 7
     assert not seq([9, 4]).greedy() and not seq([7, 5]).greedy()
+
+
+def test_draws_are_made_for_the_sampling_rows_only(target, monkeypatch):
+    """A step draws (softmax + multinomial) over the rows inside their sampled span and no others: the rows
+    drawn in all add up to each sequence's sampled tokens, and the tokens after the span stay greedy."""
+    prompts = prompts_of([4, 9, 6, 12, 5], seed=21)
+    temps, spans = [1.0, 0.0, 1.0, 1.0, 0.0], [3, 20, 1, 5, 20]
+    drawn = []
+    real = torch.multinomial
+
+    def counting(probs, *args, **kwargs):
+        drawn.append(probs.shape[0])
+        return real(probs, *args, **kwargs)
+
+    monkeypatch.setattr(torch, "multinomial", counting)
+    seqs = generate_sequences(target, prompts, LAYERS, 12, [], batch_size=2, top_k=K, temperatures=temps,
+                              generator=torch.Generator().manual_seed(0), sampled_tokens=spans)
+    assert sum(drawn) == sum(min(k, s.response_len) for s, t, k in zip(seqs, temps, spans) if t > 0)
+    for s, t, k in zip(seqs, temps, spans):
+        start = s.prompt_len + (k if t > 0 else 0)
+        assert torch.equal(s.tokens[start:], s.topk_ids[start - s.prompt_len:, 0].long())

@@ -15,7 +15,10 @@ evaluation prompt; or the items of a `--prompts` file), `tokens` = prompt + the 
 
 Greedy by default; `sample_share` of the prompts (chosen by a hash of their uid, so stable as the
 set grows) get a response sampled at `sample_temperature` from one seeded generator per shard (the
-sampling issue wants T > 0 text too). Their top-k rows are still the T = 1 distribution.
+sampling issue wants T > 0 text too). Their top-k rows are still the T = 1 distribution. A step draws for the
+rows that sample at it and no others (decided on the host, no sync); data made before session 23 drew for every
+row at every step of a run with any sampled row (10% of a branch run's time went to it), so one seed gives other
+draws now than then: equally valid data, not the same tokens.
 
 Branches (`branches` = n > 0): more greedy text from a fixed set of prompts. Every prompt is answered
 n times (uids `UID@branchJ`, J = 1..n), each response starting with a short sampled prefix (1 ..
@@ -271,9 +274,9 @@ def generate_sequences(model, prompts: list[list[int]], layer_ids: list[int], ma
     if not prompts:
         return []
     device, n = model.device, len(prompts)
-    temps = torch.tensor(temperatures or [0.0] * n, dtype=torch.float32, device=device)
-    any_sampled = any(t > 0 for t in (temperatures or []))  # decided once: no per-step host sync for it
-    until = torch.tensor(sampled_tokens or [max_new_tokens] * n, dtype=torch.long, device=device)
+    temps_host = temperatures or [0.0] * n
+    until_host = sampled_tokens or [max_new_tokens] * n
+    temps = torch.tensor(temps_host, dtype=torch.float32, device=device)
     n_feat = len(layer_ids) * model.config.hidden_size
     k = min(top_k, model.config.vocab_size)
     # by sequence: response token j, the features of its position (j < r - 1 are kept), its top-k row
@@ -322,11 +325,13 @@ def generate_sequences(model, prompts: list[list[int]], layer_ids: list[int], ma
         logits = model.lm_head(last).float()
         nxt = logits.argmax(-1)
         seq_of_row = slot_t.clamp(min=0)
-        if any_sampled:
-            t = torch.where((slot_t >= 0) & (n_resp[seq_of_row] < until[seq_of_row]), temps[seq_of_row], 0.0)
-            probs = torch.softmax(logits / t.clamp(min=1e-6)[:, None], -1)
-            draw = torch.multinomial(probs, 1, generator=generator)[:, 0]
-            nxt = torch.where(t > 0, draw, nxt)
+        # rows drawing this step: a live sequence with T > 0 inside its sampled span (fed[r] is the index of the
+        # token it produces now; all host-side, no sync); only their rows are softmaxed and drawn from
+        drawing = [r for r, s in enumerate(slot) if s >= 0 and temps_host[s] > 0 and fed[r] < until_host[s]]
+        if drawing:
+            rows_d = torch.tensor(drawing, device=device)
+            probs = torch.softmax(logits[rows_d] / temps[slot_t[rows_d]][:, None], -1)
+            nxt[rows_d] = torch.multinomial(probs, 1, generator=generator)[:, 0]
         live = slot_t >= 0
         seq, j = slot_t[live], n_resp[slot_t[live]]
         resp[seq, j] = nxt[live]
