@@ -349,3 +349,28 @@ def test_draws_are_made_for_the_sampling_rows_only(target, monkeypatch):
     for s, t, k in zip(seqs, temps, spans):
         start = s.prompt_len + (k if t > 0 else 0)
         assert torch.equal(s.tokens[start:], s.topk_ids[start - s.prompt_len:, 0].long())
+
+
+def test_a_prompt_given_several_times_is_prefilled_once(target, monkeypatch):
+    """The branches of one prompt are admitted together: their prefill runs once and its rows are copied, and
+    each copy decodes exactly as the prompt alone does (greedy here, so every copy is the AR decode)."""
+    a, b, c = prompts_of([5, 9, 7], seed=22)
+    prompts = [a, b, a, c, a, b]
+    rows = []
+    forward = target.model.forward
+
+    def recording(*args, **kwargs):
+        ids = kwargs["input_ids"]
+        if ids.shape[1] > 1:
+            rows.append(ids.shape[0])
+        return forward(*args, **kwargs)
+
+    monkeypatch.setattr(target.model, "forward", recording)
+    seqs = generate_sequences(target, prompts, LAYERS, 10, [], batch_size=4, feature_dtype=torch.float32, top_k=K)
+    assert rows == [2, 1]  # admitted by length: a, a, a, c (two prefilled), then b, b (one); without sharing 4, 2
+    monkeypatch.undo()
+    ar = Decoder.for_method(target, None, "ar")
+    for p, s in zip(prompts, seqs):
+        assert s.tokens[len(p):].tolist() == ar.decode(p, 10).tokens
+        assert s.features.shape[0] == len(s.tokens) - 1
+    assert torch.equal(seqs[0].features, seqs[2].features) and torch.equal(seqs[0].topk_ids, seqs[4].topk_ids)

@@ -36,7 +36,9 @@ cache of `graftlib.core.kvcache`, the LM head on the last position only. When a 
 finishes (EOS or the cap), the row is free; once an eighth of the batch is free, the next prompts
 (length-sorted, so they pad little) are prefilled together on their own, and each one's K/V is written
 into a free row right-aligned to the cache's end, the row's columns before it masked out
-(`BufferedLayer.write_rows`; positions are the row's own, so RoPE'd keys are valid in any column).
+(`BufferedLayer.write_rows`; positions are the row's own, so RoPE'd keys are valid in any column). A prompt
+admitted several times at once (a prompt's branches sit side by side in the length order) is prefilled once and
+its rows copied.
 The cache grows at the front when a new prompt is wider than it (`shift_front`), and every 16 steps
 drops the leading columns that no live row reaches. So the batch stays full until the prompts run
 out, instead of emptying towards its longest response; then finished rows leave it (their cache
@@ -240,7 +242,17 @@ SHRINK_SHARE = 4  # with no prompt left to admit, finished rows leave the batch 
 
 def _prefill(model, prompts: list[list[int]], layer_ids: list[int], feature_dtype: torch.dtype, capacity: int):
     """One left-padded prefill of `prompts`: (its cache, its 2D mask [m, w], the last position's hidden
-    state [m, H], each prompt's features [len(p), F])."""
+    state [m, H], each prompt's features [len(p), F]). A prompt given several times (the branches of one
+    prompt, admitted together) is computed once and its rows copied."""
+    unique = list(dict.fromkeys(map(tuple, prompts)))
+    if len(unique) < len(prompts):
+        cache, mask, last, feats = _prefill(model, [list(p) for p in unique], layer_ids, feature_dtype, capacity)
+        where = {p: j for j, p in enumerate(unique)}
+        rows = [where[tuple(p)] for p in prompts]
+        idx = torch.tensor(rows, device=model.device)
+        for layer in cache.layers:
+            layer.batch_select_indices(idx)
+        return cache, mask[idx], last[idx], [feats[j] for j in rows]
     device = model.device
     w = max(len(p) for p in prompts)
     ids = torch.zeros(len(prompts), w, dtype=torch.long, device=device)
