@@ -286,9 +286,8 @@ def generate_sequences(model, prompts: list[list[int]], layer_ids: list[int], ma
     if not prompts:
         return []
     device, n = model.device, len(prompts)
-    temps_host = temperatures or [0.0] * n
-    until_host = sampled_tokens or [max_new_tokens] * n
-    temps = torch.tensor(temps_host, dtype=torch.float32, device=device)
+    temps = temperatures or [0.0] * n
+    until = sampled_tokens or [max_new_tokens] * n
     n_feat = len(layer_ids) * model.config.hidden_size
     k = min(top_k, model.config.vocab_size)
     # by sequence: response token j, the features of its position (j < r - 1 are kept), its top-k row
@@ -339,10 +338,11 @@ def generate_sequences(model, prompts: list[list[int]], layer_ids: list[int], ma
         seq_of_row = slot_t.clamp(min=0)
         # rows drawing this step: a live sequence with T > 0 inside its sampled span (fed[r] is the index of the
         # token it produces now; all host-side, no sync); only their rows are softmaxed and drawn from
-        drawing = [r for r, s in enumerate(slot) if s >= 0 and temps_host[s] > 0 and fed[r] < until_host[s]]
+        drawing = [r for r, s in enumerate(slot) if s >= 0 and temps[s] > 0 and fed[r] < until[s]]
         if drawing:
             rows_d = torch.tensor(drawing, device=device)
-            probs = torch.softmax(logits[rows_d] / temps[slot_t[rows_d]][:, None], -1)
+            t = torch.tensor([temps[slot[r]] for r in drawing], dtype=torch.float32, device=device)
+            probs = torch.softmax(logits[rows_d] / t[:, None], -1)
             nxt[rows_d] = torch.multinomial(probs, 1, generator=generator)[:, 0]
         live = slot_t >= 0
         seq, j = slot_t[live], n_resp[slot_t[live]]
