@@ -47,27 +47,35 @@ def test_commit_after_growth_and_batch_select():
     assert torch.equal(layer.keys, ref[0][0][1:, :, rows]) and torch.equal(layer.values, ref[0][1][1:, :, rows])
 
 
-def shared_cache(layers: int, start: int, n: int, capacity: int = 16) -> tuple[Cache, list]:
-    """`filled_cache` with the layers in one shared buffer (`SharedKV`)."""
+def shared_cache(layers: int, start: int, n: int, capacity: int = 16,
+                 dtype: torch.dtype = torch.float32) -> tuple[Cache, list]:
+    """`filled_cache` with the layers in one shared buffer (`SharedKV`), filled as forwards do: every
+    layer's prefix, then every layer's tree region."""
     store = SharedKV(layers)
     cache = Cache(layers=[BufferedLayer(capacity, store, i) for i in range(layers)])
     ref = []
-    for i, layer in enumerate(cache.layers):
-        k = torch.arange(2 * 3 * (start + n) * 4, dtype=torch.float32).reshape(2, 3, start + n, 4) + 1000 * i
-        v = -k - 7
-        layer.update(k[:, :, :start], v[:, :, :start])
-        layer.update(k[:, :, start:], v[:, :, start:])
-        ref.append((k, v))
+    for i in range(layers):
+        k = (torch.arange(2 * 3 * (start + n) * 4).reshape(2, 3, start + n, 4) + 100 * i).to(dtype)
+        ref.append((k, -k - 7))
+    for part in (slice(0, start), slice(start, start + n)):
+        for layer, (k, v) in zip(cache.layers, ref):
+            layer.update(k[:, :, part], v[:, :, part])
     return cache, ref
 
 
-@pytest.mark.parametrize("keep", [[0, 2, 5], [0, 1, 2], [0], []])
-def test_shared_commit_keeps_the_accepted_rows_of_every_layer(keep):
+@pytest.mark.parametrize("keep", [[0, 2, 5], [0, 1, 2], [0], [], [0, 1, 3, 4, 5]])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("host", [True, False])  # the compiled in-place gather, or the device path's index_select
+@pytest.mark.parametrize("capacity", [16, 8])  # 8: the buffer grew while filling (the host view follows it)
+def test_shared_commit_keeps_the_accepted_rows_of_every_layer(keep, dtype, host, capacity):
     start, n = 5, 6
-    cache, ref = shared_cache(3, start, n)
+    cache, ref = shared_cache(3, start, n, capacity, dtype)
     store = cache.layers[0].shared
     assert store.complete and all(layer.kv.data_ptr() == store.buf[2 * i].data_ptr()
                                   for i, layer in enumerate(cache.layers))
+    assert store.host is not None and store.host.ctypes.data == store.buf.data_ptr()
+    if not host:
+        store.host = None
     commit_cache(cache, start, keep, kept_rows(keep, "cpu"))
     rows = list(range(start)) + [start + j for j in keep]
     for layer, (k, v) in zip(cache.layers, ref):

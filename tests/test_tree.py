@@ -266,6 +266,23 @@ def test_mask_buffer_reuse_matches_fresh_masks():
     assert torch.equal(verify_inputs(branchy(), 7, masks=small).attention_mask, verify_inputs(branchy(), 7).attention_mask)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_mask_rows_written_in_place_equal_the_uploaded_block(dtype):
+    """A host buffer's rows written by the kernel (`MaskBuffer.write`, the CPU path) and a block uploaded
+    and copied in (`place`, the device path, forced here by hiding the host view) give the same masks,
+    round after round, in both widths of mask dtype; so do the token and position rows."""
+    other = Tree([1, 2, 3, 4], [-1, 0, 0, 2], [0, 1, 1, 2])
+    direct, uploaded = MaskBuffer(8, 40, "cpu", dtype), MaskBuffer(8, 40, "cpu", dtype)
+    uploaded.host = None
+    for tree, start in [(branchy(), 3), (other, 5), (branchy(), 6), (other, 12), (branchy(), 12), (other, 30)]:
+        a, b = verify_inputs(tree, start, masks=direct, dtype=dtype), verify_inputs(tree, start, masks=uploaded, dtype=dtype)
+        assert torch.equal(a.attention_mask, b.attention_mask), (start, tree.tokens)
+        assert torch.equal(a.input_ids, b.input_ids) and torch.equal(a.position_ids, b.position_ids)
+        hidden = a.attention_mask[0, 0, :, start:] != 0
+        assert torch.equal(~hidden, verify_inputs(tree, start).visible)
+    assert torch.equal(direct.mask, uploaded.mask)  # the columns and rows beyond the views too
+
+
 def test_mask_buffer_place_needs_the_pad():
     """A block placed after the prefix moved carries `pad(start)` zero columns; rows an earlier,
     larger tree wrote are cleared below the new start."""

@@ -28,7 +28,8 @@ the next one after the last taken (`_next_child`). Path scores add in float64 as
 do; a scorer's rows are float32 dot products, which may round differently from numpy's batched ones (the same
 tree up to near-ties in score; tests check the heap exactly on tables whose products are exact).
 
-`verify_blob` builds `graftlib.core.tree.verify_inputs`'s upload. `warm_up()` compiles every kernel for the types
+`verify_blob` builds `graftlib.core.tree.verify_inputs`'s upload (`hidden_rows`, its mask block, also writes a host
+mask buffer in place); `gather_positions`, the tree commit of a host KV cache. `warm_up()` compiles every kernel for the types
 a decode passes; compiled code is cached on disk (`cache=True`: later processes load it in ~0.1 s).
 """
 
@@ -203,30 +204,46 @@ def verify_blob(tokens, parents, depths, start, pad, hidden_bits, itemsize):
     for i in range(1, n):
         keys[i - 1] = (parents[i] << 32) | tokens[i]
     if itemsize == 2:
-        _hidden_rows(words[2 * n:].view(np.uint16), parents, pad, np.uint16(hidden_bits))
+        hidden_rows(words[2 * n:].view(np.uint16)[:n * width].reshape(n, width), parents, 0, pad,
+                     np.uint16(hidden_bits))
     elif itemsize == 4:
-        _hidden_rows(words[2 * n:].view(np.uint32), parents, pad, np.uint32(hidden_bits))
+        hidden_rows(words[2 * n:].view(np.uint32)[:n * width].reshape(n, width), parents, 0, pad,
+                     np.uint32(hidden_bits))
     return words.view(np.uint8)[:16 * n + body], keys
 
 
 @numba.njit(cache=True)
-def _hidden_rows(flat, parents, pad, hidden) -> None:
-    """The mask block into `flat` (zeroed, at least n * (pad + n) entries): row i = its parent's row
-    with entry pad + i cleared; the root's row hides every other node."""
+def hidden_rows(plane, parents, col, pad, hidden) -> None:
+    """The mask block of `verify_blob`, into rows 0..n-1 and columns col..col + pad + n - 1 of `plane`
+    (2D, C order, entries as the mask dtype's bits): `pad` zeros, then row i = its parent's row with
+    entry pad + i cleared; the root's row hides every other node. `graftlib.core.tree.MaskBuffer.write`
+    writes a host mask buffer's rows with it in place."""
     n = parents.shape[0]
-    width = pad + n
-    flat[pad + 1:width] = hidden
+    end = col + pad + n
+    plane[0, col:col + pad + 1] = 0
+    plane[0, col + pad + 1:end] = hidden
     for i in range(1, n):
-        row, up = i * width, parents[i] * width
-        flat[row:row + width] = flat[up:up + width]
-        flat[row + pad + i] = 0
+        plane[i, col:end] = plane[parents[i], col:end]
+        plane[i, col + pad + i] = 0
+
+
+@numba.njit(cache=True)
+def gather_positions(buf, start, keep) -> None:
+    """In place over `buf` [P, capacity, d] (positions on axis 1, entries as integers of their width): position
+    start + keep[j] moved to start + j for every j and plane. `keep` ascends with keep[j] >= j (an accepted
+    root path, parents before children), so a position is read before any write lands on it
+    (`graftlib.core.kvcache.SharedKV.gather`, host buffers)."""
+    for p in range(buf.shape[0]):
+        for j in range(keep.shape[0]):
+            if keep[j] != j:
+                buf[p, start + j, :] = buf[p, start + keep[j], :]
 
 
 @functools.cache
 def warm_up() -> None:
     """Compile (or load from numba's disk cache) the kernels for the types a decode passes them: packed
     read-back pools (int32 ids and float32 log q, strided views) with and without edge-score tables, and
-    the verify blob. Once per process, before anything is timed: the first call of a kernel otherwise
+    the verify blob, mask rows and the cache commit's gather. Once per process, before anything is timed: the first call of a kernel otherwise
     compiles inside a decode (seconds on a fresh install, tens of ms from the cache)."""
     packed = np.zeros((2, 9), np.float32)
     ids, logq = packed.view(np.int32)[:, :4], packed[:, 4:8]
@@ -235,3 +252,8 @@ def warm_up() -> None:
     for scorer in ((np.zeros((0, 0), np.float32),) * 3, tables):
         tokens, parents, depths, _, n = build_heap(1, ids, logq, 3, 2, *scorer)
         verify_blob(tokens[:n], parents[:n], depths[:n], 5, 1, 1, 4)
+        verify_blob(tokens[:n], parents[:n], depths[:n], 5, 1, 1, 2)
+        for bits in (np.uint16, np.uint32):
+            hidden_rows(np.zeros((4, 8), bits), parents[:n], 1, 1, bits(1))
+    for width in (np.int16, np.int32):
+        gather_positions(np.zeros((2, 8, 3), width), 1, np.array([0, 2], np.int64))

@@ -11,7 +11,8 @@ accepted rows in place and crops, so nothing else is copied.
 Shared buffer (`target_cache(shared=True)`, what the decode loop uses): every layer's keys and
 values live in one [2L, b, kv_heads, capacity, head_dim] tensor (`SharedKV`; layer i's keys and
 values are rows 2i and 2i + 1), so the tree commit's gather over positions and the views after its
-crop are one op each for the whole cache instead of a few per layer. Layers join on their first
+crop are one op each for the whole cache instead of a few per layer (in host memory the gather is one
+compiled in-place pass, `graftlib.core.kernels.gather_positions`: no index tensor, no copy out). Layers join on their first
 update when their shapes match the buffer's; one that does not, or that leaves (batch selection),
 keeps its own buffers and the cache is committed layer by layer (`SharedKV.complete`).
 
@@ -20,8 +21,15 @@ code written against `DynamicLayer` (reading `.keys` / `.values`, `get_seq_lengt
 same tensors it would with the HF cache.
 """
 
+from array import array
+
+import numpy as np
 import torch
 from transformers.cache_utils import Cache, DynamicCache, DynamicLayer
+
+from graftlib.core.kernels import gather_positions
+
+HOST_WIDTHS = {2: torch.int16, 4: torch.int32}  # an entry's width -> the integers a host gather copies it as
 
 
 class SharedKV:
@@ -30,6 +38,7 @@ class SharedKV:
     def __init__(self, layers: int):
         self.members: list[BufferedLayer | None] = [None] * layers  # the layers whose buffers are views of `buf`
         self.buf: torch.Tensor | None = None
+        self.host: np.ndarray | None = None  # `buf` in host memory: [2L * b * h, capacity, d] integers of its width
 
     @property
     def complete(self) -> bool:
@@ -41,7 +50,7 @@ class SharedKV:
         with the layer's capacity); False when the shapes, dtype, device or capacity differ."""
         b, h, _, d = like.shape
         if self.buf is None and value_dim == d:
-            self.buf = like.new_empty(2 * len(self.members), b, h, layer.capacity, d)
+            self._allocate(like.new_empty(2 * len(self.members), b, h, layer.capacity, d))
         buf = self.buf
         if (buf is None or value_dim != d or buf.shape[1:] != (b, h, layer.capacity, d) or buf.dtype != like.dtype
                 or buf.device != like.device):
@@ -58,7 +67,7 @@ class SharedKV:
         """A larger `buf` (at least `need` positions, at least double), every member re-pointed into it."""
         old = self.buf
         cap = max(need, 2 * old.shape[3])
-        self.buf = old.new_empty(*old.shape[:3], cap, old.shape[4])
+        self._allocate(old.new_empty(*old.shape[:3], cap, old.shape[4]))
         self.buf[:, :, :, :old.shape[3]] = old
         for layer in self.members:
             if layer is not None:
@@ -66,14 +75,27 @@ class SharedKV:
                 self._point(layer)
                 layer._views()
 
+    def _allocate(self, buf: torch.Tensor) -> None:
+        self.buf = buf
+        self.host = None
+        if buf.device.type == "cpu" and buf.element_size() in HOST_WIDTHS:
+            planes = buf.view(HOST_WIDTHS[buf.element_size()]).numpy()
+            self.host = planes.reshape(-1, *planes.shape[3:])
+
     def _point(self, layer: "BufferedLayer") -> None:
         i = 2 * layer.index
         layer.kv = self.buf[i:i + 2]
         layer.kbuf, layer.vbuf = self.buf[i], self.buf[i + 1]
 
-    def gather(self, start: int, rows: torch.Tensor, n: int) -> None:
-        """The n positions `rows` of every layer's keys and values moved to positions start.. (one gather)."""
-        self.buf.narrow(3, start, n).copy_(self.buf.index_select(3, rows))
+    def gather(self, start: int, keep: list[int], index: torch.Tensor | None = None) -> None:
+        """The positions start + keep[j] of every layer's keys and values moved to start + j (`keep`: an
+        accepted root path, ascending). Host memory: one compiled in-place pass (`gather_positions`);
+        on a device one gather, `index` the device's `keep` when the caller has it."""
+        if self.host is not None:
+            gather_positions(self.host, start, np.frombuffer(array("q", keep), np.int64))
+            return
+        rows = (index if index is not None else torch.tensor(keep, device=self.buf.device)) + start
+        self.buf.narrow(3, start, len(keep)).copy_(self.buf.index_select(3, rows))
 
     def crop(self, length: int) -> None:
         """Every member's length set to `length`, their key / value views made in two ops."""

@@ -24,7 +24,7 @@ from functools import cached_property
 import numpy as np
 import torch
 
-from graftlib.core.kernels import verify_blob
+from graftlib.core.kernels import hidden_rows, verify_blob
 
 
 @dataclass
@@ -162,6 +162,9 @@ class MaskBuffer:
     tree wrote, are cleared apart), instead of allocating and filling a fresh [n, start + n] mask.
     `hidden_bits` / `itemsize`: the dtype's min as an unsigned integer of its width, for host code that
     writes blocks as raw bytes (`graftlib.core.kernels.verify_blob`).
+    In host memory (a CPU decode) the block is not copied at all: `write` has the compiled kernel write
+    the rows straight into the buffer (`host`: a numpy view of its entries' bits; None on a device,
+    where `place` copies an uploaded block).
     """
 
     def __init__(self, rows: int, cols: int, device, dtype: torch.dtype):
@@ -173,6 +176,10 @@ class MaskBuffer:
         bits = torch.tensor([self.min], dtype=dtype).view(UNSIGNED[self.itemsize][0])
         self.hidden_bits = int(bits) & UNSIGNED[self.itemsize][1]
         self.clean, self.dirty = cols, 0
+        unsigned = {2: np.uint16, 4: np.uint32}[self.itemsize]
+        on_host = self.device.type == "cpu"
+        self.host = self.plane.view(UNSIGNED[self.itemsize][0]).numpy().view(unsigned) if on_host else None
+        self.hidden = unsigned(self.hidden_bits)
 
     def fits(self, n: int, start: int, device, dtype: torch.dtype) -> bool:
         return (n <= self.rows and start + n <= self.cols and dtype == self.dtype
@@ -194,8 +201,24 @@ class MaskBuffer:
         if n < self.dirty and start > self.clean:
             self.plane[n:self.dirty, self.clean:start] = 0
         self.plane[:n, start + n - width:start + n].copy_(block)
+        return self._view(n, start)
+
+    def write(self, parents: np.ndarray, start: int) -> torch.Tensor:
+        """The mask of a tree with `parents` (int64 [n], parents before children) placed at `start`, its rows
+        written in place by the compiled kernel (`pad(start)` zero columns, then the tree block; host
+        buffers only) -> the view [1, 1, n, start + n]."""
+        n = parents.shape[0]
+        if n < self.dirty and start > self.clean:
+            self.host[n:self.dirty, self.clean:start] = 0
+        pad = self.pad(start)
+        hidden_rows(self.host, parents, start - pad, pad, self.hidden)
+        return self._view(n, start)
+
+    def _view(self, n: int, start: int) -> torch.Tensor:
+        """Rows 0..n-1 now hold a tree placed at `start`: the bookkeeping, then the mask view (as_strided:
+        the cheapest view torch makes)."""
         self.clean, self.dirty = start, max(self.dirty, n)
-        return self.mask[:, :, :n, :start + n]
+        return self.mask.as_strided((1, 1, n, start + n), self.mask.stride())
 
 
 UNSIGNED = {2: (torch.int16, 0xFFFF), 4: (torch.int32, 0xFFFFFFFF)}  # a mask dtype's width -> its bits
@@ -206,22 +229,30 @@ def verify_inputs(tree: Tree, start: int, device: torch.device | str = "cpu",
     """Derive the target's verify inputs for `tree` placed after a cached prefix of `start` tokens.
 
     Host work: one compiled pass over the nodes (`graftlib.core.kernels.verify_blob`: a node's mask row
-    is its parent's with its own entry cleared, and the walk's edge keys) and one upload: a byte blob of
-    the tokens and positions (int64, [2, N+1]) followed, for a tree that is not a chain, by the
-    [N+1, pad + N+1] mask block in the mask dtype; on the device all are views of it, and the block is
-    copied into the buffer (`MaskBuffer.place`). `masks`: the decode's `MaskBuffer` (the mask is a view of it);
-    None or too small: a fresh mask.
+    is its parent's with its own entry cleared, and the walk's edge keys). On a device, one upload: a
+    byte blob of the tokens and positions (int64, [2, N+1]) followed, for a tree that is not a chain, by
+    the [N+1, pad + N+1] mask block in the mask dtype; all are views of it there, and the block is
+    copied into the buffer (`MaskBuffer.place`). On the CPU nothing is copied: the tokens and positions
+    are views of the host blob, and the kernel writes the mask rows straight into the buffer
+    (`MaskBuffer.write`). `masks`: the decode's `MaskBuffer` (the mask is a view of it); None or too
+    small: a fresh mask.
     """
     n = len(tree.tokens)
     chain = max(tree.depths) == n - 1  # one path through every node: causal attention, no mask
     if not chain and (masks is None or not masks.fits(n, start, device, dtype)):
         masks = MaskBuffer(n, start + n, device, dtype)
-    pad, bits, size = (0, 0, 0) if chain else (masks.pad(start), masks.hidden_bits, masks.itemsize)
-    host, keys = verify_blob(np.asarray(tree.tokens, np.int64), np.asarray(tree.parents, np.int64),
-                             np.asarray(tree.depths, np.int64), start, pad, bits, size)
-    blob = torch.from_numpy(host).to(device)
-    input_ids, position_ids = blob[:16 * n].view(torch.int64).view(2, 1, n).unbind()
-    mask = None if chain else masks.place(blob[16 * n:].view(dtype).view(n, pad + n), start)
+    in_place = not chain and masks.host is not None  # a host buffer: the kernel writes its rows
+    pad, bits, size = (0, 0, 0) if chain or in_place else (masks.pad(start), masks.hidden_bits, masks.itemsize)
+    parents = np.asarray(tree.parents, np.int64)
+    host, keys = verify_blob(np.asarray(tree.tokens, np.int64), parents, np.asarray(tree.depths, np.int64),
+                             start, pad, bits, size)
+    if in_place or (chain and torch.device(device).type == "cpu"):
+        input_ids, position_ids = torch.from_numpy(host[:16 * n].view(np.int64).reshape(2, 1, n)).unbind()
+        mask = None if chain else masks.write(parents, start)
+    else:
+        blob = torch.from_numpy(host).to(device)
+        input_ids, position_ids = blob[:16 * n].view(torch.int64).view(2, 1, n).unbind()
+        mask = None if chain else masks.place(blob[16 * n:].view(dtype).view(n, pad + n), start)
     return VerifyInputs(input_ids=input_ids, position_ids=position_ids, attention_mask=mask,
                         edges=dict(zip(keys.tolist(), range(1, n))), parents=tree.parents)
 

@@ -99,8 +99,7 @@ def commit_cache(cache, start: int, keep: list[int], index: torch.Tensor | None 
     shared = getattr(cache.layers[0], "shared", None)
     if shared is not None and shared.complete:
         if not contiguous:
-            base = index if index is not None else kept_rows(keep, shared.buf.device)
-            shared.gather(start, base + start, n)
+            shared.gather(start, keep, index if index is not None and index.device == shared.buf.device else None)
         shared.crop(start + n)
         return
     rows: dict[torch.device, torch.Tensor] = {}  # per device: start + keep, the kept positions

@@ -27,9 +27,10 @@ GRAFT runs SABA with a flat cost and no AR gates (`measuring_params`), so it alw
 and every method builds trees of B nodes: the table compares the same tree sizes, and SABA's
 whole decision is timed.
 
-Protocol per (method, B): one warm-up decode, `repeats` timed decodes of `rounds` new tokens
-(the table holds, per stage, the median over all their rounds; host ms is the sum of the stage
-medians), then one counted decode under `SyncCounter`. Clocks: on a CPU the thread's CPU time
+Protocol: per (method, B) one warm-up decode, then `repeats` timed decodes of `rounds` new tokens,
+interleaved across the rows (each repeat decodes every row once, in a rotated order; the table holds,
+per stage, the median over all their rounds; host ms is the sum of the stage medians), then per row
+one counted decode under `SyncCounter`. Clocks: on a CPU the thread's CPU time
 (`time.thread_time`), since on a shared machine a stage longer than a scheduler slice otherwise
 reads several times its work; on CUDA wall time, every split synchronizing the device, so a stage
 is charged for the kernels it launched. The tdes column is the tree stage's time times the share
@@ -44,7 +45,8 @@ the host wait for the device: .item(), .tolist(), .cpu(), .numpy(force=True), bo
 of a tensor, and shape-dependent ops (nonzero, unique, masked_select, boolean indexing), on tensors
 on the loop's device. Blocking uploads (torch.tensor(.., device=), .to(device)) are counted apart:
 a pageable host-to-device copy also waits for the queue (on a CPU run: graftlib's own `.to(device)`
-calls).
+calls; the verify inputs' one upload a round on a device is not among them: on the CPU they are views
+of host memory, `graftlib.core.tree.verify_inputs`).
 The decode loop's `StageTimer` laps (five a round; each synchronizes on CUDA so that the round's
 stage times mean something) are counted apart too, on any device.
 On a CPU run nothing really waits; the counts are what the same code does on a GPU (on a CPU every
@@ -285,18 +287,29 @@ def events_per_round(splits: SplitLog, rounds: int) -> dict[str, dict[str, float
     return out
 
 
-def measure(loop: DecodeLoop, scorer: TimedScorer, prompt: list[int], rounds: int, repeats: int) -> dict:
-    """One (method, budget) row: per stage the median over the rounds of `repeats` decodes; syncs of one more.
-    `scorer`: the `TimedScorer` inside the loop's builder, if any (its share of each build is TDES's)."""
-    clock = time.thread_time if loop.device.type == "cpu" else time.perf_counter  # module doc
-    loop.builder = timed = TimedBuilder(loop.builder, scorer)
-    loop.decode(prompt, 8, stop_at_eos=False)  # warm-up
-    logs, records = [], []
-    timed.wall = timed.scorer_wall = 0.0
-    for _ in range(repeats):
-        logs.append(SplitLog(clock=clock))
-        records += loop.decode(prompt, rounds, stop_at_eos=False, splits=logs[-1]).rounds
-    per_round = [r for log in logs for r in round_stages(log, timed.share)]
+def measure(loops: list[tuple[DecodeLoop, TimedScorer]], prompt: list[int], rounds: int, repeats: int) -> list[dict]:
+    """One row per (loop, scorer) pair: per stage the median over the rounds of `repeats` decodes; syncs of
+    one more. The timed decodes are interleaved (repeat r decodes every loop once, in an order rotated
+    by r), so a drift of the machine's speed is shared by the rows instead of landing on one.
+    `scorer`: the `TimedScorer` inside that loop's builder, if any (its share of each build is TDES's)."""
+    clock = time.thread_time if loops[0][0].device.type == "cpu" else time.perf_counter  # module doc
+    timed = []
+    for loop, scorer in loops:
+        loop.builder = TimedBuilder(loop.builder, scorer)
+        loop.decode(prompt, 8, stop_at_eos=False)  # warm-up
+        loop.builder.wall = loop.builder.scorer_wall = 0.0
+        timed.append(([], []))  # (split logs, round records)
+    for r in range(repeats):
+        for i in (r + j for j in range(len(loops))):
+            (loop, _), (logs, records) = loops[i % len(loops)], timed[i % len(loops)]
+            logs.append(SplitLog(clock=clock))
+            records += loop.decode(prompt, rounds, stop_at_eos=False, splits=logs[-1]).rounds
+    return [_row(loop, logs, records, prompt, rounds) for (loop, _), (logs, records) in zip(loops, timed)]
+
+
+def _row(loop: DecodeLoop, logs: list[SplitLog], records: list, prompt: list[int], rounds: int) -> dict:
+    """A loop's row from its timed decodes' logs and records, and one more decode under `SyncCounter`."""
+    per_round = [r for log in logs for r in round_stages(log, loop.builder.share)]
     splits = SplitLog()
     with SyncCounter(splits, loop.device):
         res = loop.decode(prompt, rounds, stop_at_eos=False, splits=splits)
@@ -325,13 +338,15 @@ def host_overhead_table(device: str = "cpu", budgets=BUDGETS, methods=METHODS, r
     net = TDESNet(target.get_input_embeddings().weight.detach(), m=64, depths=drafter.block_size - 1).to(device)
     scorer = TimedScorer(TDESScorer.from_net(net, beta=0.2))
     prompt = torch.randint(0, vocab - 1, (32,), generator=torch.Generator().manual_seed(seed)).tolist()
-    rows = []
+    keys, loops = [], []
     for method in methods:
         for b in budgets:
             builder, controller = _parts(method, b, scorer, budgets)
             loop = DecodeLoop(target, drafter, builder, controller)
             loop.eager_verdicts = True  # the accelerator's path on any device (module doc)
-            rows.append({"method": method, "budget": b, **measure(loop, scorer, prompt, rounds, repeats)})
+            keys.append({"method": method, "budget": b})
+            loops.append((loop, scorer))
+    rows = [{**key, **row} for key, row in zip(keys, measure(loops, prompt, rounds, repeats))]
     fused_tdes(rows)
     setting = {"device": str(target.device), "threads": torch.get_num_threads(), "torch": torch.__version__,
                "cpu": platform.processor() or platform.machine(), "vocab": vocab, "layers": layers,
