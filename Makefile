@@ -134,6 +134,23 @@ tasks-branches: data
 		--max-minutes $(BRANCH_MIN)
 	$(BIN)/graft drafter-corpus --corpus $(BRANCH_CORPUS) --from-data $(BRANCH_DATA)
 
+# Issue 21: the next DFlash stage: the shipped drafter warm-started on the three corpora of its last stage plus the
+# branch corpus (new text of the task distribution, which it has never seen), NEXT_MIN minutes of this process's CPU
+# time (--clock cpu) on NEXT_THREADS, at the fine-tune lr of its last stage, checkpointed every 5 min: the same
+# command continues an interrupted run. Run it once `make tasks-branches` has made every shard (the data dir must
+# not grow under a run: its held-out split is drawn at the start). It ships nothing: compare its final record
+# (held-out top-1 per depth, in-loop chain tau on gsm8k) with graftlib/assets/drafters/smollm2-135m-dflash/training.json,
+# then `graft ship-drafter --from $(NEXT_OUT)/drafter` and `make artifacts` (after `make eagle3-equal` has scored
+# the shipped one).
+NEXT_MIN ?= 240
+NEXT_THREADS ?= 2
+NEXT_OUT ?= runs/drafter-next
+drafter-next: eagle3-data
+	$(BIN)/graft drafter-corpus --corpus $(BRANCH_CORPUS) --to-data $(BRANCH_DATA) --threads $(NEXT_THREADS)
+	[ -d $(NEXT_OUT)/drafter ] || $(BIN)/graft train-drafter --data $(EAGLE3_DATA) $(BRANCH_DATA) --out $(NEXT_OUT) \
+		--init-drafter embedded --lr 1e-4 --minutes $(NEXT_MIN) --clock cpu --threads $(NEXT_THREADS) --blocks-per-seq 16 \
+		--eval-every 1000 --tau-prompts 8 --checkpoint-minutes 5 $$([ -d $(NEXT_OUT)/checkpoint ] && echo --resume)
+
 # Issue 17: MAT and speedup of every method at T = 0, 0.6, 1.0 on gsm8k and mt-bench with SAMPLING_N prompts per
 # cell (64 tokens), and SABA's T = 0 calibration against fits at each T on SAMPLING_SABA_N held-out prompts per task.
 # About 35 min on a 2-core CPU (session 19).

@@ -75,3 +75,22 @@ def test_tasks_branches_continues_the_committed_corpus():
                 "sample_temperature", "branches", "branch_tokens"):
         assert getattr(cfg, key) == corpus[key], key
     assert gen.n_prompts * gen.branches >= sum(s["count"] for s in corpus["shards"])
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="no make")
+def test_drafter_next_continues_the_shipped_drafter_on_every_corpus():
+    """`make drafter-next` warm-starts the shipped drafter on its last stage's data (the EAGLE-3 run's, in one
+    order) plus the featurized branch corpus, at its last stage's fine-tune settings, on the CPU clock."""
+    import json
+
+    commands = graft_commands("drafter-next")
+    parser = build_parser()
+    parsed = [parser.parse_args(args) for args in commands if args[0] != "data"]
+    assert [a.command for a in parsed][-2:] == ["drafter-corpus", "train-drafter"]
+    *featurize, branches, train = parsed
+    e3 = next(parser.parse_args(a) for a in graft_commands("eagle3-equal") if a[0] == "train-eagle3")
+    assert {f.command for f in featurize} == {"drafter-corpus"}  # the shell loop of `make eagle3-data`
+    assert train.data == [*e3.data, branches.to_data] and branches.corpus.endswith("tasks-branches")
+    shipped = json.loads((ROOT / "graftlib/assets/drafters/smollm2-135m-dflash/training.json").read_text())["config"]
+    assert train.init_drafter == "embedded" and train.clock == "cpu" and train.minutes >= 240
+    assert (train.lr, train.blocks_per_seq) == (shipped["lr"], shipped["blocks_per_seq"])
