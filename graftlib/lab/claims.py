@@ -1,6 +1,6 @@
-"""The paper's seven throughput claims, checked on bench records under both figures (issue 18).
+"""The paper's throughput claims, checked on bench records under both figures (issues 16, 18).
 
-The GRAFT paper (Tables 1-2 and their text, the abstract) makes seven claims that a benchmark on
+The GRAFT paper (Tables 1-2 and their text, the abstract) makes nine claims that a benchmark on
 any pair can test, each "run X decodes faster than run Y" (`CLAIMS`, the paper's words beside):
   C1 GRAFT > DDTree at its best fixed budget        Table 1 (i): highest speedup in every group
   C2 GRAFT > DFlash at its best chain length        Table 1 (i)
@@ -9,11 +9,15 @@ any pair can test, each "run X decodes faster than run Y" (`CLAIMS`, the paper's
   C5 +SABA > DDTree at that budget                  Table 2: +12.8% TPS with fewer nodes
   C6 GRAFT > DDTree at that budget                  Table 2: +19.4% TPS
   C7 GRAFT > +SABA                                  Table 2: TDES restores MAT, highest TPS
+  C8 GRAFT > EAGLE-3 (its dynamic tree)             Table 1 (i): the AR-drafter baselines too
+  C9 GRAFT > OPT-Tree                               Table 1 (i)
 (The MAT claim of Table 1 (ii) and TDES's per-round overhead are not throughput orderings; Table 3
 and Figure 5 need their own sweeps.) Roles name runs: `ddtree`, `+tdes`, `+saba`, `graft` at the
 budgets of Table 2 (`budget`: DDTree's and +TDES's fixed budget, `cap`: the adaptive methods'),
 `ddtree-best` / `dflash-best` the best of the method's runs per task, chosen after the fact by the
-figure under test (its own noise included, as the paper's per-task best budgets).
+figure under test (its own noise included, as the paper's per-task best budgets); `eagle3` and
+`opt-tree` the best of those methods' runs the same way (Table 1 runs each at its release's settings:
+usually one run each).
 
 Each claim is checked per task and pooled over the tasks (the chosen runs relabeled, so the
 pairing stays per prompt; `graftlib.lab.modeled.relabeled`). Wall clock: `holds` when the paired
@@ -50,7 +54,10 @@ CLAIMS = (
     Claim("C5", "+saba", "ddtree", "Table 2", "+SABA reduces tree size and still improves TPS by 12.8%"),
     Claim("C6", "graft", "ddtree", "Table 2", "GRAFT improves TPS by 19.4% over DDTree"),
     Claim("C7", "graft", "+saba", "Table 2", "GRAFT restores MAT over +SABA and reaches the highest TPS"),
+    Claim("C8", "graft", "eagle3", "Table 1 (i)", "GRAFT achieves the highest wall-time speedup (vs EAGLE-3)"),
+    Claim("C9", "graft", "opt-tree", "Table 1 (i)", "GRAFT achieves the highest wall-time speedup (vs OPT-Tree)"),
 )
+AR_DRAFTED = ("eagle3", "opt-tree")  # methods whose runs are one role each, the best of them per task
 
 
 def role_keys(keys: set[str], budget: int | None = None, cap: int | None = None) -> dict[str, list[str]]:
@@ -67,6 +74,8 @@ def role_keys(keys: set[str], budget: int | None = None, cap: int | None = None)
     for method in ("ddtree", "dflash"):
         roles[f"{method}-best"] = sorted((k for k in keys if k.partition("@")[0] == method),
                                          key=lambda k: int(k.partition("@")[2]))
+    for method in AR_DRAFTED:
+        roles[method] = sorted(k for k in keys if k.partition("@")[0] == method)
     return roles
 
 

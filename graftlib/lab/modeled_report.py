@@ -4,7 +4,7 @@ Reads bench records (`graft bench --out`, a notebook's results file; torchrun ra
 prices them under one cost profile (`--cost-profile`, default the shipped CPU one; their rounds as
 decoded, `modeled.reprice`), and prints (1) per task and run the wall-clock speedup over AR with
 its paired bootstrap interval, the modeled speedup and their error, with the mean absolute error
-over runs x tasks (`modeled.validate`), and (2) the seven claims of `graftlib.lab.claims` under
+over runs x tasks (`modeled.validate`), and (2) the nine claims of `graftlib.lab.claims` under
 both figures. The same is appended as one JSON record to `--out` (nan written as null).
 
 A file can hold several sweeps; a (prompt, run) pair measured under two settings would be pooled
