@@ -12,7 +12,8 @@
   rows to the front of the appended region, then a crop (with `graftlib.core.kvcache`'s buffered
   layers a length change; nothing else is copied; their keys and values share one buffer, one
   gather per layer). A contiguous path (rows 0..a-1) needs no index;
-  otherwise one index upload serves every layer (`kept_rows`).
+  otherwise one index upload serves every layer (`kept_rows`), except in a shared buffer in host
+  memory, which one compiled pass gathers in place (`graftlib.core.kvcache.SharedKV.gather`).
 
 Invariant: after `commit_cache(cache, start, keep)` the cache holds exactly `start + len(keep)`
 positions, and position `start + j` holds the K/V of tree node `keep[j]`, whose position id
@@ -93,7 +94,8 @@ def commit_cache(cache, start: int, keep: list[int], index: torch.Tensor | None 
     `index`: `kept_rows(keep, device)` when the caller has it, so one upload serves every layer on
     that device as well as the caller's own gathers (on the shared buffer's device, when it has one,
     since every layer is there). A cache in one shared buffer
-    (`graftlib.core.kvcache.SharedKV`) is gathered and cropped in one op each for all layers."""
+    (`graftlib.core.kvcache.SharedKV`) is gathered and cropped in one op each for all layers (in host
+    memory the gather reads `keep` itself, not `index`)."""
     n = len(keep)
     contiguous = keep == list(range(n))
     shared = getattr(cache.layers[0], "shared", None)
