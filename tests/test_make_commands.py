@@ -94,3 +94,4 @@ def test_drafter_next_continues_the_shipped_drafter_on_every_corpus():
     shipped = json.loads((ROOT / "graftlib/assets/drafters/smollm2-135m-dflash/training.json").read_text())["config"]
     assert train.init_drafter == "embedded" and train.clock == "cpu" and train.minutes >= 240
     assert (train.lr, train.blocks_per_seq) == (shipped["lr"], shipped["blocks_per_seq"])
+    assert (train.feature_dropout, train.weight_decay) == (0.2, 0.1)  # session 20's regularized arm
