@@ -97,6 +97,12 @@ table1-full: data
 # other core free for data generation beside it; ~6 h of wall clock); then the shipped DFlash drafter scored on the same held-out
 # anchors (--max-steps 0: its evaluation only) into $(EAGLE3_OUT)-dflash, for the train_drafter notebook's families
 # table. Ship with `make eagle3-ship`.
+# In stages (a machine that does not keep runs/ between sessions cannot hold ~10 h of featurizing + training):
+# EAGLE3_INIT=embedded warm-starts from the shipped EAGLE-3 drafter (its lineage continues, as the DFlash drafter's
+# stages did), on the corpora EAGLE3_CORPORA names, e.g. one session's stage on the task corpus:
+#   make eagle3-equal EAGLE3_CORPORA=smollm2-135m-tasks:drafter-data-tasks-v3 EAGLE3_INIT=embedded \
+#     EAGLE3_MIN=120 EAGLE3_THREADS=2 EAGLE3_OUT=runs/eagle3-s2 && make eagle3-ship EAGLE3_OUT=runs/eagle3-s2
+EAGLE3_INIT ?=
 EAGLE3_MIN ?= 350
 EAGLE3_THREADS ?= 1
 FEATURIZE_THREADS ?= 2
@@ -110,7 +116,8 @@ eagle3-data: data
 eagle3-equal: eagle3-data
 	[ -d $(EAGLE3_OUT)/drafter ] || $(BIN)/graft train-eagle3 --data $(EAGLE3_DATA) \
 		--out $(EAGLE3_OUT) --minutes $(EAGLE3_MIN) --clock cpu --threads $(EAGLE3_THREADS) --eval-every 1000 --eval-blocks-per-seq 16 \
-		--checkpoint-minutes 5 $$([ -d $(EAGLE3_OUT)/checkpoint ] && echo --resume)
+		--checkpoint-minutes 5 $(if $(EAGLE3_INIT),--init-drafter $(EAGLE3_INIT)) \
+		$$([ -d $(EAGLE3_OUT)/checkpoint ] && echo --resume)
 	[ -d $(EAGLE3_OUT)-dflash/drafter ] || $(BIN)/graft train-drafter --data $(EAGLE3_DATA) \
 		--out $(EAGLE3_OUT)-dflash --init-drafter embedded --max-steps 0 --blocks-per-seq 16 --tau-prompts 8 \
 		--threads $(EAGLE3_THREADS)

@@ -46,6 +46,22 @@ def test_eagle3_equal_commands_parse_and_score_the_same_anchors():
 
 
 @pytest.mark.skipif(shutil.which("make") is None, reason="no make")
+def test_eagle3_stage_warm_starts_the_shipped_drafter_on_the_named_corpora():
+    """One session's stage of the EAGLE-3 lineage (the Makefile's example): a warm start from the shipped
+    drafter on the task corpus alone, and the DFlash drafter scored on the same data; without EAGLE3_INIT the run
+    starts from random weights."""
+    stage = ("EAGLE3_CORPORA=smollm2-135m-tasks:drafter-data-tasks-v3", "EAGLE3_INIT=embedded", "EAGLE3_MIN=120",
+             "EAGLE3_OUT=runs/eagle3-s2")
+    parser = build_parser()
+    parsed = {args[0]: parser.parse_args(args) for args in graft_commands("eagle3-equal", "eagle3-ship", *stage)}
+    e3, df = parsed["train-eagle3"], parsed["train-drafter"]
+    assert e3.init_drafter == "embedded" and e3.minutes == 120 and e3.data == df.data == ["runs/drafter-data-tasks-v3"]
+    assert parsed["ship-eagle3"].folder == "runs/eagle3-s2/drafter"
+    scratch = next(parser.parse_args(a) for a in graft_commands("eagle3-equal") if a[0] == "train-eagle3")
+    assert scratch.init_drafter is None
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="no make")
 @pytest.mark.parametrize("target", ["device-check", "drafter-gpu", "artifacts", "main"])
 def test_single_command_targets_parse(target):
     commands = graft_commands(target)
