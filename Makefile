@@ -96,7 +96,7 @@ table1-full: data
 # the command continues where an interrupted one stopped (one thread: the most compute per CPU-second, and the
 # other core free for data generation beside it; ~6 h of wall clock); then the shipped DFlash drafter scored on the same held-out
 # anchors (--max-steps 0: its evaluation only) into $(EAGLE3_OUT)-dflash, for the train_drafter notebook's families
-# table. Ship with `make eagle3-ship`.
+# table. Ship with `make eagle3-ship` (that scoring ships beside the EAGLE-3 weights: graftlib/training/anchors.py).
 # In stages (a machine that does not keep runs/ between sessions cannot hold ~10 h of featurizing + training):
 # EAGLE3_INIT=embedded warm-starts from the shipped EAGLE-3 drafter (its lineage continues, as the DFlash drafter's
 # stages did), on the corpora EAGLE3_CORPORA names, e.g. one session's stage on the task corpus:
@@ -122,7 +122,7 @@ eagle3-equal: eagle3-data
 		--out $(EAGLE3_OUT)-dflash --init-drafter embedded --max-steps 0 --blocks-per-seq 16 --tau-prompts 8 \
 		--threads $(EAGLE3_THREADS)
 eagle3-ship:
-	$(BIN)/graft ship-eagle3 --from $(EAGLE3_OUT)/drafter
+	$(BIN)/graft ship-eagle3 --from $(EAGLE3_OUT)/drafter --reference $(EAGLE3_OUT)-dflash/drafter
 
 # Issue 21: more greedy text of the task distribution (its few thousand prompts are answered already): each `tdes`
 # prompt answered three times, a sampled prefix kept as context, then the target's greedy continuation (module doc

@@ -390,6 +390,11 @@ def test_a_warm_started_run_carries_its_lineage(tmp_path):
     # a drafter directory without a lineage file is one stage of its metrics.jsonl
     (first / "lineage.jsonl").unlink()
     assert [r["stage"] for r in read_lineage(first)] == ["run-a", "run-a"]
+    # nor a metrics.jsonl: its training.json's final evaluation, so that a warm start from it counts its training
+    (first / "metrics.jsonl").unlink()
+    record = json.loads((first / "training.json").read_text())
+    assert [(r["stage"], r["step"], r["labels_seen"], r["elapsed_s"]) for r in read_lineage(first)] == [
+        ("run-a", record["steps"], record["labels_seen"], record["train_s"])]
 
 
 def test_cli_registers_both_commands():

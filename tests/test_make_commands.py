@@ -43,6 +43,7 @@ def test_eagle3_equal_commands_parse_and_score_the_same_anchors():
     assert e3.clock == "cpu" and e3.minutes == 350 and e3.eval_blocks_per_seq == df.blocks_per_seq == 16
     assert df.max_steps == 0 and df.init_drafter == "embedded"
     assert parsed["ship-eagle3"].folder == str(Path(e3.out) / "drafter")
+    assert parsed["ship-eagle3"].reference == str(Path(df.out) / "drafter")  # the DFlash drafter on its anchors
 
 
 @pytest.mark.skipif(shutil.which("make") is None, reason="no make")

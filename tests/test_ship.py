@@ -263,3 +263,46 @@ def test_ship_eagle3_replaces_the_eagle3_drafter_and_refuses_a_misfit(tmp_path, 
     with pytest.raises(GraftError, match="unknown drafter family 'medusa'"):
         ship_drafter(new, pair.target, dest, "medusa", log=quiet)
     assert {p.name: p.read_bytes() for p in dest.iterdir()} == before
+
+
+def test_ship_eagle3_with_its_dflash_reference(tmp_path, tiny_pair):
+    """`graft ship-eagle3 --reference DIR`: the DFlash drafter scored on the EAGLE-3 drafter's held-out anchors
+    ships beside it (with the DFlash checkpoint's id) and reads back until another DFlash drafter is shipped; a
+    reference that trained, holds other weights or scored other anchors is refused with nothing written; a
+    drafter shipped without one removes the old reference."""
+    from tiny import eagle3_config, random_eagle3, write_eagle3_dir
+
+    from graftlib.training.anchors import REFERENCE, read_reference
+    from graftlib.training.ship import ship_drafter
+
+    pair, root = tiny_pair
+    tc = pair.target.config
+    dflash = shutil.copytree(root / "tiny-dflash", tmp_path / "dflash")
+    split = {"final_eval": {"acc_by_depth": [0.5]}, "data": {"dirs": ["runs/drafter-data-tasks-v3"]},
+             "config": {"heldout": 0.04, "seed": 0, "eval_blocks": 384, "blocks_per_seq": 16},
+             "split": {"heldout_sequences": 9}}
+    dest = write_eagle3_dir(tmp_path / "assets-eagle3", random_eagle3(eagle3_config(tc), tc, seed=1), embed=True)
+    new = write_eagle3_dir(tmp_path / "new", random_eagle3(eagle3_config(tc), tc, seed=2), embed=True)
+    (new / "training.json").write_text(json.dumps({**split, "steps": 300}))
+    scored = shutil.copytree(dflash, tmp_path / "scored")
+    (scored / "training.json").write_text(json.dumps({**split, "steps": 0}))
+    written = ship_drafter(new, pair.target, dest, "eagle3", log=quiet, reference=(scored, dflash))
+    assert REFERENCE in {p.name for p in written}
+    ref = read_reference(dest, dflash)
+    assert ref["steps"] == 0 and ref["final_eval"] == split["final_eval"] and len(ref["dflash_checkpoint"]) == 12
+    before = {p.name: p.read_bytes() for p in dest.iterdir()}
+    for name, change, match in (("trained", {"steps": 5}, "trained 5 steps"),
+                                ("apart", {"data": {"dirs": ["runs/other"]}}, "not scored on the EAGLE-3 drafter")):
+        bad = shutil.copytree(dflash, tmp_path / name)
+        (bad / "training.json").write_text(json.dumps({**split, "steps": 0, **change}))
+        with pytest.raises(GraftError, match=match):
+            ship_drafter(new, pair.target, dest, "eagle3", log=quiet, reference=(bad, dflash))
+    other = write_drafter_dir(tmp_path / "other-weights", seed=9)
+    (other / "training.json").write_text(json.dumps({**split, "steps": 0}))
+    with pytest.raises(GraftError, match="does not hold the weights of"):
+        ship_drafter(new, pair.target, dest, "eagle3", log=quiet, reference=(other, dflash))
+    assert {p.name: p.read_bytes() for p in dest.iterdir()} == before
+    shutil.copyfile(other / "model.safetensors", dflash / "model.safetensors")  # another DFlash drafter shipped
+    assert read_reference(dest, dflash) is None
+    ship_drafter(new, pair.target, dest, "eagle3", log=quiet)
+    assert not (dest / REFERENCE).exists()

@@ -1,43 +1,35 @@
 """The two drafter families side by side from their training records: DFlash (one block forward per round)
 and EAGLE-3 (one forward per depth), at the training compute each received (issue 16).
 
-Both trainers share `graftlib.training.train_loop`: with the same data directories (in the same order),
-`heldout`, `seed`, `eval_blocks` and held-out grouping (`eval_blocks_per_seq`, by default `blocks_per_seq`:
-each recipe may train with its own `blocks_per_seq`) they score exactly the same held-out anchors
-against the same labels (the target's greedy tokens), so the final evaluations in the two drafters'
-`training.json` compare entry by entry. The per-depth column to compare is "chain dK": the share of
+Both trainers share `graftlib.training.train_loop`: with the same data and split settings they score exactly
+the same held-out anchors against the same labels (`graftlib.training.anchors`: `same_anchors` names the first
+difference), so the final evaluations in the two drafters' `training.json` compare entry by entry. The EAGLE-3
+drafter, trained in stages on the corpora a session can featurize, ships with the DFlash drafter scored on its
+anchors (`anchors.REFERENCE`, read by `anchors.read_reference`): pass it as `scored` to show that evaluation in
+the DFlash row, whose compute stays its own lineage's. The per-depth column to compare is "chain dK": the share of
 held-out chains that accept K drafts or more (`train_loop.DepthStats.chain_by_depth`), and its sum, the
 offline chain tau (1 + drafts accepted in a row; on greedy data the chain decode's). The "top-1 dK" hit
 rates are each family's own quantity: DFlash predicts every depth from the anchor at once, the EAGLE-3
 unroll is teacher-forced (depth K sees the true tokens before it, a conditional rate), so EAGLE-3's top-1
 stays high at depth where its chain has long stopped; records older than `chain_by_depth` show None there.
-`same_anchors` checks those settings and names the first difference. Held-out losses are not compared:
+Held-out losses are not compared:
 the two recipes weight different positions (DFlash's position decay, EAGLE-3's unrolled steps).
 
-Compute. A DFlash drafter trained in stages has a `lineage.jsonl` (`graftlib.training.lineage`) whose
+Compute. A drafter trained in stages has a `lineage.jsonl` (`graftlib.training.lineage`) whose
 last record holds the cumulative budget minutes and labels of all stages (each stage on its own clock:
 wall or process CPU); otherwise the run's `train_s` on its `clock`. The in-loop figures (MAT, draft ms
 per round) belong to the benches (Table 1's stage breakdown), not to these records.
 """
 
-import json
 from pathlib import Path
 
 from graftlib.core.errors import require
-from graftlib.core.paths import portable
 from graftlib.core.records import read_records
+from graftlib.training.anchors import same_anchors, training_record
 from graftlib.training.lineage import LINEAGE
 
 DEPTHS = (1, 2, 3, 4, 8)  # the columns of per-depth top-1
-SPLIT_KEYS = ("heldout", "seed", "eval_blocks", "eval_blocks_per_seq")
-
-
-def training_record(drafter_dir: str | Path) -> dict:
-    path = Path(drafter_dir) / "training.json"
-    require(path.is_file(), f"{portable(path)} does not exist: not a trained drafter directory")
-    record = json.loads(path.read_text())
-    require("final_eval" in record, f"{portable(path)} holds no final evaluation")
-    return record
+__all__ = ["families_table", "family_row", "plot_families", "same_anchors"]
 
 
 def compute(drafter_dir: str | Path, record: dict) -> dict:
@@ -52,48 +44,30 @@ def compute(drafter_dir: str | Path, record: dict) -> dict:
             "labels_seen": record["labels_seen"]}
 
 
-def family_row(name: str, drafter_dir: str | Path) -> dict:
-    """One drafter's row: its compute and final held-out evaluation (module doc)."""
-    record = training_record(drafter_dir)
-    ev, c = record["final_eval"], compute(drafter_dir, record)
+def family_row(name: str, drafter_dir: str | Path, scored: dict | None = None) -> dict:
+    """One drafter's row: its compute and final held-out evaluation (module doc); `scored`: a training record
+    of the same weights scored on other anchors (the shipped DFlash reference) whose evaluation to show."""
+    own = training_record(drafter_dir)
+    c, shown = compute(drafter_dir, own), scored or own
+    ev = shown["final_eval"]
     top1, top4, chain = ev["acc_by_depth"], ev["top4_by_depth"], ev.get("chain_by_depth")
     return {"drafter": name, "training min": round(c["minutes"], 1), "clock": c["clock"], "stages": c["stages"],
-            "labels seen": int(c["labels_seen"]), "steps (last stage)": record["steps"],
+            "labels seen": int(c["labels_seen"]), "steps (last stage)": own["steps"],
             **{f"chain d{d}": chain[d - 1] if chain else None for d in DEPTHS if d <= len(top1)},
             **{f"top-1 d{d}": top1[d - 1] for d in DEPTHS if d <= len(top1)},
             "top-4 d1": top4[0], "offline tau": ev["offline_tau"],
-            "held-out sequences": record["split"]["heldout_sequences"]}
+            "held-out sequences": shown["split"]["heldout_sequences"]}
 
 
-def split_setting(config: dict, key: str):
-    """A setting that fixes the held-out anchors, as the trainer used it: the anchors' grouping per row is
-    `eval_blocks_per_seq`, else (and in records older than it) `blocks_per_seq`."""
-    if key == "eval_blocks_per_seq":
-        return config.get(key) or config.get("blocks_per_seq")
-    return config.get(key)
-
-
-def same_anchors(a_dir: str | Path, b_dir: str | Path) -> str | None:
-    """None when the two drafters' final evaluations scored the same held-out anchors (module doc), else
-    the first difference, named."""
-    a, b = training_record(a_dir), training_record(b_dir)
-    if [Path(d).name for d in a["data"]["dirs"]] != [Path(d).name for d in b["data"]["dirs"]]:
-        return f"data directories differ: {a['data']['dirs']} vs {b['data']['dirs']}"
-    for key in SPLIT_KEYS:
-        if split_setting(a["config"], key) != split_setting(b["config"], key):
-            return f"{key} differs: {split_setting(a['config'], key)} vs {split_setting(b['config'], key)}"
-    if a["split"]["heldout_sequences"] != b["split"]["heldout_sequences"]:
-        return f"held-out sequences differ: {a['split']['heldout_sequences']} vs {b['split']['heldout_sequences']}"
-    return None
-
-
-def families_table(drafters: dict[str, str | Path]) -> list[dict]:
-    """`{name: drafter directory}` -> one row per drafter (`family_row`), in the given order."""
+def families_table(drafters: dict[str, str | Path], scored: dict[str, dict] | None = None) -> list[dict]:
+    """`{name: drafter directory}` -> one row per drafter (`family_row`), in the given order; `scored`:
+    `{name: training record}` whose evaluations replace those drafters' own."""
     require(len(drafters) > 0, "no drafters to compare")
-    return [family_row(name, d) for name, d in drafters.items()]
+    scored = scored or {}
+    return [family_row(name, d, scored.get(name)) for name, d in drafters.items()]
 
 
-def plot_families(drafters: dict[str, str | Path], title: str):
+def plot_families(drafters: dict[str, str | Path], title: str, scored: dict[str, dict] | None = None):
     """Held-out top-1 (solid) and top-4 (dashed) hit rate and, where recorded, the share of chains reaching
     the depth (dotted) against depth, one colour per drafter."""
     import matplotlib.pyplot as plt
@@ -102,7 +76,7 @@ def plot_families(drafters: dict[str, str | Path], title: str):
 
     fig, ax = plt.subplots(figsize=(7, 4))
     for i, (name, d) in enumerate(drafters.items()):
-        ev = training_record(d)["final_eval"]
+        ev = ((scored or {}).get(name) or training_record(d))["final_eval"]
         depths = range(1, len(ev["acc_by_depth"]) + 1)
         ax.plot(depths, ev["acc_by_depth"], "o-", ms=3, color=f"C{i}", label=f"{name}: top-1")
         ax.plot(depths, ev["top4_by_depth"], "s--", ms=3, color=f"C{i}", label=f"{name}: top-4")

@@ -22,6 +22,7 @@ consecutive. `extend` is the only writer's rule: a warm-started run's lineage is
 """
 
 import json
+import re
 from pathlib import Path
 
 from graftlib.core.records import read_records
@@ -29,6 +30,7 @@ from graftlib.core.records import read_records
 LINEAGE = "lineage.jsonl"
 PARENT = "parent-lineage.jsonl"  # in a run's folder: the warm start's lineage when the run began
 METRICS = "metrics.jsonl"
+TRAINING = "training.json"
 CUMULATIVE = ("step", "labels_seen", "blocks_seen", "elapsed_s")
 
 
@@ -64,12 +66,23 @@ def extend(parent: list[dict], stage: list[dict]) -> list[dict]:
 
 def read_lineage(drafter_dir: str | Path) -> list[dict]:
     """The lineage of a drafter directory: its `lineage.jsonl`; else its `metrics.jsonl` as one stage
-    named after the directory; else none (e.g. a z-lab drafter)."""
+    named after the directory; else the final evaluation of its `training.json` as a one-record stage
+    named after the run's output (a drafter shipped with its record only, e.g. the first EAGLE-3 one:
+    a warm start from it still counts its training); else none (e.g. a z-lab drafter)."""
     d = Path(drafter_dir)
     if (d / LINEAGE).is_file():
         return read_records(d / LINEAGE)
     if (d / METRICS).is_file():
         return extend([], stage_records(d / METRICS, stage_name(d)))
+    if (d / TRAINING).is_file():
+        record = json.loads((d / TRAINING).read_text())
+        final = record.get("final_eval")
+        if final is None:
+            return []
+        out = re.search(r"--out\s+(\S+)", record.get("command") or "")
+        name = Path(out.group(1)).name if out else stage_name(d)
+        return [{**final, "labels_seen": record["labels_seen"], "blocks_seen": record["blocks_seen"],
+                 "elapsed_s": record.get("train_s", final["elapsed_s"]), "stage": name, "stage_step": final["step"]}]
     return []
 
 

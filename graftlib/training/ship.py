@@ -35,7 +35,8 @@ the shipped drafter as it was. The design-choice record (`ablation.json`) stays.
 drafter is stale from then on (`check_shipped` names it), which is why `make artifacts` runs this
 first and `graft prepare --ship` next. `graft ship-eagle3 --from DIR` does the same for the EAGLE-3
 drafter of the AR-drafted methods (loaded strictly with the embedded target's embedding; nothing else
-is fitted for it, but figures drawn with it name its id).
+is fitted for it, but figures drawn with it name its id); `--reference DIR` ships beside it the DFlash
+drafter scored on its held-out anchors (`graftlib.training.anchors`), for the families table.
 """
 
 import json
@@ -51,6 +52,7 @@ from graftlib.methods.tdes import scorer_config, scorer_paths
 from graftlib.models.drafter import EMBEDDED_DRAFTER
 from graftlib.models.pair import PairId
 from graftlib.models.target import EMBEDDED_TARGET
+from graftlib.training.anchors import REFERENCE, check_reference, training_record
 
 REGENERATE = "make artifacts"
 # A drafter directory's files that ship (config.json and the weights are required).
@@ -149,11 +151,15 @@ def ship(folder: str | Path, embedded: PairId, assets: ShippedAssets | None = No
     return [dest for _, dest in staged]
 
 
-def ship_drafter(src: str | Path, target, dest: Path, family: str = "dflash", log=print) -> list[Path]:
+def ship_drafter(src: str | Path, target, dest: Path, family: str = "dflash", log=print,
+                 reference: tuple[str | Path, Path] | None = None) -> list[Path]:
     """Make the `family` ("dflash" or "eagle3") drafter in `src` the one in `dest` (module doc); `target`
-    is the target model it must fit (an EAGLE-3 checkpoint leaves its embedding to the target's). Returns
-    the files written."""
+    is the target model it must fit (an EAGLE-3 checkpoint leaves its embedding to the target's).
+    `reference` (EAGLE-3 only): (the shipped DFlash drafter scored on `src`'s anchors, the shipped DFlash
+    directory), checked and shipped as `anchors.REFERENCE` (`anchors.check_reference`); without it an old
+    reference is removed. Returns the files written."""
     require(family in FAMILIES, f"unknown drafter family {family!r}: {', '.join(FAMILIES)}")
+    require(reference is None or family == "eagle3", "a DFlash reference ships with an EAGLE-3 drafter only")
     name = FAMILIES[family]
     src = Path(src)
     require(src.is_dir(), f"drafter directory {src} does not exist")
@@ -161,6 +167,7 @@ def ship_drafter(src: str | Path, target, dest: Path, family: str = "dflash", lo
     require(not missing, f"{src} is not a {name} drafter directory (missing {', '.join(missing)})")
     require(src.resolve() != dest.resolve(), f"{src} is already the shipped drafter")
     _load_strict(family, src, target)  # a drafter of another target is refused here
+    ref = check_reference(reference[0], training_record(src), reference[1]) if reference else None
     dest.mkdir(parents=True, exist_ok=True)
     names = [f for f in DRAFTER_FILES if (src / f).is_file()]
     staged = []
@@ -169,12 +176,17 @@ def ship_drafter(src: str | Path, target, dest: Path, family: str = "dflash", lo
             tmp = dest / (name + ".partial")
             shutil.copyfile(src / name, tmp)
             staged.append((tmp, dest / name))
+        if ref is not None:
+            tmp = dest / (REFERENCE + ".partial")
+            tmp.write_text(json.dumps(ref, indent=1) + "\n")
+            staged.append((tmp, dest / REFERENCE))
     except BaseException:
         for tmp, _ in staged:
             tmp.unlink(missing_ok=True)
         raise
-    for name in DRAFTER_FILES[2:]:  # an old record that the new drafter lacks would describe the wrong weights
-        if name not in names:
+    stale = [*DRAFTER_FILES[2:], *([REFERENCE] if family == "eagle3" else [])]
+    for name in stale:  # an old record that the new drafter lacks would describe the wrong weights
+        if name not in names and not (name == REFERENCE and ref is not None):
             (dest / name).unlink(missing_ok=True)
     for tmp, final in staged:
         tmp.replace(final)
@@ -210,6 +222,9 @@ def add_parser(sub) -> None:
     p = sub.add_parser("ship-eagle3", help="make a trained EAGLE-3 drafter directory the embedded target's EAGLE-3 "
                        "drafter (the eagle3 and opt-tree methods)")
     p.add_argument("--from", dest="folder", required=True, help="the drafter directory (e.g. runs/eagle3-equal/drafter)")
+    p.add_argument("--reference", default=None, metavar="DIR",
+                   help="the shipped DFlash drafter scored on this drafter's held-out anchors (`make eagle3-equal`'s "
+                   "runs/eagle3-equal-dflash/drafter), shipped beside it for the families table")
     p.set_defaults(func=run_ship_drafter, family="eagle3")
 
 
@@ -220,7 +235,9 @@ def run_ship_drafter(args) -> int:
 
     target, _ = load_target(EMBEDDED_TARGET, device="cpu")
     dest = EMBEDDED_DRAFTER_DIR if args.family == "dflash" else EMBEDDED_EAGLE3_DIR
-    written = ship_drafter(args.folder, target, dest, args.family)
+    reference = getattr(args, "reference", None)
+    written = ship_drafter(args.folder, target, dest, args.family,
+                           reference=(reference, EMBEDDED_DRAFTER_DIR) if reference else None)
     if args.family == "dflash":
         print(f"shipped {len(written)} files of {args.folder} as the embedded drafter; its scorers and calibration "
               f"are now stale: run `{REGENERATE}` (traces, TDES, SABA, figures)")
