@@ -184,9 +184,9 @@ def ship_drafter(src: str | Path, target, dest: Path, family: str = "dflash", lo
         for tmp, _ in staged:
             tmp.unlink(missing_ok=True)
         raise
-    stale = [*DRAFTER_FILES[2:], *([REFERENCE] if family == "eagle3" else [])]
-    for name in stale:  # an old record that the new drafter lacks would describe the wrong weights
-        if name not in names and not (name == REFERENCE and ref is not None):
+    shipping = {final.name for _, final in staged}
+    for name in [*DRAFTER_FILES[2:], *([REFERENCE] if family == "eagle3" else [])]:
+        if name not in shipping:  # an old record that the new drafter lacks would describe the wrong weights
             (dest / name).unlink(missing_ok=True)
     for tmp, final in staged:
         tmp.replace(final)
