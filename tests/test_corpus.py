@@ -82,8 +82,13 @@ def test_export_then_featurize_round_trip(tmp_path, data, target):  # noqa: F811
         assert made == [2]  # the last shard (prompts 6, 7) is remade with its new prompt
     finally:
         drafter_data.generate_sequences = real_gen
-    one = corpus_mod.featurize(corpus, tmp_path / "layer2", target, [2], top_k=0, log=lambda _: None)
+    one = corpus_mod.featurize(corpus, tmp_path / "layer2", target, [2], top_k=0, shards=1, log=lambda _: None)
     assert one.target_layer_ids == [2] and one.top_k == 0
+    assert [e["file"] for e in one.shards] == [c["shards"][0]["file"]]  # the first shard only
+    two = corpus_mod.featurize(corpus, tmp_path / "layer2", target, [2], top_k=0, shards=2, log=lambda _: None)
+    assert [e["file"] for e in two.shards] == [e["file"] for e in c["shards"][:2]]
+    with pytest.raises(GraftError, match="shards must be a positive"):
+        corpus_mod.featurize(corpus, tmp_path / "layer2", target, [2], shards=0, log=lambda _: None)
     assert {e["featurize_dtype"] for e in index.shards} == {"float32"}
     # --dtype bfloat16: the same tokens featurized by the bf16 target, close to the float32 features, and said so
     bf16 = copy.deepcopy(target).to(torch.bfloat16)

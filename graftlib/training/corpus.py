@@ -172,21 +172,24 @@ def batch_tokens(device: torch.device) -> int:
 
 
 def featurize(corpus: str | Path, out: str | Path, model, layer_ids: list[int], top_k: int | None = None,
-              max_batch_tokens: int | None = None, log=print) -> DataIndex:
-    """The data directory `out` of the corpus: its missing shards featurized (see the module doc)."""
+              max_batch_tokens: int | None = None, shards: int | None = None, log=print) -> DataIndex:
+    """The data directory `out` of the corpus: its missing shards featurized (see the module doc); `shards`:
+    only the corpus's first that many (a part one session can afford; a later call with more goes on)."""
     corpus, out = Path(corpus), Path(out)
     c = read_corpus(corpus)  # `model` is the corpus's target (`_main` loads `c["target"]`)
     n_layers = model.config.num_hidden_layers
     bad = [i for i in layer_ids if not 0 <= i < n_layers]
     require(not bad, f"target_layer_ids {bad} out of range for a {n_layers}-layer target")
     top_k = c["top_k"] if top_k is None else top_k
+    require(shards is None or shards > 0, f"shards must be a positive number of corpus shards, got {shards}")
     require(top_k >= 0, f"top_k must be >= 0, got {top_k}")
     shared = {k: c[k] for k in SHARED_KEYS} | {"target_layer_ids": list(layer_ids),
                                                "hidden_size": model.config.hidden_size, "top_k": top_k}
     index = open_index(out, shared)
     done = {s["file"]: s for s in index.shards}
-    todo = [e for e in c["shards"] if not shard_done(out, done.get(e["file"]), e["count"])]
-    log(f"featurizing corpus {corpus} into {out}: {len(c['shards']) - len(todo)} shards done, {len(todo)} to make "
+    wanted = c["shards"][:shards]
+    todo = [e for e in wanted if not shard_done(out, done.get(e["file"]), e["count"])]
+    log(f"featurizing corpus {corpus} into {out}: {len(wanted) - len(todo)} of {len(wanted)} shards done, {len(todo)} to make "
         f"(layers {list(layer_ids)}, top-{top_k})")
     for entry in todo:
         t0 = time.perf_counter()
@@ -224,7 +227,7 @@ def _main(args) -> int:
     c = read_corpus(args.corpus)
     model, _ = load_target(c["target"], device=args.device, dtype=DTYPES[args.dtype])
     index = featurize(args.corpus, args.to_data, model, args.target_layer_ids or default_layer_ids(), args.top_k,
-                      args.max_batch_tokens)
+                      args.max_batch_tokens, args.shards)
     tot = index.totals()
     print(f"drafter data {args.to_data}: {tot['n_seqs']} sequences, {tot['response_tokens']} response tokens in "
           f"{len(index.shards)} shards, {tot['bytes'] / 2 ** 30:.2f} GiB")
@@ -246,6 +249,8 @@ def add_parser(subparsers) -> None:
     p.add_argument("--top-k", type=int, default=None, help="featurize: top-k log-probs stored (default: the corpus's)")
     p.add_argument("--max-batch-tokens", type=int, default=None,
                    help="featurize: padded tokens per forward (default: 2048 on a CPU, 16384 on an accelerator)")
+    p.add_argument("--shards", type=int, default=None, metavar="N",
+                   help="featurize: the corpus's first N shards only (default: all; a later run with more goes on)")
     p.add_argument("--dtype", choices=sorted(DTYPES), default="float32",
                    help="featurize: the target's compute dtype (default float32; bfloat16 is faster on CPUs with AMX, "
                         "recorded per shard)")
