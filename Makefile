@@ -102,17 +102,21 @@ table1-full: data
 # stages did), on the corpora EAGLE3_CORPORA names, e.g. one session's stage on the task corpus:
 #   make eagle3-equal EAGLE3_CORPORA=smollm2-135m-tasks:drafter-data-tasks-v3 EAGLE3_INIT=embedded \
 #     EAGLE3_MIN=120 EAGLE3_THREADS=2 EAGLE3_OUT=runs/eagle3-s2 && make eagle3-ship EAGLE3_OUT=runs/eagle3-s2
+# and a stage that adds the first 8 of the chat corpus's 32 shards (~25 min of featurizing) to the two featurized before:
+#   EAGLE3_CORPORA="smollm2-135m:drafter-data-v3:8 smollm2-135m-tasks:drafter-data-tasks-v3 ..."
 EAGLE3_INIT ?=
 EAGLE3_MIN ?= 350
 EAGLE3_THREADS ?= 1
 FEATURIZE_THREADS ?= 2
 EAGLE3_OUT ?= runs/eagle3-equal
 EAGLE3_CORPORA = smollm2-135m:drafter-data-v3 smollm2-135m-tasks:drafter-data-tasks-v3 smollm2-135m-regular:drafter-data-regular
-EAGLE3_DATA = $(foreach c,$(EAGLE3_CORPORA),runs/$(lastword $(subst :, ,$(c))))
+# An entry of EAGLE3_CORPORA is CORPUS:DATA_DIR, or CORPUS:DATA_DIR:N to featurize the corpus's first N shards only.
+corpus-field = $(word $(1),$(subst :, ,$(2)))
+EAGLE3_DATA = $(foreach c,$(EAGLE3_CORPORA),runs/$(call corpus-field,2,$(c)))
 eagle3-data: data
-	for c in $(EAGLE3_CORPORA); do \
-		$(BIN)/graft drafter-corpus --corpus graftlib/assets/corpus/$${c%%:*} --to-data runs/$${c##*:} \
-			--threads $(FEATURIZE_THREADS) || exit 1; done
+	$(foreach c,$(EAGLE3_CORPORA),$(BIN)/graft drafter-corpus --corpus graftlib/assets/corpus/$(call corpus-field,1,$(c)) \
+		--to-data runs/$(call corpus-field,2,$(c)) --threads $(FEATURIZE_THREADS) \
+		$(if $(call corpus-field,3,$(c)),--shards $(call corpus-field,3,$(c))) && ) true
 eagle3-equal: eagle3-data
 	[ -d $(EAGLE3_OUT)/drafter ] || $(BIN)/graft train-eagle3 --data $(EAGLE3_DATA) \
 		--out $(EAGLE3_OUT) --minutes $(EAGLE3_MIN) --clock cpu --threads $(EAGLE3_THREADS) --eval-every 1000 --eval-blocks-per-seq 16 \

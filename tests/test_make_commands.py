@@ -25,9 +25,9 @@ def graft_commands(*targets: str) -> list[list[str]]:
     text = re.sub(r"\\\n\s*", " ", out)  # continuation lines joined
     commands = []
     for line in text.splitlines():
-        for m in re.finditer(r"bin/graft (.*?)(?:\|\||;|$)", line):
-            cmd = re.sub(r"\$\((?:[^()]|\([^()]*\))*\)", "", m.group(1))  # $(...) substitutions dropped
-            cmd = re.sub(r"\$\{[^}]*\}", "X", cmd)  # ${...} shell variables blanked
+        line = re.sub(r"\$\((?:[^()]|\([^()]*\))*\)", "", line)  # $(...) substitutions dropped
+        for m in re.finditer(r"bin/graft (.*?)(?:\|\||&&|;|$)", line):
+            cmd = re.sub(r"\$\{[^}]*\}", "X", m.group(1))  # ${...} shell variables blanked
             commands.append(shlex.split(cmd))
     return commands
 
@@ -58,6 +58,14 @@ def test_eagle3_stage_warm_starts_the_shipped_drafter_on_the_named_corpora():
     e3, df = parsed["train-eagle3"], parsed["train-drafter"]
     assert e3.init_drafter == "embedded" and e3.minutes == 120 and e3.data == df.data == ["runs/drafter-data-tasks-v3"]
     assert parsed["ship-eagle3"].folder == "runs/eagle3-s2/drafter"
+    partial = ("EAGLE3_CORPORA=smollm2-135m:drafter-data-v3:8 smollm2-135m-regular:drafter-data-regular",)
+    commands = [parser.parse_args(a) for a in graft_commands("eagle3-equal", *partial)]
+    featurize = [a for a in commands if a.command == "drafter-corpus"]
+    assert [(f.corpus, f.to_data, f.shards) for f in featurize] == [
+        ("graftlib/assets/corpus/smollm2-135m", "runs/drafter-data-v3", 8),  # CORPUS:DIR:N, the first N shards
+        ("graftlib/assets/corpus/smollm2-135m-regular", "runs/drafter-data-regular", None)]
+    assert next(a for a in commands if a.command == "train-eagle3").data == [
+        "runs/drafter-data-v3", "runs/drafter-data-regular"]
     scratch = next(parser.parse_args(a) for a in graft_commands("eagle3-equal") if a[0] == "train-eagle3")
     assert scratch.init_drafter is None
 
