@@ -14,6 +14,17 @@ One forward predicts a whole block. Conventions (z-lab/dflash, FACTS.md section 
 - Output: the drafter's final `norm`, then the *target's* LM head (optionally a reduced draft
   vocabulary, `draft_vocab`, mapped back to target ids), `* output_multiplier`, optional softcap.
 
+graftlib extensions (config keys inside `dflash_config`, absent = off, so z-lab checkpoints load as
+they are), both aimed at what a one-layer drafter cannot compose in one attention step:
+- `draft_head`: the drafter's own LM head `lm_head.weight` [V_draft, H], trained, instead of the
+  target's frozen rows (EAGLE-3 trains its own head; a warm start begins from the target's rows).
+- `anchor_context`: every block position's input adds `anchor_proj(cat(ctx[start - 1], e_anchor))`,
+  the normed context feature of the anchor's predecessor with the anchor's embedding, so the first
+  layer's queries hold what EAGLE-3's input concatenation holds instead of reaching it only through
+  attention (a warm start begins with `anchor_proj` at zero: the same function). Invariant: the
+  decode path's last new context row is position `start - 1`, so a draft call needs >= 1 new
+  context row; packed training takes each block's anchor context from `ctx_positions`.
+
 State: the context K/V (already rotated) lives in an explicit `DraftCache` passed to every call,
 never on the module. A draft call appends the new context's K/V and discards the block's
 (the z-lab "crop back to start"), so the cache always covers exactly the committed prefix.
@@ -62,8 +73,11 @@ class DFlashConfig:
     input_embedding_scale: float = 1.0
     output_multiplier: float = 1.0
     final_logit_softcapping: float | None = None
-    # graftlib extension (absent in z-lab checkpoints): the draft LM head's target-id rows.
+    # graftlib extensions (absent in z-lab checkpoints; module doc): the draft LM head's target-id rows,
+    # the drafter's own trained head, the anchor-context input path.
     draft_vocab_size: int | None = None
+    draft_head: bool = False
+    anchor_context: bool = False
 
     @property
     def num_drafts(self) -> int:
@@ -106,6 +120,8 @@ class DFlashConfig:
             output_multiplier=float(dc.get("output_multiplier", d.get("output_multiplier", 1.0))),
             final_logit_softcapping=dc.get("final_logit_softcapping", d.get("final_logit_softcapping")),
             draft_vocab_size=dc.get("draft_vocab_size"),
+            draft_head=bool(dc.get("draft_head", False)),
+            anchor_context=bool(dc.get("anchor_context", False)),
         )
 
     def to_dict(self) -> dict:
@@ -113,7 +129,8 @@ class DFlashConfig:
         d = asdict(self)
         dflash = {"mask_token_id": d.pop("mask_token_id"), "target_layer_ids": d.pop("target_layer_ids")}
         defaults = {"input_embedding_scale": 1.0, "output_multiplier": 1.0,
-                    "final_logit_softcapping": None, "draft_vocab_size": None}
+                    "final_logit_softcapping": None, "draft_vocab_size": None,
+                    "draft_head": False, "anchor_context": False}
         for key, default in defaults.items():
             value = d.pop(key)
             if value != default:
@@ -263,6 +280,10 @@ class DFlashDrafter(nn.Module):
         if cfg.draft_vocab_size:
             # draft id -> target id; a buffer saved with the checkpoint (graftlib extension).
             self.register_buffer("d2t", torch.zeros(cfg.draft_vocab_size, dtype=torch.long))
+        if cfg.draft_head:
+            self.lm_head = nn.Linear(cfg.hidden_size, cfg.draft_vocab_size or cfg.vocab_size, bias=False)
+        if cfg.anchor_context:
+            self.anchor_proj = nn.Linear(2 * cfg.hidden_size, cfg.hidden_size, bias=False)
 
     @property
     def block_size(self) -> int:
@@ -302,6 +323,8 @@ class DFlashDrafter(nn.Module):
             cos, sin = rope_cos_sin(positions, cfg.head_dim, cfg.rope_theta, noise_embedding.dtype)
             cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)  # [b, 1, c + q, hd]: shared by all heads
         h = noise_embedding
+        if cfg.anchor_context:
+            h = h + self.anchor_input(noise_embedding, ctx, ctx_positions, q_positions)
         for i, layer in enumerate(self.layers):
             past_k = cache.keys[i] if cache is not None else None
             past_v = cache.values[i] if cache is not None else None
@@ -313,13 +336,33 @@ class DFlashDrafter(nn.Module):
             cache.ctx_len = start
         return self.norm(h)
 
+    def anchor_input(self, noise_embedding: torch.Tensor, ctx: torch.Tensor, ctx_positions: torch.Tensor | None,
+                     q_positions: torch.Tensor | None) -> torch.Tensor:
+        """`anchor_proj(cat(ctx[a - 1], e_a))` for each block query [b, q, H], `a` its block's anchor.
+
+        Decoding (one block, `q_positions` None): `a` = start, its context row the last new one.
+        Packed training: blocks of `block_size` side by side, block j's anchor at query j * block_size,
+        context rows at consecutive positions from `ctx_positions[:, 0]` (`pack_blocks`: arange(C))."""
+        b, q_len, H = noise_embedding.shape
+        require(ctx.shape[1] > 0, "anchor_context needs the anchor's predecessor among the new context rows")
+        if q_positions is None:
+            pair = torch.cat([ctx[:, -1:], noise_embedding[:, :1]], dim=-1)  # [b, 1, 2H]: one block
+            return self.anchor_proj(pair).expand(b, q_len, H)
+        first = torch.arange(q_len, device=ctx.device) // self.config.block_size * self.config.block_size  # [q]
+        row = (q_positions[:, first] - 1 - ctx_positions[:, :1]).clamp(0, ctx.shape[1] - 1)  # [b, q]: row of a - 1
+        last = ctx.gather(1, row[..., None].expand(b, q_len, ctx.shape[-1]))
+        return self.anchor_proj(torch.cat([last, noise_embedding[:, first]], dim=-1))
+
     @property
     def id_map(self) -> torch.Tensor | None:
         """Draft id -> target id for a reduced draft vocabulary, else None (ids are target ids)."""
         return self.d2t if self.config.draft_vocab_size else None
 
     def head_weight(self, lm_head_weight: torch.Tensor) -> torch.Tensor:
-        """The draft LM head: the target's rows of the draft vocabulary (gather once per decoder)."""
+        """The draft LM head: its own (`draft_head`) or the target's rows of the draft vocabulary (gather
+        once per decoder)."""
+        if self.config.draft_head:
+            return self.lm_head.weight
         return lm_head_weight[self.d2t] if self.config.draft_vocab_size else lm_head_weight
 
     def draft_logits(self, hidden: torch.Tensor, head_weight: torch.Tensor) -> torch.Tensor:

@@ -99,6 +99,8 @@ class TrainConfig(LoopConfig):
     init_from_target: bool = False  # measured: worse at equal time (ablation.json)
     init_drafter: str | None = None  # warm start: a trained drafter's weights, layers and draft vocabulary
     fc_init: str = "last"  # "last": identity on the deepest stored layer; "random"
+    draft_head: bool = False  # the drafter's own LM head, trained (DFlashConfig.draft_head; starts as the target's rows)
+    anchor_context: bool = False  # the anchor-context input path (DFlashConfig.anchor_context; starts at zero)
     tau_prompts: int = 4
     tau_tokens: int = 64
 
@@ -126,7 +128,7 @@ def drafter_config(target_config, cfg: TrainConfig, layer_ids: list[int], draft_
         block_size=cfg.block_size or base.block_size,
         mask_token_id=base.mask_token_id if cfg.mask_token_id is None else cfg.mask_token_id,
         target_layer_ids=list(layer_ids), num_target_layers=tc.num_hidden_layers,
-        draft_vocab_size=draft_vocab_size,
+        draft_vocab_size=draft_vocab_size, draft_head=cfg.draft_head, anchor_context=cfg.anchor_context,
     )
 
 
@@ -164,7 +166,37 @@ def make_drafter(cfg: TrainConfig, target, layer_ids: list[int], d2t: torch.Tens
         init_from_target(drafter, target, cfg.fc_init)
     if d2t is not None:
         drafter.d2t.copy_(d2t)
+    start_parts(drafter, target)
     return drafter.float().train()
+
+
+@torch.no_grad()
+def start_parts(drafter: DFlashDrafter, target, parts: tuple[str, ...] = ("lm_head", "anchor_proj")) -> None:
+    """The extension parts named in `parts` that the drafter has, at their start: its own head = the
+    target's rows of its draft vocabulary, `anchor_proj` = 0 (the input path adds nothing until trained)."""
+    if "lm_head" in parts and drafter.config.draft_head:
+        rows = drafter.d2t if drafter.config.draft_vocab_size else slice(None)
+        drafter.lm_head.weight.copy_(target.lm_head.weight[rows])
+    if "anchor_proj" in parts and drafter.config.anchor_context:
+        drafter.anchor_proj.weight.zero_()
+
+
+@torch.no_grad()
+def add_parts(drafter: DFlashDrafter, target, draft_head: bool, anchor_context: bool) -> DFlashDrafter:
+    """`drafter` with the extension parts asked for and not yet there added at their start (`start_parts`),
+    computing exactly what it computed: a warm start tests them at equal time from a trained drafter."""
+    cfg = drafter.config
+    new = tuple(name for name, want, have in (("lm_head", draft_head, cfg.draft_head),
+                                              ("anchor_proj", anchor_context, cfg.anchor_context)) if want and not have)
+    if not new:
+        return drafter
+    grown = DFlashDrafter(replace(cfg, draft_head=cfg.draft_head or draft_head,
+                                  anchor_context=cfg.anchor_context or anchor_context))
+    missing, unexpected = grown.load_state_dict(drafter.state_dict(), strict=False)
+    require(not unexpected and sorted(missing) == sorted(f"{n}.weight" for n in new),
+            f"adding {new} to the drafter: unexpected {unexpected}, missing {missing}")
+    start_parts(grown, target, new)
+    return grown.to(next(drafter.parameters()).dtype)
 
 
 @torch.no_grad()
@@ -196,8 +228,9 @@ def grow_layers(drafter: DFlashDrafter, n_layers: int) -> DFlashDrafter:
 def warm_drafter(cfg: TrainConfig, target, layer_ids: list[int]) -> DFlashDrafter:
     """The drafter `cfg.init_drafter` (a path, or "embedded") to train on: its weights and draft vocabulary
     (`d2t`), refused unless its shape is the one `cfg` asks for (layers, draft vocabulary, target layers,
-    block), so a warm-started run records the settings it actually trained with. Asked for more layers than
-    it has, it grows (`grow_layers`: the added layers start as no-ops)."""
+    block, extension parts), so a warm-started run records the settings it actually trained with. Asked for
+    more layers than it has, it grows (`grow_layers`: the added layers start as no-ops); asked for an extension
+    part it lacks, it gets it at its start (`add_parts`)."""
     drafter, trained = load_drafter(cfg.init_drafter, target.config)
     c = drafter.config
     require(trained, f"init_drafter {cfg.init_drafter}: the directory has no weights to start from")
@@ -206,9 +239,11 @@ def warm_drafter(cfg: TrainConfig, target, layer_ids: list[int]) -> DFlashDrafte
     base = embedded_defaults()
     if c.num_hidden_layers < cfg.layers:
         drafter = grow_layers(drafter, cfg.layers)
-        c = drafter.config
+    drafter = add_parts(drafter, target, cfg.draft_head, cfg.anchor_context)
+    c = drafter.config
     diff = [f"{name} {have} (asked {want})" for name, have, want in (
         ("layers", c.num_hidden_layers, cfg.layers), ("draft vocabulary", vocab, want_vocab),
+        ("own draft head", c.draft_head, cfg.draft_head), ("anchor context", c.anchor_context, cfg.anchor_context),
         ("target layers", list(c.target_layer_ids), list(layer_ids)),
         ("block size", c.block_size, cfg.block_size or base.block_size),
         ("mask token", c.mask_token_id, base.mask_token_id if cfg.mask_token_id is None else cfg.mask_token_id),
@@ -368,7 +403,11 @@ class Trainer(LoopTrainer):
         vocab, dev = self.target.config.vocab_size, self.device
         self.draft_ids = self.drafter.d2t.clone() if self.drafter.config.draft_vocab_size else torch.arange(vocab, device=dev)
         self.t2d = draft_index(self.draft_ids, vocab)
-        self.head = self.target.lm_head.weight.detach()[self.draft_ids].to(self.compute_dtype)
+        self.frozen_head = self.target.lm_head.weight.detach()[self.draft_ids].to(self.compute_dtype)
+
+    def head(self) -> torch.Tensor:
+        """The draft LM head [V_draft, H]: the drafter's own (trained) or the target's frozen rows."""
+        return self.drafter.lm_head.weight if self.drafter.config.draft_head else self.frozen_head
 
     def model_state(self) -> dict[str, torch.Tensor]:
         return self.drafter.state_dict()
@@ -398,7 +437,7 @@ class Trainer(LoopTrainer):
         sel = labels >= 0
         w = self.depth_weight[batch.depth].expand_as(labels)[sel]
         with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.bf16):
-            logits = F.linear(h[sel], self.head).float()
+            logits = F.linear(h[sel], self.head()).float()
         soft = (batch.soft_ids[sel], batch.soft_logp[sel]) if batch.soft_ids is not None else None
         return mixed_loss(logits, labels[sel], w, self.cfg.distill, soft, self.t2d)
 
@@ -422,7 +461,7 @@ class Trainer(LoopTrainer):
             tot_w += info["weight"]
             k = min(max(DepthStats.KS), len(self.draft_ids))
             with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.bf16):
-                top = self.draft_ids[F.linear(h, self.head).topk(k, dim=-1).indices]  # [R, Q, k]
+                top = self.draft_ids[F.linear(h, self.head()).topk(k, dim=-1).indices]  # [R, Q, k]
             R = top.shape[0]
             stats.add(top.view(R, -1, bs, k)[:, :, 1:].reshape(-1, bs - 1, k),
                       batch.labels.view(R, -1, bs)[:, :, 1:].reshape(-1, bs - 1), pools)
@@ -549,7 +588,7 @@ def write_ablation(root: str | Path, out: str | Path, baseline: str = "base",
 def config_from_args(args) -> TrainConfig:
     """The `TrainConfig` of `add_loop_args` + `add_drafter_args`' options."""
     return TrainConfig(layers=args.layers, gamma=args.gamma, fc_init=args.fc_init, init_from_target=args.init_from_target,
-                       init_drafter=args.init_drafter,
+                       init_drafter=args.init_drafter, draft_head=args.draft_head, anchor_context=args.anchor_context,
                        tau_prompts=args.tau_prompts, tau_tokens=args.tau_tokens, **loop_config_kwargs(args))
 
 
@@ -569,6 +608,12 @@ def add_drafter_args(p, d: TrainConfig) -> None:
     p.add_argument("--init-from-target", action="store_true",
                    help="start the layers from the target's last ones (default: random init, which learned ~2x "
                         "faster at equal time in the shipped drafter's ablation)")
+    p.add_argument("--draft-head", action="store_true",
+                   help="the drafter's own LM head over its draft vocabulary, trained (starts as the target's rows; "
+                        "default: the target's head, frozen)")
+    p.add_argument("--anchor-context", action="store_true",
+                   help="every block position's input adds a projection of the anchor's context feature and "
+                        "embedding (starts at zero; module doc of graftlib.models.drafter)")
     p.add_argument("--init-drafter", default=None, metavar="DIR",
                    help="warm start from a trained drafter (a directory, or 'embedded' for the shipped one): its "
                         "weights and draft vocabulary; --draft-vocab must match it; a larger --layers appends "

@@ -1,0 +1,110 @@
+"""The DFlash drafter's graftlib extensions (`draft_head`, `anchor_context`; module doc of
+graftlib.models.drafter): the packed training forward equals the decode loop's single-block and cached
+forwards, a warm start adds them without changing what the drafter computes and trains them, they save
+and load by their config keys (a z-lab config without them loads as before), and a trained drafter with
+both decodes exactly what greedy AR decodes."""
+
+import json
+
+import pytest
+import torch
+from test_drafter_train import EOS, LAYERS, items, small_train_config, synthetic, target  # noqa: F401  (fixture)
+from tiny import MASK_ID, prompts_of, tiny_drafter, tiny_tokenizer, write_target_dir
+
+from graftlib.core.errors import GraftError
+from graftlib.methods.decoder import Decoder
+from graftlib.models.drafter import DFlashConfig, init_weights, load_drafter, save_drafter
+from graftlib.training.drafter_data import DataConfig, build_dataset, load_dataset
+from graftlib.training.drafter_train import Trainer, pack_blocks, train, warm_drafter
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+def test_packed_anchor_context_equals_single_and_cached_forwards():
+    bs = 6
+    drafter = tiny_drafter(seed=3, block_size=bs, anchor_context=True)
+    init_weights(drafter, std=0.2)  # anchor_proj non-zero
+    embed = torch.nn.Embedding(32, 64)
+    seqs = synthetic(3, seed=1)
+    anchors = [[seqs[0].prompt_len, seqs[0].prompt_len + 2, len(seqs[0].tokens) - 2],
+               [len(seqs[1].tokens) - 3], [seqs[2].prompt_len + 1, seqs[2].prompt_len + 3]]
+    batch = pack_blocks(seqs, anchors, bs, MASK_ID)
+    with torch.no_grad():
+        packed = drafter(embed(batch.ids), batch.ctx, 0, block_mask=batch.mask,
+                         ctx_positions=batch.ctx_pos, q_positions=batch.q_pos)
+        worst = 0.0
+        for r, (s, row) in enumerate(zip(seqs, anchors)):
+            for b, a in enumerate(row):
+                block = embed(torch.tensor([[int(s.tokens[a])] + [MASK_ID] * (bs - 1)]))
+                single = drafter(block, s.features[None, :a], start=a)[0]
+                worst = max(worst, (packed[r, b * bs:(b + 1) * bs] - single).abs().max().item())
+                # the decode loop's calls: the cache holds [0, a - 2), the call brings the two newest rows
+                cache = drafter.new_cache()
+                drafter(block, s.features[None, :a - 2], start=a - 2, cache=cache)
+                cached = drafter(block, s.features[None, a - 2:a], start=a, cache=cache)[0]
+                worst = max(worst, (cached - single).abs().max().item())
+        assert worst < 1e-5, worst
+        # not vacuous: the path changes the output
+        drafter.anchor_proj.weight.zero_()
+        plain = drafter(embed(batch.ids), batch.ctx, 0, block_mask=batch.mask,
+                        ctx_positions=batch.ctx_pos, q_positions=batch.q_pos)
+        assert (plain - packed).abs().max() > 1e-2
+
+
+def test_config_keys_round_trip_and_zlab_configs_load_without_them(tmp_path):
+    cfg = tiny_drafter(draft_head=True, anchor_context=True, draft_vocab_size=12).config
+    raw = cfg.to_dict()
+    assert raw["dflash_config"]["draft_head"] is True and raw["dflash_config"]["anchor_context"] is True
+    assert DFlashConfig.from_dict(raw) == cfg
+    plain = tiny_drafter().config.to_dict()
+    assert "draft_head" not in plain["dflash_config"] and "anchor_context" not in plain["dflash_config"]
+    assert not DFlashConfig.from_dict(plain).draft_head
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory, target):  # noqa: F811
+    target.generation_config.eos_token_id = EOS
+    root = tmp_path_factory.mktemp("ext")
+    tdir = write_target_dir(root / "target", seed=0, initializer_range=0.1)
+    cfg = DataConfig(target=str(tdir), n_prompts=8, shard_size=4, batch_size=4, max_prompt_tokens=40,
+                     max_response_tokens=24)
+    build_dataset(root / "data", cfg, target, tiny_tokenizer(), items(8), LAYERS, log=lambda _: None)
+    return root / "data"
+
+
+def test_warm_start_adds_the_parts_at_their_start_and_trains_them(tmp_path, data, target):  # noqa: F811
+    first = train(data, tmp_path / "a", small_train_config(draft_vocab=12, max_steps=4), log=lambda _: None)
+    start, _ = load_drafter(str(first), target.config)
+    grown = warm_drafter(small_train_config(draft_vocab=12, init_drafter=str(first), draft_head=True,
+                                            anchor_context=True), target, LAYERS)
+    assert grown.config.draft_head and grown.config.anchor_context and grown.training
+    assert torch.equal(grown.lm_head.weight, target.lm_head.weight[grown.d2t])  # the target's rows
+    assert not grown.anchor_proj.weight.any()
+    _, seqs = load_dataset(data)
+    tr = Trainer(small_train_config(draft_vocab=12), target, seqs[:5], seqs[5:], LAYERS, [EOS])
+    batch = tr.pack(seqs[:2], [[seqs[0].prompt_len], [seqs[1].prompt_len + 1]])
+    args = (tr.embed(batch.ids).float(), batch.ctx.float(), 0, None, batch.mask, batch.ctx_pos, batch.q_pos)
+    h = grown(*args)
+    assert torch.allclose(h, start.float()(*args), atol=1e-5)  # the same function
+    assert torch.allclose(grown.draft_logits(h, grown.head_weight(target.lm_head.weight)),
+                          start.draft_logits(h, start.head_weight(target.lm_head.weight)), atol=1e-5)
+    h.square().sum().backward()
+    assert grown.anchor_proj.weight.grad.abs().sum() > 0
+    with pytest.raises(GraftError, match="own draft head True \\(asked False\\)"):
+        saved = tmp_path / "grown"
+        save_drafter(grown, saved)
+        warm_drafter(small_train_config(draft_vocab=12, init_drafter=str(saved), anchor_context=True), target, LAYERS)
+    # trained: both parts move, the shipped layout loads strictly and decodes exactly
+    cfg = small_train_config(draft_vocab=12, max_steps=6, init_drafter=str(first), draft_head=True,
+                             anchor_context=True)
+    final = train(data, tmp_path / "b", cfg, log=lambda _: None)
+    assert json.loads((final / "config.json").read_text())["dflash_config"]["draft_head"] is True
+    drafter, trained = load_drafter(str(final), target.config)
+    assert trained and drafter.anchor_proj.weight.any()
+    assert not torch.equal(drafter.lm_head.weight, target.lm_head.weight[drafter.d2t].to(drafter.lm_head.weight.dtype))
+    assert torch.equal(drafter.head_weight(target.lm_head.weight), drafter.lm_head.weight)  # decoding uses its own
+    ar = Decoder.for_method(target, drafter, "ar")
+    for method, budget in (("dflash", 7), ("ddtree", 8)):
+        dec = Decoder.for_method(target, drafter, method, budget)
+        for p in prompts_of([5, 13], seed=7):
+            assert dec.decode(p, 30).tokens == ar.decode(p, 30).tokens, (method, p)
