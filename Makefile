@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 # torch==2.13.0 is the CPU build on this machine's disk; GPU users: install their CUDA torch 2.13.0 first.
 EXTRAS ?= notebooks,dev
 
-.PHONY: setup data main artifacts lab bench-drafter bench-graft bench-goals table1-full eagle3-data eagle3-equal eagle3-ship tasks-branches sampling-table drafter-ablation drafter-distill drafter-gpu device-check \
+.PHONY: setup data main artifacts lab bench-drafter bench-graft bench-goals table1-full eagle3-data eagle3-equal eagle3-ship tasks-branches sampling-table drafter-ablation drafter-distill drafter-parts drafter-gpu device-check \
 	device-bundle gpu-site device-check-gpu drafter-gpu-remote test lint clean-results
 
 $(BIN)/graft: pyproject.toml
@@ -207,6 +207,26 @@ drafter-distill: data
 	done; wait
 	$(BIN)/python -c "from graftlib.training.drafter_train import write_ablation as w; \
 		w('runs/drafter-distill', 'runs/drafter-distill/summary.json', baseline='hard', command='make drafter-distill')"
+
+# Issue 21: the DFlash drafter's extension parts (graftlib.models.drafter: its own trained head, the anchor-context
+# input path), each added to the shipped drafter at its start (the same function) and trained PARTS_MIN CPU-minutes
+# beside the plain warm start, on the same data and held-out split, two runs at a time on one thread each; then
+# runs/drafter-parts/summary.json (`write_ablation`, baseline "base"). Resumable as drafter-distill is.
+PARTS_MIN ?= 20
+PARTS_LR ?= 3e-4
+PARTS_DATA ?= runs/drafter-data-v3 runs/drafter-data-tasks-v3 runs/drafter-data-regular
+drafter-parts: data
+	mkdir -p runs/drafter-parts
+	for pair in "base|anchor --anchor-context" "head --draft-head|both --draft-head --anchor-context"; do \
+		for v in "$${pair%%|*}" "$${pair##*|}"; do \
+			set -- $$v; out=runs/drafter-parts/$$1; shift; [ -d $$out/drafter ] && continue; \
+			resume=; [ -d $$out/checkpoint ] && resume=--resume; \
+			$(BIN)/graft train-drafter --data $(PARTS_DATA) --out $$out --init-drafter embedded --minutes $(PARTS_MIN) \
+				--clock cpu --threads 1 --blocks-per-seq 16 --lr $(PARTS_LR) --eval-every 100000 --tau-prompts 8 \
+				--checkpoint-minutes 5 $$resume $$@ > $$out.log 2>&1 & \
+		done; wait; done
+	$(BIN)/python -c "from graftlib.training.drafter_train import write_ablation as w; \
+		w('runs/drafter-parts', 'runs/drafter-parts/summary.json', baseline='base', command='make drafter-parts')"
 
 # Issue 21 on a GPU, one process (graft drafter-pipeline): target data (batched, float32 target, top-k log-probs,
 # a tenth sampled) for GPU_DATA_MIN minutes kept in memory, then the GPU_VARIANTS drafters trained one after another
