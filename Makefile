@@ -153,15 +153,18 @@ tasks-branches: data
 # not grow under a run: its held-out split is drawn at the start). It ships nothing: compare its final record
 # (held-out top-1 per depth, in-loop chain tau on gsm8k) with graftlib/assets/drafters/smollm2-135m-dflash/training.json,
 # then `graft ship-drafter --from $(NEXT_OUT)/drafter` and `make artifacts` (after `make eagle3-equal` has scored
-# the shipped one).
+# the shipped one). NEXT_PARTS adds the drafter's extension parts (e.g. "--draft-head --anchor-context", the
+# winners of `make drafter-parts`) at their start, NEXT_LR the peak lr that run used.
 NEXT_MIN ?= 240
 NEXT_THREADS ?= 2
 NEXT_OUT ?= runs/drafter-next
+NEXT_PARTS ?=
+NEXT_LR ?= 1e-4
 drafter-next: eagle3-data
 	$(BIN)/graft drafter-corpus --corpus $(BRANCH_CORPUS) --to-data $(BRANCH_DATA) --threads $(NEXT_THREADS)
 	[ -d $(NEXT_OUT)/drafter ] || $(BIN)/graft train-drafter --data $(EAGLE3_DATA) $(BRANCH_DATA) --out $(NEXT_OUT) \
-		--init-drafter embedded --lr 1e-4 --minutes $(NEXT_MIN) --clock cpu --threads $(NEXT_THREADS) --blocks-per-seq 16 \
-		--feature-dropout 0.2 --weight-decay 0.1 --eval-every 1000 --tau-prompts 8 --checkpoint-minutes 5 \
+		--init-drafter embedded --lr $(NEXT_LR) --minutes $(NEXT_MIN) --clock cpu --threads $(NEXT_THREADS) --blocks-per-seq 16 \
+		--feature-dropout 0.2 --weight-decay 0.1 --eval-every 1000 --tau-prompts 8 --checkpoint-minutes 5 $(NEXT_PARTS) \
 		$$([ -d $(NEXT_OUT)/checkpoint ] && echo --resume)
 
 # Issue 17: MAT and speedup of every method at T = 0, 0.6, 1.0 on gsm8k and mt-bench with SAMPLING_N prompts per

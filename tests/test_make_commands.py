@@ -120,3 +120,7 @@ def test_drafter_next_continues_the_shipped_drafter_on_every_corpus():
     assert train.init_drafter == "embedded" and train.clock == "cpu" and train.minutes >= 240
     assert (train.lr, train.blocks_per_seq) == (shipped["lr"], shipped["blocks_per_seq"])
     assert (train.feature_dropout, train.weight_decay) == (0.2, 0.1)  # session 20's regularized arm
+    assert not (train.draft_head or train.anchor_context)
+    parts = graft_commands("drafter-next", "NEXT_PARTS=--draft-head --anchor-context", "NEXT_LR=3e-4")
+    train = parser.parse_args(next(a for a in parts if a[0] == "train-drafter"))
+    assert train.draft_head and train.anchor_context and train.lr == 3e-4
