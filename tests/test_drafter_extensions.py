@@ -8,14 +8,14 @@ import json
 
 import pytest
 import torch
-from test_drafter_train import EOS, LAYERS, items, small_train_config, synthetic, target  # noqa: F401  (fixture)
+from test_drafter_train import EOS, LAYERS, items, packed_example, small_train_config, target  # noqa: F401  (fixture)
 from tiny import MASK_ID, prompts_of, tiny_drafter, tiny_tokenizer, write_target_dir
 
 from graftlib.core.errors import GraftError
 from graftlib.methods.decoder import Decoder
 from graftlib.models.drafter import DFlashConfig, init_weights, load_drafter, save_drafter
 from graftlib.training.drafter_data import DataConfig, build_dataset, load_dataset
-from graftlib.training.drafter_train import Trainer, pack_blocks, train, warm_drafter
+from graftlib.training.drafter_train import Trainer, train, warm_drafter
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -25,10 +25,7 @@ def test_packed_anchor_context_equals_single_and_cached_forwards():
     drafter = tiny_drafter(seed=3, block_size=bs, anchor_context=True)
     init_weights(drafter, std=0.2)  # anchor_proj non-zero
     embed = torch.nn.Embedding(32, 64)
-    seqs = synthetic(3, seed=1)
-    anchors = [[seqs[0].prompt_len, seqs[0].prompt_len + 2, len(seqs[0].tokens) - 2],
-               [len(seqs[1].tokens) - 3], [seqs[2].prompt_len + 1, seqs[2].prompt_len + 3]]
-    batch = pack_blocks(seqs, anchors, bs, MASK_ID)
+    seqs, anchors, batch = packed_example(bs)
     with torch.no_grad():
         packed = drafter(embed(batch.ids), batch.ctx, 0, block_mask=batch.mask,
                          ctx_positions=batch.ctx_pos, q_positions=batch.q_pos)

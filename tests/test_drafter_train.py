@@ -161,15 +161,20 @@ def synthetic(n, seed=0, feat=128, lo=12, hi=40):
     return out
 
 
+def packed_example(bs: int):
+    """Three synthetic sequences, six blocks at their edges and inside, packed: (seqs, anchors, batch)."""
+    seqs = synthetic(3, seed=1)
+    anchors = [[seqs[0].prompt_len, seqs[0].prompt_len + 2, len(seqs[0].tokens) - 2],
+               [len(seqs[1].tokens) - 3], [seqs[2].prompt_len + 1, seqs[2].prompt_len + 3]]
+    return seqs, anchors, pack_blocks(seqs, anchors, bs, MASK_ID)
+
+
 def test_packed_blocks_equal_single_block_forwards():
     bs = 6
     drafter = tiny_drafter(seed=3, block_size=bs)
     init_weights(drafter, std=0.2)
     embed = torch.nn.Embedding(32, 64)
-    seqs = synthetic(3, seed=1)
-    anchors = [[seqs[0].prompt_len, seqs[0].prompt_len + 2, len(seqs[0].tokens) - 2],
-               [len(seqs[1].tokens) - 3], [seqs[2].prompt_len + 1, seqs[2].prompt_len + 3]]
-    batch = pack_blocks(seqs, anchors, bs, MASK_ID)
+    seqs, anchors, batch = packed_example(bs)
     assert batch.n_blocks == 6 and batch.ids.shape == (3, 3 * bs)
     with torch.no_grad():
         packed = drafter(embed(batch.ids), batch.ctx, 0, block_mask=batch.mask,
