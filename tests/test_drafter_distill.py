@@ -137,7 +137,7 @@ def test_soft_loss_is_forward_kl_on_the_stored_topk(target):
     loss, stats = trainer.loss(batch, h)
     assert stats["soft"] > 0
     sel = batch.labels >= 0
-    logq = torch.log_softmax(torch.nn.functional.linear(h[sel], trainer.head).float(), -1)
+    logq = torch.log_softmax(torch.nn.functional.linear(h[sel], trainer.head()).float(), -1)
     p = torch.softmax(batch.soft_logp[sel].float(), -1)
     soft = -(p * logq.gather(1, batch.soft_ids[sel])).sum(-1)
     w = trainer.depth_weight[batch.depth].expand_as(batch.labels)[sel]
