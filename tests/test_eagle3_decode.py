@@ -326,6 +326,7 @@ def test_bench_and_generate_run_ar_drafted_methods(pairs, tmp_path, capsys):
 
     from graftlib.lab.bench import BenchPrompt, Run, run_bench
     from graftlib.lab.cli import main
+    from graftlib.lab.stages import round_stages, stage_table
     from graftlib.models import load_pair
 
     tdir, ddir = write_target_dir(tmp_path / "target", "qwen3", seed=1), write_drafter_dir(tmp_path / "dflash")
@@ -342,6 +343,14 @@ def test_bench_and_generate_run_ar_drafted_methods(pairs, tmp_path, capsys):
     # per forward by the default profile's c_ar_draft
     assert {len(s) for s in by_key["eagle3@8"]["round_shapes"]} == {6}
     assert all(s[4] == 8 for s in by_key["eagle3@8"]["round_shapes"]) and by_key["eagle3@8"]["modeled_s"] > 0
+    # ... and their seconds, for Table 1's stage breakdown (lab.stages): within the draft stage's time
+    e3 = by_key["eagle3@8"]
+    assert [len(s) for s in e3["draft_step_s"]] == [8] * e3["rounds"]
+    assert 0 < sum(map(sum, e3["draft_step_s"])) <= e3["stage_s"]["draft"]
+    stages = stage_table(recs, [("custom", "EAGLE-3", "eagle3@8"), ("custom", "OPT-Tree", "opt-tree@8")])
+    assert stages[0]["forwards/round"] == 8 and stages[0]["context fwd ms"] > 0 and stages[0]["depth fwd ms"] > 0
+    assert 1 <= stages[1]["forwards/round"] <= 11  # OPT-Tree stops deeper drafting by its threshold (max depth 10)
+    assert "forwards/round" not in round_stages([by_key["ar"]])
     setting = by_key["ar"]["setting"]
     assert setting["ar_trees"]["eagle3"] == {"depth": 7, "top_k": 10, "name": "eagle3"}
     assert setting["eagle3_id"] == pair.eagle3_describe()["eagle3_id"] and "eagle3" in setting

@@ -112,6 +112,11 @@ def test_combine_and_matches():
     assert rec["tokens"] == [1, 2, 3] and rec["accepted"] == [2, 1] and rec["stage_s"] == {"draft": 0.2}
     assert rec["decode_s"] == 1.0 and "prompt_tokens" not in rec
     assert [t["prompt_tokens"] for t in rec["turns"]] == [5, 9]
+    # an AR-drafted run's tree setting is the run's, not a total; its per-round drafter forwards concatenate
+    setting = {"depth": 7, "top_k": 10, "total_tokens": 61}
+    tree = combine([dict(a, tree_setting=setting, draft_step_s=[[0.1, 0.2]]),
+                    dict(b, tree_setting=dict(setting), draft_step_s=[])])
+    assert tree["tree_setting"] == setting and tree["draft_step_s"] == [[0.1, 0.2]]
     other = combine([a, dict(b, tokens=[4])])
     assert not matches(other, rec) and [t["matches_ar"] for t in other["turns"]] == [True, False]
     assert matches(combine([a, b]), rec) and not matches(a, rec)  # a one-turn record never matches two turns

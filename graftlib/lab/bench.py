@@ -160,6 +160,8 @@ def decode_record(pair, run: Run, prompt: BenchPrompt, max_new_tokens: int, tdes
     policy = REGISTRY[run.method].policy
     if policy is not None:  # AR-drafted: the tree settings in the release's names (EAGLE's total_tokens, ...)
         rec["tree_setting"] = policy.settings(run.budget)
+        # per round, the drafter forwards' seconds: the context step, then one per depth (lab.stages)
+        rec["draft_step_s"] = [r.t_draft_steps or [] for r in rounds]
     return rec
 
 

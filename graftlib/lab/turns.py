@@ -67,7 +67,7 @@ def combine(records: list[dict]) -> dict:
         values = [r[key] for r in records]
         if isinstance(first, list):  # per-token and per-round lists
             total[key] = [x for v in values for x in v]
-        elif isinstance(first, dict):  # stage times
+        elif key == "stage_s":  # stage times add up; any other dict (a tree setting) is the run's, as below
             total[key] = {k: sum(v[k] for v in values) for k in first}
         elif isinstance(first, (int, float)) and not isinstance(first, bool) and key != "prompt_tokens":
             total[key] = sum(values)
