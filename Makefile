@@ -214,17 +214,20 @@ drafter-distill: data
 # Issue 21: the DFlash drafter's extension parts (graftlib.models.drafter: its own trained head, the anchor-context
 # input path), each added to the shipped drafter at its start (the same function) and trained PARTS_MIN CPU-minutes
 # beside the plain warm start, on the same data and held-out split, two runs at a time on one thread each; then
-# runs/drafter-parts/summary.json (`write_ablation`, baseline "base"). Resumable as drafter-distill is.
+# runs/drafter-parts/summary.json (`write_ablation`, baseline "base"). Resumable as drafter-distill is. On a fresh
+# machine it featurizes PARTS_CORPORA first (`make eagle3-data`'s entries; the default, the first 8 chat shards and
+# the task and regular corpora, ~70 min on 2 threads), so one session holds the whole A/B (~2 h).
 PARTS_MIN ?= 20
 PARTS_LR ?= 3e-4
-PARTS_DATA ?= runs/drafter-data-v3 runs/drafter-data-tasks-v3 runs/drafter-data-regular
-drafter-parts: data
+PARTS_CORPORA ?= smollm2-135m:drafter-data-v3:8 smollm2-135m-tasks:drafter-data-tasks-v3 smollm2-135m-regular:drafter-data-regular
+drafter-parts: EAGLE3_CORPORA = $(PARTS_CORPORA)
+drafter-parts: eagle3-data
 	mkdir -p runs/drafter-parts
 	for pair in "base|anchor --anchor-context" "head --draft-head|both --draft-head --anchor-context"; do \
 		for v in "$${pair%%|*}" "$${pair##*|}"; do \
 			set -- $$v; out=runs/drafter-parts/$$1; shift; [ -d $$out/drafter ] && continue; \
 			resume=; [ -d $$out/checkpoint ] && resume=--resume; \
-			$(BIN)/graft train-drafter --data $(PARTS_DATA) --out $$out --init-drafter embedded --minutes $(PARTS_MIN) \
+			$(BIN)/graft train-drafter --data $(EAGLE3_DATA) --out $$out --init-drafter embedded --minutes $(PARTS_MIN) \
 				--clock cpu --threads 1 --blocks-per-seq 16 --lr $(PARTS_LR) --eval-every 100000 --tau-prompts 8 \
 				--checkpoint-minutes 5 $$resume $$@ > $$out.log 2>&1 & \
 		done; wait; done

@@ -124,3 +124,31 @@ def test_drafter_next_continues_the_shipped_drafter_on_every_corpus():
     parts = graft_commands("drafter-next", "NEXT_PARTS=--draft-head --anchor-context", "NEXT_LR=3e-4")
     train = parser.parse_args(next(a for a in parts if a[0] == "train-drafter"))
     assert train.draft_head and train.anchor_context and train.lr == 3e-4
+
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="no make")
+def test_drafter_parts_featurizes_what_its_arms_train_on():
+    """`make drafter-parts` on a fresh machine featurizes its corpora first (one session holds the A/B), and its
+    four arms (the loop's `name flags...` words appended to one train command) train on exactly those data dirs, in
+    one order (one held-out split), warm-started, one thread each, on the CPU clock."""
+    parser = build_parser()
+    commands = [a for a in graft_commands("drafter-parts") if a[0] != "data"]
+    featurize = [parser.parse_args(a) for a in commands if a[0] == "drafter-corpus"]
+    assert [(f.to_data, f.shards) for f in featurize] == [
+        ("runs/drafter-data-v3", 8), ("runs/drafter-data-tasks-v3", None), ("runs/drafter-data-regular", None)]
+    (train,) = [a for a in commands if a[0] == "train-drafter"]
+    train = train[:train.index(">")]  # `> $out.log 2>&1 & done` cut
+    train = [w.replace("$out", "runs/drafter-parts/X") for w in train if w not in ("$resume", "$@")]
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
+    loop = subprocess.run(["make", "-n", "--no-print-directory", "drafter-parts"], cwd=ROOT, env=env,
+                          capture_output=True, text=True, check=True).stdout
+    arms = re.findall(r'"([\w -]+)\|([\w -]+)"', loop)  # for pair in "name flags|name flags" ...
+    arms = [shlex.split(v) for pair in arms for v in pair]
+    assert [v[0] for v in arms] == ["base", "anchor", "head", "both"]
+    parsed = [parser.parse_args(train + v[1:]) for v in arms]
+    for arm in parsed:
+        assert arm.data == [f.to_data for f in featurize]
+        assert arm.init_drafter == "embedded" and arm.clock == "cpu" and arm.minutes == 20 and arm.threads == 1
+    assert [(a.draft_head, a.anchor_context) for a in parsed] == [
+        (False, False), (False, True), (True, False), (True, True)]
