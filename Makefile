@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 # torch==2.13.0 is the CPU build on this machine's disk; GPU users: install their CUDA torch 2.13.0 first.
 EXTRAS ?= notebooks,dev
 
-.PHONY: setup data main artifacts lab bench-drafter bench-graft bench-goals table1-full eagle3-data eagle3-equal eagle3-ship tasks-branches sampling-table drafter-ablation drafter-distill drafter-parts drafter-gpu device-check \
+.PHONY: setup data main artifacts saba-here lab bench-drafter bench-graft bench-goals table1-full eagle3-data eagle3-equal eagle3-ship tasks-branches sampling-table drafter-ablation drafter-distill drafter-parts drafter-gpu device-check \
 	device-bundle gpu-site device-check-gpu drafter-gpu-remote test lint clean-results
 
 $(BIN)/graft: pyproject.toml
@@ -81,14 +81,27 @@ bench-goals: data  ## issue 6 goals: GRAFT vs AR, the chain and DDTree at its be
 # benches' records are keyed, so a re-run goes on with the next prompt. $(call nb-run,NOTEBOOK,DIR,PARAMETERS)
 nb-run = mkdir -p $(2) && $(BIN)/papermill notebooks/$(1).ipynb $(2)/$(1).ipynb --kernel python3 -p profile quick \
 	-p results_dir $(2) -p figures_dir $(2)/figures $(3)
+# SABA's cost model is the running machine's (the paper fits C_t on the hardware it decodes on); the shipped
+# calibration names the machine it was fitted on and warns on another (HardwareMismatchWarning). `make saba-here`
+# fits one here (`graft calibrate`, prepare's settings: 8 validation prompts replayed x 64 tokens, ~5 min on 2 cores)
+# into SABA_HERE, unless that file is already this machine's; the adaptive methods load it through
+# $$GRAFT_SABA_PARAMS (`graftlib.methods.saba.default_params`), and the results record its id.
+SABA_HERE ?= results/saba-here.json
+saba-here: data
+	$(BIN)/python -c "import sys; from graftlib.core.hardware import hardware_id; from graftlib.methods.saba import \
+		SabaParams; import torch; sys.exit(SabaParams.load('$(SABA_HERE)').meta.get('hardware') != \
+		hardware_id(torch.device('cpu')))" 2>/dev/null || $(BIN)/graft calibrate --device cpu --out $(SABA_HERE)
 # Issue 16: Table 1 with all six columns (AR, the chain, DDTree, EAGLE-3, OPT-Tree, GRAFT) on the six tasks at
-# TABLE1_N prompts x 256 tokens. About 80 min on a 2-core CPU.
+# TABLE1_N prompts x 256 tokens. About 80 min on a 2-core CPU. TABLE1_SABA=here runs GRAFT with a calibration
+# fitted on this machine (`make saba-here` first), into its own folder.
 TABLE1_N ?= 10
-TABLE1_DIR ?= results/table1-$(TABLE1_N)x256
+TABLE1_SABA ?=
+TABLE1_DIR ?= results/table1-$(TABLE1_N)x256$(if $(TABLE1_SABA),-saba-here)
 TABLE1_PARAMS = -p tasks gsm8k,mbpp,alpaca,math500,humaneval,mt-bench -p n_prompts $(TABLE1_N) -p max_new_tokens 256 \
 	-p budgets 4,8 -p chain_budgets 3,15 -p cap 64
-table1-full: data
-	$(call nb-run,table1_main_results,$(TABLE1_DIR),$(TABLE1_PARAMS))
+table1-full: data $(if $(TABLE1_SABA),saba-here)
+	$(if $(TABLE1_SABA),export GRAFT_SABA_PARAMS=$(abspath $(SABA_HERE));) \
+		$(call nb-run,table1_main_results,$(TABLE1_DIR),$(TABLE1_PARAMS))
 # Issue 16 item 2: the embedded EAGLE-3 at the DFlash drafter's training compute, on its data. The three corpora of
 # the DFlash drafter's last stage are featurized into runs/ (`graft drafter-corpus --to-data`: ~4.6 h of target
 # forwards on a 2-core AVX2 CPU, resumable per shard), then one EAGLE-3 run of EAGLE3_MIN CPU-minutes (--clock cpu:

@@ -71,7 +71,7 @@ def test_eagle3_stage_warm_starts_the_shipped_drafter_on_the_named_corpora():
 
 
 @pytest.mark.skipif(shutil.which("make") is None, reason="no make")
-@pytest.mark.parametrize("target", ["device-check", "drafter-gpu", "artifacts", "main"])
+@pytest.mark.parametrize("target", ["device-check", "drafter-gpu", "artifacts", "main", "saba-here"])
 def test_single_command_targets_parse(target):
     commands = graft_commands(target)
     assert commands
@@ -152,3 +152,22 @@ def test_drafter_parts_featurizes_what_its_arms_train_on():
         assert arm.init_drafter == "embedded" and arm.clock == "cpu" and arm.minutes == 20 and arm.threads == 1
     assert [(a.draft_head, a.anchor_context) for a in parsed] == [
         (False, False), (False, True), (True, False), (True, True)]
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="no make")
+def test_table1_with_a_calibration_fitted_here():
+    """TABLE1_SABA=here fits SABA on this machine first (`graft calibrate` into SABA_HERE) and hands that file to the
+    notebook's kernel through $GRAFT_SABA_PARAMS, into its own folder; without it the shipped calibration is used."""
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
+
+    def dry(*args):
+        return subprocess.run(["make", "-n", "-B", "--no-print-directory", "table1-full", *args], cwd=ROOT, env=env,
+                              capture_output=True, text=True, check=True).stdout
+
+    here = dry("TABLE1_SABA=here", "SABA_HERE=results/x.json")
+    calibrate = [parse for parse in graft_commands("saba-here", "SABA_HERE=results/x.json") if parse[0] == "calibrate"]
+    assert build_parser().parse_args(calibrate[0]).out == "results/x.json"
+    assert f"export GRAFT_SABA_PARAMS={ROOT / 'results/x.json'};" in here
+    assert "results/table1-10x256-saba-here/table1_main_results.ipynb" in here
+    shipped = dry()
+    assert "GRAFT_SABA_PARAMS" not in shipped and "graft calibrate" not in shipped
