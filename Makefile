@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 # torch==2.13.0 is the CPU build on this machine's disk; GPU users: install their CUDA torch 2.13.0 first.
 EXTRAS ?= notebooks,dev
 
-.PHONY: setup data main artifacts saba-here lab bench-drafter bench-graft bench-goals table1-full eagle3-data eagle3-equal eagle3-ship tasks-branches sampling-table drafter-ablation drafter-distill drafter-parts drafter-gpu device-check \
+.PHONY: setup data main artifacts saba-here bench-ar-trees lab bench-drafter bench-graft bench-goals table1-full eagle3-data eagle3-equal eagle3-ship tasks-branches sampling-table drafter-ablation drafter-distill drafter-parts drafter-gpu device-check \
 	device-bundle gpu-site device-check-gpu drafter-gpu-remote test lint clean-results
 
 $(BIN)/graft: pyproject.toml
@@ -102,6 +102,15 @@ TABLE1_PARAMS = -p tasks gsm8k,mbpp,alpaca,math500,humaneval,mt-bench -p n_promp
 table1-full: data $(if $(TABLE1_SABA),saba-here)
 	$(if $(TABLE1_SABA),export GRAFT_SABA_PARAMS=$(abspath $(SABA_HERE));) \
 		$(call nb-run,table1_main_results,$(TABLE1_DIR),$(TABLE1_PARAMS))
+# Issue 16's claim check at CPU-sized trees: the releases' EAGLE-3 / OPT-Tree settings (60 / 50 nodes) suit a GPU, where
+# a verify is flat in the node count; on a 2-core CPU each node costs ~1.3 ms of a ~67 ms verify, so both also run at
+# 8 and 16 nodes beside GRAFT and AR (TABLE1_SABA=here: GRAFT with this machine's calibration, as in table1-full).
+AR_TREE_TASKS ?= gsm8k mbpp
+bench-ar-trees: data $(if $(TABLE1_SABA),saba-here)
+	$(if $(TABLE1_SABA),export GRAFT_SABA_PARAMS=$(abspath $(SABA_HERE));) \
+	for t in $(AR_TREE_TASKS); do \
+		$(B) --methods ar eagle3@8 eagle3@16 opt-tree@8 opt-tree@16 graft@64 --task $$t --n-prompts $(GOALS_N) \
+			--out results/ar-trees$(if $(TABLE1_SABA),-saba-here).jsonl || exit 1; done
 # Issue 16 item 2: the embedded EAGLE-3 at the DFlash drafter's training compute, on its data. The three corpora of
 # the DFlash drafter's last stage are featurized into runs/ (`graft drafter-corpus --to-data`: ~4.6 h of target
 # forwards on a 2-core AVX2 CPU, resumable per shard), then one EAGLE-3 run of EAGLE3_MIN CPU-minutes (--clock cpu:

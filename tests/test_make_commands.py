@@ -71,7 +71,7 @@ def test_eagle3_stage_warm_starts_the_shipped_drafter_on_the_named_corpora():
 
 
 @pytest.mark.skipif(shutil.which("make") is None, reason="no make")
-@pytest.mark.parametrize("target", ["device-check", "drafter-gpu", "artifacts", "main", "saba-here"])
+@pytest.mark.parametrize("target", ["device-check", "drafter-gpu", "artifacts", "main", "saba-here", "bench-ar-trees"])
 def test_single_command_targets_parse(target):
     commands = graft_commands(target)
     assert commands
