@@ -152,6 +152,12 @@ def test_drafter_parts_featurizes_what_its_arms_train_on():
         assert arm.init_drafter == "embedded" and arm.clock == "cpu" and arm.minutes == 20 and arm.threads == 1
     assert [(a.draft_head, a.anchor_context) for a in parsed] == [
         (False, False), (False, True), (True, False), (True, True)]
+    native_bf16 = any(w in Path("/proc/cpuinfo").read_text().split() for w in ("amx_bf16", "avx512_bf16")) \
+        if Path("/proc/cpuinfo").is_file() else False
+    assert {f.dtype for f in featurize} == {"bfloat16" if native_bf16 else "float32"}  # FEATURIZE_DTYPE's default
+    forced = [parser.parse_args(a) for a in graft_commands("drafter-parts", "FEATURIZE_DTYPE=float32")
+              if a[0] == "drafter-corpus"]
+    assert {f.dtype for f in forced} == {"float32"}
 
 
 @pytest.mark.skipif(shutil.which("make") is None, reason="no make")
