@@ -17,11 +17,16 @@ from graftlib.lab.cli import build_parser
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def make_dry(*args: str) -> str:
+    """What `make -n ARGS` prints (nothing runs); the outer `make test`'s flags are not passed down."""
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
+    return subprocess.run(["make", "-n", "--no-print-directory", *args], cwd=ROOT, env=env, capture_output=True,
+                          text=True, check=True).stdout
+
+
 def graft_commands(*targets: str) -> list[list[str]]:
     """The argument lists of every `graft ...` command `make -n TARGETS` would run."""
-    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}  # under `make test`
-    out = subprocess.run(["make", "-n", "--no-print-directory", *targets], cwd=ROOT, env=env, capture_output=True,
-                         text=True, check=True).stdout
+    out = make_dry(*targets)
     text = re.sub(r"\\\n\s*", " ", out)  # continuation lines joined
     commands = []
     for line in text.splitlines():
@@ -140,9 +145,7 @@ def test_drafter_parts_featurizes_what_its_arms_train_on():
     (train,) = [a for a in commands if a[0] == "train-drafter"]
     train = train[:train.index(">")]  # `> $out.log 2>&1 & done` cut
     train = [w.replace("$out", "runs/drafter-parts/X") for w in train if w not in ("$resume", "$@")]
-    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
-    loop = subprocess.run(["make", "-n", "--no-print-directory", "drafter-parts"], cwd=ROOT, env=env,
-                          capture_output=True, text=True, check=True).stdout
+    loop = make_dry("drafter-parts")
     arms = re.findall(r'"([\w -]+)\|([\w -]+)"', loop)  # for pair in "name flags|name flags" ...
     arms = [shlex.split(v) for pair in arms for v in pair]
     assert [v[0] for v in arms] == ["base", "anchor", "head", "both"]
@@ -164,11 +167,8 @@ def test_drafter_parts_featurizes_what_its_arms_train_on():
 def test_table1_with_a_calibration_fitted_here():
     """TABLE1_SABA=here fits SABA on this machine first (`graft calibrate` into SABA_HERE) and hands that file to the
     notebook's kernel through $GRAFT_SABA_PARAMS, into its own folder; without it the shipped calibration is used."""
-    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
-
     def dry(*args):
-        return subprocess.run(["make", "-n", "-B", "--no-print-directory", "table1-full", *args], cwd=ROOT, env=env,
-                              capture_output=True, text=True, check=True).stdout
+        return make_dry("-B", "table1-full", *args)
 
     here = dry("TABLE1_SABA=here", "SABA_HERE=results/x.json")
     calibrate = [parse for parse in graft_commands("saba-here", "SABA_HERE=results/x.json") if parse[0] == "calibrate"]
