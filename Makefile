@@ -96,18 +96,19 @@ saba-here: data
 # fitted on this machine (`make saba-here` first), into its own folder.
 TABLE1_N ?= 10
 TABLE1_SABA ?=
+saba-env = $(if $(TABLE1_SABA),export GRAFT_SABA_PARAMS=$(abspath $(SABA_HERE));)
 TABLE1_DIR ?= results/table1-$(TABLE1_N)x256$(if $(TABLE1_SABA),-saba-here)
 TABLE1_PARAMS = -p tasks gsm8k,mbpp,alpaca,math500,humaneval,mt-bench -p n_prompts $(TABLE1_N) -p max_new_tokens 256 \
 	-p budgets 4,8 -p chain_budgets 3,15 -p cap 64
 table1-full: data $(if $(TABLE1_SABA),saba-here)
-	$(if $(TABLE1_SABA),export GRAFT_SABA_PARAMS=$(abspath $(SABA_HERE));) \
+	$(saba-env) \
 		$(call nb-run,table1_main_results,$(TABLE1_DIR),$(TABLE1_PARAMS))
 # Issue 16's claim check at CPU-sized trees: the releases' EAGLE-3 / OPT-Tree settings (60 / 50 nodes) suit a GPU, where
 # a verify is flat in the node count; on a 2-core CPU each node costs ~1.3 ms of a ~67 ms verify, so both also run at
 # 8 and 16 nodes beside GRAFT and AR (TABLE1_SABA=here: GRAFT with this machine's calibration, as in table1-full).
 AR_TREE_TASKS ?= gsm8k mbpp
 bench-ar-trees: data $(if $(TABLE1_SABA),saba-here)
-	$(if $(TABLE1_SABA),export GRAFT_SABA_PARAMS=$(abspath $(SABA_HERE));) \
+	$(saba-env) \
 	for t in $(AR_TREE_TASKS); do \
 		$(B) --methods ar eagle3@8 eagle3@16 opt-tree@8 opt-tree@16 graft@64 --task $$t --n-prompts $(GOALS_N) \
 			--out results/ar-trees$(if $(TABLE1_SABA),-saba-here).jsonl || exit 1; done
