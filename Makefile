@@ -242,7 +242,8 @@ drafter-distill: data
 # beside the plain warm start, on the same data and held-out split, two runs at a time on one thread each; then
 # runs/drafter-parts/summary.json (`write_ablation`, baseline "base"). Resumable as drafter-distill is. On a fresh
 # machine it featurizes PARTS_CORPORA first (`make eagle3-data`'s entries; the default, the first 8 chat shards and
-# the task and regular corpora, ~70 min on 2 threads), so one session holds the whole A/B (~2 h).
+# the task and regular corpora: 16 min in bf16 on an AMX CPU, ~70 min in fp32 on AVX2), so one session holds the
+# whole A/B (~1 h 20 min in session 29). Its result there (docs/measurements.md): no part pays at 20 minutes.
 PARTS_MIN ?= 20
 PARTS_LR ?= 3e-4
 PARTS_CORPORA ?= smollm2-135m:drafter-data-v3:8 smollm2-135m-tasks:drafter-data-tasks-v3 smollm2-135m-regular:drafter-data-regular
