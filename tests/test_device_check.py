@@ -2,6 +2,7 @@
 on the tiny random Qwen3 pair, one JSON file and a table; a failing section is recorded, not fatal."""
 
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -20,7 +21,8 @@ def test_cpu_run_writes_every_section(tmp_path, capsys):
     assert code == 0 and all(e["status"] == "ok" for e in s.values()), {n: e.get("error") for n, e in s.items()}
     assert {r["budget"] for r in s["host"]["result"]["table"]["rows"]} == {8, 64}
     ex = s["exactness"]["result"]
-    assert ex["passed"] and ex["exact"] == 36 and {r["model"] for r in ex["rows"]} == {"tiny-llama", "tiny-qwen3"}
+    assert ex["passed"] and ex["exact"] == 48 and {r["model"] for r in ex["rows"]} == {"tiny-llama", "tiny-qwen3"}
+    assert {r["run"] for r in ex["rows"]} >= {"eagle3@59", "opt-tree@8"} and ex["dtype"] == "float32"
     assert sorted(map(int, s["costs"]["result"]["verify_ms"])) == [1, 2, 4, 8, 16, 32, 64]
     steps = s["prepare"]["result"]["manifest"]["steps"]
     assert {k: v["status"] for k, v in steps.items()} == {"traces": "made", "tdes": "made", "saba": "made"}
@@ -37,7 +39,7 @@ def test_a_failing_section_is_recorded_not_fatal(tmp_path, monkeypatch):
 
     monkeypatch.setattr(device_check, "costs_section", broken)
     monkeypatch.setattr(device_check, "exactness_section", lambda cfg, pair: {
-        "rows": [], "exact": 0, "near_ties": 0, "mismatches": 0, "passed": True})
+        "dtype": "float32", "rows": [], "exact": 0, "tie": 0, "mismatch": 0, "passed": True})
     cfg = device_check.tiny(device_check.CheckConfig(device="cpu", run_prepare=False))
     report = device_check.device_check(cfg, tmp_path, log=lambda _: None)
     s = report["sections"]
@@ -47,3 +49,13 @@ def test_a_failing_section_is_recorded_not_fatal(tmp_path, monkeypatch):
     assert json.loads((tmp_path / "device-check.json").read_text())["sections"]["costs"]["status"] == "error"
     spent = device_check.device_check(device_check.replace(cfg, minutes=1e-6), tmp_path, log=lambda _: None)
     assert {e["status"] for e in spent["sections"].values()} == {"skipped"}  # the time budget holds every section
+
+
+def test_bfloat16_run_gives_verdicts_and_no_mismatch(tmp_path):
+    """The GPU's numerics on the CPU: every method on the tiny pairs in bfloat16, each decode exact or
+    a certified tie, none a mismatch; the report and the pair say bfloat16."""
+    cfg = device_check.tiny(device_check.CheckConfig(device="cpu", dtype="bfloat16", run_prepare=False))
+    report = device_check.device_check(replace(cfg, minutes=10), tmp_path, log=lambda _: None)
+    ex = report["sections"]["exactness"]["result"]
+    assert report["dtype"] == "bfloat16" and ex["dtype"] == "bfloat16"
+    assert ex["mismatch"] == 0 and ex["exact"] + ex["tie"] == 48, [r for r in ex["rows"] if r["mismatch"]]

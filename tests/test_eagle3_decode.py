@@ -17,7 +17,7 @@ from dataclasses import replace
 
 import pytest
 import torch
-from tiny import eagle3_config, random_eagle3, tiny_drafter, tiny_pairs, write_eagle3_dir
+from tiny import eagle3_config, exactness_eagle3, random_eagle3, tiny_drafter, tiny_pairs, write_eagle3_dir
 
 from graftlib.core.ar_drafting import ARDraftState, ARTreeDrafter, DraftPool
 from graftlib.core.builders import FixedBudget
@@ -35,7 +35,6 @@ PROMPT_LENS = (1, 9, 23)
 TOL = 1e-4
 POOL = 10 + 7 * 10 * 10  # EAGLE's candidate pool at the release's depth 7 / top_k 10
 RUNS = [("eagle3", 59), ("opt-tree", 50), ("opt-tree", 4)]  # the releases' budgets and a small one
-DRAFTER_SEEDS = {"llama": 3, "qwen3": 0}  # random drafters whose trees get paths of 3+ tokens accepted here
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -45,7 +44,7 @@ def pairs():
     """Per architecture: (target, EAGLE-3 drafter, prompts, greedy AR outputs)."""
     out = {}
     for arch, (target, _, prompts, ar) in tiny_pairs(PROMPT_LENS, MAX_NEW).items():
-        out[arch] = (target, random_eagle3(eagle3_config(target.config), target.config, seed=DRAFTER_SEEDS[arch]),
+        out[arch] = (target, exactness_eagle3(target, arch),
                      prompts, ar)
     return out
 

@@ -6,6 +6,9 @@ were fitted on, and what their users compare it with:
   "cpu:<threads>-threads:<CPU model>"    e.g. "cpu:2-threads:AMD EPYC"
 A CPU's round costs depend on the torch thread count as much as on the chip, so both are in it.
 The CPU model comes from /proc/cpuinfo where there is one (Linux), else from `platform`.
+The dtype decodes run in changes the costs too: one that is not the device's default (float32 on
+a CPU, bfloat16 on CUDA) is appended, ":bfloat16" say, so a calibration fitted in one dtype warns
+when used in another, as one from another machine does.
 """
 
 import platform
@@ -26,11 +29,14 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine() or "unknown"
 
 
-def hardware_id(device: str | torch.device) -> str:
-    """The hardware string of a device (module doc); threads are torch's at the time of the call."""
+def hardware_id(device: str | torch.device, dtype: torch.dtype | None = None) -> str:
+    """The hardware string of a device running `dtype` (module doc; None: the device's default);
+    threads are torch's at the time of the call."""
     device = torch.device(device)
     if device.type == "cuda":
-        return f"cuda:{torch.cuda.get_device_name(device)}"
-    if device.type == "cpu":
-        return f"cpu:{torch.get_num_threads()}-threads:{cpu_model()}"
-    return device.type
+        base, default = f"cuda:{torch.cuda.get_device_name(device)}", torch.bfloat16
+    elif device.type == "cpu":
+        base, default = f"cpu:{torch.get_num_threads()}-threads:{cpu_model()}", torch.float32
+    else:
+        return device.type
+    return base if dtype is None or dtype == default else f"{base}:{str(dtype).removeprefix('torch.')}"

@@ -9,7 +9,9 @@ Protocol (the AR baseline is the denominator of every speedup, so it gets the sa
   (`decode_s_runs`) and their mean as `decode_s`, so a drift within a prompt's block (minutes
   on a CPU) moves the denominator as much as the average method instead of favouring whichever
   side ran first;
-- every decode is checked against AR's tokens for the same prompt (`matches_ar`);
+- every greedy decode is checked against AR's tokens for the same prompt (`matches_ar`) and gets a
+  verdict (`graftlib.core.exactness`: exact, tie at a certified near-tie of the target's top-2
+  logits, which a bfloat16 target shows, or mismatch, a bug; `verdict` and `divergence`);
 - a multi-turn prompt (MT-Bench; `--turns all`, the default) is decoded turn by turn, each turn
   after the run's own previous answers, every turn timed; its record holds the totals and the
   turns (`graftlib.lab.turns`), and its setting names `turns`;
@@ -32,7 +34,7 @@ from graftlib.core.sampling import GREEDY, Sampling, prompt_sampling
 from graftlib.core.version import __version__
 from graftlib.lab.metrics import decoded_tokens, format_table, summarize, summarize_tasks
 from graftlib.lab.modeled import format_validation, price, reprice, validate
-from graftlib.lab.turns import TURNS, decode_turns, matches, turn_uid, user_turns
+from graftlib.lab.turns import TURNS, decode_turns, judge, matches, turn_uid, user_turns
 from graftlib.methods.args import (
     add_ar_drafter_arg,
     add_method_args,
@@ -218,10 +220,11 @@ def run_bench(pair, prompts: list[BenchPrompt], runs: list[Run], max_new_tokens:
         ar = done.get((p.uid, "ar"))
         rec.update(
             setting_id=sid, key=r.key, method=r.method, budget=r.budget, task=p.task, uid=p.uid,
-            prompt_tokens=len(p.input_ids), truncated_from=p.truncated_from,
-            matches_ar=None if r.method == "ar" or ar is None or not sampling.greedy else matches(rec, ar),
+            prompt_tokens=len(p.input_ids), truncated_from=p.truncated_from, matches_ar=None,
             setting=setting, graftlib=__version__, host=platform.node(),
         )
+        if r.method != "ar" and ar is not None and sampling.greedy:
+            rec.update(judge(pair.target, pair.tokenizer, p.input_ids, p.user_turns, rec, ar))
         rec.update(price(rec, profile))
         done[(p.uid, r.key)] = rec
         bar.update()
@@ -350,7 +353,8 @@ def run(args) -> int:
         profile.require_ar_draft()  # ... and so does one that cannot price the AR-drafted runs
     from graftlib.lab.shard import rank_device, rank_world, wait_for_records
 
-    pair = load_pair(args.target, args.drafter, args.device or rank_device(), args.device_map, args.eagle3)
+    pair = load_pair(args.target, args.drafter, args.device or rank_device(), args.device_map, args.eagle3,
+                     args.dtype)
     block = pair.drafter.block_size
     for r in runs:
         if r.method == "dflash" and r.budget > block - 1:
@@ -369,6 +373,10 @@ def run(args) -> int:
             return 0
         records = reprice(wait_for_records(out, records[0]["setting_id"],
                                            {(p.uid, r.key) for p in prompts for r in runs}), profile)
-    print(format_table(summarize(records)))
+    rows = summarize(records)
+    print(format_table(rows))
     print(format_validation(validate(records)))
-    return 0
+    bad = [f"{r['key']} ({r['mismatches']})" for r in rows if r["mismatches"]]
+    if bad:
+        print(f"graft bench: decodes that left AR's tokens at no near-tie (mismatch, a bug): {', '.join(bad)}")
+    return 1 if bad else 0

@@ -296,7 +296,7 @@ def run(args) -> int:
     base = None  # --ar-draft: the profile it extends (a bad file fails before the models load)
     if args.ar_draft:
         base = CostProfile.load(args.cost_profile) if args.cost_profile else saba_profile()
-    pair = load_pair(args.target, args.drafter, args.device, args.device_map, args.eagle3)
+    pair = load_pair(args.target, args.drafter, args.device, args.device_map, args.eagle3, args.dtype)
     if args.ar_draft:
         return run_ar_draft(args, pair, base)
     curve = verify_cost_curve(pair.target, args.sizes, args.prefix_len, args.repeats)

@@ -2,19 +2,22 @@
 
 Sections, in this order; each is timed, its warnings are kept, its errors are recorded (never
 fatal), and one that would start after the time budget (`minutes`) is skipped:
-  exactness  every method against greedy AR on this device (`graftlib.core.exactness`): the tiny
-             random pairs (Llama, Qwen3) and, unless `tiny`, the embedded pair with the shipped
-             scorer and calibration (on another machine the calibration's hardware warning is
-             recorded). A divergence passes only as a near-tie of the target's top-2 logits:
-             gap <= 1e-3 in float32, <= 0.125 in bfloat16 (its logits of magnitude 8-32 are
-             0.0625-0.125 apart, so a tie shows as a gap of one such step);
-  costs      the verify cost curve for 1..256 tokens (`graftlib.lab.costs.verify_cost_curve`);
+  exactness  every method of the registry against greedy AR on this device, in the run's dtype
+             (default: the device's, bfloat16 on CUDA): the tiny random pairs (Llama, Qwen3, with
+             a random EAGLE-3 drafter for the AR-drafted methods) and, unless `tiny`, the embedded
+             pair with the shipped scorer and calibration (on another machine the calibration's
+             hardware warning is recorded). Each decode's verdict (`graftlib.core.exactness`):
+             exact, tie (a certified near-tie of the target's top-2 logits, at the tolerance of
+             the dtype and logit scale) or mismatch (a bug: the check fails);
+  costs      the verify cost curve for 1..512 tokens (`graftlib.lab.costs.verify_cost_curve`);
   host       the host overhead per round and device syncs per round (`graftlib.lab.host_overhead`);
   prepare    `graft prepare` on the pair (`graftlib.training.prepare`), by default on a GPU and for
              the tiny pair: the pair's own scorer and calibration on this device, and the device's
-             cost profile (`cost_profile.from_saba(...).save`);
-  bench      a short `graft bench` of ar / dflash / ddtree / graft on gsm8k; graft (and the modeled
-             columns) use the prepared artifacts and profile when prepare ran, else the shipped ones.
+             cost profile (`cost_profile.from_saba(...).save`) with its AR drafter forward cost
+             (`graftlib.lab.costs.ar_draft_cost_curve`, what prices EAGLE-3 / OPT-Tree rounds);
+  bench      `graft bench` of ar / dflash / ddtree@16,64 / graft / opt-tree@8 on gsm8k (10 prompts x
+             128 tokens), wall-clock and modeled speedups side by side; graft and the modeled
+             columns use the prepared artifacts and profile when prepare ran, else the shipped ones.
 (The bench comes last so that graft runs with this device's own calibration.)
 The pair is the embedded one, or with `tiny` a tiny random Qwen3 target and a z-lab-layout drafter
 written as directories into the output folder and loaded by path, as a user's own pair would be
@@ -34,21 +37,24 @@ from pathlib import Path
 import torch
 
 from graftlib.core.errors import require
-from graftlib.core.exactness import first_divergence
+from graftlib.core.exactness import VERDICTS, verdict
 from graftlib.core.hardware import hardware_id
 from graftlib.core.paths import portable, results_dir
 from graftlib.core.records import write_json_atomic
 from graftlib.core.version import __version__
 from graftlib.lab.bench import Run, run_bench, task_prompts
-from graftlib.lab.costs import verify_cost_curve
+from graftlib.lab.costs import ar_draft_cost_curve, fit_ar_draft, verify_cost_curve
 from graftlib.lab.host_overhead import format_host_table, host_overhead_table
 from graftlib.lab.metrics import format_table, summarize
 from graftlib.methods.artifacts import ArtifactDir, artifact_inputs, slug
-from graftlib.methods.cost_profile import CostProfile, from_saba
-from graftlib.methods.decoder import Decoder
+from graftlib.methods.cost_profile import CostProfile, from_saba, with_ar_draft
+from graftlib.methods.decoder import Decoder, drafter_for
+from graftlib.methods.registry import AR_METHODS
 from graftlib.methods.saba import SabaParams
+from graftlib.models.target import DTYPES
 from graftlib.models.tiny import (
     ARCH_SEEDS,
+    exactness_eagle3,
     exactness_pair,
     exactness_prompts,
     write_drafter_dir,
@@ -63,24 +69,28 @@ SECTIONS = ("exactness", "costs", "host", "prepare", "bench")
 @dataclass
 class CheckConfig:
     device: str = "cuda"
+    dtype: str | None = None  # float32 / bfloat16 / float16; None: the device's (bfloat16 on CUDA)
     tiny: bool = False  # the tiny random Qwen3 pair instead of the embedded one
     minutes: float = 8.0  # no section starts after this
     run_prepare: bool | None = None  # None: on a GPU and for the tiny pair
     exact_prompts: int = 3  # embedded pair: gsm8k eval prompts
     exact_tokens: int = 128
     tiny_tokens: int = 37
-    costs_sizes: tuple[int, ...] = (1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 192, 256)
+    costs_sizes: tuple[int, ...] = (1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512)
     costs_prefix: int = 256
     costs_repeats: int = 5
     host_budgets: tuple[int, ...] = (8, 32, 64, 256)
     host_rounds: int = 48
     host_repeats: int = 3
-    bench_prompts: int = 4
+    bench_prompts: int = 10
     bench_tokens: int = 128
-    bench_budgets: tuple[int, ...] = (8, 32)  # ddtree
+    bench_budgets: tuple[int, ...] = (16, 64)  # ddtree
     graft_cap: int = 64
+    ar_tree_runs: tuple[tuple[str, int], ...] = (("opt-tree", 8),)  # AR-drafted runs (the pair's EAGLE-3 drafter)
+    ar_widths: tuple[int, ...] = (1, 5, 10, 25, 50)  # AR drafter forward cost: frontier widths, context rows
+    ar_contexts: tuple[int, ...] = (1, 4, 9)
     prompt_tokens: int | None = None  # cut longer prompts (the tiny pair's context is 512)
-    prepare: PrepareConfig = field(default_factory=lambda: PrepareConfig(trace_prompts=48, trace_minutes=2.0,
+    prepare: PrepareConfig = field(default_factory=lambda: PrepareConfig(trace_prompts=48, trace_minutes=1.5,
                                                                           val_prompts=6))
 
 
@@ -88,15 +98,16 @@ def quick(cfg: CheckConfig) -> CheckConfig:
     """The small variant: a couple of prompts, fewer tokens, sizes and repeats, QUICK prepare."""
     return replace(cfg, exact_prompts=2, exact_tokens=48, tiny_tokens=24, costs_sizes=(1, 2, 4, 8, 16, 32, 64, 128, 256),
                    costs_repeats=2, host_budgets=(8, 64), host_rounds=16, host_repeats=1, bench_prompts=2,
-                   bench_tokens=48, minutes=min(cfg.minutes, 3.0), prepare=QUICK)
+                   bench_tokens=48, ar_widths=(1, 10), ar_contexts=(1, 4), minutes=min(cfg.minutes, 3.0),
+                   prepare=QUICK)
 
 
 def tiny(cfg: CheckConfig) -> CheckConfig:
     """The tiny pair at the smallest sizes (the CPU test): every section in seconds."""
     return replace(cfg, tiny=True, tiny_tokens=16, costs_sizes=(1, 2, 4, 8, 16, 32, 64), costs_prefix=32,
                    costs_repeats=1, host_budgets=(8, 64), host_rounds=4, host_repeats=1, bench_prompts=1,
-                   bench_tokens=16, bench_budgets=(8,), graft_cap=16,
-                   prompt_tokens=96,
+                   bench_tokens=16, bench_budgets=(8,), graft_cap=16, ar_tree_runs=(), ar_widths=(1, 4),
+                   ar_contexts=(1,), prompt_tokens=96,
                    prepare=replace(QUICK, trace_prompts=2, trace_tokens=16, shard_size=2, val_prompts=2, calib_tokens=16,
                                    max_prompt_tokens=96, grid=(1, 2, 4)))
 
@@ -108,57 +119,55 @@ class Skipped(Exception):
 # ----------------------------------------------------------------------------- sections
 
 
-def near_tie_tol(dtype: torch.dtype) -> float:
-    return 1e-3 if dtype == torch.float32 else 0.125
-
-
 def exactness_row(label: str, decoder, target, prompts: list[list[int]], refs: list[list[int]], n: int) -> dict:
-    """One run's decodes of `prompts` against the AR references: exact, near-ties, mismatches."""
-    tol = near_tie_tol(target.dtype)
-    row = {"model": label, "exact": 0, "near_ties": 0, "mismatches": 0, "max_gap": 0.0, "first_mismatch": None}
+    """One run's decodes of `prompts` against the AR references: counts of each verdict, the largest
+    gap of a tie and the first mismatch."""
+    row = {"model": label, "exact": 0, "tie": 0, "mismatch": 0, "max_gap": 0.0, "first_mismatch": None}
     for ids, ref in zip(prompts, refs):
-        d = first_divergence(target, ids, ref, decoder.decode(ids, n).tokens)
-        if d is None:
-            row["exact"] += 1
-            continue
-        row["max_gap"] = max(row["max_gap"], d.top2_gap)
-        if d.is_near_tie(tol):
-            row["near_ties"] += 1
-        else:
-            row["mismatches"] += 1
-            row["first_mismatch"] = row["first_mismatch"] or asdict(d)
+        v = verdict(target, ids, ref, decoder.decode(ids, n).tokens)
+        row[v.kind] += 1
+        if v.kind == "tie":
+            row["max_gap"] = max(row["max_gap"], v.divergence.top2_gap)
+        if v.kind == "mismatch" and row["first_mismatch"] is None:
+            row["first_mismatch"] = v.to_dict()["divergence"]
     return row
 
 
-def exactness_of(label: str, target, drafter, prompts, runs, n: int, eos_ids=None, pair_id=None,
+def exactness_of(label: str, target, drafters: dict, prompts, runs, n: int, eos_ids=None, pair_id=None,
                  saba: SabaParams | None = None) -> list[dict]:
-    """Rows of `exactness_row` for every (method, budget) in `runs` on one model pair."""
+    """Rows of `exactness_row` for every (method, budget) in `runs` on one model pair; `drafters`:
+    {"dflash": the DFlash drafter, "eagle3": the EAGLE-3 drafter of the AR-drafted methods}."""
     ar = Decoder.for_method(target, None, "ar", eos_ids=eos_ids)
     refs = [ar.decode(ids, n).tokens for ids in prompts]
     rows = []
     for method, budget in runs:
+        drafter = drafters["eagle3" if method in AR_METHODS else "dflash"]
         dec = Decoder.for_method(target, drafter, method, budget, eos_ids, saba=saba, pair=pair_id)
         rows.append({"run": f"{method}@{budget}", **exactness_row(label, dec, target, prompts, refs, n)})
     return rows
 
 
-TINY_RUNS = [("dflash", 3), ("ddtree", 1), ("ddtree", 8), ("ddtree", 64), ("ddtree+saba", 16), ("caddtree", 16)]
+TINY_RUNS = [("dflash", 3), ("ddtree", 1), ("ddtree", 8), ("ddtree", 64), ("ddtree+saba", 16), ("caddtree", 16),
+             ("eagle3", 59), ("opt-tree", 8)]
 EMBEDDED_RUNS = [("dflash", 15), ("ddtree", 8), ("ddtree", 64), ("ddtree+tdes", 32), ("ddtree+saba", 64),
-                 ("graft", 64), ("caddtree", 64)]  # the shipped scorer and calibration
+                 ("graft", 64), ("caddtree", 64), ("eagle3", 59), ("opt-tree", 8)]  # the shipped scorer and calibration
 
 
 def exactness_section(cfg: CheckConfig, pair) -> dict:
     rows = []
     for arch in ARCH_SEEDS:
-        target, drafter = (m.to(cfg.device) for m in exactness_pair(arch))
-        rows += exactness_of(f"tiny-{arch}", target, drafter, exactness_prompts(arch), TINY_RUNS, cfg.tiny_tokens,
-                             saba=SabaParams())  # the builtin placeholder calibration: no pair to check
+        target, drafter = exactness_pair(arch)
+        eagle3 = exactness_eagle3(target, arch)
+        target, drafter, eagle3 = (m.to(cfg.device, pair.target.dtype) for m in (target, drafter, eagle3))
+        rows += exactness_of(f"tiny-{arch}", target, {"dflash": drafter, "eagle3": eagle3}, exactness_prompts(arch),
+                             TINY_RUNS, cfg.tiny_tokens, saba=SabaParams())  # the builtin calibration: no pair to check
     if not cfg.tiny:
         prompts = [list(p.input_ids) for p in task_prompts(pair, "gsm8k", cfg.exact_prompts)]
-        rows += exactness_of(pair.target_name, pair.target, pair.drafter, prompts, EMBEDDED_RUNS, cfg.exact_tokens,
-                             pair.eos_ids, pair.identity())
-    total = {k: sum(r[k] for r in rows) for k in ("exact", "near_ties", "mismatches")}
-    return {"rows": rows, **total, "passed": total["mismatches"] == 0}
+        rows += exactness_of(pair.target_name, pair.target, {"dflash": pair.drafter, "eagle3": pair.eagle3_drafter()},
+                             prompts, EMBEDDED_RUNS, cfg.exact_tokens, pair.eos_ids, pair.identity())
+    total = {k: sum(r[k] for r in rows) for k in VERDICTS}
+    return {"dtype": str(pair.target.dtype).removeprefix("torch."), "rows": rows, **total,
+            "passed": total["mismatch"] == 0}
 
 
 def costs_section(cfg: CheckConfig, pair) -> dict:
@@ -181,9 +190,18 @@ def prepare_section(cfg: CheckConfig, pair, out: Path) -> dict:
     if not wanted:
         raise Skipped("prepare runs on a GPU or for the tiny pair (pass --prepare to run it here)")
     manifest = prepare(pair, out / "artifacts", cfg.prepare, command="graft device-check", log=print)
-    profile = from_saba(SabaParams.load(ArtifactDir(out / "artifacts").saba), name=slug(hardware_id(pair.device)))
+    hw = hardware_id(pair.device, pair.target.dtype)
+    profile = from_saba(SabaParams.load(ArtifactDir(out / "artifacts").saba), name=slug(hw))
+    fit = None
+    if cfg.ar_tree_runs:  # the AR drafter's forwards, so the profile prices EAGLE-3 / OPT-Tree rounds
+        curve = ar_draft_cost_curve(drafter_for(pair, "eagle3"), list(cfg.ar_widths), list(cfg.ar_contexts),
+                                    prefix_len=min(cfg.costs_prefix, 256), repeats=cfg.costs_repeats)
+        fit = fit_ar_draft(curve)
+        profile = with_ar_draft(profile, fit["c_ar_draft"], {"command": "graft device-check", "hardware": hw,
+                                                             "date": time.strftime("%Y-%m-%d %H:%M:%S")})
     profile.save(out / "cost-profile.json")
-    return {"manifest": manifest, "cost_profile": {**profile.to_dict(), "file": portable(out / "cost-profile.json")}}
+    return {"manifest": manifest, "ar_draft_fit": fit,
+            "cost_profile": {**profile.to_dict(), "file": portable(out / "cost-profile.json")}}
 
 
 def bench_section(cfg: CheckConfig, pair, out: Path, prepared: bool) -> dict:
@@ -192,17 +210,20 @@ def bench_section(cfg: CheckConfig, pair, out: Path, prepared: bool) -> dict:
     runs = [Run("ar", None), Run("dflash", pair.drafter.block_size - 1)] + [Run("ddtree", b) for b in cfg.bench_budgets]
     if prepared or not cfg.tiny:  # the tiny pair has no scorer or calibration of its own without prepare
         runs.append(Run("graft", cfg.graft_cap))
+    if profile is None or profile.c_ar_draft is not None:  # the shipped profile prices AR-drafted rounds
+        runs += [Run(m, b) for m, b in cfg.ar_tree_runs]
     prompts = task_prompts(pair, "gsm8k", cfg.bench_prompts, max_prompt_tokens=cfg.prompt_tokens)
     records = run_bench(pair, prompts, runs, cfg.bench_tokens, out / "bench.jsonl", progress=False, tdes=tdes,
                         saba=saba, cost_profile=profile, extra={"task": "gsm8k"})
     rows = summarize(records)
-    return {"artifacts": "prepared" if prepared else "shipped", "rows": rows, "table": format_table(rows)}
+    return {"artifacts": "prepared" if prepared else "shipped", "prompts": len(prompts), "tokens": cfg.bench_tokens,
+            "rows": rows, "table": format_table(rows)}
 
 
 # ----------------------------------------------------------------------------- the run
 
 
-def tiny_pair(out: Path, device: str):
+def tiny_pair(out: Path, device: str, dtype: str | None = None):
     """The tiny random Qwen3 pair, written as a model directory and a z-lab-layout drafter directory
     and loaded by path (a user's own pair)."""
     from graftlib.models.pair import load_pair
@@ -211,7 +232,7 @@ def tiny_pair(out: Path, device: str):
     if not (target / "config.json").is_file():
         write_target_dir(target, "qwen3", seed=ARCH_SEEDS["qwen3"], initializer_range=0.1)
         write_drafter_dir(drafter, seed=ARCH_SEEDS["qwen3"])
-    return load_pair(str(target), str(drafter), device)
+    return load_pair(str(target), str(drafter), device, dtype=dtype)
 
 
 def run_section(report: dict, name: str, fn, deadline: float, path: Path):
@@ -245,8 +266,9 @@ def device_check(cfg: CheckConfig, out: str | Path, log=print) -> dict:
     path = out / "device-check.json"
     start = time.perf_counter()
     deadline = start + 60 * cfg.minutes
-    pair = tiny_pair(out, cfg.device) if cfg.tiny else load_pair(device=cfg.device)
-    report = {"schema": SCHEMA, "graftlib": __version__, "device": cfg.device, "hardware": hardware_id(pair.device),
+    pair = tiny_pair(out, cfg.device, cfg.dtype) if cfg.tiny else load_pair(device=cfg.device, dtype=cfg.dtype)
+    report = {"schema": SCHEMA, "graftlib": __version__, "device": cfg.device,
+              "dtype": str(pair.target.dtype).removeprefix("torch."), "hardware": hardware_id(pair.device),
               "pair": pair.identity().to_dict(), "config": asdict(cfg), "date": time.strftime("%Y-%m-%d %H:%M:%S"),
               "sections": {}}
     run_section(report, "exactness", lambda: exactness_section(cfg, pair), deadline, path)
@@ -266,10 +288,11 @@ def headline(name: str, entry: dict) -> str:
         return entry.get("reason") or entry.get("error", "")
     r = entry["result"]
     if name == "exactness":
-        return f"{r['exact']} exact, {r['near_ties']} near-ties, {r['mismatches']} mismatches over {len(r['rows'])} runs"
+        return (f"{r['dtype']}: {r['exact']} exact, {r['tie']} tie, {r['mismatch']} mismatch decodes over "
+                f"{len(r['rows'])} runs")
     if name == "costs":
         ms = {int(k): v for k, v in r["verify_ms"].items()}
-        return "verify ms: " + ", ".join(f"{n} tok {ms[n]:.1f}" for n in sorted(ms) if n in (1, 16, 64, 128, 256))
+        return "verify ms: " + ", ".join(f"{n} tok {ms[n]:.1f}" for n in sorted(ms) if n in (1, 16, 64, 128, 256, 512))
     if name == "prepare":
         return ", ".join(f"{k} {s['status']} ({s.get('seconds', 0):.0f} s)" for k, s in r["manifest"]["steps"].items())
     if name == "bench":
@@ -287,9 +310,9 @@ def format_report(report: dict) -> str:
         lines += [f"{'':<27}warning: {w}" for w in e.get("warnings", [])]
     ex = report["sections"].get("exactness", {})
     if ex.get("status") == "ok":
-        lines += ["", f"{'model':<16} {'run':<16} {'exact':>5} {'ties':>5} {'bad':>4} {'max gap':>8}"]
-        lines += [f"{r['model']:<16} {r['run']:<16} {r['exact']:>5} {r['near_ties']:>5} {r['mismatches']:>4} "
-                  f"{r['max_gap']:>8.3g}" for r in ex["result"]["rows"]]
+        lines += ["", f"{'model':<16} {'run':<16} {'exact':>5} {'tie':>4} {'mismatch':>8} {'max tie gap':>11}"]
+        lines += [f"{r['model']:<16} {r['run']:<16} {r['exact']:>5} {r['tie']:>4} {r['mismatch']:>8} "
+                  f"{r['max_gap']:>11.3g}" for r in ex["result"]["rows"]]
     bench = report["sections"].get("bench", {})
     if bench.get("status") == "ok":
         lines += ["", bench["result"]["table"]]
@@ -304,6 +327,8 @@ def add_parser(sub) -> None:
     p = sub.add_parser("device-check", help="exactness, verify costs, host overhead, prepare and a short bench on "
                        "one device: one JSON file + a table (make device-check)")
     p.add_argument("--device", default=d.device, help=f"cpu | cuda[:i] (default {d.device})")
+    p.add_argument("--dtype", default=None, choices=list(DTYPES),
+                   help="the pairs' dtype (default: the device's, float32 on a CPU, bfloat16 on CUDA)")
     p.add_argument("--quick", action="store_true", help="a couple of prompts and fewer sizes (1-3 min)")
     p.add_argument("--tiny", action="store_true", help="the tiny random Qwen3 pair only, smallest sizes (seconds)")
     p.add_argument("--minutes", type=float, default=None, help=f"no section starts after this (default {d.minutes}; "
@@ -319,7 +344,7 @@ def add_parser(sub) -> None:
 def run(args) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
-    cfg = CheckConfig(device=args.device, run_prepare=args.run_prepare)
+    cfg = CheckConfig(device=args.device, dtype=args.dtype, run_prepare=args.run_prepare)
     cfg = quick(cfg) if args.quick else cfg
     cfg = tiny(cfg) if args.tiny else cfg
     cfg = replace(cfg, minutes=args.minutes) if args.minutes is not None else cfg

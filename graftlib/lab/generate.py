@@ -59,7 +59,7 @@ def run(args) -> int:
     require(args.prompt.strip() != "", "empty prompt: pass some text with --prompt")
     sampling = sampling_from_args(args)
     tdes, saba = method_inputs(args)
-    pair = load_pair(args.target, args.drafter, args.device, args.device_map, args.eagle3)
+    pair = load_pair(args.target, args.drafter, args.device, args.device_map, args.eagle3, args.dtype)
     decoder = Decoder.for_method(pair.target, drafter_for(pair, args.method), args.method, args.budget, pair.eos_ids,
                                  tdes, args.beta, sampling, saba, pair.identity())
     res = decoder.decode(pair.prompt_ids(args.prompt), args.max_new_tokens)

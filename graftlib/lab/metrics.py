@@ -29,6 +29,21 @@ def decoded_tokens(rec: dict) -> int:
     return sum(t["new_tokens"] - 1 for t in turn_entries(rec))
 
 
+def verdict_of(rec: dict) -> str | None:
+    """A record's exactness verdict (`graftlib.core.exactness`); records written before verdicts
+    (float32 only) read theirs off `matches_ar`; None where there is none (AR itself, T > 0)."""
+    if rec.get("verdict"):
+        return rec["verdict"]
+    return {True: "exact", False: "mismatch"}.get(rec.get("matches_ar"))
+
+
+def exactness_cell(row: dict) -> str:
+    """A summary row's exactness in a few characters: yes, `N tie` or `N MISMATCH`."""
+    if row.get("mismatches"):
+        return f"{row['mismatches']} MISMATCH"
+    return f"{row['ties']} tie" if row.get("ties") else "yes"
+
+
 def summarize(records: list[dict], baseline: str = "ar") -> list[dict]:
     """Rows per run key (method@budget), in first-seen order, with speedup vs `baseline`."""
     groups: dict[str, list[dict]] = defaultdict(list)
@@ -51,7 +66,9 @@ def summarize(records: list[dict], baseline: str = "ar") -> list[dict]:
             "mean_nodes": sum(r["nodes_sum"] for r in recs) / rounds if rounds else 0.0,
             "ar_share": sum(r.get("ar_rounds", 0) for r in recs) / rounds if rounds else 0.0,
             "declined_share": sum(r.get("declined_rounds", 0) for r in recs) / rounds if rounds else 0.0,
-            "exact": all(r.get("matches_ar") is not False for r in recs),
+            "exact": all(r.get("matches_ar") is not False for r in recs),  # every greedy decode token-equal to AR
+            "ties": sum(verdict_of(r) == "tie" for r in recs),
+            "mismatches": sum(verdict_of(r) == "mismatch" for r in recs),
         }
         eligible = sum(r.get("eligible_sum", 0) for r in recs)
         row["mismatch_rate"] = sum(r.get("mismatch_sum", 0) for r in recs) / eligible if eligible else float("nan")
@@ -119,12 +136,14 @@ def format_table(rows: list[dict]) -> str:
         lines.append(
             f"{r['key']:<14} {r['prompts']:>3} {r['mat']:>5.2f} {r['tokens_per_s']:>7.2f} {r['speedup']:>6.2f}x {ci} "
             f"{r['mean_nodes']:>6.1f} {100 * r['ar_share']:>4.0f} {100 * r.get('declined_share', 0.0):>5.0f} {mism} {r['draft_ms']:>7.1f} {r['tree_ms']:>6.2f} "
-            f"{r['verify_ms']:>7.1f} {r['commit_ms']:>6.2f} {modeled_cells(r)} {'yes' if r['exact'] else 'NO'}")
+            f"{r['verify_ms']:>7.1f} {r['commit_ms']:>6.2f} {modeled_cells(r)} {exactness_cell(r)}")
     lines.append("per-stage columns: ms per round; tok/s: decoded tokens / decode time (prefill excluded); "
                  "CI95: bootstrap interval of the speedup over prompts (metrics.speedup_ci); "
                  "AR%: rounds an adaptive gate ran as plain AR steps (decl%: of all rounds, those it declined "
                  "after drafting); mism%: parent-child mismatch rate "
                  "(graftlib.core.tree.parent_mismatch) over drafted rounds that could continue; "
+                 "exact: yes, or N tie (decodes that left AR's tokens at a certified near-tie of the target's "
+                 "top-2 logits, graftlib.core.exactness) or N MISMATCH (a bug); "
                  "m-tok/s, m-spd: modeled tokens/s and speedup, the rounds priced by the cost profile "
                  f"{next((r['cost_profile'] for r in rows if r.get('cost_profile')), 'none')} (graftlib.lab.modeled)")
     return "\n".join(lines)

@@ -19,12 +19,15 @@ concatenated in turn order (any other field must agree across turns). `turns` ho
 `prompt_tokens`), so a reader that knows nothing of turns reads a prompt's totals. Each turn's
 first token comes from its prefill, so the decoded tokens of a record are new_tokens - 1 per turn
 (`turn_entries`, `graftlib.lab.metrics.decoded_tokens`). Exactness (`matches`) holds when every
-turn's tokens equal AR's for that turn. A one-turn prompt's record has no `turns` field.
+turn's tokens equal AR's for that turn; its verdict (`judge`, `graftlib.core.exactness`) is that of
+the first turn that differs, whose prompt is AR's own conversation up to there (every earlier turn
+equal). A one-turn prompt's record has no `turns` field.
 """
 
 from collections.abc import Callable
 
 from graftlib.core.errors import require
+from graftlib.core.exactness import Divergence, Verdict, verdict
 from graftlib.models.chat import conversation_ids
 
 TURNS = ("all", "1")  # the bench's --turns: every user turn of a prompt, or the first only
@@ -91,3 +94,25 @@ def matches(rec: dict, ar: dict) -> bool:
         for entry, flag in zip(mine, flags):
             entry["matches_ar"] = flag
     return len(mine) == len(ref) and all(flags)
+
+
+def judge(target, tokenizer, first_ids: tuple[int, ...], messages: tuple[str, ...], rec: dict, ar: dict) -> dict:
+    """The record's exactness fields against AR's record of the same prompt: `matches_ar` (tokens equal
+    turn by turn), `verdict` (exact / tie / mismatch) and `divergence` (its position, tokens, gap and
+    tolerance, with `turn`), from the first turn that differs (module doc)."""
+    exact = matches(rec, ar)
+    mine, ref = turn_entries(rec), turn_entries(ar)
+    if exact:
+        return {"matches_ar": True, **Verdict("exact").to_dict()}
+    if len(mine) != len(ref):
+        return {"matches_ar": False, **Verdict("mismatch", Divergence(-1, -1, -1, float("inf"))).to_dict()}
+    history: list[str] = []  # as `decode_turns` builds it, with AR's answers (equal so far)
+    for turn, (m, a) in enumerate(zip(mine, ref)):
+        history += messages[turn:turn + 1]
+        ids = first_ids if turn == 0 else tuple(conversation_ids(tokenizer, history))
+        if m["tokens"] != a["tokens"]:
+            out = verdict(target, list(ids), a["tokens"], m["tokens"]).to_dict()
+            out["divergence"]["turn"] = turn
+            return {"matches_ar": False, **out}
+        history.append(tokenizer.decode(a["tokens"], skip_special_tokens=True))
+    raise AssertionError("unreachable: records differ but no turn does")

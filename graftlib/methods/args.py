@@ -17,7 +17,7 @@ from graftlib.methods.artifacts import artifact_inputs
 from graftlib.methods.saba import SabaParams
 from graftlib.models.drafter import EMBEDDED_DRAFTER
 from graftlib.models.eagle3 import EMBEDDED_EAGLE3_DIR
-from graftlib.models.target import EMBEDDED_TARGET
+from graftlib.models.target import DTYPES, EMBEDDED_TARGET
 
 
 def add_model_args(p: argparse.ArgumentParser) -> None:
@@ -25,6 +25,9 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--drafter", default=EMBEDDED_DRAFTER, help="'embedded' or a DFlash checkpoint directory")
     p.add_argument("--device", default=None, help="cpu | cuda[:i] (default: cuda if available)")
     p.add_argument("--device-map", default=None, help="e.g. 'auto' to spread a large target over GPUs")
+    p.add_argument("--dtype", default=None, choices=list(DTYPES),
+                   help="the pair's dtype (default: float32 on a CPU, bfloat16 on CUDA); a greedy decode in "
+                   "bfloat16 / float16 may leave AR's tokens at certified near-ties only (graftlib.core.exactness)")
 
 
 def add_ar_drafter_arg(p: argparse.ArgumentParser) -> None:

@@ -35,7 +35,7 @@ class Decoder(DecodeLoop):
         embed = target.get_input_embeddings().weight.detach()
         hardware = ""
         if method in FITTED_METHODS and drafter is not None:  # what its scorer / calibration is checked against
-            pair, hardware = pair or identify(target, drafter), hardware_id(target.device)
+            pair, hardware = pair or identify(target, drafter), hardware_id(target.device, target.dtype)
         builder, controller = make_parts(method, budget, block, tdes, beta, saba, embed, pair, hardware)
         return cls(target, drafter, builder, controller, eos_ids, sampling)
 

@@ -170,8 +170,9 @@ def hardware(device: torch.device) -> str:
 
 
 def load_pair(target: str = EMBEDDED_TARGET, drafter: str = EMBEDDED_DRAFTER, device: str | None = None,
-              device_map: str | None = None, eagle3: str | None = None) -> Pair:
-    """`eagle3`: an EAGLE-3 drafter directory for the AR-drafted methods (loaded on first use)."""
-    model, tok = load_target(target, device=device, device_map=device_map)
+              device_map: str | None = None, eagle3: str | None = None, dtype: str | None = None) -> Pair:
+    """`eagle3`: an EAGLE-3 drafter directory for the AR-drafted methods (loaded on first use); `dtype`:
+    float32 / bfloat16 / float16 for the target and the drafters (None: float32 on a CPU, bfloat16 on CUDA)."""
+    model, tok = load_target(target, device=device, dtype=dtype, device_map=device_map)
     draft, trained = load_drafter(drafter, model.config, device=model.device, dtype=model.dtype)
     return Pair(model, tok, draft, trained, target, drafter, eagle3_path=eagle3)

@@ -38,9 +38,23 @@ def default_device() -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
 def default_dtype(device: str) -> torch.dtype:
     """bf16 on CUDA, float32 on CPU (CPU bf16 matmuls are slower and round differently)."""
     return torch.bfloat16 if str(device).startswith("cuda") else torch.float32
+
+
+def resolve_dtype(dtype: str | torch.dtype | None, device: str) -> torch.dtype:
+    """A dtype from its name (`DTYPES`), a torch dtype, or None: the device's default."""
+    if dtype is None:
+        return default_dtype(device)
+    if isinstance(dtype, torch.dtype):
+        require(dtype in DTYPES.values(), f"dtype {dtype} is not one of {', '.join(DTYPES)}")
+        return dtype
+    require(dtype in DTYPES, f"unknown dtype {dtype!r}: choose from {', '.join(DTYPES)}")
+    return DTYPES[dtype]
 
 
 def embedded_gguf_path() -> Path:
@@ -108,14 +122,15 @@ def load_tokenizer(name_or_path: str = EMBEDDED_TARGET):
 
 
 def load_target(name_or_path: str = EMBEDDED_TARGET, device: str | None = None,
-                dtype: torch.dtype | None = None, device_map: str | None = None):
-    """Load `(model, tokenizer)` for decoding. `device_map="auto"` spreads over several GPUs."""
+                dtype: str | torch.dtype | None = None, device_map: str | None = None):
+    """Load `(model, tokenizer)` for decoding in `dtype` (a name of `DTYPES`; None: `default_dtype`).
+    `device_map="auto"` spreads over several GPUs."""
     from transformers import AutoModelForCausalLM
 
     device = device or default_device()
     require(device == "cpu" or device.startswith("cuda"), f"device {device!r} is not 'cpu' or 'cuda[:i]'")
     require(not device.startswith("cuda") or torch.cuda.is_available(), "device 'cuda' asked for but no GPU is visible")
-    dtype = dtype or default_dtype(device)
+    dtype = resolve_dtype(dtype, device)
     where = resolve_target(name_or_path)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     # Let SDPA handle grouped K/V heads itself (enable_gqa) also when a mask is given (every

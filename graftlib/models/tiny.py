@@ -3,7 +3,8 @@
 What they are for: the fast exactness fixture of the tests (`tests/tiny.py`) and of the device
 check (`graftlib.lab.device_check`, on any device), and a stand-in for a user's own pair (a
 model directory + a z-lab-layout drafter directory, `write_target_dir` / `write_drafter_dir`)
-to try `graft prepare` on in seconds. Vocabulary 32 on purpose: random drafts are then often
+to try `graft prepare` on in seconds; `exactness_eagle3` adds a random EAGLE-3 drafter for the
+AR-drafted methods. Vocabulary 32 on purpose: random drafts are then often
 right, so trees get multi-node acceptance (and non-contiguous accepted paths) within a few dozen
 tokens. Every model is seeded: the same call gives the same weights.
 """
@@ -124,3 +125,46 @@ def exactness_pair(arch: str) -> tuple:
 def exactness_prompts(arch: str, lengths: tuple[int, ...] = (1, 9, 23)) -> list[list[int]]:
     """The seeded prompts (token ids) of one architecture's exactness checks, one per length."""
     return [random_prompt(100 * ARCH_SEEDS[arch] + j, n) for j, n in enumerate(lengths)]
+
+
+def eagle3_config(target_cfg, draft_vocab: int = 24, layer_ids=(0, 1, 3), **overrides):
+    """A tiny EAGLE-3 config for `target_cfg`: hidden 48 (not 3 x the target's, so fc is used)."""
+    from graftlib.models.eagle3 import Eagle3Config
+
+    kw = {"hidden_size": 48, "intermediate_size": 96, "num_attention_heads": 4, "num_key_value_heads": 2,
+          "head_dim": 12, "vocab_size": target_cfg.vocab_size, "draft_vocab_size": draft_vocab,
+          "target_hidden_size": target_cfg.hidden_size, "rms_norm_eps": 1e-6, "rope_theta": 10000.0,
+          "target_layer_ids": list(layer_ids)}
+    kw.update(overrides)
+    return Eagle3Config(**kw)
+
+
+def random_eagle3(cfg, target_cfg, seed: int = 0, std: float = 0.3, embed: torch.Tensor | None = None):
+    """A random-init EAGLE-3 drafter (exactness does not depend on its quality): weights N(0, std^2)
+    (std 0.3 on tiny models gives peaked, hence deep, draft trees), norms at 1, and a reduced draft
+    vocabulary mapped to a random subset of the target ids through `d2t` offsets."""
+    from graftlib.models.eagle3 import Eagle3Drafter
+
+    g = torch.Generator().manual_seed(seed)
+    model = Eagle3Drafter(cfg)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith("norm.weight"):
+                p.fill_(1.0)
+            else:
+                p.copy_(torch.randn(p.shape, generator=g) * std)
+        if embed is not None:
+            model.embed_tokens.weight.copy_(embed)
+        ids = torch.randperm(cfg.vocab_size, generator=g)[:cfg.draft_vocab_size].sort().values
+        model.d2t.copy_(ids - torch.arange(cfg.draft_vocab_size))
+        model.t2d.zero_()
+        model.t2d[ids] = True
+    return model.fit(target_cfg).eval().requires_grad_(False)
+
+
+EAGLE3_SEEDS = {"llama": 3, "qwen3": 0}  # random EAGLE-3 drafters whose trees get paths of 3+ tokens accepted
+
+
+def exactness_eagle3(target, arch: str):
+    """The seeded random EAGLE-3 drafter of one architecture's exactness checks, for `target`."""
+    return random_eagle3(eagle3_config(target.config), target.config, seed=EAGLE3_SEEDS[arch])

@@ -251,7 +251,7 @@ def calibrate_pair(pair, out, grid: list[int], val_prompts: int = 8, ref_budget:
     depth = pair.drafter.block_size - 1
     meta = calibration_meta(pair.describe(), grid=grid, val_prompts=len(prompts), ref_budget=ref_budget,
                             max_new_tokens=max_new_tokens, pair=pair.identity().to_dict(),
-                            hardware=hardware_id(pair.device),
+                            hardware=hardware_id(pair.device, pair.target.dtype),
                             command=command or "graft " + " ".join(sys.argv[1:]), **sampling.setting())
     if records:
         write_records(records, replayed)
@@ -265,7 +265,7 @@ def calibrate_pair(pair, out, grid: list[int], val_prompts: int = 8, ref_budget:
 def run(args) -> int:
     from graftlib.models.pair import load_pair
 
-    pair = load_pair(args.target, args.drafter, args.device, args.device_map)
+    pair = load_pair(args.target, args.drafter, args.device, args.device_map, dtype=args.dtype)
     params = calibrate_pair(pair, args.out, args.grid, args.val_prompts, args.ref_budget, args.max_new_tokens,
                             args.max_prompt_tokens, args.window, args.utility, args.gain, args.cost, args.records,
                             args.from_records, sampling=sampling_from_args(args), log=lambda m: print(m, flush=True))

@@ -148,7 +148,7 @@ def prepare(pair, out: str | Path, cfg: PrepareConfig | None = None, command: st
     """Make (or resume) the pair's artifacts in `out` (module doc); returns the manifest."""
     cfg = (cfg or PrepareConfig()).check()
     d = ArtifactDir(Path(out))
-    ident, hw = pair.identity(), hardware_id(pair.device)
+    ident, hw = pair.identity(), hardware_id(pair.device, pair.target.dtype)
     command = command or "graft " + " ".join(sys.argv[1:])
     manifest = _open_manifest(d, ident)
     d.root.mkdir(parents=True, exist_ok=True)
@@ -236,7 +236,7 @@ def run(args) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
     cfg = config_from_args(args)
-    pair = load_pair(args.target, args.drafter, args.device, args.device_map)
+    pair = load_pair(args.target, args.drafter, args.device, args.device_map, dtype=args.dtype)
     out = Path(args.out) if args.out else default_dir(pair.identity())
     manifest = prepare(pair, out, cfg, log=lambda m: print(m, flush=True))
     print(f"\nartifacts of {pair.identity()} on {manifest['hardware']} in {out}:")

@@ -299,7 +299,7 @@ def run(args) -> int:
     sampling = sampling_from_args(args)
     params = SabaParams.load(args.params) if args.params else default_params()
     params = within_grid(params, args.grid)
-    pair = load_pair(args.target, args.drafter, args.device, args.device_map)
+    pair = load_pair(args.target, args.drafter, args.device, args.device_map, dtype=args.dtype)
     items = load_items(args.task, args.split, args.prompts)
     out = args.out or results_dir() / "replay.jsonl"
     lines = replay_prompts(pair, args.method, args.budget, args.grid, items, args.max_new_tokens, out, params,

@@ -410,7 +410,7 @@ def make_traces(out: str | Path, cfg: TraceConfig, device: str | None = None, pa
     prompts = [format_prompt(item, pair.tokenizer, cfg.max_prompt_tokens).input_ids for item in items]
     settings = {"target": cfg.target, "drafter": cfg.drafter, "drafter_id": pair.describe()["drafter_id"],
                 "pool": cfg.pool, "max_prompt_tokens": cfg.max_prompt_tokens,
-                "pair": pair.identity().to_dict(), "hardware": hardware_id(pair.device)}
+                "pair": pair.identity().to_dict(), "hardware": hardware_id(pair.device, pair.target.dtype)}
     return collect_traces(pair.target, pair.drafter, prompts, cfg.budget, cfg.max_new_tokens, out,
                           eos_ids=pair.eos_ids, shard_size=cfg.shard_size, child_logits=cfg.child_logits,
                           settings=settings, uids=[i.uid for i in items], max_minutes=cfg.max_minutes)
