@@ -72,6 +72,7 @@ class CheckConfig:
     dtype: str | None = None  # float32 / bfloat16 / float16; None: the device's (bfloat16 on CUDA)
     tiny: bool = False  # the tiny random Qwen3 pair instead of the embedded one
     minutes: float = 8.0  # no section starts after this
+    sections: tuple[str, ...] = SECTIONS  # the sections to run, in SECTIONS' order
     run_prepare: bool | None = None  # None: on a GPU and for the tiny pair
     exact_prompts: int = 3  # embedded pair: gsm8k eval prompts
     exact_tokens: int = 128
@@ -271,11 +272,13 @@ def device_check(cfg: CheckConfig, out: str | Path, log=print) -> dict:
               "dtype": str(pair.target.dtype).removeprefix("torch."), "hardware": hardware_id(pair.device),
               "pair": pair.identity().to_dict(), "config": asdict(cfg), "date": time.strftime("%Y-%m-%d %H:%M:%S"),
               "sections": {}}
-    run_section(report, "exactness", lambda: exactness_section(cfg, pair), deadline, path)
-    run_section(report, "costs", lambda: costs_section(cfg, pair), deadline, path)
-    run_section(report, "host", lambda: host_section(cfg, pair), deadline, path)
-    prepared = run_section(report, "prepare", lambda: prepare_section(cfg, pair, out), deadline, path) is not None
-    run_section(report, "bench", lambda: bench_section(cfg, pair, out, prepared), deadline, path)
+    wanted = set(cfg.sections)
+    fns = {"exactness": lambda: exactness_section(cfg, pair), "costs": lambda: costs_section(cfg, pair),
+           "host": lambda: host_section(cfg, pair), "prepare": lambda: prepare_section(cfg, pair, out)}
+    results = {name: run_section(report, name, fn, deadline, path) for name, fn in fns.items() if name in wanted}
+    prepared = results.get("prepare") is not None
+    if "bench" in wanted:
+        run_section(report, "bench", lambda: bench_section(cfg, pair, out, prepared), deadline, path)
     report["seconds"] = round(time.perf_counter() - start, 1)
     write_json_atomic(path, report)
     log(format_report(report))
@@ -336,6 +339,8 @@ def add_parser(sub) -> None:
     p.add_argument("--prepare", dest="run_prepare", action="store_true", default=None,
                    help="run graft prepare also on a CPU with the embedded pair")
     p.add_argument("--no-prepare", dest="run_prepare", action="store_false")
+    p.add_argument("--sections", nargs="+", choices=SECTIONS, default=list(SECTIONS),
+                   help="the sections to run (default: all, in this order)")
     p.add_argument("--out", default=None, help="output folder (default results/device-check-<device>)")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
     p.set_defaults(func=run)
@@ -344,7 +349,7 @@ def add_parser(sub) -> None:
 def run(args) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
-    cfg = CheckConfig(device=args.device, dtype=args.dtype, run_prepare=args.run_prepare)
+    cfg = CheckConfig(device=args.device, dtype=args.dtype, run_prepare=args.run_prepare, sections=tuple(args.sections))
     cfg = quick(cfg) if args.quick else cfg
     cfg = tiny(cfg) if args.tiny else cfg
     cfg = replace(cfg, minutes=args.minutes) if args.minutes is not None else cfg
@@ -353,4 +358,4 @@ def run(args) -> int:
     report = device_check(cfg, out)
     print(f"\nwritten: {out / 'device-check.json'}")
     failed = [n for n, e in report["sections"].items() if e["status"] == "error"]
-    return 1 if failed or not report["sections"]["exactness"].get("result", {}).get("passed", True) else 0
+    return 1 if failed or not report["sections"].get("exactness", {}).get("result", {}).get("passed", True) else 0

@@ -225,7 +225,7 @@ class TDESScorer:
         require(tuple(embed.shape) == (config["vocab"], config["embed_dim"]),
                 f"TDES scorer {weights} was trained on a {config['vocab']} x {config['embed_dim']} embedding table "
                 f"(target {config.get('target')}); this target's is {embed.shape[0]} x {embed.shape[1]}")
-        net = TDESNet(embed, config["m"], config["depths"])
+        net = TDESNet(embed.detach().float().cpu(), config["m"], config["depths"])  # the tables feed the host heap
         load_state_strict(net, load_file(weights), str(weights))
         return cls.from_net(net, config["beta"] if beta is None else beta, config)
 
