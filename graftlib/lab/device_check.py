@@ -25,7 +25,9 @@ written as directories into the output folder and loaded by path, as a user's ow
 
 Output (`out`): device-check.json (settings, hardware, every section's status, seconds, warnings,
 result or error; rewritten after each section, so an interrupted run keeps what it finished),
-bench.jsonl, artifacts/ and cost-profile.json; the table is printed.
+bench.jsonl, artifacts/, cost-profile.json (`device_profile`: the verify curve after warm-up, the
+draft step, host time and AR drafter forwards; what the bench prices rounds with) and
+cost-profile-saba.json (the calibration's own fit); the table is printed.
 """
 
 import time
@@ -34,6 +36,7 @@ import warnings
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from graftlib.core.errors import require
@@ -47,7 +50,7 @@ from graftlib.lab.costs import ar_draft_cost_curve, fit_ar_draft, verify_cost_cu
 from graftlib.lab.host_overhead import format_host_table, host_overhead_table
 from graftlib.lab.metrics import format_table, summarize
 from graftlib.methods.artifacts import ArtifactDir, artifact_inputs, slug
-from graftlib.methods.cost_profile import CostProfile, from_saba, with_ar_draft
+from graftlib.methods.cost_profile import CostProfile, from_curve, from_saba, with_ar_draft
 from graftlib.methods.decoder import Decoder, drafter_for
 from graftlib.methods.registry import AR_METHODS
 from graftlib.methods.saba import SabaParams
@@ -192,22 +195,41 @@ def prepare_section(cfg: CheckConfig, pair, out: Path) -> dict:
         raise Skipped("prepare runs on a GPU or for the tiny pair (pass --prepare to run it here)")
     manifest = prepare(pair, out / "artifacts", cfg.prepare, command="graft device-check", log=print)
     hw = hardware_id(pair.device, pair.target.dtype)
-    profile = from_saba(SabaParams.load(ArtifactDir(out / "artifacts").saba), name=slug(hw))
+    saba = from_saba(SabaParams.load(ArtifactDir(out / "artifacts").saba), name=slug(hw) + "-saba")
     fit = None
     if cfg.ar_tree_runs:  # the AR drafter's forwards, so the profile prices EAGLE-3 / OPT-Tree rounds
         curve = ar_draft_cost_curve(drafter_for(pair, "eagle3"), list(cfg.ar_widths), list(cfg.ar_contexts),
                                     prefix_len=min(cfg.costs_prefix, 256), repeats=cfg.costs_repeats)
         fit = fit_ar_draft(curve)
-        profile = with_ar_draft(profile, fit["c_ar_draft"], {"command": "graft device-check", "hardware": hw,
-                                                             "date": time.strftime("%Y-%m-%d %H:%M:%S")})
-    profile.save(out / "cost-profile.json")
+        saba = with_ar_draft(saba, fit["c_ar_draft"], {"command": "graft device-check", "hardware": hw,
+                                                       "date": time.strftime("%Y-%m-%d %H:%M:%S")})
+    saba.save(out / "cost-profile-saba.json")
     return {"manifest": manifest, "ar_draft_fit": fit,
-            "cost_profile": {**profile.to_dict(), "file": portable(out / "cost-profile.json")}}
+            "cost_profile": {**saba.to_dict(), "file": portable(out / "cost-profile-saba.json")}}
+
+
+def device_profile(report: dict, name: str | None = None) -> CostProfile | None:
+    """The device's cost profile from a report's sections (`cost_profile.from_curve`): the verify
+    curve (costs), the draft step and AR drafter forward from the calibration's profile (prepare), the
+    median host time per round (host); None unless all three ran. The calibration's own fit
+    (cost-profile-saba.json) is kept beside it: its rounds are timed from the first decode on, and
+    on a GPU the first rounds of each new shape are slow, which its round cost c0 absorbs."""
+    sections = report["sections"]
+    if any(sections.get(k, {}).get("status") != "ok" for k in ("costs", "host", "prepare")):
+        return None
+    verify_s = {int(n): ms / 1000 for n, ms in sections["costs"]["result"]["verify_ms"].items()}
+    host_s = float(np.median([r["host_total_ms"] for r in sections["host"]["result"]["table"]["rows"]])) / 1000
+    saba = sections["prepare"]["result"]["cost_profile"]
+    fitted_from = {"command": "graft device-check", "date": report["date"], "graftlib": report["graftlib"],
+                   "verify_curve": {"prefix_len": sections["costs"]["result"]["prefix_len"], "tokens": sorted(verify_s)},
+                   "host_s": host_s, "c_draft_from": saba["id"], "dtype": report.get("dtype")}
+    return from_curve(name or slug(report["hardware"]) + (f"-{report['dtype']}" if report.get("dtype") else ""),
+                      report["hardware"], verify_s, saba["c_draft"], host_s, fitted_from, saba.get("c_ar_draft"))
 
 
 def bench_section(cfg: CheckConfig, pair, out: Path, prepared: bool) -> dict:
     tdes, saba = artifact_inputs(out / "artifacts") if prepared else (None, None)
-    profile = CostProfile.load(out / "cost-profile.json") if prepared else None
+    profile = CostProfile.load(out / "cost-profile.json") if (out / "cost-profile.json").is_file() else None
     runs = [Run("ar", None), Run("dflash", pair.drafter.block_size - 1)] + [Run("ddtree", b) for b in cfg.bench_budgets]
     if prepared or not cfg.tiny:  # the tiny pair has no scorer or calibration of its own without prepare
         runs.append(Run("graft", cfg.graft_cap))
@@ -277,6 +299,11 @@ def device_check(cfg: CheckConfig, out: str | Path, log=print) -> dict:
            "host": lambda: host_section(cfg, pair), "prepare": lambda: prepare_section(cfg, pair, out)}
     results = {name: run_section(report, name, fn, deadline, path) for name, fn in fns.items() if name in wanted}
     prepared = results.get("prepare") is not None
+    (out / "cost-profile.json").unlink(missing_ok=True)
+    profile = device_profile(report)
+    if profile is not None:
+        profile.save(out / "cost-profile.json")
+        report["cost_profile"] = {**profile.to_dict(), "file": portable(out / "cost-profile.json")}
     if "bench" in wanted:
         run_section(report, "bench", lambda: bench_section(cfg, pair, out, prepared), deadline, path)
     report["seconds"] = round(time.perf_counter() - start, 1)

@@ -296,6 +296,23 @@ def from_saba(params: SabaParams, name: str | None = None) -> CostProfile:
                        c_rows=params.rows_cost)
 
 
+def from_curve(name: str, hardware: str, verify_s: dict[int, float], c_draft: float, host_s: float,
+               fitted_from: dict, c_ar_draft: list[float] | None = None) -> CostProfile:
+    """A profile from a verify cost curve measured after warm-up (tokens -> median seconds at one
+    prefix, `graftlib.lab.costs.verify_cost_curve`): least squares t(n) = v0 + v1 n (v1 >= 0); the AR
+    step is the one-token forward, a0 = t(1), a1 = 0 (one prefix measured, so no prefix terms); a
+    drafted round of B nodes verifies B + 1 tokens, drafts once and does `host_s` of host work:
+    c0 = v0 + v1 + c_draft + host_s, c1 = v1, c2 = 0."""
+    n = np.array(sorted(verify_s), dtype=float)
+    t = np.array([verify_s[k] for k in sorted(verify_s)], dtype=float)
+    require(len(n) >= 2 and n.min() == 1, f"cost profile {name!r}: the verify curve needs 1 token and one more size")
+    v1, v0 = np.polyfit(n, t, 1)
+    if v1 < 0:
+        v1, v0 = 0.0, float(t.mean())
+    return CostProfile(name, hardware, [float(v0 + v1 + c_draft + host_s), float(v1), 0.0], [float(t[0]), 0.0],
+                       float(c_draft), None, fitted_from=fitted_from, c_ar_draft=c_ar_draft)
+
+
 def with_ar_draft(profile: CostProfile, c_ar_draft: list[float], provenance: dict) -> CostProfile:
     """`profile` with the AR drafter cost `c_ar_draft` (its id changes); `provenance` (command,
     hardware, threads, ...) goes into fitted_from["c_ar_draft"]."""
