@@ -7,9 +7,12 @@ from dataclasses import replace
 import pytest
 
 from graftlib.lab import device_check
+from graftlib.core.paths import ASSETS_DIR
 from graftlib.lab.cli import main
+from graftlib.methods.cost_profile import CostProfile
 
 pytestmark = pytest.mark.usefixtures("one_thread")
+COSTS = ASSETS_DIR / "costs"
 
 
 def test_cpu_run_writes_every_section(tmp_path, capsys):
@@ -59,3 +62,19 @@ def test_bfloat16_run_gives_verdicts_and_no_mismatch(tmp_path):
     ex = report["sections"]["exactness"]["result"]
     assert report["dtype"] == "bfloat16" and ex["dtype"] == "bfloat16"
     assert ex["mismatch"] == 0 and ex["exact"] + ex["tie"] == 48, [r for r in ex["rows"] if r["mismatch"]]
+    rows = report["sections"]["bench"]["result"]["rows"]
+    assert all(r["mismatches"] == 0 for r in rows)
+    records = [json.loads(line) for line in (tmp_path / "bench.jsonl").read_text().splitlines()]
+    assert {r["setting"]["dtype"] for r in records} == {"bfloat16"}
+    assert all(r["verdict"] in ("exact", "tie") for r in records if r["method"] != "ar")
+
+
+def test_the_shipped_h200_profile_is_derived_from_its_committed_report():
+    """graftlib/assets/costs/h200-bfloat16.json = `device_profile` of the device check report beside it."""
+    report = json.loads((COSTS / "h200-bfloat16.device-check.json").read_text())
+    shipped = CostProfile.load(COSTS / "h200-bfloat16.json")
+    derived = device_check.device_profile(report, name="h200-bfloat16")
+    assert derived.to_dict() == shipped.to_dict() and shipped.hardware == "cuda:NVIDIA H200"
+    verify_ms = report["sections"]["costs"]["result"]["verify_ms"]
+    assert shipped.c_ar[0] == verify_ms["1"] / 1000 and 0 < shipped.c[1] < 1e-5  # flat: a node ~0.02% of a step
+    assert shipped.c_ar_draft is not None and report["dtype"] == "bfloat16"
