@@ -203,11 +203,14 @@ def add_parser(sub) -> None:
     p.add_argument("--profile", default="quick", help=f"one of {', '.join(PROFILES)}")
     p.add_argument("--out", default="results/notebooks", help="folder for executed notebooks + summary.md")
     p.add_argument("--only", nargs="+", help="notebook names (stems) to run")
+    p.add_argument("--dtype", default=None, choices=["float32", "bfloat16", "float16"],
+                   help="the pair's dtype in every notebook that loads one (default: float32 on a CPU, bfloat16 "
+                   "on CUDA); bfloat16 on a CPU exercises a GPU's numerics (decodes may end in certified ties)")
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
-    rows = run_workbook(args.profile, args.out, args.only)
+    rows = run_workbook(args.profile, args.out, args.only, extra={"dtype": args.dtype} if args.dtype else None)
     failed = [r["notebook"] for r in rows if r["status"] != "ok"]
     print(f"{len(rows) - len(failed)}/{len(rows)} notebooks ok; summary in {Path(args.out) / 'summary.md'}")
     return 1 if failed else 0
