@@ -38,8 +38,11 @@ def verdict_of(rec: dict) -> str | None:
 
 
 def exactness_cell(row: dict) -> str:
-    """A summary row's exactness in a few characters: yes, `N tie` or `N MISMATCH`."""
-    if row.get("mismatches"):
+    """A summary row's exactness in a few characters: yes, `N tie` or `N MISMATCH` (a row without
+    verdict counts: yes or NO by its `exact` flag)."""
+    if "mismatches" not in row:
+        return "yes" if row.get("exact", True) else "NO"
+    if row["mismatches"]:
         return f"{row['mismatches']} MISMATCH"
     return f"{row['ties']} tie" if row.get("ties") else "yes"
 
