@@ -6,8 +6,8 @@ from dataclasses import replace
 
 import pytest
 
-from graftlib.lab import device_check
 from graftlib.core.paths import ASSETS_DIR
+from graftlib.lab import device_check
 from graftlib.lab.cli import main
 from graftlib.methods.cost_profile import CostProfile
 
