@@ -112,3 +112,21 @@ def test_artifact_inputs(tmp_path):
     (tmp_path / "saba.json").write_text(json.dumps(bad))
     with pytest.raises(GraftError, match="'pair' must be an object"):
         Decoder.for_method(tiny_target("qwen3"), tiny_drafter(), "ddtree+saba", 8, saba=artifact_inputs(tmp_path)[1])
+
+
+def test_a_calibration_fitted_in_another_dtype_warns_like_another_machines(tiny):
+    """The hardware string carries a dtype that is not the device's default, so a float32 calibration
+    used by a bfloat16 pair on the same CPU warns, and one fitted in bfloat16 there does not."""
+    ident = tiny.identity()
+    assert hardware_id("cpu", torch.float32) == hardware_id("cpu") and hardware_id("cpu", torch.bfloat16).endswith(":bfloat16")
+    fp32 = replace(SabaParams(), meta={"pair": ident.to_dict(), "hardware": hardware_id("cpu")})
+    target16, drafter16 = tiny.target.to(torch.bfloat16), tiny.drafter.to(torch.bfloat16)
+    try:
+        with pytest.warns(HardwareMismatchWarning, match="this run is on cpu:.*:bfloat16"):
+            Decoder.for_method(target16, drafter16, "ddtree+saba", 8, saba=fp32, pair=ident)
+        bf16 = replace(fp32, meta={**fp32.meta, "hardware": hardware_id("cpu", torch.bfloat16)})
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            Decoder.for_method(target16, drafter16, "ddtree+saba", 8, saba=bf16, pair=ident)
+    finally:
+        tiny.target.float(), tiny.drafter.float()

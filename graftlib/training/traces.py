@@ -47,6 +47,7 @@ from graftlib.core.kvcache import target_cache
 from graftlib.core.records import read_json_index, write_json_atomic
 from graftlib.core.tree import Tree, parent_mismatch, verify_inputs
 from graftlib.core.verify import commit_cache, target_forward
+from graftlib.models.target import DTYPES
 
 INDEX = "index.json"
 FORMAT = 1
@@ -394,6 +395,7 @@ class TraceConfig:
     shard_size: int = 16
     child_logits: str = "all"
     max_minutes: float | None = None
+    dtype: str | None = None  # float32 / bfloat16 / float16; None: the device's
 
 
 def make_traces(out: str | Path, cfg: TraceConfig, device: str | None = None, pair=None) -> dict:
@@ -404,7 +406,7 @@ def make_traces(out: str | Path, cfg: TraceConfig, device: str | None = None, pa
 
     require(cfg.n >= 1, f"n must be >= 1, got {cfg.n}")
     items = pool(cfg.pool, limit=cfg.n)
-    pair = pair or load_pair(cfg.target, cfg.drafter, device)
+    pair = pair or load_pair(cfg.target, cfg.drafter, device, dtype=cfg.dtype)
     if not pair.drafter_trained:
         print("warning: the drafter is untrained; traces of an untrained drafter teach TDES little")
     prompts = [format_prompt(item, pair.tokenizer, cfg.max_prompt_tokens).input_ids for item in items]
@@ -421,7 +423,8 @@ def _main(args) -> int:
         torch.set_num_threads(args.threads)
     cfg = TraceConfig(target=args.target, drafter=args.drafter, pool=args.pool, n=args.n, budget=args.budget,
                       max_new_tokens=args.max_new_tokens, max_prompt_tokens=args.max_prompt_tokens,
-                      shard_size=args.shard_size, child_logits=args.child_logits, max_minutes=args.max_minutes)
+                      shard_size=args.shard_size, child_logits=args.child_logits, max_minutes=args.max_minutes,
+                      dtype=args.dtype)
     index = make_traces(args.out, cfg, args.device)
     shards = index["shards"]
     tot = {k: sum(s[k] for s in shards) for k in ("rounds", "eligible", "mismatch", "loose_mismatch",
@@ -451,6 +454,8 @@ def add_parser(subparsers) -> None:
     p.add_argument("--target", default=d.target, help=f"target model (default {d.target})")
     p.add_argument("--drafter", default=d.drafter, help="'embedded' or a DFlash checkpoint directory")
     p.add_argument("--device", default=None, help="cpu or cuda (default: cuda if available)")
+    p.add_argument("--dtype", default=None, choices=list(DTYPES),
+                   help="the pair's dtype (default: float32 on a CPU, bfloat16 on CUDA)")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
     p.add_argument("--max-minutes", type=float, default=None, help="start no new shard after this many minutes")
     p.set_defaults(func=_main)
