@@ -140,7 +140,7 @@ EAGLE3_CORPORA = smollm2-135m:drafter-data-v3 smollm2-135m-tasks:drafter-data-ta
 corpus-field = $(word $(1),$(subst :, ,$(2)))
 EAGLE3_DATA = $(foreach c,$(EAGLE3_CORPORA),runs/$(call corpus-field,2,$(c)))
 eagle3-data: data
-	$(foreach c,$(EAGLE3_CORPORA),$(BIN)/graft drafter-corpus --corpus graftlib/assets/corpus/$(call corpus-field,1,$(c)) \
+	$(foreach c,$(EAGLE3_CORPORA),$(BIN)/graft drafter-corpus --corpus data/corpus/$(call corpus-field,1,$(c)) \
 		--to-data runs/$(call corpus-field,2,$(c)) --threads $(FEATURIZE_THREADS) --dtype $(FEATURIZE_DTYPE) \
 		$(if $(call corpus-field,3,$(c)),--shards $(call corpus-field,3,$(c))) && ) true
 eagle3-equal: eagle3-data
@@ -161,7 +161,7 @@ eagle3-ship:
 # a shard is ~50k response tokens), and the finished shards' tokens exported into the committed corpus. Re-run to
 # go on; one thread leaves the other core to a training job.
 BRANCH_DATA ?= runs/drafter-data-tasks-branches
-BRANCH_CORPUS := graftlib/assets/corpus/smollm2-135m-tasks-branches
+BRANCH_CORPUS := data/corpus/smollm2-135m-tasks-branches
 BRANCH_MIN ?= 60
 BRANCH_THREADS ?= 1
 tasks-branches: data

@@ -67,8 +67,8 @@ def test_eagle3_stage_warm_starts_the_shipped_drafter_on_the_named_corpora():
     commands = [parser.parse_args(a) for a in graft_commands("eagle3-equal", *partial)]
     featurize = [a for a in commands if a.command == "drafter-corpus"]
     assert [(f.corpus, f.to_data, f.shards) for f in featurize] == [
-        ("graftlib/assets/corpus/smollm2-135m", "runs/drafter-data-v3", 8),  # CORPUS:DIR:N, the first N shards
-        ("graftlib/assets/corpus/smollm2-135m-regular", "runs/drafter-data-regular", None)]
+        ("data/corpus/smollm2-135m", "runs/drafter-data-v3", 8),  # CORPUS:DIR:N, the first N shards
+        ("data/corpus/smollm2-135m-regular", "runs/drafter-data-regular", None)]
     assert next(a for a in commands if a.command == "train-eagle3").data == [
         "runs/drafter-data-v3", "runs/drafter-data-regular"]
     scratch = next(parser.parse_args(a) for a in graft_commands("eagle3-equal") if a[0] == "train-eagle3")

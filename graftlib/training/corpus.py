@@ -4,7 +4,7 @@ Generating the target's responses is the expensive part of drafter data: one dec
 (~150 tokens/s on a 2-core CPU at batch 128). The features and top-k log-probs are a function of the
 tokens: one causal forward over prompt + response gives both. A corpus keeps the tokens only (4 bytes
 a token, against ~3.5 kB with the fp16 features of three layers and top-16 log-probs), so it can be
-committed (`graftlib/assets/corpus/<target>[-<pool>]`, one corpus per pool's settings) and carried to a fresh machine, where `featurize` turns
+committed (`data/corpus/<target>[-<pool>]`, one corpus per pool's settings) and carried to a fresh machine, where `featurize` turns
 it back into a data directory of `graftlib.training.drafter_data`'s format, for any stored layers and
 top-k.
 
@@ -35,7 +35,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from graftlib.core.errors import require
-from graftlib.core.paths import ASSETS_DIR
+from graftlib.core.paths import PROJECT_DIR
 from graftlib.core.records import read_json_index, write_json_atomic
 from graftlib.training.drafter_data import (
     DTYPES,
@@ -53,12 +53,13 @@ from graftlib.training.drafter_data import (
 
 FORMAT = "corpus-1"
 INDEX = "index.json"
-SHIPPED_CORPUS = ASSETS_DIR / "corpus" / "smollm2-135m"  # the `drafter` pool's; others sit beside it
+CORPUS_ROOT = PROJECT_DIR / "data" / "corpus"  # the repository's, not the installed package's: decoding needs none
+SHIPPED_CORPUS = CORPUS_ROOT / "smollm2-135m"  # the `drafter` pool's; others sit beside it
 
 
 def shipped_corpora() -> list[Path]:
-    """Every committed corpus (`graftlib/assets/corpus/*/index.json`), one per pool and target."""
-    return sorted(p.parent for p in (ASSETS_DIR / "corpus").glob(f"*/{INDEX}"))
+    """Every committed corpus (`data/corpus/*/index.json` of the repository), one per pool and target."""
+    return sorted(p.parent for p in CORPUS_ROOT.glob(f"*/{INDEX}"))
 ENTRY_DROP = ("bytes", "featurize_s", "top1_match")  # per-shard fields of a data index a corpus does not keep
 
 
@@ -69,7 +70,8 @@ def tokens_path(corpus: Path, shard_file: str) -> Path:
 def read_corpus(corpus: str | Path) -> dict:
     corpus = Path(corpus)
     index = _read_index(corpus)
-    require(index is not None, f"no drafter corpus in {corpus} (write one with `graft drafter-corpus --from-data DIR`)")
+    require(index is not None, f"no drafter corpus in {corpus} (the committed ones are in the repository's data/corpus, "
+            "not in an installed package; write one with `graft drafter-corpus --from-data DIR`)")
     return index
 
 
