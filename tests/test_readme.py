@@ -40,3 +40,25 @@ def test_local_links_exist():
         for target in re.findall(r"\]\(([^)#]+)\)", page.read_text()):
             if not target.startswith("http"):
                 assert (page.parent / target).exists(), f"{page.name} links to missing {target}"
+
+
+def test_readme_is_one_newcomers_page_citing_the_paper():
+    text = (ROOT / "README.md").read_text()
+    assert len(text) <= 8000, f"README.md has {len(text)} characters; move detail into docs/"
+    assert "GRAFT: Adaptive DLM-Based Draft Tree Construction with\nTarget-Distilled Edge Scoring" in text
+    assert all(f"docs/{p.name}" in text for p in (ROOT / "docs").glob("*.md")), "every docs page is linked"
+
+
+STORY = re.compile(r"\bsessions?\b|\blent\b|device tool|device machine|workplace", re.IGNORECASE)
+
+
+def test_the_project_describes_itself_not_the_story_of_its_making():
+    """Code, notebooks, the README and the user docs speak of the project, its commands, commits and dates,
+    never of numbered working periods or of which machine was available when (docs/measurements.md,
+    a record of measurements with their dates, is rewritten by paper item separately)."""
+    files = [*(ROOT / "graftlib").rglob("*.py"), *(ROOT / "graftlib" / "assets").rglob("*.json"),
+             *(ROOT / "notebooks").glob("*.ipynb"), ROOT / "README.md",
+             *(p for p in (ROOT / "docs").glob("*.md") if p.name != "measurements.md")]
+    hits = [f"{f.relative_to(ROOT)}:{i}" for f in files for i, line in enumerate(f.read_text().splitlines(), 1)
+            if STORY.search(line)]
+    assert not hits, hits

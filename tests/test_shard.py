@@ -1,5 +1,5 @@
 """torchrun sharding: rank parsing, prompt shards, per-rank files, merging on reading, and the
-README's torchrun command end to end (2 CPU ranks, tiny models, the fixture prompt sets)."""
+docs/usage.md's torchrun command end to end (2 CPU ranks, tiny models, the fixture prompt sets)."""
 
 import os
 import re
@@ -67,15 +67,15 @@ def test_rank_zero_waits_until_every_rank_is_in(tmp_path):
 
 
 def readme_torchrun_command() -> list[str]:
-    """The torchrun line of the README, split as a shell would."""
-    lines = [ln for ln in (ROOT / "README.md").read_text().splitlines() if ln.startswith("torchrun ")]
-    assert len(lines) == 1, "the README shows one torchrun command"
+    """The torchrun line of docs/usage.md, split as a shell would."""
+    lines = [ln for ln in (ROOT / "docs" / "usage.md").read_text().splitlines() if ln.startswith("torchrun ")]
+    assert len(lines) == 1, "docs/usage.md shows one torchrun command"
     return shlex.split(lines[0])
 
 
 @pytest.mark.slow
 def test_readme_torchrun_command_prints_one_merged_table(tmp_path):
-    """The README's command as written (torchrun's parser included), with a tiny pair, 2 new tokens
+    """The command as docs/usage.md writes it (torchrun's parser included), with a tiny pair, 2 new tokens
     and the output in a temp folder appended: each rank writes its own file, only rank 0 prints a
     table, and that table covers both ranks' prompts."""
     argv = readme_torchrun_command()

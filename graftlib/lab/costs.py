@@ -282,7 +282,7 @@ def add_parser(sub) -> None:
                    "graftlib/assets/costs/cpu-ar-draft.json)")
     p.add_argument("--scale-to-profile", action="store_true",
                    help="--ar-draft: scale the fit by the profile's c_draft / DFlash's draft step timed in the same "
-                   "session (a loaded machine's times brought to the profile's conditions)")
+                   "run (a loaded machine's times brought to the profile's conditions)")
     p.add_argument("--note", default=None, help="--ar-draft: a remark stored with the measurement (e.g. the load)")
     p.set_defaults(func=run)
 
@@ -352,7 +352,7 @@ def run_ar_draft(args, pair, base) -> int:
     print(f"fit: {1000 * e0:.3f} ms per forward + {1000 * e1:.3f} ms per row (mean |error| "
           f"{100 * fit['mean_abs_rel_error']:.1f}%); EAGLE-3's release round (context of 4, 7 x 10 rows): "
           f"{1000 * (8 * e0 + 74 * e1):.1f} ms")
-    print(f"DFlash draft step, same session: {1000 * dflash:.2f} ms (cost profile {base.name} c_draft: "
+    print(f"DFlash draft step, same run: {1000 * dflash:.2f} ms (cost profile {base.name} c_draft: "
           f"{1000 * base.c_draft:.2f} ms)")
     if args.scale_to_profile:
         print(f"c_ar_draft scaled by c_draft / DFlash's = {factor:.3f}: {1000 * c_ar_draft[0]:.3f} ms per forward + "

@@ -176,7 +176,7 @@ def batch_tokens(device: torch.device) -> int:
 def featurize(corpus: str | Path, out: str | Path, model, layer_ids: list[int], top_k: int | None = None,
               max_batch_tokens: int | None = None, shards: int | None = None, log=print) -> DataIndex:
     """The data directory `out` of the corpus: its missing shards featurized (see the module doc); `shards`:
-    only the corpus's first that many (a part one session can afford; a later call with more goes on)."""
+    only the corpus's first that many (a part one run can afford; a later call with more goes on)."""
     corpus, out = Path(corpus), Path(out)
     c = read_corpus(corpus)  # `model` is the corpus's target (`_main` loads `c["target"]`)
     n_layers = model.config.num_hidden_layers

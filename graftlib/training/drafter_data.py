@@ -16,7 +16,7 @@ evaluation prompt; or the items of a `--prompts` file), `tokens` = prompt + the 
 Greedy by default; `sample_share` of the prompts (chosen by a hash of their uid, so stable as the
 set grows) get a response sampled at `sample_temperature` from one seeded generator per shard (the
 sampling issue wants T > 0 text too). Their top-k rows are still the T = 1 distribution. A step draws for the
-rows that sample at it and no others (decided on the host, no sync); data made before session 23 drew for every
+rows that sample at it and no others (decided on the host, no sync); older data drew for every
 row at every step of a run with any sampled row (10% of a branch run's time went to it), so one seed gives other
 draws now than then: equally valid data, not the same tokens.
 

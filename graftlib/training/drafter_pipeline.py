@@ -1,6 +1,6 @@
 """Generate target data and train a drafter on it in one process: the accelerator run of the drafter recipe.
 
-Why one process: on a lent GPU (minutes, not hours) the separate steps cost more than they do.
+Why one process: on a GPU held for minutes, not hours, the separate steps cost more than they do.
 `graft drafter-data` writes shards that `graft train-drafter` reads back (gigabytes of features
 to disk and back: minutes of start-up, measured 4 min for 5.4 GiB on an H200 machine), and the
 saved data cannot leave the machine anyway. Here the target is loaded once, in float32 (the

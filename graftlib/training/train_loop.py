@@ -20,7 +20,7 @@ What lives here, so that the trainers differ only in their model, packing and fo
 - `LoopTrainer`: AdamW (`weight_decay` on the weight matrices), the optimizer step, the sampler's generator,
   fixed evaluation anchors, exact checkpoint / resume; `feature_dropout` drops context features of the
   training batches (both trainers read them as `batch.ctx`), a regularizer: a drafter trained for hours on
-  a few million response tokens learns them by heart (session 19: top-1 at depth 1 0.66 on its training
+  a few million response tokens learns them by heart (top-1 at depth 1 0.66 on its training
   chat, 0.36 on unseen chat);
 - `begin`, `prepare_run`, `run_loop`, `training_record`: the run (data and target; the step / evaluate /
   checkpoint loop under the time budget; SIGTERM or SIGINT ends it after the current step with a
