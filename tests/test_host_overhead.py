@@ -13,7 +13,6 @@ from graftlib.lab.host_overhead import (
     HOST_STAGES,
     METHODS,
     SyncCounter,
-    TimedScorer,
     format_host_table,
     host_overhead_table,
     measure,
@@ -63,8 +62,8 @@ class SyncingBuilder(HeapTreeBuilder):
 def test_counter_charges_an_injected_item_to_its_stage():
     target, drafter = random_pair("cpu", VOCAB)
     prompt = list(range(1, 9))
-    plain, syncing = measure([(DecodeLoop(target, drafter, HeapTreeBuilder(), FixedBudget(4)), TimedScorer(None)),
-                              (DecodeLoop(target, drafter, SyncingBuilder(), FixedBudget(4)), TimedScorer(None))],
+    plain, syncing = measure([DecodeLoop(target, drafter, HeapTreeBuilder(), FixedBudget(4)),
+                              DecodeLoop(target, drafter, SyncingBuilder(), FixedBudget(4))],
                              prompt, rounds=5, repeats=2)
     assert plain["syncs"]["tree"] == 0
     assert syncing["syncs"]["tree"] == 1.0

@@ -1,4 +1,5 @@
-"""The compiled heap (`graftlib.core.kernels.build_heap`) against the Python reference heap, node for node.
+"""The compiled heap (`graftlib.core.kernels.build_heap`, behind `HeapTreeBuilder`) against the plain
+reference heap (`tests/reference_heap.py`), node for node.
 
 On tables whose products are exact in float32 (small integers, K a power of two, log q in eighths) both
 compute every edge score exactly, so the trees must be identical, ties and their order included; ties
@@ -8,8 +9,10 @@ exercised. On random tables the two agree up to float32 rounding of the scores."
 import numpy as np
 import pytest
 import torch
+from reference_heap import reference_heap
 
 from graftlib.core.builders import Candidates, HeapTreeBuilder, top_k
+from graftlib.core.errors import GraftError
 from graftlib.core.tree import Tree
 from graftlib.methods.tdes import TDESNet, TDESScorer
 
@@ -31,6 +34,11 @@ def integer_scorer(rng: np.random.Generator, vocab: int, depths: int, m: int = 4
     return TDESScorer(table(vocab), table(vocab), table(depths), s=2.0, beta=1.0)
 
 
+def scores_of(scorer):
+    """The reference heap's edge score: the scorer's numpy scores of one pool, None for DDTree's log q."""
+    return None if scorer is None else scorer.child_scores
+
+
 def same_tree(a: Tree, b: Tree) -> bool:
     return (a.tokens, a.parents, a.depths, a.scores) == (b.tokens, b.parents, b.depths, b.scores)
 
@@ -43,7 +51,7 @@ def test_compiled_heap_is_the_reference_on_exact_tables(scored, budget):
         cand = integer_candidates(rng, depth=6, k=8, vocab=40)
         scorer = integer_scorer(rng, 40, 6) if scored else None
         fast = HeapTreeBuilder(scorer).build(ROOT, cand, budget)
-        ref = HeapTreeBuilder(scorer, compiled=False).build(ROOT, cand, budget)
+        ref = reference_heap(ROOT, cand, budget, scores_of(scorer))
         fast.validate()
         assert same_tree(fast, ref), (fast, ref)
         assert fast.num_nodes == min(budget, sum(8 ** d for d in range(1, 7)))
@@ -54,7 +62,7 @@ def test_compiled_heap_takes_every_node_when_the_budget_exceeds_the_pools():
     cand = integer_candidates(rng, depth=2, k=4, vocab=40)
     for scorer in (None, integer_scorer(rng, 40, 2)):
         tree = HeapTreeBuilder(scorer).build(ROOT, cand, 100)
-        assert tree.num_nodes == 4 + 16 and same_tree(tree, HeapTreeBuilder(scorer, compiled=False).build(ROOT, cand, 100))
+        assert tree.num_nodes == 4 + 16 and same_tree(tree, reference_heap(ROOT, cand, 100, scores_of(scorer)))
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -70,7 +78,7 @@ def test_compiled_tdes_matches_the_batched_reference_on_random_tables(seed):
     cand = Candidates.from_top_k(top_k(logits, k, None, hidden), hidden)
     for budget in (8, 32, 64):
         fast = HeapTreeBuilder(scorer).build(ROOT, cand, budget)
-        ref = HeapTreeBuilder(scorer, compiled=False).build(ROOT, cand, budget)
+        ref = reference_heap(ROOT, cand, budget, scores_of(scorer))
         fast.validate()
         assert len(fast.tokens) == len(ref.tokens)
         for i, (a, b) in enumerate(zip(zip(fast.tokens, fast.parents), zip(ref.tokens, ref.parents))):
@@ -80,12 +88,13 @@ def test_compiled_tdes_matches_the_batched_reference_on_random_tables(seed):
             assert fast.scores[i] == pytest.approx(ref.scores[i], abs=1e-5)
 
 
-def test_scorer_trained_for_fewer_depths_takes_the_reference_path():
+def test_a_scorer_trained_for_fewer_depths_is_refused():
     """A scorer shallower than the draft: the compiled heap would read past its depth table, so the
-    builder runs the reference, which raises only if the tree reaches the untrained depths."""
+    builder refuses it with a message naming both depths (`TDESScorer.builder` refuses it earlier)."""
     rng = np.random.default_rng(0)
     cand = integer_candidates(rng, depth=5, k=4, vocab=40)
     shallow = integer_scorer(rng, 40, 2)
-    assert HeapTreeBuilder(shallow)._tables(cand) is None
-    with pytest.raises(Exception, match="depths 1..2"):
+    with pytest.raises(GraftError, match="depths 1..2, the draft has 5"):
         HeapTreeBuilder(shallow).build(ROOT, cand, 200)
+    with pytest.raises(GraftError, match="depths 1..2, the drafter drafts 5"):
+        shallow.builder(5)

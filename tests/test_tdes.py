@@ -7,6 +7,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 import torch
+from reference_heap import reference_heap
 from test_builders import ROOT, check_structure, greedy_frontier, make_cand, root_paths
 from tiny import random_prompt, tiny_drafter, tiny_target
 
@@ -103,58 +104,15 @@ def test_heap_is_best_first_under_tdes(seed, budget):
     assert root_paths(tree) != root_paths(HeapTreeBuilder().build(ROOT, cand, budget)) or budget >= 40
 
 
-class OnlyChildScores:
-    """The scorer behind the plain `EdgeScorer` interface (one child_scores call per added node)."""
-
-    def __init__(self, scorer):
-        self.scorer = scorer
-
-    def child_scores(self, parent_token, depth, child_ids, logq):
-        return self.scorer.child_scores(parent_token, depth, child_ids, logq)
-
-
-@pytest.mark.parametrize("seed", range(3))
-def test_round_scores_equal_child_scores(seed, monkeypatch):
-    """`pool_scores`' batched rows and best children are `child_scores`' values and argmax, for parents
-    inside the batched block (depth d - 1's best candidates) and outside it (the root, worse ranks),
-    with the depths prepared in chunks (1, then 2, then the last one) and on first use."""
-    scorer, _ = random_scorer(seed, beta=1.5)
-    cand = make_cand(depth=4, vocab=V - 1, k=12, seed=20 + seed)
-    monkeypatch.setattr(type(scorer.pool_scores(cand, 4)), "FIRST", 1)
-    pool = scorer.pool_scores(cand, 4)
-    assert pool.n == 4 and pool.PARENTS < 12 and pool.ready == 1
-    for d in range(1, 5):
-        parents = [ROOT] if d == 1 else cand.ids[d - 2]  # ranks 0..11: 8 in the block, 4 outside
-        for p in parents:
-            want = scorer.child_scores(p, d, cand.ids[d - 1], cand.logq[d - 1])
-            assert pool.row(p, d) == pytest.approx(want.tolist(), abs=1e-5)
-            lead_j, lead_s = pool.leading(p, d)
-            assert lead_j[0] == int(np.argmax(pool.row(p, d))) and 1 <= len(lead_j) == len(lead_s) <= pool.LEAD
-            order, scores = pool.ranked(p, d)
-            assert order == np.argsort(-pool.row(p, d), kind="stable").tolist()
-            assert order[:len(lead_j)] == lead_j and lead_s == [scores[j] for j in lead_j]
-            assert scores == pool.row(p, d).tolist()
-    assert pool.ready == 4 and [len(b) for b in pool.block] == [0, 8, 8, 8]
-    assert cand.ids[1][0] in pool.block[2] and cand.ids[1][11] not in pool.block[2]
-    with pytest.raises(ValueError, match="not prepared"):
-        scorer.pool_scores(cand, 2).leading(ROOT, 3)
-    with pytest.raises(GraftError, match="depths 1..4"):
-        scorer.pool_scores(make_cand(depth=5, vocab=V - 1, k=4, seed=0), 5).row(ROOT, 5)
-
-
 @pytest.mark.parametrize("seed", range(3))
 @pytest.mark.parametrize("budget", [1, 6, 25, 80])
-@pytest.mark.parametrize("first", [1, 4])
-def test_pool_scores_build_the_child_scores_tree(seed, budget, first, monkeypatch):
-    """The heap over `pool_scores` (batched, depths prepared in chunks from `first` on) builds the
-    tree of the heap over `child_scores` (per node)."""
-    from graftlib.methods.tdes import RoundScores
-
-    monkeypatch.setattr(RoundScores, "FIRST", first)
+def test_the_compiled_tdes_heap_builds_the_child_scores_tree(seed, budget):
+    """The builder's compiled heap, scoring inside it from the scorer's tables, builds the tree of the
+    reference heap over `child_scores` (the numpy scores of one pool per call)."""
     scorer, _ = random_scorer(seed, beta=1.5)
     cand = make_cand(depth=4, vocab=V - 1, k=12, seed=30 + seed)
-    a = HeapTreeBuilder(scorer, name="tdes").build(ROOT, cand, budget)
-    b = HeapTreeBuilder(OnlyChildScores(scorer), name="tdes").build(ROOT, cand, budget)
+    a = scorer.builder(4).build(ROOT, cand, budget)
+    b = reference_heap(ROOT, cand, budget, scorer.child_scores)
     check_structure(a)
     assert (a.tokens, a.parents, a.depths) == (b.tokens, b.parents, b.depths)
     assert a.scores == pytest.approx(b.scores, abs=1e-5)
@@ -333,24 +291,3 @@ def test_methods_ddtree_tdes_and_graft_load_a_scorer_by_path(tiny_pair, tmp_path
         Decoder.for_method(target, drafter, "graft", 8, tdes=str(path), beta=-1.0)
 
 
-def test_leading_ranks_are_the_stable_descending_order():
-    """The first ranks of every row, ties to the lower index, as lists (here 2.0 twice, and -inf entries
-    taken after every finite one, in index order); equal to a stable argsort on random rows with ties."""
-    from graftlib.methods.tdes import leading_ranks
-
-    s = np.array([[[0.5, 2.0, -1.0, 3.0, 0.25], [1.0, 0.0, 4.0, -2.0, 0.5]],
-                  [[0.5, 2.0, -1.0, 2.0, 0.25], [-np.inf, 0.0, -np.inf, 1.0, -3.0]]], np.float32)
-    j, v = leading_ranks(s, 3)
-    assert j == [[[3, 1, 0], [2, 0, 4]], [[1, 3, 0], [3, 1, 4]]]
-    assert v == [[[3.0, 2.0, 0.5], [4.0, 1.0, 0.5]], [[2.0, 2.0, 0.5], [1.0, 0.0, -3.0]]]
-    for row_j, row in zip([r for rows in j for r in rows], s.reshape(-1, 5)):
-        assert row_j == np.argsort(-row, kind="stable")[:3].tolist()
-    assert leading_ranks(s[:1, :1, :2], 4) == ([[[1, 0]]], [[[2.0, 0.5]]])  # lead clipped to K
-    assert leading_ranks(s[1:, 1:], 5) == ([[[3, 1, 4, 0, 2]]], [[[1.0, 0.0, -3.0, -np.inf, -np.inf]]])
-    rng = np.random.default_rng(0)
-    for _ in range(200):
-        x = rng.integers(0, 4, size=(2, 3, 7)).astype(np.float32)
-        x[x == 0] = -np.inf
-        j, v = leading_ranks(x, 4)
-        ref = np.argsort(-x, axis=-1, kind="stable")[..., :4]
-        assert j == ref.tolist() and v == np.take_along_axis(x, ref, -1).tolist()

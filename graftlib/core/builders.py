@@ -17,30 +17,25 @@ beside the fixed ones without touching the decode loop.
 Builders here:
 - `ChainBuilder`: the DFlash chain (top-1 at depths 1..min(budget, D)).
 - `HeapTreeBuilder`: DDTree's best-first heap over prefixes (paper eq. 3,
-  S_DD(u) = sum_d log q_{t,d}(u_d)); with an `EdgeScorer` it ranks by
+  S_DD(u) = sum_d log q_{t,d}(u_d)); with a `BilinearScorer` (TDES) it ranks by
   S(v) = log q_{t,d}(c) + beta * f~(p, c, d) (eq. 4, 13) and visits children in that order,
-  so the heap stays exact best-first under the new scores. No scorer == DDTree. A parent's
-  children are ranked lazily: DDTree's pool order is shared per depth; a plain `EdgeScorer` is
-  called once per added node (`best_child`: its argmax) and sorted (`full_ranking`) only for
-  parents that get a second child; a `PoolScorer` (TDES) prepares the round in batched calls and
-  hands each node its leading children as lists (`PoolScores.leading`). Without a scorer, or with a
-  `BilinearScorer` (TDES), the same heap runs compiled, scoring inside it (`graftlib.core.kernels`;
-  `compiled=False` keeps this Python heap, the reference it is tested against).
+  so the heap stays exact best-first under the new scores. No scorer == DDTree. It runs compiled,
+  scoring inside the heap (`graftlib.core.kernels.build_heap`); the plain heap it is tested
+  against is `tests/reference_heap.py`.
 
 Host cost model (what `graft host-overhead` measures): right after a forward pass every library
 call (numpy, torch) costs several microseconds on a CPU, and every Python object made per pool
-entry costs its allocation and its later deallocation, so the round's host side reads pools through
-memoryviews and does per-node work in plain Python, with the few array operations batched per round.
+entry costs its allocation and its later deallocation, so the round's host side makes one compiled
+call per tree and reads pools as flat tables.
 """
 
-import heapq
 import math
-from collections.abc import Callable, Sequence
 from typing import Protocol
 
 import numpy as np
 import torch
 
+from graftlib.core.errors import require
 from graftlib.core.kernels import build_heap
 from graftlib.core.tree import Tree
 
@@ -222,42 +217,12 @@ def top_k(logits: torch.Tensor, k: int, id_map: torch.Tensor | None = None,
     return torch.cat(parts, dim=1)
 
 
-class EdgeScorer(Protocol):
-    def child_scores(self, parent_token: int, depth: int, child_ids: list[int], logq: list[float]) -> Sequence[float]:
-        """Edge scores S(v) for the candidate children at `depth` under `parent_token` (a list, or a
-        numpy array, which the heap ranks without converting it)."""
-
-
-class PoolScores(Protocol):
-    """A round's edge scores prepared by a `PoolScorer` (pool index j: column j of `Candidates.id_table`).
-    `index`: the parent's own pool index at depth - 1 (0 for the root), which lets the scores find a
-    prepared row without looking the token up; None: by the token."""
-
-    # (pool indices, scores) of the first ranks (at least the best child), as lists
-    def leading(self, parent_token: int, depth: int, index: int | None = None) -> tuple[list[int], list[float]]: ...
-
-    def row(self, parent_token: int, depth: int, index: int | None = None) -> np.ndarray: ...  # every child's score
-
-    # (pool indices by score, stable descending; scores by pool index), lists; it begins with `leading`'s
-    def ranked(self, parent_token: int, depth: int, index: int | None = None) -> tuple[list[int], list[float]]: ...
-
-
-class PoolScorer(EdgeScorer, Protocol):
-    """An `EdgeScorer` that can also prepare a whole round at once (TDES): `pool_scores(cand, depths,
-    root)` does the per-pool work of depths 1..`depths` in batched calls (the tree's `root` token, when
-    given, with them) and returns `PoolScores`, whose rows are `child_scores(parent_token, depth,
-    cand.ids[depth - 1], cand.logq[depth - 1])` (up to float rounding), ranked stably in descending
-    order. `HeapTreeBuilder` uses it when the scorer has it."""
-
-    def pool_scores(self, cand: "Candidates", depths: int, root: int | None = None) -> PoolScores: ...
-
-
-class BilinearScorer(EdgeScorer, Protocol):
-    """An `EdgeScorer` whose scores are bilinear in a parent side and a pool-centred child side (TDES):
+class BilinearScorer(Protocol):
+    """An edge scorer whose scores are bilinear in a parent side and a pool-centred child side (TDES):
     `bilinear_tables()` -> (P1 [V, M], u0 [D', M], C0 [V, M]) float32, C-contiguous, the last column 1 in
-    P1, 0 in u0 and C0, such that child_scores(p, d, ids, logq)[j] = X_d[j] . (P1[p] + u0[d - 1]) with
-    X_d = [C0[ids] - mean C0[ids] | logq] (`graftlib.core.kernels`). `HeapTreeBuilder` then runs the
-    compiled heap, scoring inside it, for rounds of at most D' depths."""
+    P1, 0 in u0 and C0, such that the score of child j of parent token p at depth d is
+    X_d[j] . (P1[p] + u0[d - 1]) with X_d = [C0[ids] - mean C0[ids] | logq] (`graftlib.core.kernels`).
+    `HeapTreeBuilder` runs the compiled heap on them for rounds of at most D' depths."""
 
     def bilinear_tables(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]: ...
 
@@ -301,135 +266,35 @@ class ChainBuilder:
         pass
 
 
-def best_child(scores) -> tuple[list[int], list[float]]:
-    """The leading rank of one parent's candidate children under edge `scores` (a numpy array over the
-    pool): ([pool index of the best], [its score]), the first maximum on ties."""
-    j = int(scores.argmax())
-    return [j], [float(scores[j])]
-
-
-def full_ranking(scores) -> tuple[list[int], list[float]]:
-    """Every rank of one parent's candidate children under edge `scores` (a numpy array over the pool):
-    (pool indices in stable descending order, their scores in that order); it begins with `best_child`."""
-    order = np.argsort(-scores, kind="stable").tolist()
-    return order, by_rank(order, scores.tolist())
-
-
-def by_rank(order: list[int], scores: list[float]) -> list[float]:
-    """Scores given by pool index, read in rank `order`."""
-    return [scores[j] for j in order]
-
-
 class HeapTreeBuilder:
-    """Best-first heap over prefixes (DDTree); an optional EdgeScorer makes it TDES (eq. 13).
+    """Best-first heap over prefixes (DDTree); a `BilinearScorer` makes it TDES (eq. 13). One compiled
+    call per tree (`graftlib.core.kernels.build_heap`): a heap entry is a parent's next-best child not
+    yet taken; popping it adds that child and pushes its next sibling and its own best child, so the
+    heap pops prefixes in exact best-first order of the path score, ties broken by push order."""
 
-    Each node added gets its children's ranking (`kids[node]`): a pair (pool indices by rank, scores
-    by rank) that may hold only the leading ranks, the whole ranking being asked for (`rest`) when
-    the heap reaches past them. DDTree's is the pool itself, shared per depth (range(K) and the log q
-    memoryview: the drafter's order); a plain `EdgeScorer` is called once per added node for its best
-    child (`best_child`) and again, for the whole order, when the node gets a second child
-    (`full_ranking`); a `PoolScorer` (TDES) prepares the round in batched calls and hands each node its
-    leading children as lists (`PoolScores.leading`). The heap holds, per node in it, one entry: a
-    parent's next-best child not yet taken. Popping an entry adds that child and pushes its next
-    sibling and its own best child, so the heap pops prefixes in exact best-first order of the path
-    score, ties broken by push order. Tokens are read from the pools' memoryviews (`Candidates.rows`)
-    by pool index; per added node the loop makes one call for its children's ranking and no numpy call.
-    """
-
-    def __init__(self, scorer: EdgeScorer | None = None, name: str = "ddtree", compiled: bool = True):
+    def __init__(self, scorer: BilinearScorer | None = None, name: str = "ddtree"):
         self.scorer = scorer
         self.name = name
-        self.compiled = compiled  # False: always this Python heap (the reference the compiled one is tested on)
 
-    def _tables(self, cand: Candidates) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
-        """The compiled heap's edge-score tables (`graftlib.core.kernels`): three empty ones for DDTree,
-        a `BilinearScorer`'s for a round it covers (every depth of `cand`); None: this Python heap."""
-        if not self.compiled:
-            return None
+    def _tables(self, cand: Candidates) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The heap's edge-score tables: three empty ones for DDTree, else the scorer's, which must
+        cover every depth of `cand`."""
         if self.scorer is None:
             return NO_TABLES
-        tables = getattr(self.scorer, "bilinear_tables", None)
-        if tables is None:
-            return None
-        P1, u0, C0 = tables()
-        return (P1, u0, C0) if u0.shape[0] >= cand.depth else None  # deeper: the reference raises when reached
-
-    def _rankings(self, cand: Candidates, depths: int, root_token: int) -> tuple[Callable, Callable, list | None]:
-        """(children, rest, shared): children(parent_token, depth, index) -> the leading ranks (at least
-        the best) of the candidates at `depth` (1-based) as (pool indices, scores) by rank; rest(...) ->
-        all of them. `index`: the parent's pool index at depth - 1 (0 for the root). `shared`: without a
-        scorer, every parent's ranking per depth index (the pool itself), read without a call."""
-        rows = cand.rows()
-        if self.scorer is None:
-            pools = [(range(len(q)), q) for _, q in rows]
-            children = lambda parent_token, depth, index: pools[depth - 1]
-            return children, children, pools
-        if hasattr(self.scorer, "pool_scores"):
-            pool = self.scorer.pool_scores(cand, depths, root_token)
-            return (pool.leading, lambda parent_token, depth, index: _ranks(*pool.ranked(parent_token, depth, index)),
-                    None)
-
-        def scores(parent_token: int, depth: int) -> np.ndarray:
-            out = self.scorer.child_scores(parent_token, depth, cand.ids[depth - 1], cand.logq[depth - 1])
-            return out if isinstance(out, np.ndarray) else np.asarray(out, np.float64)
-
-        return (lambda parent_token, depth, index: best_child(scores(parent_token, depth)),
-                lambda parent_token, depth, index: full_ranking(scores(parent_token, depth)), None)
+        P1, u0, C0 = self.scorer.bilinear_tables()
+        require(u0.shape[0] >= cand.depth, f"the edge scorer was trained for depths 1..{u0.shape[0]}, the "
+                f"draft has {cand.depth}: train it on this drafter's depths")
+        return P1, u0, C0
 
     def build(self, root_token: int, cand: Candidates, budget: int) -> Tree:
         if cand.depth == 0 or budget <= 0:
             return Tree.root_only(root_token)
-        tables = self._tables(cand)
-        if tables is not None:
-            tokens, parents, depths, scores, n = build_heap(root_token, cand.id_table, cand.logq_table, budget,
-                                                            cand.depth, *tables)
-            return Tree(tokens[:n].tolist(), parents[:n].tolist(), depths[:n].tolist(), scores[:n].tolist())
-        depth_limit, width = cand.depth, cand.width  # every pool offers `width` children
-        children, rest, shared = self._rankings(cand, min(depth_limit, budget), root_token)
-        ids = [i for i, _ in cand.rows()]  # per depth index: the pool's token ids
-        tokens, parents, depths, scores, indices = [root_token], [-1], [0], [0.0], [0]  # indices: in the node's pool
-        # per node: its children's ranking (None at the last depth); computed when the node is added
-        kids = [children(root_token, 1, 0)]
-        # heap entries: (-path score, tiebreak, parent node, rank among the parent's children); the
-        # child's token and edge score are read from the parent's ranking when it is popped
-        heap = [(-kids[0][1][0], 0, 0, 0)]
-        counter, node = 1, 0
-        push, pop = heapq.heappush, heapq.heappop
-        add_token, add_parent, add_depth, add_score, add_index, add_kids = (
-            tokens.append, parents.append, depths.append, scores.append, indices.append, kids.append)
-        while heap and node < budget:
-            neg, _, parent, rank = pop(heap)
-            node, depth = node + 1, depths[parent] + 1
-            order, ranked = kids[parent]
-            index = order[rank]
-            token = ids[depth - 1][index]
-            add_token(token)
-            add_parent(parent)
-            add_depth(depth)
-            add_score(-neg)
-            add_index(index)
-            rank += 1
-            if rank < width:  # next sibling: same parent, next-best child
-                if rank == len(order):  # past the leading ranks: the parent's whole ranking
-                    order, ranked = kids[parent] = rest(tokens[parent], depth, indices[parent])
-                push(heap, (-scores[parent] - ranked[rank], counter, parent, rank))
-                counter += 1
-            if depth < depth_limit and node < budget:  # first child of the new node
-                ranking = shared[depth] if shared else children(token, depth + 1, index)
-                push(heap, (neg - ranking[1][0], counter, node, 0))
-                counter += 1
-                add_kids(ranking)
-            else:
-                add_kids(None)
-        return Tree(tokens, parents, depths, scores)
+        tokens, parents, depths, scores, n = build_heap(root_token, cand.id_table, cand.logq_table, budget,
+                                                        cand.depth, *self._tables(cand))
+        return Tree(tokens[:n].tolist(), parents[:n].tolist(), depths[:n].tolist(), scores[:n].tolist())
 
     def feedback(self, record: dict) -> None:
         pass
-
-
-def _ranks(order: list[int], scores: list[float]) -> tuple[list[int], list[float]]:
-    """`PoolScores.ranked`'s (order, scores by pool index) as (order, scores by rank)."""
-    return order, by_rank(order, scores)
 
 
 class FixedBudget:

@@ -1,11 +1,10 @@
 """Compiled host kernels (numba) of a speculative round: the draft-tree heap, with a bilinear edge scorer
 inside it (DDTree eq. 3; TDES eqs. 4-5, 13), and the verify blob.
 
-`HeapTreeBuilder` (graftlib.core.builders) is the heap's reference: a Python heap whose per-node work is a few
-list reads, plus, with a `PoolScorer` (TDES), a dozen batched numpy calls per round. On a CPU right after a
-forward pass each library call costs several microseconds and each Python step a cache-cold fraction of one, so
-a B = 64 round spent 0.1-0.2 ms in the DDTree heap and 0.4-0.5 ms more in TDES's scoring (`graft host-overhead`).
-Here the same algorithm is one compiled call per round.
+`HeapTreeBuilder` (graftlib.core.builders) calls the heap; its plain Python reference, node for node the same
+algorithm, is `tests/reference_heap.py`. On a CPU right after a forward pass each library call costs several
+microseconds and each Python step a cache-cold fraction of one, so the round's heap and TDES scoring are one
+compiled call per round.
 
 `build_heap(root, ids, logq, budget, depth_limit, P1, u0, C0)` -> (tokens, parents, depths, scores, n):
 node arrays of which the first n are the tree (root first, parents before children). Inputs:

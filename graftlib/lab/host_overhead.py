@@ -14,7 +14,8 @@ Stages are the decode loop's splits (`graftlib.core.decode`, `graftlib.core.timi
   candidates     the draft's per-depth top-k read back to the host (`Candidates`)
   saba           the controller's gate and budget choice (a fixed budget for DDTree and +TDES)
   tree           the best-first heap (`HeapTreeBuilder`), TDES scoring excluded
-  tdes           TDES edge scoring (the scorer's calls, timed by `TimedScorer` / `TimedBuilder`)
+  tdes           TDES edge scoring, inside the compiled heap: the tree stage's excess over DDTree's at
+                 the same budget (`fused_tdes`)
   verify_inputs  mask, positions and the walk's edge map (`tree.verify_inputs`)
   walk           the greedy walk over the target's verdicts
   commit         KV-cache compaction and the accepted nodes' drafter features
@@ -33,13 +34,9 @@ per stage, the median over all their rounds; host ms is the sum of the stage med
 one counted decode under `SyncCounter`. Clocks: on a CPU the thread's CPU time
 (`time.thread_time`), since on a shared machine a stage longer than a scheduler slice otherwise
 reads several times its work; on CUDA wall time, every split synchronizing the device, so a stage
-is charged for the kernels it launched. The tdes column is the tree stage's time times the share
-of the builds' wall time spent in the scorer (`TimedBuilder`): TDES's batched round preparation
-(`pool_scores`) and any full ranking; the heap's per-node `leading` reads of the prepared lists are
-not timed one by one (the clock reads would cost as much) and count in the tree column, the rest.
-With the compiled heap (`graftlib.core.kernels`, the default) TDES scores inside the heap's one call:
-its tdes column is then the tree stage's excess over DDTree's at the same budget (`fused_tdes`).
-
+is charged for the kernels it launched. TDES scores inside the compiled heap's one call
+(`graftlib.core.kernels`), so its column is the tree stage's excess over DDTree's at the same
+budget (the same node count; `fused_tdes`).
 Syncs (`SyncCounter`, a TorchFunctionMode active only in the counted decode): the calls that make
 the host wait for the device: .item(), .tolist(), .cpu(), .numpy(force=True), bool/int/float/index
 of a tensor, and shape-dependent ops (nonzero, unique, masked_select, boolean indexing), on tensors
@@ -117,83 +114,6 @@ def measuring_params(budgets) -> SabaParams:
 # ----------------------------------------------------------------------------- instruments
 
 
-class TimedScorer:
-    """An `EdgeScorer` that sums the wall time of its calls (`wall`; reset by `TimedBuilder` per build);
-    around a `PoolScorer` (TDES) it times the round's `pool_scores` preparation and every scores call."""
-
-    def __init__(self, scorer):
-        self.scorer = scorer
-        self.wall = 0.0
-
-    def child_scores(self, parent_token: int, depth: int, child_ids: list[int], logq: list[float]):
-        t0 = time.perf_counter()
-        out = self.scorer.child_scores(parent_token, depth, child_ids, logq)
-        self.wall += time.perf_counter() - t0
-        return out
-
-    def __getattr__(self, name: str):
-        if name == "pool_scores" and hasattr(self.scorer, "pool_scores"):
-            return self._pool_scores  # a `PoolScorer`: its round preparation and its calls are timed too
-        if name == "bilinear_tables" and hasattr(self.scorer, "bilinear_tables"):
-            return self.scorer.bilinear_tables  # the compiled heap scores inside the tree stage
-        raise AttributeError(name)
-
-    def _pool_scores(self, cand, depths: int, root: int | None = None):
-        t0 = time.perf_counter()
-        scores = self.scorer.pool_scores(cand, depths, root)
-        self.wall += time.perf_counter() - t0
-        return TimedPool(scores, self)
-
-
-class TimedPool:
-    """A `PoolScores` whose `row` / `ranked` calls add their wall time to the `TimedScorer`'s. `leading`
-    (the heap's call per added node: list reads of what `pool_scores` prepared) is the pool's own
-    method, untimed: two clock reads around each of B calls cost about as much as the calls, so the
-    tdes column would mostly measure its own timer; those reads count in the tree column."""
-
-    def __init__(self, pool, timer: TimedScorer):
-        self.pool, self.timer = pool, timer
-        self.leading = pool.leading
-
-    def row(self, *args):
-        t0 = time.perf_counter()
-        out = self.pool.row(*args)
-        self.timer.wall += time.perf_counter() - t0
-        return out
-
-    def ranked(self, *args):
-        t0 = time.perf_counter()
-        out = self.pool.ranked(*args)
-        self.timer.wall += time.perf_counter() - t0
-        return out
-
-
-class TimedBuilder:
-    """A `TreeBuilder` wrapper recording the share of its builds' wall time spent in the scorer: the
-    tdes column is that share of the tree stage (a CPU-clock read per scorer call would cost about
-    as much as the call)."""
-
-    def __init__(self, builder: TreeBuilder, scorer: TimedScorer):
-        self.builder, self.scorer, self.name = builder, scorer, builder.name
-        self.wall = self.scorer_wall = 0.0
-
-    @property
-    def share(self) -> float:
-        """The scorer's share of the builds' wall time so far (pooled over builds: preemptions average out)."""
-        return min(self.scorer_wall / self.wall, 1.0) if self.wall > 0 else 0.0
-
-    def build(self, root_token: int, cand, budget: int):
-        self.scorer.wall = 0.0
-        t0 = time.perf_counter()
-        tree = self.builder.build(root_token, cand, budget)
-        self.wall += time.perf_counter() - t0
-        self.scorer_wall += self.scorer.wall
-        return tree
-
-    def feedback(self, record: dict) -> None:
-        self.builder.feedback(record)
-
-
 def _device_arg(args, kwargs) -> torch.device | None:
     """The device a `.to(...)` / factory call names, if any."""
     for a in (kwargs.get("device"), *args):
@@ -253,7 +173,7 @@ def _index_items(index) -> tuple:
 # ----------------------------------------------------------------------------- measurement
 
 
-def _parts(method: str, budget: int, scorer: TimedScorer, budgets) -> tuple[TreeBuilder, BudgetController]:
+def _parts(method: str, budget: int, scorer: TDESScorer, budgets) -> tuple[TreeBuilder, BudgetController]:
     if method == "ddtree":
         return HeapTreeBuilder(), FixedBudget(budget)
     if method == "ddtree+tdes":
@@ -261,14 +181,11 @@ def _parts(method: str, budget: int, scorer: TimedScorer, budgets) -> tuple[Tree
     return HeapTreeBuilder(scorer, name="tdes"), SabaController(measuring_params(budgets), cap=budget)
 
 
-def round_stages(splits: SplitLog, tdes_share: float = 0.0) -> list[dict[str, float]]:
+def round_stages(splits: SplitLog) -> list[dict[str, float]]:
     """The log's splits grouped into rounds (each ends at the loop's `update` split): seconds by table
-    stage, the tree stage split into heap and TDES by the scorer's share (`TimedBuilder.share`)."""
+    stage (tdes stays 0 here: `fused_tdes` splits it off the tree stage)."""
     rounds, cur = [], dict.fromkeys(HOST_STAGES + FORWARD_STAGES, 0.0)
     for name, t in splits.splits:
-        if name == "tree_build":
-            cur["tdes"] += tdes_share * t
-            t *= 1.0 - tdes_share
         if name in SPLIT_STAGE:
             cur[SPLIT_STAGE[name]] += t
         if name == "update":
@@ -287,29 +204,26 @@ def events_per_round(splits: SplitLog, rounds: int) -> dict[str, dict[str, float
     return out
 
 
-def measure(loops: list[tuple[DecodeLoop, TimedScorer]], prompt: list[int], rounds: int, repeats: int) -> list[dict]:
-    """One row per (loop, scorer) pair: per stage the median over the rounds of `repeats` decodes; syncs of
-    one more. The timed decodes are interleaved (repeat r decodes every loop once, in an order rotated
-    by r), so a drift of the machine's speed is shared by the rows instead of landing on one.
-    `scorer`: the `TimedScorer` inside that loop's builder, if any (its share of each build is TDES's)."""
-    clock = time.thread_time if loops[0][0].device.type == "cpu" else time.perf_counter  # module doc
+def measure(loops: list[DecodeLoop], prompt: list[int], rounds: int, repeats: int) -> list[dict]:
+    """One row per loop: per stage the median over the rounds of `repeats` decodes; syncs of one more.
+    The timed decodes are interleaved (repeat r decodes every loop once, in an order rotated by r), so
+    a drift of the machine's speed is shared by the rows instead of landing on one."""
+    clock = time.thread_time if loops[0].device.type == "cpu" else time.perf_counter  # module doc
     timed = []
-    for loop, scorer in loops:
-        loop.builder = TimedBuilder(loop.builder, scorer)
+    for loop in loops:
         loop.decode(prompt, 8, stop_at_eos=False)  # warm-up
-        loop.builder.wall = loop.builder.scorer_wall = 0.0
         timed.append(([], []))  # (split logs, round records)
     for r in range(repeats):
         for i in (r + j for j in range(len(loops))):
-            (loop, _), (logs, records) = loops[i % len(loops)], timed[i % len(loops)]
+            loop, (logs, records) = loops[i % len(loops)], timed[i % len(loops)]
             logs.append(SplitLog(clock=clock))
             records += loop.decode(prompt, rounds, stop_at_eos=False, splits=logs[-1]).rounds
-    return [_row(loop, logs, records, prompt, rounds) for (loop, _), (logs, records) in zip(loops, timed)]
+    return [_row(loop, logs, records, prompt, rounds) for loop, (logs, records) in zip(loops, timed)]
 
 
 def _row(loop: DecodeLoop, logs: list[SplitLog], records: list, prompt: list[int], rounds: int) -> dict:
     """A loop's row from its timed decodes' logs and records, and one more decode under `SyncCounter`."""
-    per_round = [r for log in logs for r in round_stages(log, loop.builder.share)]
+    per_round = [r for log in logs for r in round_stages(log)]
     splits = SplitLog()
     with SyncCounter(splits, loop.device):
         res = loop.decode(prompt, rounds, stop_at_eos=False, splits=splits)
@@ -336,7 +250,7 @@ def host_overhead_table(device: str = "cpu", budgets=BUDGETS, methods=METHODS, r
     target, drafter = random_pair(device, vocab, seed, layers)
     torch.manual_seed(seed)
     net = TDESNet(target.get_input_embeddings().weight.detach(), m=64, depths=drafter.block_size - 1).to(device)
-    scorer = TimedScorer(TDESScorer.from_net(net, beta=0.2))
+    scorer = TDESScorer.from_net(net, beta=0.2)
     prompt = torch.randint(0, vocab - 1, (32,), generator=torch.Generator().manual_seed(seed)).tolist()
     keys, loops = [], []
     for method in methods:
@@ -345,7 +259,7 @@ def host_overhead_table(device: str = "cpu", budgets=BUDGETS, methods=METHODS, r
             loop = DecodeLoop(target, drafter, builder, controller)
             loop.eager_verdicts = True  # the accelerator's path on any device (module doc)
             keys.append({"method": method, "budget": b})
-            loops.append((loop, scorer))
+            loops.append(loop)
     rows = [{**key, **row} for key, row in zip(keys, measure(loops, prompt, rounds, repeats))]
     fused_tdes(rows)
     setting = {"device": str(target.device), "threads": torch.get_num_threads(), "torch": torch.__version__,
@@ -358,14 +272,14 @@ def host_overhead_table(device: str = "cpu", budgets=BUDGETS, methods=METHODS, r
 
 
 def fused_tdes(rows: list[dict]) -> None:
-    """Split the tree stage of rows whose TDES scoring ran inside the compiled heap (their tdes column
-    is 0: no scorer call to time) into the heap and TDES, in place: tdes = the excess of the row's tree
-    stage over DDTree's at the same budget (the same node count), tree = the rest; the unsplit figure
-    stays as `tree_with_tdes_ms`. Rows without a DDTree row of their budget stay unsplit."""
+    """Split the tree stage of the TDES rows (scored inside the compiled heap) into the heap and TDES,
+    in place: tdes = the excess of the row's tree stage over DDTree's at the same budget (the same node
+    count), tree = the rest; the unsplit figure stays as `tree_with_tdes_ms`. Rows without a DDTree row
+    of their budget stay unsplit."""
     heap = {r["budget"]: r["host_ms"]["tree"] for r in rows if r["method"] == "ddtree"}
     for r in rows:
         ms = r["host_ms"]
-        if r["method"] != "ddtree" and ms["tdes"] == 0 and r["budget"] in heap:
+        if r["method"] != "ddtree" and r["budget"] in heap:
             r["tree_with_tdes_ms"] = ms["tree"]
             ms["tdes"] = max(ms["tree"] - heap[r["budget"]], 0.0)
             ms["tree"] -= ms["tdes"]

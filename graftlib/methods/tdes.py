@@ -6,7 +6,7 @@ with linear g_p, g_c: R^E -> R^m, depth embeddings u_d (d = 1..D) and s = softpl
 Centred over the candidate children C_{p,d} (eq. 5): f~ = f - mean_{c' in C_{p,d}} f(p, c', d).
 Edge score (eq. 4): S_TDES(v) = log q_{t,d}(c) + beta * f~(p, c, d); path score = the sum (eq. 13).
 
-Inference (`TDESScorer`, an `EdgeScorer`): the projections depend on the token id only, so the
+Inference (`TDESScorer`, a `BilinearScorer`): the projections depend on the token id only, so the
 tables P = g_p(E), C = g_c(E) ([V, m] each) are computed once for the whole vocabulary when the
 scorer is made or loaded (one [V, E] x [E, m] product, tens of ms for V = 49152). Centring over
 the pool cancels u_d on the child side ((C[c] + u_d) - mean (C[c'] + u_d) = C[c] - mean C[c']), so
@@ -15,14 +15,11 @@ with the pool's child side and a parent's side
     y   = [beta s / sqrt(m) (P[p] + u_d) | 1]   [m + 1]      (`parent_side`)
 every edge score of the parent is one product, log q + beta f~ = X_d y; the scorer keeps
 [beta s / sqrt(m) P | 1] and [C | 0] as tables, so a side is one gather plus, for the child side,
-its centring and log q. `child_scores` (the `EdgeScorer` call) caches one pool's X_d per depth
-(recognised by the identity of the `child_ids` / `logq` objects) and is one product per call. The
-tree builder uses the batched form instead (`pool_scores` -> `RoundScores`): the child sides of
-many depths from one gather, the scores of each depth's likeliest parents (the root at depth 1)
-from one batched product and their leading children from one stable sort, read back as lists, so
-the heap makes no numpy call for nearly every node it adds. Every numpy call costs several
-microseconds right after a forward, whatever its size at these shapes, so the round's scoring is
-counted in calls. beta = 0 makes y = [0 | 1] and every score exactly log q (DDTree's tree).
+its centring and log q. The tree builder hands these tables to the compiled heap, which scores
+inside it (`bilinear_tables`, `graftlib.core.kernels`); `child_scores` computes the same scores of
+one pool in numpy (one product per call, the pool's X_d cached per depth), for training's
+evaluation and for the tests' reference heap. beta = 0 makes y = [0 | 1] and every score exactly
+log q (DDTree's tree).
 
 Training (eqs. 7-12) lives in `graftlib.training.tdes_train`.
 
@@ -52,7 +49,6 @@ FORMAT = 2  # 2: parameters only (1 stored the [V, m] tables too)
 TDES_ENV = "GRAFT_TDES"
 DEFAULT_PATH = ASSETS_DIR / "tdes" / "default.safetensors"  # trained on the `tdes` pool
 GSM8K_PATH = ASSETS_DIR / "tdes" / "gsm8k.safetensors"  # trained on gsm8k only (Figure 5)
-FLOAT32_LOWEST = float(np.finfo(np.float32).min)  # `leading_ranks` lifts -inf scores to this
 
 
 # ----------------------------------------------------------------------------- model
@@ -97,7 +93,7 @@ class TDESNet(torch.nn.Module):
 
 
 class TDESScorer:
-    """S_TDES(v) = log q + beta * f~ (eqs. 4-6) from precomputed [V, m] tables; an `EdgeScorer`."""
+    """S_TDES(v) = log q + beta * f~ (eqs. 4-6) from precomputed [V, m] tables; a `BilinearScorer`."""
 
     def __init__(self, parent_table, child_table, u, s: float, beta: float = 0.2, config: dict | None = None):
         self.P = np.array(parent_table, dtype=np.float32, order="C")  # copies: never views of a net
@@ -190,11 +186,6 @@ class TDESScorer:
         (`graftlib.core.builders.BilinearScorer`)."""
         return self.P1, self.u0, self.C0
 
-    def pool_scores(self, cand, depths: int, root: int | None = None) -> "RoundScores":
-        """The round's scoring prepared in batched passes (`graftlib.core.builders.PoolScorer`); `root`:
-        the tree's root token (the one parent at depth 1, then scored with the batch)."""
-        return RoundScores(self, cand, min(depths, cand.depth, self.depths), root)
-
     def builder(self, depth: int | None = None) -> HeapTreeBuilder:
         """A TDES tree builder (eq. 13); `depth` (the drafter's D) is checked against the trained depths."""
         require(depth is None or depth <= self.depths,
@@ -228,143 +219,6 @@ class TDESScorer:
         net = TDESNet(embed.detach().float().cpu(), config["m"], config["depths"])  # the tables feed the host heap
         load_state_strict(net, load_file(weights), str(weights))
         return cls.from_net(net, config["beta"] if beta is None else beta, config)
-
-
-def leading_ranks(scores: np.ndarray, lead: int) -> tuple[list, list]:
-    """Per row of `scores` [..., K]: the pool indices of its `lead` best entries in stable descending
-    order (ties go to the lower index) and their values, as nested lists [..., lead].
-
-    `lead` rounds of argmax over all rows at once, each taken entry then set to -inf (argmax returns
-    the first maximum, which is the stable order; the working copy lifts -inf entries of the input
-    to the lowest finite float32, so that a taken entry never ties with one still to take). For
-    lead = 4 of 64 this is about 3x faster than a stable argsort of every row (measured 37 vs 105 us
-    on [8, 8, 64]); the values are read from `scores` itself."""
-    K = scores.shape[-1]
-    lead = min(lead, K)
-    flat = scores.reshape(-1, K)
-    work = np.maximum(flat, FLOAT32_LOWEST)  # a float32 copy (float64 input stays float64)
-    rows = np.arange(flat.shape[0])
-    order = np.empty((flat.shape[0], lead), np.int64)
-    for j in range(lead):
-        taken = work.argmax(1)
-        order[:, j] = taken
-        work[rows, taken] = -np.inf
-    shape = scores.shape[:-1] + (lead,)
-    return order.reshape(shape).tolist(), flat[rows[:, None], order].reshape(shape).tolist()
-
-
-class RoundScores:
-    """TDES edge scores of one round's pools, prepared in a few batched numpy calls per chunk of depths.
-
-    Per depth d: the pool's child side X_d (one gather per chunk) and, for the likeliest parents,
-    every child's score at once: at depth 1 the root (when given), at d >= 2 depth d - 1's `r` best
-    candidates by log q (where nearly every node of a tree sits; r = max(PARENTS, sqrt K): a wider
-    pool makes a bushier tree, whose nodes reach further down the ranks) get their score rows
-    S [r, K] from one batched product per chunk, with each row's `LEAD` best children and their
-    scores from one stable sort (`leading_ranks`), read back as Python lists. So a node's leading children
-    (`leading`: all the heap needs for nearly every node, since leaves are never asked for a second
-    child and few nodes get more than `LEAD`) are list lookups (the heap passes each parent's pool
-    index, which names its row); a parent asked for more
-    ranks its row once (`ranked`: one stable argsort). Any other parent costs one [K, m + 1] x [m + 1]
-    product, as `child_scores`.
-
-    Depths are prepared on first use, `FIRST` at once and then doubling up to n (the deepest a tree
-    of the round's budget can reach): a bushy tree is often far shallower than n, but each chunk
-    costs a fixed number of numpy calls, which dominate at these sizes, so the first chunk is
-    generous; the chunk sizes change only how much is prepared, not a value. The values are those of
-    `child_scores` for the same pool up to float32 rounding of the batched products; a parent is
-    always scored the same way within a round, so its `leading`, `row` and `ranked` agree.
-    """
-
-    PARENTS = 8  # at least this many parent candidates per depth in the batched block
-    WIDEN = 1.0  # and WIDEN sqrt(K) of them for a pool of K candidates
-    LEAD = 4  # leading children per block parent read back with the preparation
-    FIRST = 8  # depths prepared with the first request
-
-    def __init__(self, scorer: TDESScorer, cand, n: int, root: int | None = None):
-        self.scorer, self.cand, self.n, self.root = scorer, cand, n, root
-        self.r = min(cand.width, max(self.PARENTS, round(self.WIDEN * math.sqrt(cand.width))))
-        self.ready = 0  # depths 1..ready are prepared
-        # per depth index d - 1: (chunk's child sides X, offset), (chunk's S, offset) and the block:
-        # the parent tokens whose rows of S are prepared, in row order (row i: pool index i at depth
-        # d - 1; depth 1: the root alone, when given), with their leading children
-        self.side_at: list[tuple[np.ndarray, int]] = []
-        self.scores_at: list[tuple[np.ndarray, int] | None] = []
-        self.block: list[list[int]] = []
-        self.lead_j: list = []  # per block row: the leading children's pool indices
-        self.lead_s: list = []  # and their scores
-        if n > 0:
-            self._prepare(min(n, self.FIRST))
-
-    def _prepare(self, hi: int) -> None:
-        """Depths ready + 1 .. hi."""
-        lo, ids, scorer, r = self.ready, self.cand.id_table, self.scorer, self.r
-        side = scorer.child_sides(ids[lo:hi], self.cand.logq_table[lo:hi])  # [hi - lo, K, m + 1]
-        first = lo if lo > 0 or self.root is not None else 1  # block depths first + 1 .. hi
-        self.side_at += [(side, i) for i in range(hi - lo)]
-        self.scores_at += [None] * (first - lo)
-        self.block += [[] for _ in range(first - lo)]
-        self.lead_j += [None] * (first - lo)
-        self.lead_s += [None] * (first - lo)
-        if hi > first:
-            parents = ids[max(first, 1) - 1:hi - 1, :r].tolist()  # depth d's parents: depth d - 1's best candidates
-            if first == 0:
-                parents.insert(0, [self.root] * r)  # one batch shape: the root's row r times
-            y = np.take(scorer.P1, parents, axis=0)
-            y += scorer.u0[first:hi, None, :]  # [depths, r, m + 1]
-            S = np.matmul(y, side[first - lo:].transpose(0, 2, 1))  # [depths, r, K]
-            self.scores_at += [(S, i) for i in range(hi - first)]
-            lead_j, lead_s = leading_ranks(S, self.LEAD)
-            self.lead_j += lead_j
-            self.lead_s += lead_s
-            if first == 0:
-                parents[0] = [self.root]
-            self.block += parents
-        self.ready = hi
-
-    def _at(self, parent_token: int, depth: int, index: int | None) -> int | None:
-        """The parent's row in depth's block (None: not in it), preparing the depth first. `index`: the
-        parent's pool index at depth - 1 (0 for the root), its row when below the block's size;
-        None: found by its token."""
-        if depth > self.ready:
-            if depth > self.n:
-                self.scorer._check_depth(depth)  # beyond the trained depths: raises
-                raise ValueError(f"depth {depth} was not prepared (n = {self.n})")
-            self._prepare(min(self.n, max(depth, 2 * self.ready)))
-        block = self.block[depth - 1]
-        if index is None:
-            return block.index(parent_token) if parent_token in block else None
-        return index if index < len(block) else None
-
-    def row(self, parent_token: int, depth: int, index: int | None = None) -> np.ndarray:
-        """Every child's score (float32 [K]) under `parent_token` at `depth`."""
-        i = self._at(parent_token, depth, index)
-        if i is None:
-            side, k = self.side_at[depth - 1]
-            return side[k] @ self.scorer.parent_side(parent_token, depth)
-        S, k = self.scores_at[depth - 1]
-        return S[k, i]
-
-    def leading(self, parent_token: int, depth: int, index: int | None = None) -> tuple[list[int], list[float]]:
-        """(pool indices, scores) of the first ranks of `parent_token`'s children at `depth` (at least
-        the best one; ties by pool index). The heap's call per added node: list lookups."""
-        if index is not None and depth <= self.ready and index < len(self.block[depth - 1]):
-            return self.lead_j[depth - 1][index], self.lead_s[depth - 1][index]  # a block row, by its index
-        i = self._at(parent_token, depth, index)
-        if i is None:
-            scores = self.row(parent_token, depth, index)
-            j = int(scores.argmax())
-            return [j], [float(scores[j])]
-        return self.lead_j[depth - 1][i], self.lead_s[depth - 1][i]
-
-    def ranked(self, parent_token: int, depth: int, index: int | None = None) -> tuple[list[int], list[float]]:
-        """(pool indices by score, stable descending; the scores by pool index) as lists: a parent's
-        whole ranking, read once when it gets a second child."""
-        scores = self.row(parent_token, depth, index)
-        return np.argsort(-scores, kind="stable").tolist(), scores.tolist()
-
-    def __call__(self, parent_token: int, depth: int) -> np.ndarray:
-        return self.row(parent_token, depth)
 
 
 def scorer_config(path: str | Path) -> dict:
