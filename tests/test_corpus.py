@@ -14,7 +14,8 @@ from graftlib.core.errors import GraftError
 from graftlib.lab.plots import curve_points
 from graftlib.training import corpus as corpus_mod
 from graftlib.training import drafter_data
-from graftlib.training.drafter_data import DataConfig, build_dataset, load_dataset
+from graftlib.training.data_store import load_dataset
+from graftlib.training.drafter_data import DataConfig, build_dataset
 from graftlib.training.drafter_train import train
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -216,7 +217,7 @@ def test_overlapping_data_directories_load_each_response_once(tmp_path, data):
     share task items, and so do the shipped corpora): each uid is loaded once, from the first."""
     import shutil
 
-    from graftlib.training.train_loop import load_data
+    from graftlib.training.loop_data import load_data
 
     shutil.copytree(data, tmp_path / "again")
     _, once = load_dataset(data)

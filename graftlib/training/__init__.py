@@ -1,7 +1,7 @@
 """Training: the pipelines that produce the shipped artifacts (drafter, TDES scorer, SABA calibration).
 
 Drafter data and the DFlash recipe (`drafter_data`, `drafter_train`), the EAGLE-3 recipe on the same
-data (`eagle3_train`), and the machinery both trainers share (`train_loop`); DDTree traces and the
+data (`eagle3_train`), and the machinery both trainers share (`loop_data`: samples and anchors, `train_loop`: the trainer, `loop_run`: the run); DDTree traces and the
 mismatch metric (`traces`); TDES training (`tdes_train`, eqs. 7-12); same-prefix budget replay
 (`replay`), SABA's least-squares fits (`saba_fit`), the calibration that runs them
 (`calibrate`) and its check at T > 0 (`temperature_tracking`: a greedy fit against one refitted

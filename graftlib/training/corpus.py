@@ -37,19 +37,16 @@ from safetensors.torch import load_file, save_file
 from graftlib.core.errors import require
 from graftlib.core.paths import PROJECT_DIR
 from graftlib.core.records import read_json_index, write_json_atomic
-from graftlib.training.drafter_data import (
-    DTYPES,
+from graftlib.training.data_store import (
     SHARED_KEYS,
     DataIndex,
     Sequence,
-    open_index,
     read_index,
-    sampled,
-    shard_done,
     token_tensors,
     write_index,
     write_shard,
 )
+from graftlib.training.drafter_data import DTYPES, open_index, sampled, shard_done
 
 FORMAT = "corpus-1"
 INDEX = "index.json"
@@ -88,7 +85,7 @@ def _read_index(corpus: Path) -> dict | None:
 
 def export(data_dir: str | Path, corpus: str | Path, log=print) -> dict:
     """Add the shards of `data_dir` that `corpus` lacks; returns the corpus index."""
-    from graftlib.training.drafter_data import read_shard
+    from graftlib.training.data_store import read_shard
 
     data_dir, corpus = Path(data_dir), Path(corpus)
     data = read_index(data_dir)

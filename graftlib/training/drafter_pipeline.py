@@ -32,20 +32,20 @@ from pathlib import Path
 import torch
 
 from graftlib.core.errors import GraftError, require
+from graftlib.training.data_store import Sequence, read_prompts
 from graftlib.training.drafter_data import (
     DataConfig,
-    Sequence,
     add_data_args,
     data_config_from_args,
     default_layer_ids,
     eos_ids,
     generate_chunk,
-    read_prompts,
     sampled,
     work_items,
 )
 from graftlib.training.drafter_train import TrainConfig, add_drafter_args, config_from_args, train_run
-from graftlib.training.train_loop import Run, add_loop_args, heldout_split
+from graftlib.training.loop_data import heldout_split
+from graftlib.training.loop_run import Run, add_loop_args
 
 
 def generate_for(model, tokenizer, items: list, cfg: DataConfig, layer_ids: list[int], minutes: float,

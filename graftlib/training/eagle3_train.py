@@ -11,11 +11,11 @@ head, so this gives EAGLE-3 the same starting point for its own, trainable head 
 it at random, with far more compute).
 
 Draft vocabulary (the release's `d2t` / `t2d`): the `draft_vocab` target ids most frequent in the
-training responses (`train_loop.choose_draft_vocab`, as the DFlash trainer), sorted by id;
+training responses (`loop_data.choose_draft_vocab`, as the DFlash trainer), sorted by id;
 `d2t[i] = id_i - i` (offsets), `t2d` marks them. Labels outside it carry no loss.
 
 Training-time test (the release unrolls `length = 7` steps). For an anchor a (the last committed
-token; `train_loop`'s anchors), step 0's input at index i = a - 1 is (fc(feature i), token a) and
+token; `loop_data`'s anchors), step 0's input at index i = a - 1 is (fc(feature i), token a) and
 its output predicts token a + 1. Step j >= 1 feeds step j - 1's output hidden state back with the
 stored token a + j (on an accepted path the drafted tokens are the target's) at RoPE position
 i + j and predicts token a + 1 + j. A step-j query attends to the step-0 keys of indices <= i (the
@@ -63,26 +63,25 @@ from graftlib.core.errors import require
 from graftlib.models.drafter import init_weights, load_state_strict
 from graftlib.models.eagle3 import EMBEDDED_EAGLE3_DIR, Eagle3Config, Eagle3Drafter, load_eagle3, save_eagle3
 from graftlib.training import lineage
-from graftlib.training.drafter_data import Sequence
-from graftlib.training.train_loop import (
+from graftlib.training.data_store import Sequence
+from graftlib.training.loop_data import (
     IGNORE,
-    DepthStats,
-    LoopConfig,
-    LoopTrainer,
-    add_loop_args,
     anchor_rows,
     batch_to,
-    begin,
     choose_draft_vocab,
     draft_index,
-    loop_config_kwargs,
-    mixed_loss,
-    run_command,
-    run_loop,
     target_layer_shape,
     to_draft,
+)
+from graftlib.training.loop_run import (
+    add_loop_args,
+    begin,
+    loop_config_kwargs,
+    run_command,
+    run_loop,
     training_record,
 )
+from graftlib.training.train_loop import DepthStats, LoopConfig, LoopTrainer, mixed_loss
 
 EMBEDDED = "embedded"  # --init-drafter's name for the shipped drafter (EMBEDDED_EAGLE3_DIR)
 
