@@ -1,7 +1,8 @@
-"""The graft commands of the Makefile's multi-step targets parse with graft's own parser: `make -n`
-prints them (nothing runs), shell variables and substitutions are blanked, and each command line is
-parsed as the CLI would. A target that passes an option twice (argparse keeps the last `--data`) or
-misspells one fails here, not hours into a run."""
+"""The graft commands of the Makefiles' targets (the user's Makefile and the experiment recipes of
+experiments/Makefile) parse with graft's own parser: `make -n` prints them (nothing runs), shell
+variables and substitutions are blanked, and each command line is parsed as the CLI would. A target
+that passes an option twice (argparse keeps the last `--data`) or misspells one fails here, not hours
+into a run. The user's Makefile stays short: at most 12 targets."""
 
 import os
 import re
@@ -17,16 +18,20 @@ from graftlib.lab.cli import build_parser
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def make_dry(*args: str) -> str:
-    """What `make -n ARGS` prints (nothing runs); the outer `make test`'s flags are not passed down."""
+EXPERIMENTS = "experiments/Makefile"
+USER_TARGETS = ("setup", "data", "main", "test", "lab", "lint", "artifacts", "clean")
+
+
+def make_dry(*args: str, makefile: str = EXPERIMENTS) -> str:
+    """What `make -f MAKEFILE -n ARGS` prints (nothing runs); the outer `make test`'s flags are not passed down."""
     env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
-    return subprocess.run(["make", "-n", "--no-print-directory", *args], cwd=ROOT, env=env, capture_output=True,
-                          text=True, check=True).stdout
+    return subprocess.run(["make", "-f", makefile, "-n", "--no-print-directory", *args], cwd=ROOT, env=env,
+                          capture_output=True, text=True, check=True).stdout
 
 
-def graft_commands(*targets: str) -> list[list[str]]:
-    """The argument lists of every `graft ...` command `make -n TARGETS` would run."""
-    out = make_dry(*targets)
+def graft_commands(*targets: str, makefile: str = EXPERIMENTS) -> list[list[str]]:
+    """The argument lists of every `graft ...` command `make -f MAKEFILE -n TARGETS` would run."""
+    out = make_dry(*targets, makefile=makefile)
     text = re.sub(r"\\\n\s*", " ", out)  # continuation lines joined
     commands = []
     for line in text.splitlines():
@@ -75,10 +80,29 @@ def test_eagle3_stage_warm_starts_the_shipped_drafter_on_the_named_corpora():
     assert scratch.init_drafter is None
 
 
+def phony_targets(makefile: str) -> list[str]:
+    text = re.sub(r"\\\n\s*", " ", (ROOT / makefile).read_text())
+    return next(line.split(":", 1)[1].split() for line in text.splitlines() if line.startswith(".PHONY:"))
+
+
+def test_the_users_makefile_has_its_few_targets_and_the_recipes_their_own():
+    """The user's Makefile: set-up, data, main, test, lab, lint, artifacts, clean; every experiment recipe is in
+    experiments/Makefile, each after a comment (what it measures, how long, where its results go)."""
+    assert sorted(phony_targets("Makefile")) == sorted(USER_TARGETS) and len(USER_TARGETS) <= 12
+    text = (ROOT / EXPERIMENTS).read_text()
+    recipes = [t for t in phony_targets(EXPERIMENTS) if t != "data"]
+    assert not set(recipes) & set(USER_TARGETS) and len(recipes) >= 15
+    for target in recipes:
+        assert re.search(rf"^{re.escape(target)}:", text, re.MULTILINE), target
+    assert "experiments/Makefile" in (ROOT / "README.md").read_text()
+
+
 @pytest.mark.skipif(shutil.which("make") is None, reason="no make")
-@pytest.mark.parametrize("target", ["device-check", "drafter-gpu", "artifacts", "main", "saba-here", "bench-ar-trees"])
-def test_single_command_targets_parse(target):
-    commands = graft_commands(target)
+@pytest.mark.parametrize("target,makefile", [("device-check", EXPERIMENTS), ("drafter-gpu", EXPERIMENTS),
+                                             ("artifacts", "Makefile"), ("main", "Makefile"),
+                                             ("saba-here", EXPERIMENTS), ("bench-ar-trees", EXPERIMENTS)])
+def test_single_command_targets_parse(target, makefile):
+    commands = graft_commands(target, makefile=makefile)
     assert commands
     parser = build_parser()
     for args in commands:
@@ -87,7 +111,7 @@ def test_single_command_targets_parse(target):
 
 @pytest.mark.skipif(shutil.which("make") is None, reason="no make")
 def test_tasks_branches_continues_the_committed_corpus():
-    """The generation settings of `make tasks-branches` are those the committed branch corpus was made with, so a
+    """The generation settings of `make -f experiments/Makefile tasks-branches` are those the committed branch corpus was made with, so a
     re-run extends it (an export of data made otherwise is refused, hours later) and featurizes into one data dir."""
     from graftlib.training.corpus import read_corpus
     from graftlib.training.drafter_data import DataConfig, data_config_from_args
@@ -109,7 +133,7 @@ def test_tasks_branches_continues_the_committed_corpus():
 
 @pytest.mark.skipif(shutil.which("make") is None, reason="no make")
 def test_drafter_next_continues_the_shipped_drafter_on_every_corpus():
-    """`make drafter-next` warm-starts the shipped drafter on its last stage's data (the EAGLE-3 run's, in one
+    """`make -f experiments/Makefile drafter-next` warm-starts the shipped drafter on its last stage's data (the EAGLE-3 run's, in one
     order) plus the featurized branch corpus, at its last stage's fine-tune settings, on the CPU clock."""
     import json
 
@@ -119,7 +143,7 @@ def test_drafter_next_continues_the_shipped_drafter_on_every_corpus():
     assert [a.command for a in parsed][-2:] == ["drafter-corpus", "train-drafter"]
     *featurize, branches, train = parsed
     e3 = next(parser.parse_args(a) for a in graft_commands("eagle3-equal") if a[0] == "train-eagle3")
-    assert {f.command for f in featurize} == {"drafter-corpus"}  # the shell loop of `make eagle3-data`
+    assert {f.command for f in featurize} == {"drafter-corpus"}  # the shell loop of `make -f experiments/Makefile eagle3-data`
     assert train.data == [*e3.data, branches.to_data] and branches.corpus.endswith("tasks-branches")
     shipped = json.loads((ROOT / "graftlib/assets/drafters/smollm2-135m-dflash/training.json").read_text())["config"]
     assert train.init_drafter == "embedded" and train.clock == "cpu" and train.minutes >= 240
@@ -134,7 +158,7 @@ def test_drafter_next_continues_the_shipped_drafter_on_every_corpus():
 
 @pytest.mark.skipif(shutil.which("make") is None, reason="no make")
 def test_drafter_parts_featurizes_what_its_arms_train_on():
-    """`make drafter-parts` on a fresh machine featurizes its corpora first (one session holds the A/B), and its
+    """`make -f experiments/Makefile drafter-parts` on a fresh machine featurizes its corpora first (one session holds the A/B), and its
     four arms (the loop's `name flags...` words appended to one train command) train on exactly those data dirs, in
     one order (one held-out split), warm-started, one thread each, on the CPU clock."""
     parser = build_parser()
