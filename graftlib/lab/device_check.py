@@ -196,17 +196,17 @@ def prepare_section(cfg: CheckConfig, pair, out: Path) -> dict:
         raise Skipped("prepare runs on a GPU or for the tiny pair (pass --prepare to run it here)")
     manifest = prepare(pair, out / "artifacts", cfg.prepare, command="graft device-check", log=print)
     hw = hardware_id(pair.device, pair.target.dtype)
-    saba = from_saba(SabaParams.load(ArtifactDir(out / "artifacts").saba), name=slug(hw) + "-saba")
+    fitted = from_saba(SabaParams.load(ArtifactDir(out / "artifacts").saba), name=slug(hw) + "-saba")
     fit = None
     if cfg.ar_tree_runs:  # the AR drafter's forwards, so the profile prices EAGLE-3 / OPT-Tree rounds
         curve = ar_draft_cost_curve(drafter_for(pair, "eagle3"), list(cfg.ar_widths), list(cfg.ar_contexts),
                                     prefix_len=min(cfg.costs_prefix, 256), repeats=cfg.costs_repeats)
         fit = fit_ar_draft(curve)
-        saba = with_ar_draft(saba, fit["c_ar_draft"], {"command": "graft device-check", "hardware": hw,
+        fitted = with_ar_draft(fitted, fit["c_ar_draft"], {"command": "graft device-check", "hardware": hw,
                                                        "date": time.strftime("%Y-%m-%d %H:%M:%S")})
-    saba.save(out / "cost-profile-saba.json")
+    fitted.save(out / "cost-profile-saba.json")
     return {"manifest": manifest, "ar_draft_fit": fit,
-            "cost_profile": {**saba.to_dict(), "file": portable(out / "cost-profile-saba.json")}}
+            "cost_profile": {**fitted.to_dict(), "file": portable(out / "cost-profile-saba.json")}}
 
 
 def device_profile(report: dict, name: str | None = None) -> CostProfile | None:
