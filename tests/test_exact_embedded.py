@@ -72,7 +72,8 @@ def test_gated_graft_mixes_ar_steps_and_stays_exact(embedded_pair, references):
     from dataclasses import replace
 
     from graftlib.core.builders import HeapTreeBuilder
-    from graftlib.methods.saba import SabaController, default_params
+    from graftlib.methods.saba import SabaController
+    from graftlib.methods.saba_params import default_params
 
     p = embedded_pair
     params = replace(default_params(), c_ar=[0.02, 0.0], max_skip=4)

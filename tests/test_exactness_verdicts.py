@@ -22,7 +22,7 @@ from graftlib.core.tree import EDGE_SHIFT, Tree
 from graftlib.lab.metrics import exactness_cell, summarize, verdict_of
 from graftlib.methods.decoder import Decoder
 from graftlib.methods.registry import AR_METHODS
-from graftlib.methods.saba import SabaParams
+from graftlib.methods.saba_params import SabaParams
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 NEW = 32

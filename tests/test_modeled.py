@@ -15,7 +15,7 @@ from graftlib.lab.metrics import format_table, summarize
 from graftlib.lab.modeled import format_validation, price, rank, reprice, validate
 from graftlib.methods.cost_profile import CostProfile, RoundShape, default_profile, from_saba, load_profile
 from graftlib.methods.decoder import Decoder
-from graftlib.methods.saba import DEFAULT_PATH, SabaParams
+from graftlib.methods.saba_params import DEFAULT_PATH, SabaParams
 from graftlib.models import Pair
 
 C = [0.1, 0.01, 0.001]  # c0, c1 [s/node], c2 [s/(node x token)]

@@ -4,8 +4,8 @@ import json
 
 from graftlib.core.paths import ASSETS_DIR, PROJECT_DIR, portable
 from graftlib.methods.registry import method_setting
-from graftlib.methods.saba import DEFAULT_PATH as SABA_PATH
-from graftlib.methods.saba import SabaParams
+from graftlib.methods.saba_params import DEFAULT_PATH as SABA_PATH
+from graftlib.methods.saba_params import SabaParams
 from graftlib.methods.tdes import DEFAULT_PATH as TDES_PATH
 
 

@@ -13,7 +13,7 @@ from tiny import write_drafter_dir, write_target_dir
 
 from graftlib.core.errors import GraftError
 from graftlib.lab.cli import main
-from graftlib.methods.saba import SabaParams
+from graftlib.methods.saba_params import SabaParams
 from graftlib.methods.tdes import scorer_config
 from graftlib.models.pair import load_pair
 from graftlib.training.prepare import QUICK, prepare

@@ -8,6 +8,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 import torch
+from reference_saba import choose, extra_tokens, prefers_ar, prefers_ar_after_draft, utility
 from tiny import ARCH_SEEDS, tiny_pairs
 
 from graftlib.core.builders import Candidates, HeapTreeBuilder
@@ -17,29 +18,18 @@ from graftlib.methods.caddtree import CaDDTree
 from graftlib.methods.cost_profile import from_saba
 from graftlib.methods.decoder import Decoder
 from graftlib.methods.saba import (
-    DEFAULT_PATH,
-    GainCorrection,
-    GridUtility,
+    BudgetGrid,
     SabaController,
-    SabaParams,
     StateTracker,
-    choose,
     cost,
-    cost_correction,
-    decide,
-    default_params,
     degeneration,
     degeneration_from,
-    draft_mass,
-    extra_tokens,
     gain,
-    predicted_extra,
-    prefers_ar,
-    prefers_ar_after_draft,
     round_cost,
     round_costs,
-    utility,
 )
+from graftlib.methods.saba_ext import GainCorrection, table_correction
+from graftlib.methods.saba_params import DEFAULT_PATH, SabaParams, default_params
 from graftlib.training.saba_fit import (
     INTERCEPT_FLOOR,
     fit_cost,
@@ -94,58 +84,44 @@ def test_signals_from_the_read_back_gram_equal_the_hidden_states():
     assert cand.gram_table.shape == (6, 6) and bare.gram_table is None
 
 
-def test_decide_is_the_gate_the_argmax_and_the_prediction():
-    """`decide` (the controller's one pass) == prefers_ar_after_draft, choose and predicted_extra."""
-    rng = np.random.default_rng(0)
-    table = {str(b): [0.5, 0.2, 0.3, 0.4 + 0.1 * i] for i, b in enumerate((1, 2, 4, 8))}
-    seen = set()
-    for params in (SabaParams(), SabaParams(utility="paper"), gated_params([0.015, 1e-5], post_gate=True),
-                   SabaParams(gain_table=table, c_ar=[0.06, 1e-5], grid=[1, 2, 4, 8], cost_table={"2": 0.004})):
-        grid = np.array(params.grid, dtype=float)
-        for _ in range(40):
-            s = np.array([rng.uniform(0, 1), rng.uniform(-1, 1), rng.uniform(1, 6), 1.0])
-            prefix, k = int(rng.integers(10, 3000)), float(rng.uniform(0.3, 1.5))
-            b, extra = decide(params, grid, s, prefix, 15, k)
-            if prefers_ar_after_draft(params, grid, s, prefix, 15, k):
-                assert (b, extra) == (0, 0.0)
-            else:
-                assert b == choose(params, grid, s, prefix, 15, k)
-                assert extra == predicted_extra(params, s, b, 15)
-            seen.add(b)
-    assert len(seen) > 2 and 0 in seen  # the states above move the choice, and the gate declines some
+def post_gate_declines(params: SabaParams, choice, prefix_len: int) -> bool:
+    return params.c_ar is not None and params.post_gate and 1.0 / (
+        params.c_ar[0] + params.c_ar[1] * prefix_len) > choice.after_draft
 
 
-def test_grid_utility_is_decide_and_prefers_ar():
-    """The controller's per-round `GridUtility` (plain floats, costs precomputed) chooses as numpy's
-    `decide` and gates as `prefers_ar`, over models with and without gates, cost tables and c3/c4."""
+def test_budget_grid_is_the_reference_utility():
+    """The one evaluator (`BudgetGrid.choose`: plain floats, costs precomputed) chooses as the plain
+    numpy reference (tests/reference_saba.py) and its utilities gate as the reference's, over models
+    with and without gates, cost tables, c3 / c4 and the paper's G / C."""
     rng = np.random.default_rng(1)
-    seen, gated = set(), 0
+    seen, gated, declined = set(), 0, 0
     for params in (SabaParams(), SabaParams(utility="paper"), gated_params([0.015, 1e-5], post_gate=True),
                    gated_params([0.02, 2e-5]), SabaParams(c=[0.05, 1e-3, 1e-6, 4e-3, 2e-5], cost_table={"4": 0.01},
                                                           c_ar=[0.03, 2e-5], grid=[1, 2, 4, 8, 16, 32])):
         grid = np.array(params.grid, dtype=float)
-        fast = GridUtility(params, grid)
-        assert GridUtility.applies(params)
+        ev = BudgetGrid(params, grid)
         for _ in range(60):
             s = np.array([rng.uniform(0, 1), rng.uniform(-1, 1), rng.uniform(1, 6), 1.0])
             prefix, k = int(rng.integers(10, 3000)), float(rng.uniform(0.3, 1.5))
             depth = int(rng.choice([3, 15]))
-            b, extra = decide(params, grid, s, prefix, depth, k)
-            fb, fextra = fast.decide(s.tolist(), prefix, depth, k)
-            assert fb == b and fextra == pytest.approx(extra, rel=1e-9, abs=1e-12)
+            choice = ev.choose(s.tolist(), prefix, depth, k)
+            assert choice.budget == choose(params, grid, s, prefix, depth, k)
+            assert choice.utility == pytest.approx(utility(params, grid, s, prefix, depth, k).max(), rel=1e-12)
+            assert choice.extra == pytest.approx(extra_tokens(params, [choice.budget], s, depth)[0], rel=1e-9,
+                                                 abs=1e-12)
             ar = prefers_ar(params, grid, s, prefix, depth, k)
-            assert fast.prefers_ar(s.tolist(), prefix, depth, k) == ar
-            seen.add(b)
+            assert (params.c_ar is not None and 1.0 / (params.c_ar[0] + params.c_ar[1] * prefix) > choice.utility) == ar
+            assert post_gate_declines(params, choice, prefix) == prefers_ar_after_draft(params, grid, s, prefix,
+                                                                                         depth, k)
+            seen.add(choice.budget)
             gated += ar
-    assert len(seen) > 3 and 0 in seen and gated > 0  # the cases move the choice and both gates fire
-    mass = {str(b): [0.5, 0.2, 0.3, 0.4, 0.1] for b in (1, 2, 4, 8)}
-    assert not GridUtility.applies(SabaParams(gain_table=mass, grid=[1, 2, 4, 8]))
-    assert SabaController(SabaParams(gain_table=mass, grid=[1, 2, 4, 8])).fast is None  # numpy's decide
+            declined += post_gate_declines(params, choice, prefix)
+    assert len(seen) > 3 and gated > 0 and declined > 0  # the cases move the choice and both gates fire
 
 
-def test_grid_utility_reads_gain_tables_as_decide_does():
-    """A 4-weight gain table (the shipped calibration's kind): the grid's pass chooses and predicts as
-    numpy's `decide`, with grid budgets on, between and beyond the table's (the interpolation's knots)."""
+def test_budget_grid_reads_gain_tables_as_the_reference():
+    """A gain table (the shipped calibration's kind): the grid's pass chooses and predicts as the
+    reference, with grid budgets on, between and beyond the table's (the interpolation's knots)."""
     rng = np.random.default_rng(2)
     seen = set()
     for table_b, grid in (((1, 2, 4, 8, 16), [1, 2, 4, 8, 16]), ((2, 4, 16), [1, 2, 3, 4, 6, 12, 16, 24])):
@@ -154,18 +130,18 @@ def test_grid_utility_reads_gain_tables_as_decide_does():
                        SabaParams(gain_table=table, grid=grid, c_ar=[0.03, 2e-5], cost_table={"4": 0.004},
                                   post_gate=True)):
             g = np.array(params.grid, dtype=float)
-            fast = SabaController(params).fast
-            assert fast is not None and fast.table is not None
+            ev = SabaController(params).grid
+            assert ev.table is not None
             for _ in range(60):
                 s = np.array([rng.uniform(0, 1), rng.uniform(-1, 1), rng.uniform(1, 6), 1.0])
                 prefix, k, depth = int(rng.integers(10, 3000)), float(rng.uniform(0.3, 1.5)), int(rng.choice([3, 15]))
-                b, extra = decide(params, g, s, prefix, depth, k)
-                fb, fextra = fast.decide(s.tolist(), prefix, depth, k)
-                assert fb == b and fextra == pytest.approx(extra, rel=1e-9, abs=1e-12)
-                assert fast.prefers_ar(s.tolist(), prefix, depth, k) == prefers_ar(params, g, s, prefix, depth, k)
-                assert fast.extras(s.tolist(), depth)[0] == pytest.approx(extra_tokens(params, g, s, depth).tolist(),
-                                                                          rel=1e-9, abs=1e-12)
-                seen.add(b)
+                choice = ev.choose(s.tolist(), prefix, depth, k)
+                assert choice.budget == choose(params, g, s, prefix, depth, k)
+                assert post_gate_declines(params, choice, prefix) == prefers_ar_after_draft(params, g, s, prefix,
+                                                                                             depth, k)
+                assert ev.extras(s.tolist(), depth)[0] == pytest.approx(extra_tokens(params, g, s, depth).tolist(),
+                                                                        rel=1e-9, abs=1e-12)
+                seen.add(0 if post_gate_declines(params, choice, prefix) else choice.budget)
     assert len(seen) > 3  # the states move the choice
 
 
@@ -177,15 +153,16 @@ def test_gain_cost_utility_math():
     assert gain(b, 8.0) == pytest.approx(1 - np.exp(-b / 8.0))
     assert cost(b, 100, [0.05, 1e-3, 1e-5]) == pytest.approx(0.05 + b * (1e-3 + 1e-5 * 100))
     p = SabaParams(phi=[0, 0, 0, 8.0], alpha=[0, 0, 0, 3.0], c=[0.05, 1e-3, 1e-5], grid=[1, 4, 16, 64])
-    s = np.array([0.5, 0.2, 2.0, 1.0])
-    u = utility(p, b, s, 100)
-    assert u == pytest.approx((1 + 3 * gain(b, 8.0)) / cost(b, 100, p.c))
-    assert choose(p, b.astype(float), s, 100) == b[np.argmax(u)]
+    s = [0.5, 0.2, 2.0, 1.0]
+    u = (1 + 3 * gain(b, 8.0)) / cost(b, 100, p.c)
+    choice = BudgetGrid(p, b).choose(s, 100, None)
+    assert choice.utility == pytest.approx(u.max()) and choice.budget == b[np.argmax(u)]
+    assert choice.extra == pytest.approx(3 * gain(b, 8.0)[np.argmax(u)])
     paper = SabaParams(**{**p.__dict__, "utility": "paper"})
-    assert utility(paper, b, s, 100) == pytest.approx(gain(b, 8.0) / cost(b, 100, p.c))
+    assert BudgetGrid(paper, b).choose(s, 100, None).utility == pytest.approx((gain(b, 8.0) / cost(b, 100, p.c)).max())
     # lambda is clamped to lam_min; A_t to [0, D]
     neg = SabaParams(phi=[0, 0, 0, -5.0], alpha=[0, 0, 0, 100.0], c=p.c, grid=p.grid)
-    assert utility(neg, b, s, 100, depth=7) == pytest.approx((1 + 7 * gain(b, neg.lam_min)) / cost(b, 100, p.c))
+    assert BudgetGrid(neg, b).extras(s, 7)[0] == pytest.approx(7 * gain(b, neg.lam_min))
 
 
 def test_controller_small_when_steep_large_when_flat():
@@ -331,23 +308,23 @@ def test_cost_table_captures_a_kernel_step(tmp_path):
         assert round_costs(params, np.array(list(step), dtype=float), pp) == pytest.approx(want, abs=1.5e-3)
     smooth_err = np.abs(cost(np.array([2.0, 3.0]), 200, c) - (0.05 + np.array([0.001, 0.013]) + 3e-5 * 200))
     assert smooth_err.max() > 3e-3  # eq. 17 alone misprices the step
-    assert np.all(np.diff(cost(np.array(sorted(step), dtype=float), 0, c) + cost_correction(params, sorted(step))) >= 0)
+    assert np.all(np.diff(cost(np.array(sorted(step), dtype=float), 0, c) + table_correction(params.cost_table, sorted(step))) >= 0)
     again = SabaParams.load(params.save(tmp_path / "p.json"))
     assert again.cost_table == table and again.id == params.id != replace(params, cost_table=None).id
-    mid = cost_correction(params, [6.0])[0]
+    mid = table_correction(params.cost_table, [6.0])[0]
     assert mid == pytest.approx((table["4"] + table["8"]) / 2)
-    assert cost_correction(params, [64.0])[0] == pytest.approx(table["16"])
-    assert cost_correction(replace(params, cost_table=None), [3.0])[0] == 0.0
+    assert table_correction(params.cost_table, [64.0])[0] == pytest.approx(table["16"])
+    assert table_correction(None, [3.0])[0] == 0.0
     rule = CaDDTree.from_params(params, cap=16)
     assert rule.cost(3, 200) == pytest.approx(float(round_costs(params, [3], 200)[0]))
     # a step the smooth model hides changes the choice: with B = 2 ~free over B = 1, 2 wins
     flat = SabaParams(c=[0.05, 0.0, 0.0], grid=[1, 2, 3], gain_table={"1": [0, 0, 0, 1.3], "2": [0, 0, 0, 1.42],
                                                                       "3": [0, 0, 0, 1.5]})
-    s = np.array([0.5, 1.0, 1.5, 1.0])
+    s = [0.5, 1.0, 1.5, 1.0]
     pricey = replace(flat, c=[0.05, 0.0, 0.0, 0.01])  # log2(1 + B): B = 2 costs 5.8 ms more than B = 1
-    assert choose(pricey, np.array([1.0, 2.0, 3.0]), s, 100) == 1
+    assert SabaController(pricey).grid.choose(s, 100, None).budget == 1
     tabled = replace(pricey, cost_table={"1": 0.0, "2": -0.0048, "3": 0.01})
-    assert choose(tabled, np.array([1.0, 2.0, 3.0]), s, 100) == 2
+    assert SabaController(tabled).grid.choose(s, 100, None).budget == 2
     with pytest.raises(GraftError, match="cost_table"):
         SabaParams(cost_table={"0": 0.01})
 
@@ -367,60 +344,21 @@ def test_gain_table_fit_and_prediction(tmp_path):
     for b, wb in w.items():
         assert table[str(b)] == pytest.approx(wb, abs=0.01)
     params = SabaParams(gain_table=table, grid=[1, 2, 4, 16, 64])
-    s = np.array([0.5, 0.5, 2.0, 1.0])
-    a = {b: 1 + float(extra_tokens(params, np.array([b]), s)[0]) for b in (1, 2, 4, 16, 64)}
+    s = [0.5, 0.5, 2.0, 1.0]
+    a = dict(zip((1, 2, 4, 16, 64), (1 + e for e in BudgetGrid(params, [1, 2, 4, 16, 64]).extras(s, None)[0])))
     assert a[1] == pytest.approx(np.dot(w[1], s), abs=0.02) and a[16] == pytest.approx(np.dot(w[16], s), abs=0.02)
     assert a[2] == pytest.approx((a[1] + a[4]) / 2, abs=1e-6) and a[64] == a[16]  # log2 midpoint; flat beyond
     dipping = SabaParams(gain_table={"1": [0, 0, 0, 2.0], "2": [0, 0, 0, 1.5], "4": [0, 0, 0, 3.0]})
-    assert extra_tokens(dipping, np.array([1, 2, 4]), s).tolist() == [1.0, 1.0, 2.0]  # running max
-    assert extra_tokens(dipping, np.array([4]), s, depth=1).tolist() == [1.0]  # clipped to D
-    assert predicted_extra(params, s, 4) == pytest.approx(a[4] - 1)
-    assert choose(params, np.array([1.0, 2, 4, 16, 64]), s, 100) in (1, 2, 4, 16)
+    assert BudgetGrid(dipping, [1, 2, 4]).extras(s, None)[0] == [1.0, 1.0, 2.0]  # running max
+    assert BudgetGrid(dipping, [4]).extras(s, 1)[0] == [1.0]  # clipped to D
+    choice = SabaController(params).grid.choose(s, 100, None)
+    assert choice.budget in (1, 2, 4, 16) and choice.extra == pytest.approx(a[choice.budget] - 1)
     with pytest.raises(GraftError, match="throughput"):
         SabaParams(gain_table=table, utility="paper")
     with pytest.raises(GraftError, match="4 weights"):
         SabaParams(gain_table={"4": [1.0, 2.0]})
     again = SabaParams.load(params.save(tmp_path / "p.json"))
     assert again.id == params.id and again.gain_table == params.gain_table
-
-
-def test_draft_mass_is_the_heap_trees_probability_mass():
-    """M_t(B) = sum of prod_d q over the B best prefixes: hand-computed on 2 depths x 2 candidates,
-    equal to DDTree's own tree scores on random candidates, flat once the candidates run out."""
-    cand = Candidates([[1, 2], [3, 4]], [[math.log(0.6), math.log(0.3)], [math.log(0.5), math.log(0.4)]], [0.6, 0.5])
-    # prefixes by probability: (1) .6, (1,3) .3, (2) .3, (1,4) .24, (2,3) .15, (2,4) .12
-    assert draft_mass(cand, [1, 2, 3, 4, 6, 9]).tolist() == pytest.approx([0.6, 0.9, 1.2, 1.44, 1.71, 1.71])
-    torch.manual_seed(0)
-    rand = Candidates.from_logits(torch.randn(6, 50) * 3, 16)
-    tree = HeapTreeBuilder().build(0, rand, 40)
-    assert draft_mass(rand, list(range(1, 41))) == pytest.approx(np.cumsum(np.exp(tree.scores[1:])))
-
-
-def test_gain_table_with_draft_mass(tmp_path):
-    """A 5-weight table adds v_B M_t(B): the fit recovers v_B, the prediction reads M at the table's
-    budgets, and the controller computes M from the round's candidates."""
-    rng = np.random.default_rng(4)
-    w = {1: [0.2, 0.0, 0.0, 1.0, 0.8], 4: [0.2, 0.0, 0.0, 1.0, 0.5]}
-    states, budgets, acc, mass = [], [], [], []
-    for b, wb in w.items():
-        s = np.stack([rng.uniform(0, 1, 40), rng.uniform(0, 1, 40), rng.uniform(1, 3, 40), np.ones(40)], 1)
-        m = rng.uniform(0, b, 40)
-        states += s.tolist(); budgets += [b] * 40; mass += m.tolist()
-        acc += (s @ wb[:4] + wb[4] * m + rng.normal(0, 1e-3, 40)).tolist()
-    table, rmse = fit_gain_table(states, budgets, acc, mass)
-    assert rmse < 0.01 and table["1"][4] == pytest.approx(0.8, abs=0.01) and table["4"][4] == pytest.approx(0.5, abs=0.01)
-    params = SabaParams(gain_table=table, grid=[1, 2, 4])
-    assert params.uses_mass and params.mass_budgets == [1, 4]
-    s = np.array([0.5, 0.5, 2.0, 1.0])
-    low, high = (extra_tokens(params, np.array([1, 4]), s, mass=np.array(m)) for m in ([0.1, 0.2], [0.9, 3.0]))
-    assert high[1] - low[1] == pytest.approx(0.5 * 2.8, abs=0.02) and (high > low).all()
-    with pytest.raises(GraftError, match="draft mass"):
-        extra_tokens(params, np.array([1]), s)
-    ctl = SabaController(params)
-    cand = hand_candidates([0.9, 0.8, 0.7])
-    ctl.budget(cand, 100)
-    assert ctl.last_mass.tolist() == pytest.approx(draft_mass(cand, [1, 4]).tolist())
-    assert SabaParams.load(params.save(tmp_path / "m.json")).uses_mass
 
 
 def test_fit_gain_recovers_known_phi():
@@ -537,8 +475,7 @@ def test_gain_correction_math():
     off = GainCorrection(None)
     off.add(4.0, 1)
     assert off.k == 1.0
-    s = np.array([0.0, 0.0, 0.0, 1.0])
-    assert predicted_extra(gated_params(None), s, 8) == pytest.approx(2 * (1 - math.exp(-2)))
+    assert BudgetGrid(gated_params(None), [8]).extras([0.0, 0.0, 0.0, 1.0], None)[0] == pytest.approx([2 * (1 - math.exp(-2))])
 
 
 def test_gate_learns_from_overpredicted_rounds():
@@ -574,13 +511,15 @@ def test_post_gate_weighs_the_remaining_cost():
     """s_t = bias only: 1 + 2 G(B) expected tokens, G = 1 - exp(-B / 4). The best round (B = 8: 2.73
     tokens in 58 ms) loses to an AR step of 20 ms before the draft (47 vs 50 tokens/s) but wins once
     its 10 ms draft is sunk (57/s); an AR step of 15 ms (67/s) beats it either way."""
-    s = np.array([0.0, 0.0, 0.0, 1.0])
-    grid = np.array([1, 2, 4, 8], dtype=float)
+    s = [0.0, 0.0, 0.0, 1.0]
     slow, fast = gated_params([0.020, 0.0], post_gate=True), gated_params([0.015, 0.0], post_gate=True)
-    assert prefers_ar(slow, grid, s, 100) and not prefers_ar_after_draft(slow, grid, s, 100)
-    assert prefers_ar(fast, grid, s, 100) and prefers_ar_after_draft(fast, grid, s, 100)
-    assert not prefers_ar_after_draft(replace(fast, post_gate=False), grid, s, 100)
-    assert not prefers_ar_after_draft(replace(fast, c_ar=None), grid, s, 100)
+    choice = BudgetGrid(slow, slow.grid).choose(s, 100, None)  # the same model: only c_ar differs
+    assert choice.budget == 8 and choice.utility == pytest.approx(47.06, abs=0.01)
+    assert choice.after_draft == pytest.approx(56.86, abs=0.01)
+    assert 1 / 0.020 > choice.utility and not post_gate_declines(slow, choice, 100)
+    assert 1 / 0.015 > choice.utility and post_gate_declines(fast, choice, 100)
+    assert not post_gate_declines(replace(fast, post_gate=False), choice, 100)
+    assert not post_gate_declines(replace(fast, c_ar=None), choice, 100)
     ctl = SabaController(fast)
     assert ctl.speculate(100)  # no state yet: draft, then decline with this round's state
     assert ctl.budget(hand_candidates([0.5, 0.4, 0.3]), 100) == 0

@@ -29,7 +29,8 @@ from graftlib.methods.caddtree import CaDDTree
 from graftlib.methods.decoder import Decoder, TreeDecoder
 from graftlib.methods.eagle_tree import EagleTree
 from graftlib.methods.opt_tree import OptTree
-from graftlib.methods.saba import SabaController, SabaParams
+from graftlib.methods.saba import SabaController
+from graftlib.methods.saba_params import SabaParams
 from graftlib.methods.tdes import TDESNet, TDESScorer
 
 pytestmark = pytest.mark.usefixtures("one_thread")

@@ -20,7 +20,7 @@ from tiny import write_drafter_dir, write_target_dir
 from graftlib.core.errors import GraftError
 from graftlib.lab.cli import main
 from graftlib.methods.artifacts import ShippedAssets, check_shipped
-from graftlib.methods.saba import SabaParams
+from graftlib.methods.saba_params import SabaParams
 from graftlib.methods.tdes import scorer_config, scorer_id
 from graftlib.models.pair import PairId, load_pair
 from graftlib.training.prepare import QUICK, PrepareConfig, prepare

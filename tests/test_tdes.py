@@ -15,7 +15,7 @@ from graftlib.core.builders import FixedBudget, HeapTreeBuilder
 from graftlib.core.errors import GraftError
 from graftlib.core.tree import greedy_walk, verify_inputs
 from graftlib.methods.decoder import Decoder
-from graftlib.methods.saba import default_params
+from graftlib.methods.saba_params import default_params
 from graftlib.methods.tdes import TDESNet, TDESScorer, scorer_id
 from graftlib.training.tdes_train import TDESConfig, build_data, mismatch_pairs, train_tdes
 from graftlib.training.traces import TraceRound, collect_prompt, mismatch_stats

@@ -12,7 +12,7 @@ from graftlib.core.errors import GraftError
 from graftlib.core.records import read_records
 from graftlib.core.sampling import GREEDY, Sampling
 from graftlib.data.prompts import Item
-from graftlib.methods.saba import CPU_GRID, SabaParams
+from graftlib.methods.saba_params import CPU_GRID, SabaParams
 from graftlib.models import Pair
 from graftlib.training.calibrate import fit_params, read_replay_records
 from graftlib.training.replay import ReplayRecord, fixed_budget_retained
@@ -51,7 +51,7 @@ def synthetic_records(n_rounds: int = 40, seed: int = 0) -> list[ReplayRecord]:
             verify = C[0] - T_DRAFT + C[1] * b
             out.append(ReplayRecord(round=t, budget=b, nodes=b, accepted=a, prefix_len=prefix, t_draft=T_DRAFT,
                                     t_tree=0.0, t_verify=verify, t_commit=0.0, tokens=[], state=state,
-                                    reference_budget=2, mass=0.0))
+                                    reference_budget=2))
         ref = next(r for r in out[-len(GRID):] if r.budget == 2)
         out.append(ReplayRecord(**{**ref.__dict__, "reference": True}))
     return out

@@ -53,7 +53,7 @@ from graftlib.methods.registry import (
     REGISTRY,
     method_setting,
 )
-from graftlib.methods.saba import SabaParams
+from graftlib.methods.saba_params import SabaParams
 
 BASELINES = ("hf",)
 

@@ -53,7 +53,7 @@ from graftlib.methods.artifacts import ArtifactDir, artifact_inputs, slug
 from graftlib.methods.cost_profile import CostProfile, from_curve, from_saba, with_ar_draft
 from graftlib.methods.decoder import Decoder, drafter_for
 from graftlib.methods.registry import AR_METHODS
-from graftlib.methods.saba import SabaParams
+from graftlib.methods.saba_params import SabaParams
 from graftlib.models.target import DTYPES
 from graftlib.models.tiny import (
     ARCH_SEEDS,

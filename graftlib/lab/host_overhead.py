@@ -68,7 +68,8 @@ from graftlib.core.errors import require
 from graftlib.core.paths import results_dir
 from graftlib.core.records import append_record
 from graftlib.core.timing import SplitLog
-from graftlib.methods.saba import CPU_GRID, SabaController, SabaParams
+from graftlib.methods.saba import SabaController
+from graftlib.methods.saba_params import CPU_GRID, SabaParams
 from graftlib.methods.tdes import TDESNet, TDESScorer
 
 HOST_STAGES = ("candidates", "saba", "tree", "tdes", "verify_inputs", "walk", "commit", "update")

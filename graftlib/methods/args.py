@@ -14,7 +14,7 @@ import argparse
 from graftlib.core.paths import portable
 from graftlib.core.sampling import Sampling
 from graftlib.methods.artifacts import artifact_inputs
-from graftlib.methods.saba import SabaParams
+from graftlib.methods.saba_params import SabaParams
 from graftlib.models.drafter import EMBEDDED_DRAFTER
 from graftlib.models.eagle3 import EMBEDDED_EAGLE3_DIR
 from graftlib.models.target import DTYPES, EMBEDDED_TARGET

@@ -37,7 +37,7 @@ from pathlib import Path
 from graftlib.core.errors import require
 from graftlib.core.paths import ASSETS_DIR, portable
 from graftlib.core.records import read_json_object
-from graftlib.methods.saba import SabaParams
+from graftlib.methods.saba_params import SabaParams
 from graftlib.methods.tdes import scorer_config, scorer_paths
 from graftlib.models.eagle3 import EMBEDDED_EAGLE3_DIR
 from graftlib.models.pair import PairId

@@ -26,7 +26,8 @@ from collections.abc import Callable
 from graftlib.core.builders import Candidates
 from graftlib.core.errors import require
 from graftlib.core.tree import Tree
-from graftlib.methods.saba import cost_correction, round_cost
+from graftlib.methods.saba import round_cost
+from graftlib.methods.saba_ext import table_correction
 
 
 def interpolate(curve: dict[int, float], n: int) -> float:
@@ -55,7 +56,7 @@ class CaDDTree:
     def from_params(cls, params, cap: int, delta: float = 0.0) -> "CaDDTree":
         """Cost from SABA's calibrated C_t (`graftlib.methods.saba.round_cost` plus the cost table's correction)."""
         c = list(params.c)
-        delta_n = cost_correction(params, range(cap + 1)).tolist()  # per tree size, computed once
+        delta_n = table_correction(params.cost_table, range(cap + 1)).tolist()  # per tree size, computed once
         return cls(lambda n, p: round_cost(n, p, c) + delta_n[min(n, cap)], cap, delta, params.id)
 
     @classmethod

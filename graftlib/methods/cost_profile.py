@@ -57,7 +57,9 @@ import numpy as np
 from graftlib.core.errors import GraftError, require
 from graftlib.core.paths import ASSETS_DIR, portable
 from graftlib.core.records import read_json_object, write_json_atomic
-from graftlib.methods.saba import DEFAULT_PATH, SabaParams, checked_rows_cost, round_cost
+from graftlib.methods.saba import round_cost
+from graftlib.methods.saba_ext import table_correction
+from graftlib.methods.saba_params import DEFAULT_PATH, SabaParams, checked_rows_cost
 
 SCHEMA = "graft-cost-profile/1"
 AR_DRAFT_SCHEMA = "graft-ar-draft-cost/1"
@@ -194,9 +196,7 @@ class CostProfile:
 
     def correction(self, budget: int) -> float:
         """delta_B of the cost table (linear between its budgets, flat beyond); 0 without one."""
-        if self.cost_table is None:
-            return 0.0
-        return float(np.interp(budget, [int(b) for b in self.cost_table], list(self.cost_table.values())))
+        return float(table_correction(self.cost_table, budget))
 
     def drafted_round_s(self, nodes: int, prefix_len: int, rows: int = 0) -> float:
         """C(B, P) with B = nodes: a whole drafted round (draft, tree, verify, commit), plus the rows term

@@ -17,7 +17,7 @@ from graftlib.core.decode import DecodeLoop
 from graftlib.core.hardware import hardware_id
 from graftlib.core.sampling import GREEDY, Sampling
 from graftlib.methods.registry import AR_METHODS, FITTED_METHODS, make_parts
-from graftlib.methods.saba import SabaParams
+from graftlib.methods.saba_params import SabaParams
 from graftlib.models.pair import PairId, identify
 
 

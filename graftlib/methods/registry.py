@@ -34,7 +34,8 @@ from graftlib.methods.eagle_tree import RELEASE_BUDGET as EAGLE_RELEASE_BUDGET
 from graftlib.methods.eagle_tree import EagleTree
 from graftlib.methods.opt_tree import RELEASE_BUDGET as OPT_RELEASE_BUDGET
 from graftlib.methods.opt_tree import OptTree
-from graftlib.methods.saba import SabaController, SabaParams, default_params
+from graftlib.methods.saba import SabaController
+from graftlib.methods.saba_params import SabaParams, default_params
 from graftlib.methods.tdes import default_scorer_path, load_scorer, scorer_config, scorer_id
 from graftlib.models.pair import PairId
 
@@ -123,7 +124,7 @@ def make_parts(method: str, budget: int, block_size: int, tdes: str | None = Non
     of an adaptive method's grid; `tdes` / `beta` pick the TDES scorer (default: the shipped one,
     `graftlib.methods.tdes.default_scorer_path()`) and its weight for `ddtree+tdes` and `graft`; `saba`
     (SabaParams) the calibration of `ddtree+saba`, `graft` and `caddtree` (default:
-    `graftlib.methods.saba.default_params()`); `embed` the target's input embeddings [V, E] (TDES's tables);
+    `graftlib.methods.saba_params.default_params()`); `embed` the target's input embeddings [V, E] (TDES's tables);
     `pair` / `hardware` what the scorer and calibration must have been fitted for (`graftlib.methods.artifacts`;
     None: no check)."""
     require(method in REGISTRY, f"unknown method {method!r}: choose from {', '.join(METHODS)}")

@@ -56,16 +56,9 @@ from graftlib.core.errors import require
 from graftlib.core.hardware import hardware_id
 from graftlib.core.sampling import GREEDY, Sampling, prompt_sampling
 from graftlib.methods.args import add_model_args, add_sampling_args, sampling_from_args
-from graftlib.methods.saba import (
-    CPU_GRID,
-    DEFAULT_PATH,
-    GainCorrection,
-    SabaParams,
-    choose,
-    predicted_extra,
-    prefers_ar,
-    prefers_ar_after_draft,
-)
+from graftlib.methods.saba import BudgetGrid
+from graftlib.methods.saba_ext import GainCorrection, ar_utility
+from graftlib.methods.saba_params import CPU_GRID, DEFAULT_PATH, SabaParams
 from graftlib.training.replay import ReplayDecoder, ReplayRecord
 from graftlib.training.saba_fit import (
     calibration_meta,
@@ -76,7 +69,7 @@ from graftlib.training.saba_fit import (
     fit_rows_cost,
 )
 
-GAIN_MODELS = ("mass", "table", "eq16")
+GAIN_MODELS = ("table", "eq16")
 COST_MODELS = ("table", "eq17")
 
 
@@ -124,15 +117,10 @@ def fit_params(records: list[ReplayRecord], grid: list[int], depth: int, window:
     fit = {"cost_r2": r2, "gain_rmse_tokens": rmse, "cost_points": len(on_grid), "ar_points": len(ar),
            "rounds": len(ref)}
     table = None
-    if gain_model in ("table", "mass"):
-        mass = None
-        if gain_model == "mass":
-            require(all(r.mass is not None for r in on_grid), "gain model 'mass' needs replay records with the "
-                    "draft mass (recorded since graftlib's draft_mass; replay again, or use --gain table)")
-            mass = [r.mass for r in on_grid]
+    if gain_model == "table":
         table, fit["gain_table_rmse_tokens"] = fit_gain_table([r.state for r in on_grid],
                                                               [r.budget for r in on_grid],
-                                                              [r.accepted for r in on_grid], mass)
+                                                              [r.accepted for r in on_grid])
     return SabaParams(phi=phi, alpha=alpha, c=c, grid=sorted(b for b in set(grid) if b > 0), window=window,
                       hist_prior=hist_prior, lam_min=lam_min, utility=utility, c_ar=c_ar, c_draft=c_draft,
                       gain_table=table, cost_table=cost_table, rows_cost=rows_cost,
@@ -147,31 +135,28 @@ def offline_tracking(params: SabaParams, records: list[ReplayRecord], depth: int
     for r in records:
         if not r.reference:
             rounds.setdefault(r.round, []).append(r)
-    require(all(b in {r.budget for r in recs} for recs in rounds.values() for b in params.mass_budgets),
-            f"offline tracking: the gain table reads the draft mass at {params.mass_budgets}, which these replay "
-            "records do not all have")
     retained, prev, corr = [], None, GainCorrection(params.gain_prior)
     tokens = seconds = ar_seconds = 0.0
     for t in sorted(rounds):
         recs = rounds[t]
         by_b = {r.budget: r for r in recs}
-        grid = np.array(sorted(b for b in by_b if b in params.grid) or sorted(b for b in by_b if b > 0), dtype=float)
-        s, prefix = np.array(recs[0].state), recs[0].prefix_len
-        mass = np.array([by_b[b].mass for b in params.mass_budgets]) if params.uses_mass else None
+        grid = BudgetGrid(params, sorted(b for b in by_b if b in params.grid) or sorted(b for b in by_b if b > 0))
+        s, prefix = recs[0].state, recs[0].prefix_len
         if prev is not None and prev[1] >= prefix:  # a new prompt starts: no previous draft, no evidence
             prev, corr = None, GainCorrection(params.gain_prior)
-        gate = s.copy() if prev is None else np.array([*prev[0][:2], s[2], s[3]])
-        best = max(r.tps for r in recs if r.budget in grid or (r.budget == 0 and params.c_ar is not None))
-        if 0 in by_b and prev is not None and prefers_ar(params, grid, gate, prefix, depth, corr.k, prev[2]):
+        best = max(r.tps for r in recs if r.budget in grid.budgets or (r.budget == 0 and params.c_ar is not None))
+        u_ar = ar_utility(params, prefix) if 0 in by_b else None
+        choice = grid.choose(s, prefix, depth, corr.k)
+        if u_ar is not None and prev is not None and u_ar > grid.choose([*prev[0][:2], *s[2:]], prefix, depth,
+                                                                         corr.k).utility:
             a, latency = by_b[0].accepted, by_b[0].latency
-        elif 0 in by_b and prefers_ar_after_draft(params, grid, s, prefix, depth, corr.k, mass):
+        elif u_ar is not None and params.post_gate and u_ar > choice.after_draft:
             t_draft = max(r.t_draft for r in recs)  # the drafted budgets' draft time (the AR step's is 0)
             a, latency = by_b[0].accepted, by_b[0].latency + t_draft
         else:
-            b = choose(params, grid, s, prefix, depth, corr.k, mass)
-            corr.add(predicted_extra(params, s, b, depth, mass), by_b[b].accepted)
-            a, latency = by_b[b].accepted, by_b[b].latency
-        prev = (s, prefix, mass)
+            corr.add(choice.extra, by_b[choice.budget].accepted)
+            a, latency = by_b[choice.budget].accepted, by_b[choice.budget].latency
+        prev = (s, prefix)
         retained.append(a / latency / best)
         tokens, seconds = tokens + a, seconds + latency
         ar_seconds += by_b[0].latency if 0 in by_b else math.nan
@@ -212,10 +197,9 @@ def add_parser(sub) -> None:
     p.add_argument("--window", type=int, default=8, help="acceptance history window w")
     p.add_argument("--utility", default="throughput", help="throughput (default) or paper (G/C)")
     p.add_argument("--gain", default="table", choices=GAIN_MODELS, help="gain model: a per-budget linear "
-                   "table on s_t (default; `graftlib.methods.saba`, 'Gain table'), the same with the draft mass M_t(B) "
-                   "(mass), or the paper's eq. 16 alone")
+                   "table on s_t (default; `graftlib.methods.saba_ext`), or the paper's eq. 16 alone")
     p.add_argument("--cost", default="table", choices=COST_MODELS, help="cost model: eq. 17 plus a measured "
-                   "per-budget correction (default; `graftlib.methods.saba`, 'Cost table'), or eq. 17 alone")
+                   "per-budget correction (default; `graftlib.methods.saba_ext`), or eq. 17 alone")
     p.add_argument("--out", default=str(DEFAULT_PATH), help="parameters JSON (default: what ddtree+saba loads)")
     p.add_argument("--records", default=None, help="also write the replay records here (JSONL, one per "
                    "(round, budget)), to refit variants with `calibrate.fit_params` without measuring again")

@@ -38,7 +38,7 @@ from graftlib.core.version import __version__
 from graftlib.data.prompts import TDES_TASKS
 from graftlib.methods.args import add_model_args
 from graftlib.methods.artifacts import MANIFEST_SCHEMA, ArtifactDir, ShippedAssets, default_dir
-from graftlib.methods.saba import CPU_GRID, GPU_GRID, SabaParams
+from graftlib.methods.saba_params import CPU_GRID, GPU_GRID, SabaParams
 from graftlib.methods.tdes import scorer_config, scorer_id
 from graftlib.models.pair import PairId
 from graftlib.training.calibrate import calibrate_pair

@@ -9,7 +9,7 @@ drafter outputs are reused). Then the reference round itself runs and the trajec
 the emitted tokens are those of the reference decode (and equal greedy AR).
 
 Per (round, B) a `ReplayRecord` holds a_t(B) (accepted, bonus included), the stage times, the
-emitted tokens, the SABA state s_t of the round and its draft mass M_t(B) (`saba.draft_mass`).
+emitted tokens and the SABA state s_t of the round.
 Latency l_t(B) = t_draft + t_tree + t_verify + t_commit: the whole round, since the draft step is paid once per round whatever B is (leaving
 it out would shift the throughput argmax towards larger trees). The reference round is recorded
 too (`reference=True`). Budget 0 in the grid is one plain AR step at the round's prefix
@@ -48,7 +48,8 @@ from graftlib.core.verify import commit_cache
 from graftlib.methods.args import add_method_args, add_model_args, add_sampling_args, sampling_from_args
 from graftlib.methods.decoder import Decoder
 from graftlib.methods.registry import AR_METHODS, make_parts, method_setting
-from graftlib.methods.saba import SabaParams, StateTracker, default_params, draft_mass
+from graftlib.methods.saba import StateTracker
+from graftlib.methods.saba_params import SabaParams, default_params
 
 
 @dataclass
@@ -66,7 +67,6 @@ class ReplayRecord:
     state: list[float]  # s_t = [conf, degen, hist, 1]
     reference_budget: int
     reference: bool = False
-    mass: float | None = None  # M_t(B) of the round's draft at this budget (saba.draft_mass; 0 for B = 0)
 
     @property
     def latency(self) -> float:
@@ -141,9 +141,8 @@ class ReplayDecoder(Decoder):
             t_choose = timer.lap()
             base = dict(round=t, prefix_len=st.start, t_draft=t_draft, state=self.tracker.signals(cand).tolist(),
                         reference_budget=budget)
-            mass = dict(zip(self.grid, draft_mass(cand, np.maximum(self.grid, 1)).tolist()))
             for b in self.grid:
-                self.records.append(replace(self._measure(st, cand, b, timer, base), mass=mass[b] if b else 0.0))
+                self.records.append(self._measure(st, cand, b, timer, base))
             timer.lap()
             step = self.tree_round(st, cand, budget, timer, record_trees)
             step.record.t_draft = t_draft if go else 0.0  # a post-gated round (go, budget 0) paid its draft
@@ -151,8 +150,7 @@ class ReplayDecoder(Decoder):
             r = step.record
             self.records.append(ReplayRecord(budget=budget, nodes=r.nodes, accepted=r.accepted, tokens=step.new,
                                              t_tree=r.t_tree, t_verify=r.t_verify, t_commit=r.t_commit,
-                                             reference=True, **{**base, "t_draft": r.t_draft},
-                                             mass=float(draft_mass(cand, [budget])[0]) if budget else 0.0))
+                                             reference=True, **{**base, "t_draft": r.t_draft}))
             if budget:
                 self.tracker.feedback(asdict(r))
             eos = self.advance(result, st, step, max_new_tokens, stop_at_eos)
@@ -230,7 +228,7 @@ def add_parser(sub) -> None:
     p.add_argument("--method", default="ddtree+saba",
                    help="reference tree method: ddtree, ddtree+tdes (fixed budget), ddtree+saba, graft, caddtree")
     p.add_argument("--budget", type=int, default=64, help="ddtree: its budget; ddtree+saba / caddtree: the cap")
-    p.add_argument("--params", default=None, help="SABA calibration JSON (default: graftlib.methods.saba.default_params)")
+    p.add_argument("--params", default=None, help="SABA calibration JSON (default: graftlib.methods.saba_params.default_params)")
     p.add_argument("--grid", nargs="+", type=int, default=[1, 2, 4, 8, 16, 32, 64],
                    help="budgets replayed every round (0 = a plain AR step); SABA (ddtree+saba, graft) chooses "
                    "within them, its AR gate only when 0 is among them")

@@ -8,9 +8,10 @@ the latency l_t(B) at prefix P_t and the accepted length a_t(B) with the round's
 - `fit_rows_cost`: what each LM-head row of the greedy walk costs beyond the mean at its budget
   (the cost profile's rows term; on a CPU the head is one matvec per visited row);
 - `fit_gain`: eq. 16's (phi, alpha) by L-BFGS on a_t(B) = 1 + A_t G_t(B);
-- `fit_gain_table`: per budget, least squares w_B of E[a_t(B)] = w_B^T s_t (+ v_B M_t(B));
+- `fit_gain_table`: per budget, least squares w_B of E[a_t(B)] = w_B^T s_t;
 - `calibration_meta`: the provenance stored with the fitted parameters.
-What each model means, and why the tables exist, is in `graftlib.methods.saba`'s docstring.
+What each model means is in `graftlib.methods.saba` (the paper's) and `graftlib.methods.saba_ext`
+(the tables); why the tables exist, in docs/saba.md.
 """
 
 import math
@@ -172,17 +173,13 @@ def fit_gain(states, budgets, accepted, lam_min: float = 0.5, depth: int | None 
     return phi.detach().tolist(), alpha.detach().tolist(), rmse
 
 
-def fit_gain_table(states, budgets, accepted, mass=None) -> tuple[dict[str, list[float]], float]:
-    """Least squares w_B per budget of E[a_t(B)] = w_B^T s_t (the gain table, module doc), with
-    `mass` (M_t(B) of each sample) E[a_t(B)] = w_B^T s_t + v_B M_t(B); returns the table and the
-    RMSE in accepted tokens (before the monotone/clip post-processing)."""
+def fit_gain_table(states, budgets, accepted) -> tuple[dict[str, list[float]], float]:
+    """Least squares w_B per budget of E[a_t(B)] = w_B^T s_t (the gain table, module doc); returns the
+    table and the RMSE in accepted tokens (before the monotone/clip post-processing)."""
     s = np.asarray(states, dtype=float)
     b = np.asarray(budgets)
     a = np.asarray(accepted, dtype=float)
     require(s.ndim == 2 and s.shape[1] == 4 and len(s) == len(b) == len(a), "gain table fit needs 4-entry states")
-    if mass is not None:
-        require(len(mass) == len(s), "gain table fit: one draft mass per sample")
-        s = np.column_stack([s, np.asarray(mass, dtype=float)])
     table, sse = {}, 0.0
     for budget in sorted(set(b.tolist())):
         rows = b == budget

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 from graftlib.core.errors import require
 from graftlib.core.sampling import Sampling
-from graftlib.methods.saba import SabaParams
+from graftlib.methods.saba_params import SabaParams
 from graftlib.training.calibrate import fit_params, offline_tracking
 from graftlib.training.replay import (
     ReplayRecord,
