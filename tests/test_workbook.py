@@ -64,6 +64,42 @@ def test_every_notebook_has_a_parameters_cell_of_primitives():
             assert not missing, f"{book.name}: profile {profile['profile']} sets no value for {missing}"
 
 
+def test_figure_titles_are_two_plain_lines():
+    """`figure_title`: what is compared, then pair, machine, dtype and counts; nothing else."""
+    from graftlib.lab.plots import figure_title
+
+    desc = {"target": "smollm2-135m", "drafter": "embedded", "drafter_trained": True,
+            "hardware": "2-core AMD EPYC, AVX512-BF16", "dtype": "float32"}
+    assert figure_title("Table 1: MAT", desc, prompts_per_task=2, new_tokens=64).splitlines() == [
+        "Table 1: MAT", "smollm2-135m + embedded drafter on 2-core AMD EPYC, AVX512-BF16, float32; "
+        "prompts per task 2, new tokens 64"]
+    assert "embedded (untrained) drafter" in figure_title("x", {**desc, "drafter_trained": False})
+
+
+def test_notebook_figure_titles_are_short_and_name_no_ids_or_rules():
+    """Every figure title a notebook builds goes through `figure_title` with a first line of at most 110
+    characters and no artifact ids, cost profiles or ranking rules (those live in figures/manifest.json
+    and the notes beside a table's CSV)."""
+    import nbformat
+
+    titled = 0
+    for book in notebooks():
+        src = "\n".join(c.source for c in nbformat.read(book, as_version=4).cells if c.cell_type == "code")
+        assert "wrap_title" not in src and "caption(" not in src, f"{book.name}: a title outside figure_title"
+        for node in ast.walk(ast.parse(src)):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "figure_title":
+                titled += 1
+                what = node.args[0]
+                text = what.value if isinstance(what, ast.Constant) else "".join(
+                    v.value if isinstance(v, ast.Constant) else "{}" for v in what.values)
+                assert len(text) <= 110 and "\n" not in text, f"{book.name}: title line too long: {text!r}"
+                banned = {k.arg for k in node.keywords} & {"cost_profile", "calibration", "profile", "rule"}
+                assert not banned, f"{book.name}: {banned} in a figure title"
+                assert not any(isinstance(a, ast.Attribute) and a.attr == "caption" for a in ast.walk(node)), \
+                    f"{book.name}: a table's ranking caption in a figure title"
+    assert titled >= 10
+
+
 needs_data = pytest.mark.skipif(not all(data.cache_status().values()),
                                 reason="prompt sets not fetched (make data)")
 

@@ -29,6 +29,23 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine() or "unknown"
 
 
+def cpu_matmul_units() -> str:
+    """The widest matrix units the CPU offers, which set its bfloat16 speed: "AMX", "AVX512-BF16",
+    "AVX512", "AVX2", or "" (unknown: no /proc/cpuinfo flags)."""
+    if not CPUINFO.is_file():
+        return ""
+    flags = set()
+    for line in CPUINFO.read_text(errors="replace").splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() == "flags":
+            flags = set(value.split())
+            break
+    for flag, name in (("amx_bf16", "AMX"), ("avx512_bf16", "AVX512-BF16"), ("avx512f", "AVX512"), ("avx2", "AVX2")):
+        if flag in flags:
+            return name
+    return ""
+
+
 def hardware_id(device: str | torch.device, dtype: torch.dtype | None = None) -> str:
     """The hardware string of a device running `dtype` (module doc; None: the device's default);
     threads are torch's at the time of the call."""

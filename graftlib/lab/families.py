@@ -72,7 +72,7 @@ def plot_families(drafters: dict[str, str | Path], title: str, scored: dict[str,
     the depth (dotted) against depth, one colour per drafter."""
     import matplotlib.pyplot as plt
 
-    from graftlib.lab.plots import legend_outside, wrap_title
+    from graftlib.lab.plots import legend_outside
 
     fig, ax = plt.subplots(figsize=(7, 4))
     for i, (name, d) in enumerate(drafters.items()):
@@ -85,6 +85,6 @@ def plot_families(drafters: dict[str, str | Path], title: str, scored: dict[str,
     ax.set_xlabel("depth (draft position after the last committed token)")
     ax.set_ylabel("hit rate vs the target's greedy token (held-out)", fontsize=8)
     legend_outside(ax, bbox_to_anchor=(0.5, -0.2))
-    fig.suptitle(wrap_title(title, width=120), fontsize=8)
+    fig.suptitle(title, fontsize=8)
     fig.tight_layout()
     return fig

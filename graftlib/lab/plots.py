@@ -11,10 +11,11 @@ under one panel, `legend_below` one legend under a figure of panels), never over
 the generalization bars (`plot_generalization`); matplotlib the rest, `grouped_bars` the bars
 that carry intervals. The `plot_*` functions take the tables the notebooks also write as CSV
 under `figures/`, so a committed figure can be redrawn from its CSV without measuring again.
-A figure with modeled throughput (issue 18: the rounds priced by a cost profile, `graftlib.lab.modeled`)
-draws it beside the wall-clock series, never instead of it, and its title names the profile and the
-ranking rule (the `caption` of `graftlib.lab.tables.Table`); wall-clock speedups carry their
-paired bootstrap 95% interval as whiskers.
+A figure's title is two lines in plain words (`figure_title`): what is compared, then the pair,
+machine, dtype and prompt counts. A figure with modeled throughput (the rounds priced by a cost
+profile, `graftlib.lab.modeled`) draws it beside the wall-clock series, never instead of it, and its
+legend says which is which; the profile's id is in figures/manifest.json and the ranking rule in the
+notes beside the table's CSV; wall-clock speedups carry their paired bootstrap 95% interval as whiskers.
 """
 
 from pathlib import Path
@@ -23,17 +24,18 @@ from graftlib.training.lineage import eval_records, stages
 
 
 def caption(pair_desc: dict, **counts) -> str:
-    """'target + drafter | hardware, dtype | k=v ...' for a figure's subtitle."""
+    """A figure title's second line in plain words: the pair, the machine and dtype, then `counts`
+    ("prompts per task 2, new tokens 64")."""
+    drafter = pair_desc["drafter"] + ("" if pair_desc["drafter_trained"] else " (untrained)")
     extra = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in counts.items())
-    return (f"{pair_desc['target']} + {pair_desc['drafter']} (trained={pair_desc['drafter_trained']}) | "
-            f"{pair_desc['hardware']}, {pair_desc['dtype']}" + (f" | {extra}" if extra else ""))
+    return (f"{pair_desc['target']} + {drafter} drafter on {pair_desc['hardware']}, {pair_desc['dtype']}"
+            + (f"; {extra}" if extra else ""))
 
 
-def wrap_title(*parts: str, width: int = 160) -> str:
-    """A figure title from parts (a caption, a table's ranking note), each wrapped at `width` characters."""
-    import textwrap
-
-    return "\n".join(textwrap.fill(part, width) for part in parts)
+def figure_title(what: str, pair_desc: dict, **counts) -> str:
+    """A figure's two-line title: what it compares, then `caption`. Ids, cost terms and ranking rules
+    stay out of it (figures/manifest.json names the artifacts, the notes beside a table's CSV its rules)."""
+    return f"{what}\n{caption(pair_desc, **counts)}"
 
 
 def save_figure(fig, name: str, figures_dir: str | Path) -> list[Path]:
@@ -198,7 +200,7 @@ def plot_learning_curve(runs: dict, title: str, depths: tuple = (1, 2, 4, 8)):
     if first:
         top = axes[0].secondary_xaxis("top", functions=(lambda m: m * first, lambda s: s / first))
         top.set_xlabel("steps", fontsize=8)
-    fig.suptitle(wrap_title(title, width=190), fontsize=8)
+    fig.suptitle(title, fontsize=8)
     fig.tight_layout()
     return fig
 

@@ -26,6 +26,7 @@ from pathlib import Path
 import torch
 
 from graftlib.core.errors import require
+from graftlib.core.hardware import cpu_matmul_units, cpu_model
 from graftlib.core.paths import portable
 from graftlib.models.chat import conversation_ids
 from graftlib.models.drafter import EMBEDDED_DRAFTER, DFlashDrafter, load_drafter
@@ -163,10 +164,12 @@ def identify(target: torch.nn.Module, drafter: torch.nn.Module, target_name: str
 
 
 def hardware(device: torch.device) -> str:
-    """A short machine description for figure captions and records."""
+    """A short machine description for figure captions and records: the GPU's name, or the CPU's
+    cores, model and matrix units ("2-core AMD EPYC, AVX512-BF16")."""
     if device.type == "cuda":
         return torch.cuda.get_device_name(device)
-    return f"{os.cpu_count()}-core CPU ({platform.machine()})"
+    units = cpu_matmul_units()
+    return f"{os.cpu_count()}-core {cpu_model()}" + (f", {units}" if units else f" ({platform.machine()})")
 
 
 def load_pair(target: str = EMBEDDED_TARGET, drafter: str = EMBEDDED_DRAFTER, device: str | None = None,
