@@ -1,5 +1,5 @@
 # graftlib: set-up, the main job, the tests, JupyterLab, lint, the artifacts, clean (see README).
-# The experiment recipes behind docs/measurements.md: experiments/Makefile (make -f experiments/Makefile TARGET).
+# The experiment recipes behind docs/measurements.md are scripts: experiments/NAME.sh (VAR=value to change a setting).
 PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin

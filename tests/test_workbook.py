@@ -71,8 +71,8 @@ def test_figure_titles_are_two_plain_lines():
     desc = {"target": "smollm2-135m", "drafter": "embedded", "drafter_trained": True,
             "hardware": "2-core AMD EPYC, AVX512-BF16", "dtype": "float32"}
     assert figure_title("Table 1: MAT", desc, prompts_per_task=2, new_tokens=64).splitlines() == [
-        "Table 1: MAT", "smollm2-135m + embedded drafter on 2-core AMD EPYC, AVX512-BF16, float32; "
-        "prompts per task 2, new tokens 64"]
+        "Table 1: MAT", ("smollm2-135m + embedded drafter on 2-core AMD EPYC, AVX512-BF16, float32; "
+                         "prompts per task 2, new tokens 64")]
     assert "embedded (untrained) drafter" in figure_title("x", {**desc, "drafter_trained": False})
 
 

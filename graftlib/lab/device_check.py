@@ -1,4 +1,4 @@
-"""`graft device-check` (`make -f experiments/Makefile device-check`): one prepared run of the figures a device must show.
+"""`graft device-check` (`experiments/device-check.sh`): one prepared run of the figures a device must show.
 
 Sections, in this order; each is timed, its warnings are kept, its errors are recorded (never
 fatal), and one that would start after the time budget (`minutes`) is skipped:
@@ -356,7 +356,7 @@ def format_report(report: dict) -> str:
 def add_parser(sub) -> None:
     d = CheckConfig()
     p = sub.add_parser("device-check", help="exactness, verify costs, host overhead, prepare and a short bench on "
-                       "one device: one JSON file + a table (make -f experiments/Makefile device-check)")
+                       "one device: one JSON file + a table (experiments/device-check.sh)")
     p.add_argument("--device", default=d.device, help=f"cpu | cuda[:i] (default {d.device})")
     p.add_argument("--dtype", default=None, choices=list(DTYPES),
                    help="the pairs' dtype (default: the device's, float32 on a CPU, bfloat16 on CUDA)")

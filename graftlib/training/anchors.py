@@ -7,7 +7,7 @@ target's greedy tokens), so two `training.json` final evaluations compare entry 
 checks those settings and names the first difference.
 
 The DFlash reference. The EAGLE-3 drafter is trained in stages on the corpora one run can featurize,
-so its held-out split is rarely the shipped DFlash drafter's own. `make -f experiments/Makefile eagle3-equal` therefore scores
+so its held-out split is rarely the shipped DFlash drafter's own. `experiments/eagle3-equal.sh` therefore scores
 the shipped DFlash drafter on the EAGLE-3 run's data and split (`graft train-drafter --init-drafter
 embedded --max-steps 0`), and `graft ship-eagle3 --reference DIR` ships that scoring beside the EAGLE-3
 weights as `REFERENCE`: the DFlash drafter's record on the EAGLE-3 drafter's anchors. Invariants of a

@@ -20,7 +20,7 @@ bf16 autocast where the device has native bf16 (`native_bf16`; fp32 on AVX2 CPUs
 one to one; q_norm/k_norm start at ones) and `fc` as the identity on the deepest stored layer with
 `hidden_norm` = that next layer's input norm, so the context starts as what the target's next layer sees.
 Measured against random init at equal time (6 CPU
-minutes, same data and held-out split, `make -f experiments/Makefile drafter-ablation`), random init reached twice the
+minutes, same data and held-out split, `experiments/drafter-ablation.sh`), random init reached twice the
 depth-1 top-1 rate (0.26 vs 0.13) and offline chain tau 1.34 vs 1.15, so it is the default; a
 second layer (-37% steps) and a 16k draft vocabulary (-30% steps) were also worse at equal time. The target's embeddings and LM head stay frozen and are
 never saved with the drafter. A warm start (`init_drafter`, `--init-drafter DIR`) begins from a trained
@@ -455,7 +455,7 @@ def ablation_summary(run_dirs: list[str | Path], baseline: str = "base") -> list
 
 
 def write_ablation(root: str | Path, out: str | Path, baseline: str = "base",
-                   command: str = "make -f experiments/Makefile drafter-ablation") -> list[dict]:
+                   command: str = "experiments/drafter-ablation.sh") -> list[dict]:
     """`ablation_summary` of every run under `root`, saved as JSON at `out` (with the command)."""
     rows = ablation_summary(sorted(Path(root).iterdir()), baseline)
     Path(out).write_text(json.dumps({"command": command, "baseline": baseline, "runs": rows}, indent=1) + "\n")

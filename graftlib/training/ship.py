@@ -223,7 +223,7 @@ def add_parser(sub) -> None:
                        "drafter (the eagle3 and opt-tree methods)")
     p.add_argument("--from", dest="folder", required=True, help="the drafter directory (e.g. runs/eagle3-equal/drafter)")
     p.add_argument("--reference", default=None, metavar="DIR",
-                   help="the shipped DFlash drafter scored on this drafter's held-out anchors (`make -f experiments/Makefile eagle3-equal`'s "
+                   help="the shipped DFlash drafter scored on this drafter's held-out anchors (`experiments/eagle3-equal.sh`'s "
                    "runs/eagle3-equal-dflash/drafter), shipped beside it for the families table")
     p.set_defaults(func=run_ship_drafter, family="eagle3")
 
