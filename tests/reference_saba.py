@@ -11,17 +11,17 @@ from graftlib.methods.saba_params import SabaParams
 
 def extra_tokens(params: SabaParams, budgets, s, depth: int | None = None) -> np.ndarray:
     """E[a_t(B)] - 1: A_t G_t(B) (eq. 16), or the gain table's w_B^T s_t (running max over the table's
-    budgets, interpolated on log2 B, clipped to [0, D])."""
+    budgets, interpolated on log2 B, clipped to [0, D]); at most B."""
     budgets, s = np.asarray(budgets, dtype=float), np.asarray(s, dtype=float)
     if params.gain_table is None:
         lam = max(float(np.dot(params.phi, s)), params.lam_min)
         a_sat = max(float(np.dot(params.alpha, s)), 0.0)
         a_sat = a_sat if depth is None else min(a_sat, depth)
-        return a_sat * gain(budgets, lam)
+        return np.minimum(a_sat * gain(budgets, lam), budgets)
     rows = sorted((int(b), w) for b, w in params.gain_table.items())
     a = np.maximum.accumulate(np.array([w for _, w in rows]) @ s)
     extra = np.interp(np.log2(budgets), np.log2([b for b, _ in rows]), a) - 1.0
-    return np.clip(extra, 0.0, depth)
+    return np.minimum(np.clip(extra, 0.0, depth), budgets)
 
 
 def numerator(params: SabaParams, budgets, s, depth=None, k: float = 1.0) -> np.ndarray:

@@ -11,7 +11,7 @@ import torch
 from reference_saba import choose, extra_tokens, prefers_ar, prefers_ar_after_draft, utility
 from tiny import ARCH_SEEDS, tiny_pairs
 
-from graftlib.core.builders import Candidates, HeapTreeBuilder
+from graftlib.core.builders import Candidates, FixedBudget, HeapTreeBuilder
 from graftlib.core.errors import GraftError
 from graftlib.core.paths import portable
 from graftlib.methods.caddtree import CaDDTree
@@ -162,7 +162,7 @@ def test_gain_cost_utility_math():
     assert BudgetGrid(paper, b).choose(s, 100, None).utility == pytest.approx((gain(b, 8.0) / cost(b, 100, p.c)).max())
     # lambda is clamped to lam_min; A_t to [0, D]
     neg = SabaParams(phi=[0, 0, 0, -5.0], alpha=[0, 0, 0, 100.0], c=p.c, grid=p.grid)
-    assert BudgetGrid(neg, b).extras(s, 7)[0] == pytest.approx(7 * gain(b, neg.lam_min))
+    assert BudgetGrid(neg, b).extras(s, 7)[0] == pytest.approx(np.minimum(7 * gain(b, neg.lam_min), b))  # <= B
 
 
 def test_controller_small_when_steep_large_when_flat():
@@ -430,6 +430,58 @@ def test_exact_vs_ar(pairs, arch, method, budget, monkeypatch):
         assert res.tokens == ref, f"{arch} {method}@{budget}: differs from AR"
         # a SABA gate's AR step (budget 0), or a CaDDTree tree that stops at its root: one token, no drafts
         assert all(1 <= r.nodes <= budget or (r.nodes, r.accepted) == (0, 1) for r in res.rounds)
+
+
+def test_censored_flag_marks_walks_that_end_at_a_leaf(pairs):
+    """`RoundRecord.censored` is exactly "the last accepted node has no child in the verified tree"; a
+    1-node tree's round is censored when its one node is accepted (a_t = 2)."""
+    target, drafter, prompts, _ = pairs["llama"]
+    seen = set()
+    for budget in (1, 4, 16):
+        dec = Decoder(target, drafter, HeapTreeBuilder(), FixedBudget(budget))
+        for p in prompts:
+            for r in dec.decode(p, MAX_NEW, record_trees=True).rounds:
+                leaf = r.accepted_nodes[-1] not in r.tree["parents"]
+                assert r.censored == leaf
+                if budget == 1:
+                    assert r.censored == (r.accepted == 2)
+                seen.add(r.censored)
+    assert seen == {True, False}
+
+
+def test_censored_rounds_count_at_their_expected_length():
+    """hist_t averages a*_t: a censored round's a_t plus the draft's forecast beyond its depth,
+    sum_{d > d*} prod_{j = d*+1..d} q_j (the last draft's top-1 probabilities); other rounds' a_t."""
+    tr = StateTracker(window=4)
+    tr.signal_list(hand_candidates([0.9, 0.8, 0.5, 0.25]))
+    assert tr.beyond(1) == pytest.approx(0.8 + 0.8 * 0.5 + 0.8 * 0.5 * 0.25)
+    assert tr.beyond(4) == 0.0  # the block's last depth: nothing beyond
+    tr.feedback({"accepted": 2, "budget": 1, "censored": True})
+    tr.feedback({"accepted": 2, "budget": 4, "censored": False})
+    tr.feedback({"accepted": 5, "budget": 4, "censored": True})  # the whole block: nothing to add
+    assert list(tr.history) == pytest.approx([2 + 0.8 + 0.4 + 0.1, 2, 5])
+
+
+def test_a_run_of_confident_censored_rounds_grows_the_tree():
+    """The gain table's weight on hist_t grows with B: with a sure drafter (q = 0.99 at every depth),
+    rounds that accept all they verified lift hist_t towards 1 + D and the budget to the grid's top at
+    the next round; read as plain a_t, the same rounds grow the tree one step at a time at best."""
+    table = {"1": [0, 0, 0.2, 1.3], "2": [0, 0, 0.4, 1.1], "4": [0, 0, 0.6, 0.9], "8": [0, 0, 0.8, 0.7],
+             "16": [0, 0, 1.0, 0.5]}
+    params = SabaParams(gain_table=table, c=[0.05, 0.003, 0.0], grid=[1, 2, 4, 8, 16], hist_prior=2.0,
+                        gain_prior=None)
+    cand = hand_candidates([0.99] * 15)
+    budgets = {}
+    for censored in (True, False):
+        ctl = SabaController(params)
+        chosen = []
+        for _ in range(6):
+            b = ctl.budget(cand, 100)
+            chosen.append(b)
+            ctl.feedback({"accepted": b + 1, "budget": b, "censored": censored})
+        budgets[censored] = chosen
+    assert budgets[True][0] == budgets[False][0] == 2  # the prior's choice
+    assert budgets[True][1:] == [16] * 5 and 16 not in budgets[False], budgets
 
 
 def test_saba_budgets_vary_with_state(pairs):

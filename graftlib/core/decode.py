@@ -54,7 +54,7 @@ from graftlib.core.kernels import warm_up
 from graftlib.core.kvcache import target_cache
 from graftlib.core.sampling import GREEDY, LazySample, Sampling
 from graftlib.core.timing import SplitLog, StageTimer
-from graftlib.core.tree import MaskBuffer, greedy_walk, parent_mismatch, verify_inputs
+from graftlib.core.tree import MaskBuffer, greedy_walk, is_leaf, parent_mismatch, verify_inputs
 from graftlib.core.verify import LazyArgmax, commit_cache, kept_rows, target_forward
 
 
@@ -84,6 +84,7 @@ class RoundRecord:
     accepted_nodes: list[int] | None = None
     t_draft_steps: list[float] | None = None  # AR drafters: seconds per drafter forward (core.ar_drafting)
     draft_rows: list[int] | None = None  # AR drafters: input rows per drafter forward (context step first)
+    censored: bool = False  # the walk ended at a leaf (tree.is_leaf): a_t is a lower bound of what a deeper tree accepts
 
 
 @dataclass
@@ -259,6 +260,7 @@ class DecodeLoop:
         record = RoundRecord(len(accepted), budget, tree.num_nodes, st.start, 0.0, t_tree, t_verify, t_commit,
                              tree.depths[accepted[-1]],
                              parent_mismatch(tree.tokens, tree.parents, tree.depths, accepted[-1], bonus))
+        record.censored = is_leaf(tree.parents, accepted[-1])
         if record_trees:
             record.tree = {"tokens": tree.tokens, "parents": tree.parents, "depths": tree.depths}
             record.target_next = verdict.all_rows()

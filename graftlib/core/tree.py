@@ -274,6 +274,12 @@ def greedy_walk(edges: dict[int, int], target_next) -> tuple[list[int], int]:
     return accepted, nxt
 
 
+def is_leaf(parents: list[int], node: int) -> bool:
+    """No node hangs under `node`. A walk that ends at a leaf accepted every node on its path and was
+    stopped by the tree, not by the target: the round is censored (a larger tree might have gone on)."""
+    return node not in parents
+
+
 def parent_mismatch(tokens: list[int], parents: list[int], depths: list[int], last: int, bonus: int) -> bool:
     """The paper's parent-child mismatch (Figure 1): the target's next token `bonus` (t*) after the
     last accepted node `last` (p*, depth d*) is in the tree at depth d* + 1, under another parent.

@@ -8,9 +8,19 @@ State (eq. 15), from the round's `Candidates` and the acceptance history:
             mean of those there are; none: the prior `hist_prior`, the calibration trajectories' mean)
   s_t = [conf_t, degen_t, hist_t, 1] (a bias term, so phi^T s_t has an intercept).
 
+Censoring (graftlib's reading of hist_t). A round whose walk ends at a leaf of its tree accepted every
+node on its path (`RoundRecord.censored`): its a_t says only that the gain is at least that, and a
+history of such rounds at a small budget would keep hist_t, and with it E[a_t(B)] of every B, at the
+small tree's limit, so SABA would never learn that a larger tree pays. hist_t therefore averages
+a*_t: a_t for a round that ended at a mismatch, and for a censored round a_t plus the draft's own
+forecast of the tokens beyond the leaf, sum_{d > d*} prod_{j = d*+1..d} q_{t,j}(c^(1)) (the top-1
+chain's expected acceptance were q calibrated; up to D - d* when the drafter is sure deep into the
+block). hist_t enters E[a_t(B)] through eq. 16 (phi, alpha) or the gain table, whose weight on it
+grows with B, so a run of censored confident rounds raises the gain of the deep trees.
+
 Gain (eq. 16): G_t(B) = 1 - exp(-B / lambda_t), lambda_t = max(phi^T s_t, lam_min), tied to accepted
 lengths by the saturation model E[a_t(B)] = 1 + A_t G_t(B), A_t = clip(alpha^T s_t, 0, D) (the bonus
-token is always emitted). phi and alpha are fitted on same-prefix replay (`graftlib.training.saba_fit`).
+token is always emitted), and A_t G_t(B) <= B: a tree of B nodes accepts at most B of them. phi and alpha are fitted on same-prefix replay (`graftlib.training.saba_fit`).
 
 Cost (eq. 17): C_t(B) = c0 + c1 B + c2 B prefix_t [+ c3 log2(1 + B)] [+ c4 prefix_t] seconds per round
 (c0 holds the draft step, so C_t is the whole round); a 3-entry c is the paper's, c3 and c4 fit a
@@ -99,11 +109,13 @@ def warm_up() -> None:
 
 
 class StateTracker:
-    """Builds s_t = [conf_t, degen_t, hist_t, 1] from a round's candidates and the past rounds."""
+    """Builds s_t = [conf_t, degen_t, hist_t, 1] from a round's candidates and the past rounds, with
+    censored rounds counted at their expected length (module doc, "Censoring")."""
 
     def __init__(self, window: int = 8, hist_prior: float = 2.0):
-        self.history: deque[int] = deque(maxlen=window)
+        self.history: deque[float] = deque(maxlen=window)
         self.hist_prior = hist_prior
+        self.top1 = np.zeros(0)  # q_{t,d}(c^(1)) of the last draft the tracker saw, d = 1..D
 
     def signals(self, cand: Candidates) -> np.ndarray:
         return np.array(self.signal_list(cand))
@@ -111,6 +123,7 @@ class StateTracker:
     def signal_list(self, cand: Candidates) -> list[float]:
         """s_t as a list of floats (`signals` is its array). A read-back packed with the drafter's Gram
         matrix gives conf and degen in one compiled call (`packed_signals`)."""
+        self.top1 = np.exp(cand.logq_table[:, 0].astype(np.float64)) if cand.depth else np.zeros(0)
         gram = cand.gram_table
         if gram is not None:
             conf, degen = packed_signals(cand.logq_table, gram)
@@ -124,8 +137,15 @@ class StateTracker:
     def hist(self) -> float:
         return sum(self.history) / len(self.history) if self.history else self.hist_prior
 
+    def beyond(self, depth: int) -> float:
+        """The draft's own forecast of the tokens a walk stopped at `depth` by the tree would have gone on
+        to accept: sum_{d > depth} prod_{j = depth+1..d} q_{t,j}(c^(1)), over the last draft's top-1 chain."""
+        return float(np.cumprod(self.top1[depth:]).sum())
+
     def feedback(self, record: dict) -> None:
-        self.history.append(record["accepted"])
+        """a*_t of the round into the window: a_t, plus `beyond` its depth when it was censored."""
+        a = record["accepted"]
+        self.history.append(a + self.beyond(a - 1) if record.get("censored") else a)
 
 
 # ----------------------------------------------------------------------------- model (eqs. 14, 16, 17)
@@ -187,12 +207,13 @@ class BudgetGrid:
         self.table = None if params.gain_table is None else GainTable(params.gain_table, grid)
 
     def extras(self, s: list[float], depth: int | None) -> tuple[list[float], list[float] | None]:
-        """(E[a_t(B)] - 1, G_t(B)) over the grid: A_t G_t(B) by eq. 16, or the gain table's (G: None)."""
+        """(E[a_t(B)] - 1, G_t(B)) over the grid: A_t G_t(B) by eq. 16, or the gain table's (G: None); at
+        most B (a B-node tree accepts at most B draft tokens)."""
         if self.table is not None:
-            return self.table.extras(s, depth), None
+            return [min(e, b) for e, b in zip(self.table.extras(s, depth), self.budgets)], None
         lam, a_sat = saturation(self.params, s, depth)
         gains = [-math.expm1(-b / lam) for b in self.budgets]
-        return [a_sat * g for g in gains], gains
+        return [min(a_sat * g, b) for g, b in zip(gains, self.budgets)], gains
 
     def choose(self, s: list[float], prefix_len: int, depth: int | None, k: float = 1.0) -> Choice:
         """B_t and its terms in one pass: numerator 1 + k (E[a_t(B)] - 1) (k: the online correction) or

@@ -2,7 +2,9 @@
 
 Both models are fitted on the same data: same-prefix replay (`graftlib.training.replay`) of reference
 ddtree trajectories on held-out validation prompts (`data.pool("val")`, never evaluation prompts)
-over the budget grid plus budget 0 (one plain AR step).
+and `--regular-prompts` of the regular set's validation split (text whose gain keeps growing with B,
+so the fit has seen confident states; `graftlib.data.regular`), over the budget grid plus budget 0
+(one plain AR step).
 
 Cost: (c0, c1, c2, c3, c4) and the AR step's C_AR(P) = a0 + c4 P (`c_ar`, SABA's AR gate), jointly
 by non-negative least squares (`saba_fit.fit_cost`: a node never gets cheaper with the prefix; c4 is
@@ -55,6 +57,7 @@ from graftlib.core.builders import FixedBudget, HeapTreeBuilder
 from graftlib.core.errors import require
 from graftlib.core.hardware import hardware_id
 from graftlib.core.sampling import GREEDY, Sampling, prompt_sampling
+from graftlib.data.regular import VAL_COUNT as REGULAR_VAL
 from graftlib.methods.args import add_model_args, add_sampling_args, sampling_from_args
 from graftlib.methods.saba import BudgetGrid
 from graftlib.methods.saba_ext import GainCorrection, ar_utility
@@ -70,6 +73,7 @@ from graftlib.training.saba_fit import (
 )
 
 GAIN_MODELS = ("table", "eq16")
+REGULAR_PROMPTS = 4  # of them replayed by default (`graft calibrate`, `graft prepare`)
 COST_MODELS = ("table", "eq17")
 
 
@@ -191,6 +195,9 @@ def add_parser(sub) -> None:
     p.add_argument("--grid", nargs="+", type=int, default=list(CPU_GRID), help="SABA budget grid "
                    "(paper, GPU: 32 48 .. 512)")
     p.add_argument("--val-prompts", type=int, default=8, help="validation prompts to replay for the gain fit")
+    p.add_argument("--regular-prompts", type=int, default=REGULAR_PROMPTS, help="prompts of the regular set's "
+                   f"validation split replayed beside them, so the fit sees rounds whose gain keeps growing with B "
+                   f"(default {REGULAR_PROMPTS})")
     p.add_argument("--ref-budget", type=int, default=8, help="budget of the reference ddtree trajectories")
     p.add_argument("--max-new-tokens", type=int, default=64)
     p.add_argument("--max-prompt-tokens", type=int, default=384)
@@ -213,15 +220,19 @@ def add_parser(sub) -> None:
 def calibrate_pair(pair, out, grid: list[int], val_prompts: int = 8, ref_budget: int = 8, max_new_tokens: int = 64,
                    max_prompt_tokens: int = 384, window: int = 8, utility: str = "throughput", gain: str = "table",
                    cost: str = "table", records: str | None = None, from_records: str | None = None,
-                   command: str | None = None, sampling: Sampling = GREEDY, log=print) -> SabaParams:
+                   command: str | None = None, sampling: Sampling = GREEDY, regular_prompts: int = 0,
+                   log=print) -> SabaParams:
     """Replay `val_prompts` validation prompts over `grid` (or read `from_records`), fit, save to `out`.
+    `regular_prompts` adds that many prompts of the regular set's validation split (`graftlib.data.regular`:
+    rounds whose gain keeps growing with B, so the fit has seen confident states; never its eval split).
     The saved meta names the pair (`Pair.identity()`) and the hardware (`core.hardware.hardware_id`)
     the calibration belongs to (`graftlib.methods.artifacts`), and at T > 0 its sampling."""
-    from graftlib.data.prompts import format_prompt, pool
+    from graftlib.data.prompts import format_prompt, load_items, pool
 
     require(val_prompts >= 1, "--val-prompts must be >= 1")
+    require(0 <= regular_prompts <= REGULAR_VAL, f"--regular-prompts must be in [0, {REGULAR_VAL}], got {regular_prompts}")
     require(all(b >= 1 for b in grid), f"--grid budgets must be >= 1 (the AR step is always replayed), got {grid}")
-    items = pool("val", val_prompts)
+    items = pool("val", val_prompts) + (load_items("regular", "val", regular_prompts) if regular_prompts else [])
     prompts = [format_prompt(item, pair.tokenizer, max_prompt_tokens).input_ids for item in items]
     if from_records:
         replayed = read_replay_records(from_records)
@@ -233,7 +244,8 @@ def calibrate_pair(pair, out, grid: list[int], val_prompts: int = 8, ref_budget:
         replayed = replay_rounds(pair.target, pair.drafter, prompts, [0, *grid], ref_budget, max_new_tokens,
                                  pair.eos_ids, window, sampling=sampling, uids=[item.uid for item in items])
     depth = pair.drafter.block_size - 1
-    meta = calibration_meta(pair.describe(), grid=grid, val_prompts=len(prompts), ref_budget=ref_budget,
+    meta = calibration_meta(pair.describe(), grid=grid, val_prompts=val_prompts, regular_prompts=regular_prompts,
+                            ref_budget=ref_budget,
                             max_new_tokens=max_new_tokens, pair=pair.identity().to_dict(),
                             hardware=hardware_id(pair.device, pair.target.dtype),
                             command=command or "graft " + " ".join(sys.argv[1:]), **sampling.setting())
@@ -252,7 +264,8 @@ def run(args) -> int:
     pair = load_pair(args.target, args.drafter, args.device, args.device_map, dtype=args.dtype)
     params = calibrate_pair(pair, args.out, args.grid, args.val_prompts, args.ref_budget, args.max_new_tokens,
                             args.max_prompt_tokens, args.window, args.utility, args.gain, args.cost, args.records,
-                            args.from_records, sampling=sampling_from_args(args), log=lambda m: print(m, flush=True))
+                            args.from_records, sampling=sampling_from_args(args), regular_prompts=args.regular_prompts,
+                            log=lambda m: print(m, flush=True))
     fit = params.meta["fit"]
     print(f"c = {params.c} (R^2 {fit['cost_r2']:.3f}); c_ar = {params.c_ar}; phi = {params.phi}; alpha = {params.alpha} "
           f"(RMSE {fit['gain_rmse_tokens']:.2f} tokens); hist_prior = {params.hist_prior:.2f}")

@@ -41,7 +41,7 @@ from graftlib.methods.artifacts import MANIFEST_SCHEMA, ArtifactDir, ShippedAsse
 from graftlib.methods.saba_params import CPU_GRID, GPU_GRID, SabaParams
 from graftlib.methods.tdes import scorer_config, scorer_id
 from graftlib.models.pair import PairId
-from graftlib.training.calibrate import calibrate_pair
+from graftlib.training.calibrate import REGULAR_PROMPTS, calibrate_pair
 from graftlib.training.tdes_train import TDESConfig, train_from_traces
 from graftlib.training.traces import TraceConfig, make_traces
 
@@ -57,6 +57,7 @@ class PrepareConfig:
     tdes_epochs: int = 8
     task_scorers: tuple[str, ...] = ()  # tasks that also get a scorer of their own (tdes-<task>.*)
     val_prompts: int = 8  # validation prompts replayed for SABA
+    regular_prompts: int = REGULAR_PROMPTS  # and prompts of the regular set's validation split (confident states)
     calib_tokens: int = 64  # new tokens per replayed prompt
     ref_budget: int = 8
     grid: tuple[int, ...] | None = None  # SABA's budgets; None: CPU_GRID on a CPU, GPU_GRID on a GPU
@@ -75,7 +76,8 @@ class PrepareConfig:
         return self
 
 
-QUICK = PrepareConfig(trace_prompts=8, trace_tokens=32, shard_size=4, tdes_epochs=2, val_prompts=2, calib_tokens=32)
+QUICK = PrepareConfig(trace_prompts=8, trace_tokens=32, shard_size=4, tdes_epochs=2, val_prompts=2, regular_prompts=0,
+                      calib_tokens=32)
 
 
 def _fitted_for(record: dict, pair: PairId, where: str) -> bool:
@@ -184,7 +186,7 @@ def prepare(pair, out: str | Path, cfg: PrepareConfig | None = None, command: st
         t0 = time.perf_counter()
         grid = list(cfg.grid or (GPU_GRID if pair.device.type == "cuda" else CPU_GRID))
         params = calibrate_pair(pair, d.saba, grid, cfg.val_prompts, cfg.ref_budget, cfg.calib_tokens,
-                                cfg.max_prompt_tokens, command=command, log=log)
+                                cfg.max_prompt_tokens, command=command, regular_prompts=cfg.regular_prompts, log=log)
         steps["saba"] = {"complete": True, "status": "made", "file": portable(d.saba), "id": params.id,
                          "hardware": hw, "grid": grid, "seconds": round(time.perf_counter() - t0, 1)}
     _save(d, manifest)
@@ -208,6 +210,8 @@ def add_parser(sub) -> None:
     p.add_argument("--task-scorers", nargs="+", default=None, metavar="TASK", help="also train a scorer on each "
                    "task's traces only (tdes-TASK.*; the shipped gsm8k scorer: --task-scorers gsm8k)")
     p.add_argument("--val-prompts", type=int, default=None, help=f"validation prompts for SABA (default {d.val_prompts})")
+    p.add_argument("--regular-prompts", type=int, default=None, help="prompts of the regular set's validation split "
+                   f"replayed for SABA beside them (default {d.regular_prompts})")
     p.add_argument("--grid", nargs="+", type=int, default=None, help="SABA budget grid (default: "
                    f"{' '.join(map(str, CPU_GRID))} on a CPU, {' '.join(map(str, GPU_GRID))} on a GPU)")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
@@ -220,7 +224,8 @@ def add_parser(sub) -> None:
 def config_from_args(args) -> PrepareConfig:
     base = QUICK if args.quick else PrepareConfig()
     given = {"trace_prompts": args.trace_prompts, "trace_minutes": args.trace_minutes,
-             "val_prompts": args.val_prompts, "grid": tuple(args.grid) if args.grid else None,
+             "val_prompts": args.val_prompts, "regular_prompts": args.regular_prompts,
+             "grid": tuple(args.grid) if args.grid else None,
              "task_scorers": tuple(args.task_scorers) if args.task_scorers else None}
     return replace(base, **{k: v for k, v in given.items() if v is not None}).check()
 
