@@ -10,7 +10,16 @@ import sys
 
 from graftlib.core.errors import GraftError
 from graftlib.data import prompts
-from graftlib.lab import bench, costs, device_check, generate, host_overhead, modeled_report, workbook
+from graftlib.lab import (
+    bench,
+    costs,
+    device_check,
+    generate,
+    host_overhead,
+    modeled_report,
+    paper_costs,
+    workbook,
+)
 from graftlib.training import (
     calibrate,
     corpus,
@@ -26,7 +35,8 @@ from graftlib.training import (
 )
 
 # subcommand modules, in the order shown by --help
-COMMAND_MODULES = (generate, bench, modeled_report, costs, host_overhead, device_check, prepare, ship, calibrate, replay,
+COMMAND_MODULES = (generate, bench, modeled_report, costs, paper_costs, host_overhead, device_check, prepare, ship, calibrate,
+                   replay,
                    prompts, drafter_data, corpus, drafter_train, drafter_pipeline, eagle3_train, traces, tdes_train, workbook)
 
 

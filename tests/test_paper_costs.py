@@ -1,0 +1,38 @@
+"""The paper's cost regime (`graftlib.lab.paper_costs`): the shipped profile is what the paper's tables give."""
+
+import pytest
+
+from graftlib.lab.cli import main
+from graftlib.lab.paper import TABLE2
+from graftlib.lab.paper_costs import PAPER_PROFILE, derive, residuals, t_ar, table1_rounds
+from graftlib.methods.cost_profile import CostProfile, RoundShape
+
+
+def test_the_shipped_profile_is_the_derivation():
+    shipped, derived = CostProfile.load(PAPER_PROFILE), derive()
+    assert shipped.id == derived.id and shipped.c == derived.c and shipped.c_ar_draft == derived.c_ar_draft
+
+
+def test_the_derivation_meets_the_rows_it_was_fitted_on():
+    """AR at 52.3 tokens/s; Table 2's DDTree and +SABA rows on the line; a node 0.45% of an AR step (the
+    regime's point); the TDES rows above the line by about the paper's 0.3 ms of scorer time; the
+    EAGLE-3 row priced exactly with 8 drafter forwards."""
+    p = derive()
+    assert 1 / t_ar() == pytest.approx(52.3, abs=0.05)
+    rows = {r["row"]: r for r in residuals(p)}
+    for fitted in ("Table 2 DDTree", "Table 2 +SABA", "Table 1 GSM8K EAGLE-3"):
+        assert abs(rows[fitted]["residual_ms"]) < 1e-9, fitted
+    assert 0 < rows["Table 2 +TDES"]["residual_ms"] < 0.3 and 0 < rows["Table 2 GRAFT"]["residual_ms"] < 0.3
+    assert p.c[1] / p.c_ar[0] == pytest.approx(0.0045, abs=0.0002)
+    _, mat, tps, _ = TABLE2["DDTree"]
+    assert p.drafted_round_s(110, 0) + 0.2 * p.c[1] == pytest.approx(mat / tps, rel=1e-9)
+    assert 0 < p.c_draft < p.c[0] and p.c_ar_draft[0] > 0
+    eagle = RoundShape(budget=59, nodes=59, prefix_len=0, drafted=True, draft_steps=8, draft_rows=8)
+    assert p.round_s(eagle) == pytest.approx(table1_rounds()["EAGLE-3"], rel=1e-9)
+
+
+def test_graft_paper_costs_writes_the_profile(tmp_path, capsys):
+    assert main(["paper-costs", "--out", str(tmp_path / "p.json")]) == 0
+    assert CostProfile.load(tmp_path / "p.json").id == derive().id
+    out = capsys.readouterr().out
+    assert "Table 1 GSM8K OPT-Tree" in out and "drafter forwards implied" in out
