@@ -361,6 +361,11 @@ def test_bench_and_generate_run_ar_drafted_methods(pairs, tmp_path, capsys):
     assert main(common + ["--method", "ddtree"]) == 0
     out = capsys.readouterr().out
     assert "verify" in out and "  context" not in out
+    for method in ("eagle3", "ddtree"):  # --show-tree prints every round's tree, AR-drafted or DFlash, and its bonus
+        assert main(common + ["--method", method, "--show-tree", "--temperature", "0.8"]) == 0
+        out = capsys.readouterr().out
+        rounds = int(out.split("rounds=")[1].split()[0])
+        assert out.count("\nround ") == rounds and out.count("-> bonus") == rounds and "B=8 nodes=8" in out
 
 
 def test_tables_run_the_releases_settings_or_say_why_not(pairs, tmp_path, monkeypatch):

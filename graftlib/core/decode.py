@@ -262,7 +262,7 @@ class DecodeLoop:
                              parent_mismatch(tree.tokens, tree.parents, tree.depths, accepted[-1], bonus))
         record.censored = is_leaf(tree.parents, accepted[-1])
         if record_trees:
-            record.tree = {"tokens": tree.tokens, "parents": tree.parents, "depths": tree.depths}
+            record.tree = {"tokens": tree.tokens, "parents": tree.parents, "depths": tree.depths, "scores": tree.scores}
             record.target_next = verdict.all_rows()
             record.accepted_nodes = accepted
         return RoundOutcome(record, new, features)

@@ -1,6 +1,7 @@
 """`graft generate`: decode one prompt with one method and print the text and round statistics.
 
-`--rounds` prints every round; `--stages` prints the mean round's stage breakdown, with an AR
+`--rounds` prints every round; `--show-tree` every round's draft tree (`graftlib.lab.tree_view`:
+tokens, path scores, the accepted path and the bonus token); `--stages` prints the mean round's stage breakdown, with an AR
 drafter's (eagle3, opt-tree) draft step split into its drafter forwards: the context step, then
 one per depth (`RoundRecord.t_draft_steps`), so an EAGLE-3 round reads beside a DDTree round's.
 """
@@ -8,6 +9,7 @@ one per depth (`RoundRecord.t_draft_steps`), so an EAGLE-3 round reads beside a 
 import statistics
 
 from graftlib.core.errors import require
+from graftlib.lab.tree_view import tree_lines
 from graftlib.methods.args import (
     add_ar_drafter_arg,
     add_method_args,
@@ -33,6 +35,8 @@ def add_parser(sub) -> None:
     p.add_argument("--budget", type=int, default=32, help="draft nodes per round (dflash: drafts per round)")
     p.add_argument("--max-new-tokens", type=int, default=128)
     p.add_argument("--rounds", action="store_true", help="print every round, not only the summary")
+    p.add_argument("--show-tree", action="store_true",
+                   help="print every round's draft tree: tokens, path scores, accepted path (*), bonus token")
     p.add_argument("--stages", action="store_true",
                    help="print the mean round's stages (ms), an AR drafter's draft step per drafter forward")
     p.set_defaults(func=run)
@@ -62,7 +66,7 @@ def run(args) -> int:
     pair = load_pair(args.target, args.drafter, args.device, args.device_map, args.eagle3, args.dtype)
     decoder = Decoder.for_method(pair.target, drafter_for(pair, args.method), args.method, args.budget, pair.eos_ids,
                                  tdes, args.beta, sampling, saba, pair.identity())
-    res = decoder.decode(pair.prompt_ids(args.prompt), args.max_new_tokens)
+    res = decoder.decode(pair.prompt_ids(args.prompt), args.max_new_tokens, record_trees=args.show_tree)
     print(pair.tokenizer.decode(res.tokens, skip_special_tokens=True))
     print()
     drafter = f"eagle3={pair.eagle3_describe()['eagle3']}" if args.method in AR_METHODS else \
@@ -75,6 +79,14 @@ def run(args) -> int:
           f"prefill={1000 * res.prefill_s:.0f} ms")
     if res.rounds:
         print("per round (ms): " + "  ".join(f"{k}={v:.1f}" for k, v in res.stage_ms().items()))
+    if args.show_tree:
+        def text(token: int) -> str:
+            return pair.tokenizer.decode([token])
+
+        for t, r in enumerate(res.rounds):
+            print(f"\nround {t}: " + ("an AR step (no draft)" if r.tree is None else ""))
+            if r.tree is not None:
+                print("\n".join(tree_lines(r, text)))
     if args.stages and res.rounds:
         print("\n".join(stage_lines(res.rounds)))
     if args.rounds:
