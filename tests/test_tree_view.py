@@ -33,3 +33,33 @@ def test_children_follow_the_score_and_a_large_tree_is_cut_saying_so():
     lines = tree_lines(record(tree=flipped, target_next=[1, 3, 9, 4, 9, 9]), NAMES.get, max_nodes=2)
     assert lines[1] == "|- - 'b' -0.50" and lines[2] == "|  `- - 'e' -0.70"
     assert lines[-1] == "... 3 more nodes not shown (max_nodes 2)"
+
+
+def test_the_drawing_has_the_edges_path_bonus_mismatch_and_comparison():
+    """Read back from the figure's artists: every edge once, the accepted path in green, every node's label,
+    the bonus token after the last accepted node, the node carrying it under another parent ringed red,
+    and against another tree with a -> f instead of a -> d and b -> e: d and e marked new, f counted."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.colors import to_rgba
+
+    from graftlib.lab.tree_view import draw_tree
+
+    other = {"tokens": [0, 1, 2, 3, 6], "parents": [-1, 0, 0, 1, 1], "depths": [0, 1, 1, 2, 2]}  # a->f, no e
+    fig, ax = plt.subplots()
+    drawn = draw_tree(ax, record(), {**NAMES, 6: "f"}.get, other=other)
+    edges = {line.get_gid(): line for line in ax.lines if (line.get_gid() or "").startswith("edge")}
+    assert set(edges) == {"edge 0-1", "edge 1-3", "edge 1-4", "edge 0-2", "edge 2-5"}
+    green = to_rgba("tab:green")
+    assert {g for g, line in edges.items() if to_rgba(line.get_color()) == green} == {"edge 0-1", "edge 1-3"}
+    labels = {t.get_gid(): t for t in ax.texts if (t.get_gid() or "").startswith("node")}
+    assert {g: t.get_text() for g, t in labels.items()} == {
+        "node 0": "r", "node 1": "a", "node 2": "b", "node 3": "c", "node 4": "+d", "node 5": "+e"}
+    assert labels["node 3"].get_fontweight() == "bold" and labels["node 4"].get_fontweight() == "normal"
+    assert to_rgba(labels["node 5"].get_bbox_patch().get_edgecolor()) == to_rgba("tab:red")  # the mismatch
+    bonus = next(t for t in ax.texts if t.get_gid() == "bonus")
+    assert bonus.get_text() == "bonus 'e'" and bonus.get_position()[0] == 3  # one depth after 'c'
+    assert drawn["mismatch"] == [5] and drawn["new"] == [4, 5] and drawn["left_out"] == 1 and drawn["cut"] == 0
+    plt.close(fig)
