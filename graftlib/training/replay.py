@@ -101,13 +101,14 @@ class ReplayDecoder(Decoder):
         self.tracker = StateTracker(window, hist_prior)
 
     def replay(self, prompt_ids: list[int], max_new_tokens: int = 256, stop_at_eos: bool = True,
-               sampling: Sampling | None = None) -> ReplayResult:
-        """Replay one prompt; `sampling`: this prompt's (kept for later replays), else the decoder's."""
+               sampling: Sampling | None = None, record_trees: bool = False) -> ReplayResult:
+        """Replay one prompt; `sampling`: this prompt's (kept for later replays), else the decoder's;
+        `record_trees`: the reference rounds keep their trees (`Decoder.decode`)."""
         if sampling is not None:
             self.sampling = sampling.check()
         self.records = []
         self.tracker = StateTracker(self.window, self.hist_prior)
-        res = self.decode(prompt_ids, max_new_tokens, stop_at_eos=stop_at_eos)
+        res = self.decode(prompt_ids, max_new_tokens, record_trees=record_trees, stop_at_eos=stop_at_eos)
         return ReplayResult(res, self.records)
 
     def _measure(self, st, cand, budget: int, timer: StageTimer, base: dict) -> ReplayRecord:
@@ -161,16 +162,18 @@ class ReplayDecoder(Decoder):
 
 def replay_decoder(target, drafter, method: str, budget: int, grid: list[int], params=None, repeats: int = 1,
                    eos_ids: list[int] | None = None, tdes: str | None = None,
-                   beta: float | None = None, sampling: Sampling = GREEDY) -> ReplayDecoder:
-    """A replay decoder for `method` (fixed budget, or an adaptive method capped at `budget`)."""
+                   beta: float | None = None, sampling: Sampling = GREEDY,
+                   cls: type[ReplayDecoder] = ReplayDecoder) -> ReplayDecoder:
+    """A replay decoder (`cls`: ReplayDecoder or a subclass) for `method` (fixed budget, or an adaptive
+    method capped at `budget`)."""
     require(method not in AR_METHODS, f"replay runs methods drafted by one DFlash forward, not {method!r} (its tree "
             "grows with the drafter, so the candidates cannot be held fixed across budgets)")
     params = params or default_params()
     builder, controller = make_parts(method, budget, drafter.block_size, tdes, beta, params,
                                      target.get_input_embeddings().weight.detach())
     require(builder is not None and method != "dflash", f"replay needs a tree method, got {method!r}")
-    return ReplayDecoder(target, drafter, builder, controller, grid, repeats, params.window, params.hist_prior,
-                         eos_ids, sampling)
+    return cls(target, drafter, builder, controller, grid, repeats, params.window, params.hist_prior, eos_ids,
+               sampling)
 
 
 def within_grid(params, grid: list[int]):
