@@ -34,6 +34,7 @@ class Exploration:
     states: list[list[float] | None]  # SABA's s_t per round (None: no SABA, or an AR step)
     oracle: list[dict]  # `oracle_rows` of the replay: per round the grid's TPS, B*_t and retained throughput
     starts: list[int] = field(default_factory=list)  # index in `tokens` of each round's root token
+    tps: list[dict[int, float]] = field(default_factory=list)  # per round, measured a_t(B) / l_t(B) per grid budget
 
     def continuation(self, t: int) -> list[int]:
         """The committed tokens after round t's root (what the target emitted from there on)."""
@@ -73,7 +74,11 @@ def explore(pair, prompt_ids: list[int], method: str = "graft", budget: int = 64
         starts.append(pos)
         pos += r.accepted
     cands = [c if r.budget > 0 else None for c, r in zip(dec.kept, rounds)]
-    return Exploration(res.decode.tokens, rounds, cands, dec.states, oracle_rows(res.records), starts)
+    tps: list[dict[int, float]] = [{} for _ in rounds]
+    for rec in res.records:
+        if not rec.reference:
+            tps[rec.round][rec.budget] = rec.tps
+    return Exploration(res.decode.tokens, rounds, cands, dec.states, oracle_rows(res.records), starts, tps)
 
 
 def compare_tree(ex: Exploration, t: int, builder, budget: int | None = None) -> SimpleNamespace:
@@ -107,3 +112,45 @@ def saba_curves(params: SabaParams, state: list[float], prefix_len: int, depth: 
     expected = [1.0 + e for e in extra]
     return {"B": [int(b) for b in ev.budgets], "expected_tokens": expected, "cost_ms": [1e3 * c for c in costs],
             "utility": [a / c for a, c in zip(expected, costs)]}
+
+
+def plot_round(ex: Exploration, t: int, decode, other_builder, params: SabaParams, depth: int,
+               labels: tuple[str, str] = ("GRAFT", "DDTree")):
+    """Round t in three panels: its tree beside `other_builder`'s from the same candidates (each marking
+    what the other lacks, `lab.tree_view.draw_tree`), and SABA's U_t(B) (model) beside the replay's
+    measured a_t(B) / l_t(B), with the chosen budget and the oracle's."""
+    import matplotlib.pyplot as plt
+
+    from graftlib.lab.tree_view import draw_tree
+
+    rec = ex.rounds[t]
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.2), gridspec_kw={"width_ratios": [1.2, 1.2, 1]})
+    if ex.candidates[t] is None:
+        for ax in axes[:2]:
+            ax.set_axis_off()
+        axes[0].text(0.5, 0.5, f"round {t}: an AR step (SABA's gate)", ha="center", transform=axes[0].transAxes)
+    else:
+        other = compare_tree(ex, t, other_builder)
+        draw_tree(axes[0], rec, decode, other=other.tree,
+                  title=f"{labels[0]}: B={rec.budget}, accepted {rec.accepted}")
+        draw_tree(axes[1], other, decode, other=rec.tree,
+                  title=f"{labels[1]} at the same budget, same draft: accepted {other.accepted}")
+    ax = axes[2]
+    measured = ex.tps[t]
+    if measured:
+        budgets = sorted(measured)
+        ax.plot(budgets, [measured[b] for b in budgets], "s--", color="gray", label="measured a_t(B) / l_t(B) (replay)")
+        best = ex.oracle[t]["best_budget"]
+        if best in measured:
+            ax.plot([best], [measured[best]], "*", ms=14, color="gold", mec="black", label=f"oracle B* = {best}")
+    if ex.states[t] is not None:
+        grid = [b for b in params.grid if b <= max(measured or [rec.budget])] or [rec.budget]
+        curves = saba_curves(params, ex.states[t], rec.prefix_len, depth, grid)
+        ax.plot(curves["B"], curves["utility"], "o-", label="SABA's U_t(B) (model, eq. 14)")
+    ax.axvline(rec.budget, color="tab:green", ls=":", label=f"chosen B_t = {rec.budget}")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("budget B (nodes)")
+    ax.set_ylabel("tokens / s")
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.18), ncol=2)
+    fig.tight_layout()
+    return fig

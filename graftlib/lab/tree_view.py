@@ -68,6 +68,19 @@ def _order(tree: dict, max_nodes: int) -> list[int]:
     return out
 
 
+def _layout(tree: dict, order: list[int]) -> dict[int, tuple[float, float]]:
+    """(depth, -row) per shown node: leaves take successive rows in `order`, a parent sits level with
+    its first (best) child, so the builder's preferred path reads as a straight line."""
+    shown = set(order)
+    kids = {n: [c for c in _children(tree).get(n, []) if c in shown] for n in order}
+    leaves = [n for n in order if not kids[n]]
+    row = {n: float(i) for i, n in enumerate(leaves)}
+    for n in reversed(order):  # children before parents
+        if kids[n]:
+            row[n] = row[kids[n][0]]
+    return {n: (tree["depths"][n], -row[n]) for n in order}
+
+
 def _paths(tree: dict) -> dict[tuple[int, ...], int]:
     """{token path from the first draft depth: node} of a recorded tree."""
     paths: dict[int, tuple[int, ...]] = {0: ()}
@@ -94,7 +107,7 @@ def draw_tree(ax, record, decode: Callable[[int], str], other: dict | None = Non
     theirs = _paths(other) if other is not None else {}
     ours = _paths(tree)
     new = [ours[p] for p in ours if other is not None and p not in theirs and ours[p] in shown]
-    pos = {n: (tree["depths"][n], -i) for i, n in enumerate(order)}
+    pos = _layout(tree, order)
     edge_scores = [scores[n] - scores[tree["parents"][n]] for n in order[1:]]
     lo, hi = (min(edge_scores), max(edge_scores)) if edge_scores else (0.0, 0.0)
     cmap = matplotlib.colormaps["Blues"]
@@ -122,10 +135,11 @@ def draw_tree(ax, record, decode: Callable[[int], str], other: dict | None = Non
     if other is not None:
         notes.append(f"+ : not in the other tree; {left_out} of its nodes are not in this one")
     ax.set_xlabel("depth")
+    ax.set_xticks(range(max(tree["depths"][n] for n in order) + 2))
     ax.set_yticks([])
     ax.set_xlim(-0.5, max(tree["depths"][n] for n in order) + 1.8)
     ax.set_title(title or f"B={record.budget}, {record.nodes} nodes, accepted {record.accepted}", fontsize=8)
-    ax.text(0.0, -0.06, "; ".join(n for n in notes if n), transform=ax.transAxes, fontsize=6, va="top")
+    ax.text(0.0, -0.24, "; ".join(n for n in notes if n), transform=ax.transAxes, fontsize=6, va="top")
     for side in ("top", "right", "left"):
         ax.spines[side].set_visible(False)
     return {"nodes": order, "accepted": [n for n in order if n in accepted], "bonus": bonus, "mismatch": mismatch,
