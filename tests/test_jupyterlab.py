@@ -1,5 +1,6 @@
-"""JupyterLab as `make lab` starts it: the server comes up headless on the repository, lists the eleven
-notebooks through its REST API and offers the kernel the notebooks name, from this environment.
+"""JupyterLab as `make lab` starts it: the server comes up headless on the repository, lists the twelve
+notebooks through its REST API, offers the kernel the notebooks name, from this environment, and serves
+the widgets extension explore_rounds' round slider renders with.
 
 The server runs on a free port of 127.0.0.1 with a token and its own config and runtime folders
 (so a user's Jupyter config cannot change the outcome); every wait is bounded and the server is
@@ -76,7 +77,7 @@ def test_jupyterlab_lists_the_notebooks_and_offers_their_kernel(lab_server):
     port, token = lab_server
     listed = api(port, token, "/api/contents/notebooks")
     names = sorted(item["name"] for item in listed["content"] if item["type"] == "notebook")
-    assert names == [b.name for b in notebooks()] and len(names) == 11
+    assert names == [b.name for b in notebooks()] and len(names) == 12
     wanted = {json.loads(b.read_text())["metadata"]["kernelspec"]["name"] for b in notebooks()}
     assert len(wanted) == 1, f"the notebooks name several kernels: {wanted}"
     specs = api(port, token, "/api/kernelspecs")["kernelspecs"]
@@ -86,3 +87,19 @@ def test_jupyterlab_lists_the_notebooks_and_offers_their_kernel(lab_server):
     assert spec["language"] == "python"
     # bare "python" is run as the server's own interpreter; a registered kernel names this venv's
     assert spec["argv"][0] == "python" or Path(spec["argv"][0]).resolve() == Path(sys.executable).resolve()
+
+
+@pytest.mark.slow
+def test_jupyterlab_serves_the_widgets_extension_of_the_round_slider(lab_server):
+    """explore_rounds' ipywidgets slider needs the widget manager extension in JupyterLab; the kernel side
+    redraws on a change of the slider's value (ipywidgets' `interactive`, as the notebook calls it)."""
+    import ipywidgets as widgets
+
+    port, token = lab_server
+    extensions = api(port, token, "/lab/api/extensions")
+    names = {e["name"] for e in (extensions if isinstance(extensions, list) else extensions.get("data", []))}
+    assert "jupyter-widgets-jupyterlab-manager" in names, sorted(names)  # @jupyter-widgets/jupyterlab-manager
+    drawn = []
+    w = widgets.interactive(lambda t: drawn.append(t), t=widgets.IntSlider(min=0, max=5, value=1))
+    w.children[0].value = 4
+    assert drawn[-1] == 4
