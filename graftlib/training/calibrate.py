@@ -73,7 +73,7 @@ from graftlib.training.saba_fit import (
 )
 
 GAIN_MODELS = ("table", "eq16")
-REGULAR_PROMPTS = 4  # of them replayed by default (`graft calibrate`, `graft prepare`)
+REGULAR_PROMPTS = 8  # of them replayed by default (`graft calibrate`, `graft prepare`)
 COST_MODELS = ("table", "eq17")
 
 
