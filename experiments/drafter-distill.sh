@@ -12,12 +12,8 @@ DISTILL_DATA=${DISTILL_DATA:-runs/drafter-data-v3}
 data
 run mkdir -p runs/drafter-distill
 for arm in "hard --distill 0" "distill --distill 0.5"; do
-  read -r -a words <<< "$arm"
-  out=runs/drafter-distill/${words[0]}
-  [[ -d "$out/drafter" ]] && continue
-  run_bg "$out.log" "${GRAFT_CMD[@]}" train-drafter --data "$DISTILL_DATA" --out "$out" --init-drafter embedded \
-    --minutes "$DISTILL_MIN" --clock cpu --threads 1 --blocks-per-seq 16 --lr "$DISTILL_LR" --eval-every 200 \
-    --tau-prompts 8 $(resume_flag "$out") "${words[@]:1}"
+  train_arm runs/drafter-distill "$arm" --data "$DISTILL_DATA" --init-drafter embedded --minutes "$DISTILL_MIN" \
+    --clock cpu --threads 1 --blocks-per-seq 16 --lr "$DISTILL_LR" --eval-every 200 --tau-prompts 8
 done
 wait
 write_ablation runs/drafter-distill runs/drafter-distill/summary.json hard experiments/drafter-distill.sh

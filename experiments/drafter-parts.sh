@@ -15,12 +15,9 @@ mapfile -t corpora < <(corpora_data)
 run mkdir -p runs/drafter-parts
 for pair in "base|anchor --anchor-context" "head --draft-head|both --draft-head --anchor-context"; do
   for arm in "${pair%%|*}" "${pair##*|}"; do
-    read -r -a words <<< "$arm"
-    out=runs/drafter-parts/${words[0]}
-    [[ -d "$out/drafter" ]] && continue
-    run_bg "$out.log" "${GRAFT_CMD[@]}" train-drafter --data "${corpora[@]}" --out "$out" --init-drafter embedded \
-      --minutes "$PARTS_MIN" --clock cpu --threads 1 --blocks-per-seq 16 --lr "$PARTS_LR" --eval-every 100000 \
-      --tau-prompts 8 --checkpoint-minutes 5 $(resume_flag "$out") "${words[@]:1}"
+    train_arm runs/drafter-parts "$arm" --data "${corpora[@]}" --init-drafter embedded --minutes "$PARTS_MIN" \
+      --clock cpu --threads 1 --blocks-per-seq 16 --lr "$PARTS_LR" --eval-every 100000 --tau-prompts 8 \
+      --checkpoint-minutes 5
   done
   wait
 done

@@ -81,6 +81,17 @@ featurize_corpora() {
 # The flag that continues a run from its checkpoint, if it has one.
 resume_flag() { [[ -d "$1/checkpoint" ]] && echo --resume || true; }
 
+# train_arm DIR "NAME FLAGS..." ARGS...: one arm of a side-by-side drafter A/B in the background into DIR/NAME
+# (`graft train-drafter ARGS FLAGS`, its output in DIR/NAME.log): a finished arm is kept, an interrupted one resumes.
+train_arm() {
+  local dir=$1 words out
+  read -r -a words <<< "$2"
+  shift 2
+  out=$dir/${words[0]}
+  [[ -d "$out/drafter" ]] && return 0
+  run_bg "$out.log" "${GRAFT_CMD[@]}" train-drafter --out "$out" "$@" $(resume_flag "$out") "${words[@]:1}"
+}
+
 # write_ablation RUNS_DIR OUT [BASELINE COMMAND]: the summary of side-by-side drafter runs.
 write_ablation() {
   run "$BIN/python" -c "from graftlib.training.drafter_train import write_ablation as w; \
