@@ -37,7 +37,8 @@ FIGURES_DIR = "figures"  # the notebooks' default `figures_dir`, relative to the
 
 # Each notebook receives the profile values of the parameters it declares (and no others).
 PROFILES: dict[str, dict] = {
-    "smoke": {"profile": "smoke", "prompt_index": 0, "prompt_text": "", "show_rounds": "auto",
+    "smoke": {"profile": "smoke", "prompt_index": 0, "prompt_text": "", "show_rounds": "auto", "method": "graft",
+              "compare": "ddtree",
               "task": "gsm8k", "pool": "tdes", "n_prompts": 1, "max_new_tokens": 16, "tasks": "gsm8k",
               "budgets": "4,16", "chain_budgets": "7", "budget": 8, "cap": 16, "betas": "0,0.2",
               "grid": "2,4,8", "paper_grid": "32,64", "val_prompts": 1, "trace_prompts": 1, "epochs": 1,
@@ -45,7 +46,8 @@ PROFILES: dict[str, dict] = {
               "tau_prompts": 1, "data_pools": "tdes", "repeats": 1,
               "sampling_tasks": "gsm8k", "temperatures": "0,1.0", "top_p": 1.0, "seed": 0,
               "saba_prompts": 1, "saba_grid": "2,4", "saba_max_new_tokens": 16, "saba_repeats": 1},
-    "quick": {"profile": "quick", "prompt_index": 0, "prompt_text": "", "show_rounds": "auto",
+    "quick": {"profile": "quick", "prompt_index": 0, "prompt_text": "", "show_rounds": "auto", "method": "graft",
+              "compare": "ddtree",
               "task": "gsm8k", "pool": "tdes", "n_prompts": 2, "max_new_tokens": 64,
               "tasks": "gsm8k,mbpp,alpaca", "budgets": "4,8,16,32", "chain_budgets": "3,7,15", "budget": 16,
               "cap": 64, "betas": "0,0.05,0.1,0.2,0.4", "grid": "2,4,8,12,16,24,32",
@@ -54,7 +56,8 @@ PROFILES: dict[str, dict] = {
               "tau_prompts": 2, "data_pools": "tdes", "repeats": 3,
               "sampling_tasks": "gsm8k,mt-bench", "temperatures": "0,0.6,1.0", "top_p": 1.0, "seed": 0,
               "saba_prompts": 1, "saba_grid": "2,4,8", "saba_max_new_tokens": 32, "saba_repeats": 1},
-    "full": {"profile": "full", "prompt_index": 0, "prompt_text": "", "show_rounds": "auto",
+    "full": {"profile": "full", "prompt_index": 0, "prompt_text": "", "show_rounds": "auto", "method": "graft",
+             "compare": "ddtree",
              "task": "gsm8k", "pool": "tdes", "n_prompts": 128, "max_new_tokens": 2048,
              "tasks": "gsm8k,math500,aime24,aime25,humaneval,mbpp,swe-bench,alpaca",
              "budgets": "16,32,64,128,256,512", "chain_budgets": "15", "budget": 256, "cap": 512,
