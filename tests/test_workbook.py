@@ -124,7 +124,8 @@ def test_smoke_profile_runs_every_notebook(tmp_path, dtype):
 @pytest.mark.slow
 def test_bad_notebook_parameter_stops_in_first_cell(tmp_path):
     rows = run_workbook("smoke", tmp_path / "out", only=[notebooks()[0].stem],
-                        extra={"tasks": "nope", "results_dir": str(tmp_path / "r"), "figures_dir": str(tmp_path / "f")})
+                        extra={"tasks": "nope", "task": "nope", "results_dir": str(tmp_path / "r"),
+                               "figures_dir": str(tmp_path / "f")})
     assert rows[0]["status"] == "failed"
     assert "GraftError" in rows[0]["error"] and "unknown task 'nope'" in rows[0]["error"]
 
