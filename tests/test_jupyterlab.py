@@ -1,5 +1,5 @@
 """JupyterLab as `make lab` starts it: the server comes up headless on the repository, lists the twelve
-notebooks through its REST API, offers the kernel the notebooks name, from this environment, and serves
+notebooks through its REST API, offers the kernel the notebooks name, from this venv, and serves
 the widgets extension explore_rounds' round slider renders with.
 
 The server runs on a free port of 127.0.0.1 with a token and its own config and runtime folders

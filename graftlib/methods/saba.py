@@ -115,7 +115,7 @@ class StateTracker:
     def __init__(self, window: int = 8, hist_prior: float = 2.0):
         self.history: deque[float] = deque(maxlen=window)
         self.hist_prior = hist_prior
-        self.top1 = np.zeros(0)  # q_{t,d}(c^(1)) of the last draft the tracker saw, d = 1..D
+        self.logq1 = np.zeros(0)  # log q_{t,d}(c^(1)) of the last draft the tracker saw, d = 1..D (a view)
 
     def signals(self, cand: Candidates) -> np.ndarray:
         return np.array(self.signal_list(cand))
@@ -123,7 +123,7 @@ class StateTracker:
     def signal_list(self, cand: Candidates) -> list[float]:
         """s_t as a list of floats (`signals` is its array). A read-back packed with the drafter's Gram
         matrix gives conf and degen in one compiled call (`packed_signals`)."""
-        self.top1 = np.exp(cand.logq_table[:, 0].astype(np.float64)) if cand.depth else np.zeros(0)
+        self.logq1 = cand.logq_table[:, 0] if cand.depth else np.zeros(0)  # exp'd only for a censored round
         gram = cand.gram_table
         if gram is not None:
             conf, degen = packed_signals(cand.logq_table, gram)
@@ -140,7 +140,7 @@ class StateTracker:
     def beyond(self, depth: int) -> float:
         """The draft's own forecast of the tokens a walk stopped at `depth` by the tree would have gone on
         to accept: sum_{d > depth} prod_{j = depth+1..d} q_{t,j}(c^(1)), over the last draft's top-1 chain."""
-        return float(np.cumprod(self.top1[depth:]).sum())
+        return float(np.cumprod(np.exp(self.logq1[depth:].astype(np.float64))).sum())
 
     def feedback(self, record: dict) -> None:
         """a*_t of the round into the window: a_t, plus `beyond` its depth when it was censored."""
