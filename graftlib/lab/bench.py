@@ -337,9 +337,6 @@ def add_parser(sub) -> None:
     p.add_argument("--max-new-tokens", type=int, default=128)
     p.add_argument("--out", default=None, help="JSONL results file (default results/bench.jsonl)")
     p.add_argument("--no-warmup", action="store_true")
-    p.add_argument("--cost-profile", default=None, metavar="FILE",
-                   help="cost profile JSON that prices the rounds for the modeled columns "
-                   "(default: the shipped SABA calibration's CPU profile)")
     p.set_defaults(func=run)
 
 

@@ -2,7 +2,7 @@
 
 `add_model_args` (--target, --drafter, --device, --device-map) feeds `graftlib.models.load_pair`, and
 `add_ar_drafter_arg` (--eagle3) its EAGLE-3 drafter, for commands that run AR-drafted methods;
-`add_method_args` (--tdes, --beta, --artifacts) feeds `graftlib.methods.registry.make_parts` through
+`add_method_args` (--tdes, --beta, --artifacts, --saba, --cost-profile) feeds `graftlib.methods.registry.make_parts` through
 `method_inputs` (the scorer path and the SABA calibration); `add_sampling_args`
 (--temperature, --top-p, --seed) gives `sampling_from_args`, the decode's `Sampling` (T = 0: greedy). They live here,
 below the commands of `graftlib.training` and `graftlib.lab`, so every command takes them from
@@ -14,7 +14,8 @@ import argparse
 from graftlib.core.paths import portable
 from graftlib.core.sampling import Sampling
 from graftlib.methods.artifacts import artifact_inputs
-from graftlib.methods.saba_params import SabaParams
+from graftlib.methods.cost_profile import CostProfile, with_costs
+from graftlib.methods.saba_params import SabaParams, default_params
 from graftlib.models.drafter import EMBEDDED_DRAFTER
 from graftlib.models.eagle3 import EMBEDDED_EAGLE3_DIR
 from graftlib.models.target import DTYPES, EMBEDDED_TARGET
@@ -43,11 +44,24 @@ def add_method_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--artifacts", default=None, metavar="DIR",
                    help="a `graft prepare` folder: its TDES scorer and SABA calibration, fitted for this pair "
                    "(default: the shipped ones, fitted for the embedded pair on a 2-core CPU)")
+    p.add_argument("--saba", default=None, metavar="FILE",
+                   help="SABA calibration JSON for ddtree+saba / graft / caddtree (default: --artifacts's, else the "
+                   "shipped one; the paper's grid: graftlib/assets/saba/paper-a100.json)")
+    p.add_argument("--cost-profile", default=None, metavar="FILE",
+                   help="cost profile JSON (e.g. graftlib/assets/costs/paper-a100.json): the adaptive methods decide "
+                   "with its costs (`cost_profile.with_costs`) and the modeled columns are priced by it (default: "
+                   "the shipped CPU profile, the shipped calibration's own costs)")
 
 
 def method_inputs(args: argparse.Namespace) -> tuple[str | None, SabaParams | None]:
-    """(TDES scorer path, SABA calibration) from --tdes / --artifacts (None, None: the shipped ones)."""
-    return artifact_inputs(args.artifacts, args.tdes)
+    """(TDES scorer path, SABA calibration) from --tdes / --artifacts / --saba (None, None: the shipped
+    ones), the calibration deciding under --cost-profile when one is given."""
+    tdes, saba = artifact_inputs(args.artifacts, args.tdes)
+    if args.saba:
+        saba = SabaParams.load(args.saba)
+    if args.cost_profile:
+        saba = with_costs(saba or default_params(), CostProfile.load(args.cost_profile))
+    return tdes, saba
 
 
 def add_sampling_args(p: argparse.ArgumentParser) -> None:

@@ -178,8 +178,10 @@ def check_scorer(path: str | Path, pair: PairId, hardware: str) -> None:
 
 
 def check_calibration(params: SabaParams, pair: PairId, hardware: str) -> None:
-    """A SABA calibration must be this pair's, and should be this machine's."""
-    check_fitted("SABA calibration", params.meta.get("path", "(in memory)"), params.meta, pair, hardware, True)
+    """A SABA calibration must be this pair's, and should be this machine's unless it decides under a
+    named cost profile (`meta["cost_profile"]`: another machine's costs on purpose)."""
+    check_fitted("SABA calibration", params.meta.get("path", "(in memory)"), params.meta, pair, hardware,
+                 "cost_profile" not in params.meta)
 
 
 def artifact_inputs(artifacts: str | Path | None, tdes: str | None = None) -> tuple[str | None, SabaParams | None]:

@@ -349,6 +349,17 @@ def default_profile() -> CostProfile:
     return with_ar_draft(saba_profile(), *load_ar_draft_cost(AR_DRAFT_PATH))
 
 
+def with_costs(params: SabaParams, profile: CostProfile) -> SabaParams:
+    """SABA (and CaDDTree, which reads the same params) deciding under `profile`: the calibration's
+    cost side (eq. 17's c, the cost table, c_ar, c_draft, rows_cost) replaced by the profile's, its
+    gain side (phi, alpha, the gain table, hist_prior, the grid) kept, as the gain does not depend on
+    the machine. `meta["cost_profile"]` names the profile, and the calibration is then no longer
+    this machine's alone (`graftlib.methods.artifacts` does not warn about the hardware)."""
+    return replace(params, c=list(profile.c), c_ar=list(profile.c_ar), c_draft=profile.c_draft,
+                   cost_table=profile.cost_table, rows_cost=profile.c_rows,
+                   meta={**params.meta, "cost_profile": profile.label})
+
+
 def load_profile(path: str | Path | None) -> CostProfile:
     """The profile at `path`, or the default one for None."""
     return default_profile() if path is None else CostProfile.load(path)

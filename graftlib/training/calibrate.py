@@ -59,10 +59,11 @@ from graftlib.core.hardware import hardware_id
 from graftlib.core.sampling import GREEDY, Sampling, prompt_sampling
 from graftlib.data.regular import VAL_COUNT as REGULAR_VAL
 from graftlib.methods.args import add_model_args, add_sampling_args, sampling_from_args
+from graftlib.methods.cost_profile import CostProfile, load_profile, with_costs
 from graftlib.methods.saba import BudgetGrid
 from graftlib.methods.saba_ext import GainCorrection, ar_utility
 from graftlib.methods.saba_params import CPU_GRID, DEFAULT_PATH, SabaParams
-from graftlib.training.replay import ReplayDecoder, ReplayRecord
+from graftlib.training.replay import ReplayDecoder, ReplayRecord, WalkReplay, priced
 from graftlib.training.saba_fit import (
     calibration_meta,
     fit_cost,
@@ -79,13 +80,15 @@ COST_MODELS = ("table", "eq17")
 
 def replay_rounds(target, drafter, prompts: list[list[int]], grid: list[int], ref_budget: int,
                   max_new_tokens: int, eos_ids=None, window: int = 8, hist_prior: float = 2.0,
-                  sampling: Sampling = GREEDY, uids: list[str] | None = None) -> list[ReplayRecord]:
+                  sampling: Sampling = GREEDY, uids: list[str] | None = None, walk: bool = False) -> list[ReplayRecord]:
     """Replay records of reference ddtree@ref_budget trajectories over `grid`; rounds numbered globally.
-    At T > 0 prompt i replays with the seed `prompt_sampling(sampling, uids[i])` (uids: "0", "1", ..)."""
+    At T > 0 prompt i replays with the seed `prompt_sampling(sampling, uids[i])` (uids: "0", "1", ..).
+    `walk`: the grid's a_t(B) walked, not verified, and untimed (`graftlib.training.replay.WalkReplay`, T = 0)."""
     uids = uids if uids is not None else [str(i) for i in range(len(prompts))]
     require(len(uids) == len(prompts), f"{len(uids)} uids for {len(prompts)} prompts")
-    dec = ReplayDecoder(target, drafter, HeapTreeBuilder(), FixedBudget(ref_budget), grid, 1, window, hist_prior,
-                        eos_ids, sampling)
+    cls = WalkReplay if walk else ReplayDecoder
+    dec = cls(target, drafter, HeapTreeBuilder(), FixedBudget(ref_budget), grid, 1, window, hist_prior,
+              eos_ids, sampling)
     records: list[ReplayRecord] = []
     for ids, uid in zip(prompts, uids):
         base = 1 + max((r.round for r in records), default=-1)
@@ -97,24 +100,29 @@ def replay_rounds(target, drafter, prompts: list[list[int]], grid: list[int], re
 def fit_params(records: list[ReplayRecord], grid: list[int], depth: int, window: int = 8,
                utility: str = "throughput", lam_min: float = 0.5, meta: dict | None = None,
                concave: bool = True, gain_model: str = "table", shared_prefix: bool = True,
-               cost_model: str = "table") -> SabaParams:
+               cost_model: str = "table", profile: CostProfile | None = None) -> SabaParams:
     """SabaParams from replay records (see module doc); `c_ar` when budget 0 was replayed;
     `concave=False`, `shared_prefix=False`: without the c3 / c4 cost terms (`saba_fit.fit_cost`);
-    `gain_model="eq16"`: no gain table; `cost_model="eq17"`: no cost table."""
+    `gain_model="eq16"`: no gain table; `cost_model="eq17"`: no cost table; `profile`: no cost fit,
+    the profile's costs (`cost_profile.with_costs`; the records need no times)."""
     require(gain_model in GAIN_MODELS, f"gain model must be one of {GAIN_MODELS}, got {gain_model!r}")
     require(cost_model in COST_MODELS, f"cost model must be one of {COST_MODELS}, got {cost_model!r}")
     ref = [r for r in records if r.reference and r.budget > 0]
     on_grid = [r for r in records if not r.reference and r.budget > 0]
     require(len(ref) > 0 and len(on_grid) > 0, "no replayed rounds to fit the gain on")
     ar = [r for r in records if not r.reference and r.budget == 0]
-    timed = on_grid + ar
-    budgets, prefixes, latency = ([r.budget for r in timed], [r.prefix_len for r in timed],
-                                  [r.latency - r.t_draft for r in timed])
-    c, c_ar, r2 = fit_cost(budgets, prefixes, latency, concave, shared_prefix)
-    cost_table = fit_cost_table(budgets, prefixes, latency, c) if cost_model == "table" else None
-    rows_cost = fit_rows_cost(budgets, prefixes, latency, [r.accepted for r in timed], c, cost_table)
-    c_draft = statistics.median(r.t_draft for r in ref)
-    c[0] += c_draft
+    if profile is None:
+        timed = on_grid + ar
+        budgets, prefixes, latency = ([r.budget for r in timed], [r.prefix_len for r in timed],
+                                      [r.latency - r.t_draft for r in timed])
+        c, c_ar, r2 = fit_cost(budgets, prefixes, latency, concave, shared_prefix)
+        cost_table = fit_cost_table(budgets, prefixes, latency, c) if cost_model == "table" else None
+        rows_cost = fit_rows_cost(budgets, prefixes, latency, [r.accepted for r in timed], c, cost_table)
+        c_draft = statistics.median(r.t_draft for r in ref)
+        c[0] += c_draft
+    else:
+        c, c_ar, c_draft, cost_table, rows_cost, r2 = (profile.c, profile.c_ar, profile.c_draft, profile.cost_table,
+                                                       profile.c_rows, None)
     phi, alpha, rmse = fit_gain([r.state for r in on_grid], [r.budget for r in on_grid],
                                 [r.accepted for r in on_grid], lam_min, depth)
     hist_prior = float(np.mean([r.accepted for r in ref]))
@@ -125,10 +133,11 @@ def fit_params(records: list[ReplayRecord], grid: list[int], depth: int, window:
         table, fit["gain_table_rmse_tokens"] = fit_gain_table([r.state for r in on_grid],
                                                               [r.budget for r in on_grid],
                                                               [r.accepted for r in on_grid])
-    return SabaParams(phi=phi, alpha=alpha, c=c, grid=sorted(b for b in set(grid) if b > 0), window=window,
-                      hist_prior=hist_prior, lam_min=lam_min, utility=utility, c_ar=c_ar, c_draft=c_draft,
-                      gain_table=table, cost_table=cost_table, rows_cost=rows_cost,
-                      meta={**(meta or {}), "fit": fit})
+    params = SabaParams(phi=phi, alpha=alpha, c=list(c), grid=sorted(b for b in set(grid) if b > 0), window=window,
+                        hist_prior=hist_prior, lam_min=lam_min, utility=utility, c_ar=None if c_ar is None else list(c_ar), c_draft=c_draft,
+                        gain_table=table, cost_table=cost_table, rows_cost=rows_cost,
+                        meta={**(meta or {}), "fit": fit})
+    return params if profile is None else with_costs(params, profile)
 
 
 def offline_tracking(params: SabaParams, records: list[ReplayRecord], depth: int | None = None) -> dict:
@@ -213,6 +222,10 @@ def add_parser(sub) -> None:
     p.add_argument("--from-records", default=None, help="fit on replay records written by --records instead "
                    "of replaying (no measuring; the records' machine is the calibration's, and --temperature "
                    "/ --top-p / --seed should name the sampling they were replayed with)")
+    p.add_argument("--cost-profile", default=None, metavar="FILE",
+                   help="decide under this cost profile (e.g. graftlib/assets/costs/paper-a100.json): its costs "
+                   "instead of a cost fit, and the grid's acceptance walked along the greedy continuation instead "
+                   "of verified, so grids up to 512 nodes run in minutes on a CPU (T = 0 only)")
     add_sampling_args(p)
     p.set_defaults(func=run)
 
@@ -221,15 +234,18 @@ def calibrate_pair(pair, out, grid: list[int], val_prompts: int = 8, ref_budget:
                    max_prompt_tokens: int = 384, window: int = 8, utility: str = "throughput", gain: str = "table",
                    cost: str = "table", records: str | None = None, from_records: str | None = None,
                    command: str | None = None, sampling: Sampling = GREEDY, regular_prompts: int = 0,
-                   log=print) -> SabaParams:
+                   profile: CostProfile | None = None, log=print) -> SabaParams:
     """Replay `val_prompts` validation prompts over `grid` (or read `from_records`), fit, save to `out`.
     `regular_prompts` adds that many prompts of the regular set's validation split (`graftlib.data.regular`:
     rounds whose gain keeps growing with B, so the fit has seen confident states; never its eval split).
     The saved meta names the pair (`Pair.identity()`) and the hardware (`core.hardware.hardware_id`)
-    the calibration belongs to (`graftlib.methods.artifacts`), and at T > 0 its sampling."""
+    the calibration belongs to (`graftlib.methods.artifacts`), and at T > 0 its sampling.
+    `profile`: the grid is walked, not verified (`graftlib.training.replay.WalkReplay`, T = 0), and the costs
+    are the profile's (`fit_params`); the records are priced by it (`replay.priced`)."""
     from graftlib.data.prompts import format_prompt, load_items, pool
 
     require(val_prompts >= 1, "--val-prompts must be >= 1")
+    require(profile is None or sampling.greedy, "--cost-profile walks the grid along the greedy continuation: T = 0 only")
     require(0 <= regular_prompts <= REGULAR_VAL, f"--regular-prompts must be in [0, {REGULAR_VAL}], got {regular_prompts}")
     require(all(b >= 1 for b in grid), f"--grid budgets must be >= 1 (the AR step is always replayed), got {grid}")
     items = pool("val", val_prompts) + (load_items("regular", "val", regular_prompts) if regular_prompts else [])
@@ -242,7 +258,10 @@ def calibrate_pair(pair, out, grid: list[int], val_prompts: int = 8, ref_budget:
         at = "" if sampling.greedy else f" at T = {sampling.temperature} (top-p {sampling.top_p}, seed {sampling.seed})"
         log(f"replaying {len(prompts)} validation prompts over the grid {grid} and an AR step{at} ...")
         replayed = replay_rounds(pair.target, pair.drafter, prompts, [0, *grid], ref_budget, max_new_tokens,
-                                 pair.eos_ids, window, sampling=sampling, uids=[item.uid for item in items])
+                                 pair.eos_ids, window, sampling=sampling, uids=[item.uid for item in items],
+                                 walk=profile is not None)
+    if profile is not None:
+        replayed = priced(replayed, profile)
     depth = pair.drafter.block_size - 1
     meta = calibration_meta(pair.describe(), grid=grid, val_prompts=val_prompts, regular_prompts=regular_prompts,
                             ref_budget=ref_budget,
@@ -251,7 +270,8 @@ def calibrate_pair(pair, out, grid: list[int], val_prompts: int = 8, ref_budget:
                             command=command or "graft " + " ".join(sys.argv[1:]), **sampling.setting())
     if records:
         write_records(records, replayed)
-    params = fit_params(replayed, grid, depth, window, utility, meta=meta, gain_model=gain, cost_model=cost)
+    params = fit_params(replayed, grid, depth, window, utility, meta=meta, gain_model=gain, cost_model=cost,
+                        profile=profile)
     params.meta["offline_tracking"] = offline_tracking(params, replayed, depth)
     params.meta["offline_tracking_uncorrected"] = offline_tracking(replace(params, gain_prior=None), replayed, depth)
     params.save(out)
@@ -261,13 +281,15 @@ def calibrate_pair(pair, out, grid: list[int], val_prompts: int = 8, ref_budget:
 def run(args) -> int:
     from graftlib.models.pair import load_pair
 
+    profile = load_profile(args.cost_profile) if args.cost_profile else None  # a bad file fails before the models load
     pair = load_pair(args.target, args.drafter, args.device, args.device_map, dtype=args.dtype)
     params = calibrate_pair(pair, args.out, args.grid, args.val_prompts, args.ref_budget, args.max_new_tokens,
                             args.max_prompt_tokens, args.window, args.utility, args.gain, args.cost, args.records,
                             args.from_records, sampling=sampling_from_args(args), regular_prompts=args.regular_prompts,
-                            log=lambda m: print(m, flush=True))
+                            profile=profile, log=lambda m: print(m, flush=True))
     fit = params.meta["fit"]
-    print(f"c = {params.c} (R^2 {fit['cost_r2']:.3f}); c_ar = {params.c_ar}; phi = {params.phi}; alpha = {params.alpha} "
+    r2 = f"R^2 {fit['cost_r2']:.3f}" if fit["cost_r2"] is not None else f"cost profile {profile.name} {profile.id}"
+    print(f"c = {params.c} ({r2}); c_ar = {params.c_ar}; phi = {params.phi}; alpha = {params.alpha} "
           f"(RMSE {fit['gain_rmse_tokens']:.2f} tokens); hist_prior = {params.hist_prior:.2f}")
     print(f"in-sample retained oracle throughput: {params.meta['offline_tracking']} "
           f"(without the online gain correction: {params.meta['offline_tracking_uncorrected']})")

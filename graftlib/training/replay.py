@@ -29,7 +29,32 @@ Oracle: TPS_t(B) = a_t(B) / l_t(B), B*_t = argmax over the grid, retained oracle
 reference choice B_t: TPS_t(B_t) / TPS_t(B*_t) (B_t's grid measurement when B_t is on the grid,
 else the reference round's own).
 
-`graft replay` runs it on eval or validation prompts and appends one JSON line per prompt.
+Walk replay (`WalkReplay`, `priced`): a_t(B) for budgets too large to verify on this machine. The
+replay above verifies every budget of its grid with the target, which on a CPU costs about a second
+for a 512-node tree: the paper's grid (B = 32, 48, .. 512, `saba_params.PAPER_GRID`) would take an
+hour per few prompts. At T = 0 it need not:
+- the reference decode equals greedy AR (every method is exact), so along any root path that has
+  matched the reference's continuation so far, the target's argmax at the next node is the
+  continuation's next token; a tree's accepted length is then its walk along that continuation,
+  a_t(B) = 1 + the matched path's length (the bonus included), with no verify;
+- DDTree's heap (and TDES's, `core.builders.HeapTreeBuilder`) pops in exact best-first order with
+  ties broken by push order, so the tree of budget B is the first B pops of the tree of the
+  largest budget: one build per round gives every budget (node i, in pop order, is in the
+  B-node tree iff i <= B), and a_t(B) = 1 + the number of leading matched path nodes whose
+  running maximum index is <= B.
+`WalkReplay` decodes the reference trajectory as `ReplayDecoder` does (its reference rounds are
+verified and timed as ever), records each round's largest tree, decodes `depth + 1` tokens past
+`max_new_tokens` so that every kept round has a full continuation to walk, and fills the grid's
+records afterwards. Its records carry no times (t_* = 0): `priced` gives them, and any measured
+replay records, the stage times of a cost profile (`methods.cost_profile`), so oracle tracking,
+SABA's offline tracking and the calibration's gain fit run unchanged under any machine's costs.
+
+Invariants: T = 0 only (a sampled target's acceptance is a draw, not a walk); a_t(B) equals the
+verified replay's for every B (tests/test_walk_replay.py checks it against `ReplayDecoder`); rounds
+whose continuation is cut by the length limit are dropped, never counted short.
+
+`graft replay` runs it on eval or validation prompts and appends one JSON line per prompt; with
+`--cost-profile` it walks the grid and prices every record by the profile.
 """
 
 import statistics
@@ -38,18 +63,27 @@ from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
+from graftlib.core.builders import HeapTreeBuilder
 from graftlib.core.decode import DecodeResult
 from graftlib.core.errors import require
 from graftlib.core.paths import results_dir
 from graftlib.core.records import append_record, read_records, setting_id
 from graftlib.core.sampling import GREEDY, Sampling, prompt_sampling
 from graftlib.core.timing import StageTimer
+from graftlib.core.tree import EDGE_SHIFT, child_edges
 from graftlib.core.verify import commit_cache
-from graftlib.methods.args import add_method_args, add_model_args, add_sampling_args, sampling_from_args
+from graftlib.methods.args import (
+    add_method_args,
+    add_model_args,
+    add_sampling_args,
+    method_inputs,
+    sampling_from_args,
+)
+from graftlib.methods.cost_profile import CostProfile, RoundShape
 from graftlib.methods.decoder import Decoder
 from graftlib.methods.registry import AR_METHODS, make_parts, method_setting
 from graftlib.methods.saba import StateTracker
-from graftlib.methods.saba_params import SabaParams, default_params
+from graftlib.methods.saba_params import default_params
 
 
 @dataclass
@@ -160,6 +194,84 @@ class ReplayDecoder(Decoder):
         result.stop = "eos" if eos else "length"
 
 
+class WalkReplay(ReplayDecoder):
+    """A `ReplayDecoder` whose grid budgets are walked along the reference's continuation (module doc)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        require(self.sampling.greedy, "a walk replay reads acceptance off the greedy continuation: T = 0 only")
+        require(isinstance(self.builder, HeapTreeBuilder), "a walk replay needs a best-first heap (ddtree, ddtree+tdes, "
+                f"ddtree+saba, graft), whose trees are nested in the budget, not {type(self.builder).__name__}")
+        self._rounds: list[tuple[int, list[int], list[int], list[int]]] = []  # (pos, tokens, parents, record idx)
+        self._result = None
+
+    def replay(self, prompt_ids: list[int], max_new_tokens: int = 256, stop_at_eos: bool = True,
+               sampling=None, record_trees: bool = False) -> ReplayResult:
+        require(sampling is None or sampling.greedy, "a walk replay runs at T = 0 only")
+        self._rounds = []
+        depth = self.drafter.block_size - 1
+        res = super().replay(prompt_ids, max_new_tokens + depth + 1, stop_at_eos, GREEDY, record_trees)
+        out = res.decode.tokens
+        ended = res.decode.stop == "eos"
+        keep = set()
+        for pos, tokens, parents, idx in self._rounds:
+            if pos >= max_new_tokens or (pos + depth + 1 > len(out) and not ended):
+                continue
+            keep.add(self.records[idx[0]].round)
+            walked = walk_ranks(tokens, parents, out[pos:])
+            for i in idx:
+                r = self.records[i]
+                a = min(1 + sum(1 for m in walked if m <= r.budget), len(out) - pos) if r.budget > 0 else 1
+                self.records[i] = replace(r, accepted=a, nodes=min(r.budget, len(tokens) - 1),
+                                          tokens=out[pos:pos + a])
+        self.records = [r for r in self.records if r.round in keep]
+        return ReplayResult(res.decode, self.records)
+
+    def _speculate(self, result, st, max_new_tokens, record_trees, stop_at_eos, timer, eos):
+        self._result = result
+        super()._speculate(result, st, max_new_tokens, record_trees, stop_at_eos, timer, eos)
+
+    def _measure(self, st, cand, budget: int, timer, base: dict) -> ReplayRecord:
+        """An untimed placeholder; the round's largest tree is built once, at its first budget."""
+        pos = len(self._result.tokens)
+        if not self._rounds or self._rounds[-1][0] != pos:
+            tree = self.builder.build(st.root, cand, self.grid[-1])
+            self._rounds.append((pos, tree.tokens, tree.parents, []))
+        self._rounds[-1][3].append(len(self.records))
+        return ReplayRecord(budget=budget, nodes=0, accepted=0, tokens=[], t_tree=0.0, t_verify=0.0, t_commit=0.0,
+                            **{**base, "t_draft": 0.0})
+
+
+def walk_ranks(tokens: list[int], parents: list[int], continuation: list[int]) -> list[int]:
+    """The running maximum of the pop indices along the tree's path that follows `continuation`:
+    entry k is the largest node index among the path's first k + 1 draft nodes, so the tree of
+    budget B (its first B pops) accepts 1 + #{k: entry k <= B} tokens (module doc)."""
+    edges = child_edges(tokens, parents)
+    node, top, ranks = 0, 0, []
+    for tok in continuation:
+        node = edges.get(node << EDGE_SHIFT | tok)
+        if node is None:
+            break
+        top = max(top, node)
+        ranks.append(top)
+    return ranks
+
+
+def priced(records: list[ReplayRecord], profile: CostProfile) -> list[ReplayRecord]:
+    """Replay records with the stage times of `profile`'s modeled rounds: a drafted round (budget > 0)
+    t_draft = c_draft and t_verify the rest of C(B, P) (its rows term read from its accepted tokens);
+    budget 0 the AR step C_AR(P), plus c_draft in t_draft when the round had drafted (a reference round
+    its post-draft gate declined); t_tree = t_commit = 0, so `latency` is the profile's round cost."""
+    out = []
+    for r in records:
+        drafted = r.budget > 0 or r.t_draft > 0
+        total = profile.round_s(RoundShape(r.budget, r.nodes, r.prefix_len, drafted,
+                                           rows=r.accepted if r.budget > 0 else 0))
+        t_draft = profile.c_draft if drafted else 0.0
+        out.append(replace(r, t_draft=t_draft, t_tree=0.0, t_verify=total - t_draft, t_commit=0.0))
+    return out
+
+
 def replay_decoder(target, drafter, method: str, budget: int, grid: list[int], params=None, repeats: int = 1,
                    eos_ids: list[int] | None = None, tdes: str | None = None,
                    beta: float | None = None, sampling: Sampling = GREEDY,
@@ -231,7 +343,6 @@ def add_parser(sub) -> None:
     p.add_argument("--method", default="ddtree+saba",
                    help="reference tree method: ddtree, ddtree+tdes (fixed budget), ddtree+saba, graft, caddtree")
     p.add_argument("--budget", type=int, default=64, help="ddtree: its budget; ddtree+saba / caddtree: the cap")
-    p.add_argument("--params", default=None, help="SABA calibration JSON (default: graftlib.methods.saba_params.default_params)")
     p.add_argument("--grid", nargs="+", type=int, default=[1, 2, 4, 8, 16, 32, 64],
                    help="budgets replayed every round (0 = a plain AR step); SABA (ddtree+saba, graft) chooses "
                    "within them, its AR gate only when 0 is among them")
@@ -248,19 +359,24 @@ def add_parser(sub) -> None:
 
 def replay_prompts(pair, method: str, budget: int, grid: list[int], items: list, max_new_tokens: int, out,
                    params=None, tdes: str | None = None, beta: float | None = None, repeats: int = 1,
-                   max_prompt_tokens: int | None = 512, log=None, sampling: Sampling = GREEDY) -> list[dict]:
+                   max_prompt_tokens: int | None = 512, log=None, sampling: Sampling = GREEDY,
+                   profile: CostProfile | None = None) -> list[dict]:
     """Replay `items` (data.Item) and append one JSON line per prompt to `out`; prompts already in
     `out` for the same setting (pair, calibration, method, budget, grid, TDES, sampling at T > 0, ...)
     are skipped, so an interrupted sweep resumes. Returns this setting's lines for `items`. At T > 0
-    each prompt replays with its own seed (`prompt_sampling`, as in `graft bench`)."""
+    each prompt replays with its own seed (`prompt_sampling`, as in `graft bench`). `profile`: the
+    grid walked (`WalkReplay`, T = 0) and every record priced by the profile (`priced`), which the
+    setting names."""
     from graftlib.data.prompts import format_prompt
 
     params = params or default_params()
-    dec = replay_decoder(pair.target, pair.drafter, method, budget, grid, params, repeats, pair.eos_ids, tdes, beta)
+    require(profile is None or sampling.greedy, "a replay under a cost profile walks the grid: T = 0 only")
+    dec = replay_decoder(pair.target, pair.drafter, method, budget, grid, params, repeats, pair.eos_ids, tdes, beta,
+                         sampling, WalkReplay if profile is not None else ReplayDecoder)
     setting = dict(pair.describe(), calibration=params.describe(), method=method, budget=budget, grid=dec.grid,
                    max_new_tokens=max_new_tokens, max_prompt_tokens=max_prompt_tokens, repeats=repeats,
                    **method_setting([method], tdes, beta, params),
-                   **sampling.setting())
+                   **sampling.setting(), **({"cost_profile": profile.label} if profile is not None else {}))
     sid = setting_id(**setting)
     done = {r["uid"]: r for r in read_records(out) if r.get("setting_id") == sid}
     for item in items:
@@ -268,6 +384,8 @@ def replay_prompts(pair, method: str, budget: int, grid: list[int], items: list,
             continue
         prompt = format_prompt(item, pair.tokenizer, max_prompt_tokens)
         res = dec.replay(prompt.input_ids, max_new_tokens, sampling=prompt_sampling(sampling, item.uid))
+        if profile is not None:
+            res = ReplayResult(res.decode, priced(res.records, profile))
         rows = oracle_rows(res.records)
         rec = {"setting_id": sid, "setting": setting, "method": method, "budget": budget, "grid": dec.grid,
                "task": item.task, "uid": item.uid, "tokens": res.decode.tokens, "mat": res.decode.mat,
@@ -298,14 +416,15 @@ def run(args) -> int:
     from graftlib.models.pair import load_pair
 
     sampling = sampling_from_args(args)
-    params = SabaParams.load(args.params) if args.params else default_params()
-    params = within_grid(params, args.grid)
+    tdes, params = method_inputs(args)
+    params = within_grid(params or default_params(), args.grid)
+    profile = CostProfile.load(args.cost_profile) if args.cost_profile else None
     pair = load_pair(args.target, args.drafter, args.device, args.device_map, dtype=args.dtype)
     items = load_items(args.task, args.split, args.prompts)
     out = args.out or results_dir() / "replay.jsonl"
     lines = replay_prompts(pair, args.method, args.budget, args.grid, items, args.max_new_tokens, out, params,
-                           args.tdes, args.beta, args.repeats, args.max_prompt_tokens, log=print,
-                           sampling=sampling)
+                           tdes, args.beta, args.repeats, args.max_prompt_tokens, log=print,
+                           sampling=sampling, profile=profile)
     s = tracking_summary(oracle_rows(records_of(lines)))
     print(f"all: rounds={s['rounds']} mean retained oracle throughput={s['mean_retained']:.3f} "
           f"rounds >= 95% of oracle: {s['frac_ge_95']:.2f}  (calibration {params.id})")
