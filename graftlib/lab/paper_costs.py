@@ -33,13 +33,12 @@ is an average over prompts), no cost table, no LM-head rows term.
 import numpy as np
 
 from graftlib.core.errors import require
-from graftlib.core.paths import ASSETS_DIR, portable
+from graftlib.core.paths import portable
 from graftlib.lab.paper import TABLE1, TABLE2, TABLE3
-from graftlib.methods.cost_profile import CostProfile
+from graftlib.methods.cost_profile import PAPER_PROFILE, CostProfile
 from graftlib.methods.eagle_tree import RELEASE_BUDGET as EAGLE3_NODES
 from graftlib.methods.eagle_tree import EagleTree
 
-PAPER_PROFILE = ASSETS_DIR / "costs" / "paper-a100.json"
 MODEL = "Qwen3-8B"
 CHAIN_NODES = 15  # DFlash's 16-token block: the root and 15 drafts
 COMMAND = "graft paper-costs --out graftlib/assets/costs/paper-a100.json"
