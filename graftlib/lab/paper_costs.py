@@ -107,6 +107,15 @@ def residuals(profile: CostProfile) -> list[dict]:
     return out
 
 
+def mat_needed(profile: CostProfile, speedup: float, nodes: float, prefix_len: int = 0) -> float:
+    """The mean accepted length a method needs for `speedup` over AR under `profile`, verifying `nodes`
+    a round: speedup = (MAT / C(nodes)) / (1 / C_AR), so MAT = speedup x C(nodes) / C_AR (at `prefix_len`;
+    the paper's profile has no prefix terms). GRAFT's 5.28x on GSM8K at Table 2's 48.9 nodes needs 7.97,
+    beside the paper's own 8.06 (Table 1)."""
+    require(speedup > 0 and nodes >= 0, f"mat_needed: speedup > 0 and nodes >= 0, got {speedup}, {nodes}")
+    return speedup * profile.drafted_round_s(nodes, prefix_len) / profile.ar_step_s(prefix_len)
+
+
 def add_parser(sub) -> None:
     p = sub.add_parser("paper-costs", help="the paper's cost regime as a cost profile, derived from its tables")
     p.add_argument("--out", default=None, help=f"write the profile here (the shipped one: {portable(PAPER_PROFILE)})")
