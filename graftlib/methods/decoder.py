@@ -16,9 +16,9 @@ models' fingerprints, without names).
 from graftlib.core.ar_drafting import TreeDraftLoop
 from graftlib.core.decode import DecodeLoop
 from graftlib.core.errors import require
-from graftlib.core.walked import WalkedLoop
 from graftlib.core.hardware import hardware_id
 from graftlib.core.sampling import GREEDY, Sampling
+from graftlib.core.walked import WalkedLoop
 from graftlib.methods.registry import AR_METHODS, FITTED_METHODS, make_parts
 from graftlib.methods.saba_params import SabaParams
 from graftlib.models.pair import PairId, identify
@@ -52,10 +52,10 @@ class WalkedDecoder(WalkedLoop, Decoder):
     T = 0, DFlash-drafted methods; `decode_along(prompt_ids, ar_tokens, max_new_tokens)`)."""
 
     @classmethod
-    def for_method(cls, target, drafter, method: str, budget: int = 32, eos_ids=None, **kwargs) -> "WalkedDecoder":
+    def for_method(cls, target, drafter, method: str, *args, **kwargs) -> "WalkedDecoder":
         require(method not in AR_METHODS and method != "ar", f"a walked decode runs the DFlash-drafted tree and "
                 f"chain methods, not {method!r}")
-        return super().for_method(target, drafter, method, budget, eos_ids, **kwargs)
+        return super().for_method(target, drafter, method, *args, **kwargs)
 
 
 def drafter_for(pair, method: str):
