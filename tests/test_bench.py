@@ -10,7 +10,7 @@ from tiny import random_prompt, tiny_drafter, tiny_target
 from graftlib.core.errors import GraftError
 from graftlib.core.records import append_record, read_records, setting_id
 from graftlib.lab.bench import BenchPrompt, Run, parse_runs, run_bench
-from graftlib.lab.metrics import format_table, summarize
+from graftlib.lab.metrics import exactness_cell, format_table, summarize
 from graftlib.models import Pair
 
 
@@ -173,6 +173,8 @@ def test_walked_runs_have_the_verified_rounds_and_modeled_figures_only(tiny_pair
             assert w["walked"] and w["decode_s"] != w["decode_s"] and w["matches_ar"] is None  # NaN: no wall clock
             assert w["modeled_s"] == pytest.approx(v["modeled_s"])
     assert walked[0]["setting"]["walk"] is True and "walk" not in verified[0]["setting"]
+    cells = {row["key"]: exactness_cell(row) for row in summarize(walked)}
+    assert cells == {"ar": "yes", "dflash@3": "walked", "ddtree@16": "walked"}
     with pytest.raises(GraftError, match="T = 0"):
         from graftlib.core.sampling import Sampling
         run_bench(tiny_pair, prompts, runs, 24, tmp_path / "t.jsonl", progress=False, walk=True, sampling=Sampling(0.7))
