@@ -37,7 +37,7 @@ FIGURES_DIR = "figures"  # the notebooks' default `figures_dir`, relative to the
 
 # Each notebook receives the profile values of the parameters it declares (and no others).
 PROFILES: dict[str, dict] = {
-    "smoke": {"profile": "smoke", "slider": False, "prompt_index": 0, "prompt_text": "", "show_rounds": "auto", "method": "graft",
+    "smoke": {"profile": "smoke", "slider": False, "prompt_index": 0, "prompt_text": "", "show_rounds": "auto", "method": "graft", "temperature": 0.0,
               "compare": "ddtree",
               "task": "gsm8k", "pool": "tdes", "n_prompts": 1, "max_new_tokens": 16, "tasks": "gsm8k",
               "budgets": "4,16", "chain_budgets": "7", "budget": 8, "cap": 16, "betas": "0,0.2",
@@ -46,7 +46,7 @@ PROFILES: dict[str, dict] = {
               "tau_prompts": 1, "data_pools": "tdes", "repeats": 1,
               "sampling_tasks": "gsm8k", "temperatures": "0,1.0", "top_p": 1.0, "seed": 0,
               "saba_prompts": 1, "saba_grid": "2,4", "saba_max_new_tokens": 16, "saba_repeats": 1},
-    "quick": {"profile": "quick", "slider": False, "prompt_index": 0, "prompt_text": "", "show_rounds": "auto", "method": "graft",
+    "quick": {"profile": "quick", "slider": False, "prompt_index": 0, "prompt_text": "", "show_rounds": "auto", "method": "graft", "temperature": 0.0,
               "compare": "ddtree",
               "task": "gsm8k", "pool": "tdes", "n_prompts": 2, "max_new_tokens": 64,
               "tasks": "gsm8k,mbpp,alpaca", "budgets": "4,8,16,32", "chain_budgets": "3,7,15", "budget": 16,
@@ -57,7 +57,7 @@ PROFILES: dict[str, dict] = {
               "tau_prompts": 2, "data_pools": "tdes", "repeats": 3,
               "sampling_tasks": "gsm8k,mt-bench", "temperatures": "0,0.6,1.0", "top_p": 1.0, "seed": 0,
               "saba_prompts": 1, "saba_grid": "2,4,8", "saba_max_new_tokens": 32, "saba_repeats": 1},
-    "full": {"profile": "full", "slider": False, "prompt_index": 0, "prompt_text": "", "show_rounds": "auto", "method": "graft",
+    "full": {"profile": "full", "slider": False, "prompt_index": 0, "prompt_text": "", "show_rounds": "auto", "method": "graft", "temperature": 0.0,
              "compare": "ddtree",
              "task": "gsm8k", "pool": "tdes", "n_prompts": 128, "max_new_tokens": 2048,
              "tasks": "gsm8k,math500,aime24,aime25,humaneval,mbpp,swe-bench,alpaca",
