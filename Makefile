@@ -27,12 +27,13 @@ main: data
 	$(BIN)/graft workbook --profile quick
 
 # Everything downstream of the embedded drafter, after retraining it (graftlib/training/ship.py): traces -> the
-# TDES scorer on all tasks and the GSM8K-only one -> SABA calibration (`graft prepare`, full sizes, on this machine's
-# CPU with ARTIFACTS_THREADS threads, into ARTIFACTS_DIR, by default artifacts/<target>--<drafter>-<drafter id>, one
-# folder per drafter's weights) -> copied into graftlib/assets, each JSON naming the
-# drafter's fingerprint and this target -> `make main` (figures/ and figures/manifest.json, which names the
-# artifacts each figure was drawn with; tests/test_figures_manifest.py checks them). Resumable: prepare keeps its
-# finished steps and traces, so a re-run after an interruption goes on. About an hour and a half on a 2-core CPU (prepare about 20 min, then `make main`).
+# TDES scorer on all tasks and the GSM8K-only one -> SABA calibration -> SABA on the paper's grid under its A100 costs
+# (`graft prepare`, full sizes, on this machine's CPU with ARTIFACTS_THREADS threads, into ARTIFACTS_DIR, by default
+# artifacts/<target>--<drafter>-<drafter id>, one folder per drafter's weights) -> copied into graftlib/assets, each
+# JSON naming the drafter's fingerprint and this target -> `make main` (figures/ and figures/manifest.json, which
+# names the artifacts each figure was drawn with; tests/test_figures_manifest.py checks them). Resumable: prepare
+# keeps its finished steps, traces and replayed prompts, so a re-run after an interruption goes on. About two hours
+# on a 2-core CPU (prepare about 40 min, then `make main`).
 # DRAFTER=DIR first makes that trained drafter directory the embedded one (`graft ship-drafter`), e.g. a training
 # run's output: make artifacts DRAFTER=runs/drafter-v8/drafter
 ARTIFACTS_DIR ?=

@@ -10,7 +10,7 @@ from tiny import random_prompt, tiny_drafter, tiny_target
 from graftlib.core.errors import GraftError
 from graftlib.core.records import append_record, read_records, setting_id
 from graftlib.lab.bench import BenchPrompt, Run, parse_runs, run_bench
-from graftlib.lab.metrics import format_table, summarize
+from graftlib.lab.metrics import exactness_cell, format_table, summarize
 from graftlib.models import Pair
 
 
@@ -156,3 +156,25 @@ def test_table_shows_mismatch_rate_or_a_dash():
     assert lines[3].split()[9] == "-" and lines[3].endswith("NO")
     with_ci = format_table([dict(row, speedup_ci=(0.912, 1.046))]).splitlines()[2].split()
     assert with_ci[5] == "0.91-1.05"
+
+
+def test_walked_runs_have_the_verified_rounds_and_modeled_figures_only(tiny_pair, tmp_path):
+    prompts = [BenchPrompt("custom", f"p{i}", tuple(random_prompt(i, 9))) for i in range(2)]
+    runs = [Run("ar", None), Run("dflash", 3), Run("ddtree", 16)]
+    verified = run_bench(tiny_pair, prompts, runs, 24, tmp_path / "v.jsonl", progress=False, warmup=False)
+    walked = run_bench(tiny_pair, prompts, runs, 24, tmp_path / "w.jsonl", progress=False, warmup=False, walk=True)
+    by = {(r["uid"], r["key"]): r for r in verified}
+    for w in walked:
+        v = by[(w["uid"], w["key"])]
+        assert w["round_shapes"] == v["round_shapes"] and w["tokens"] == v["tokens"]
+        if w["method"] == "ar":
+            assert "walked" not in w and w["decode_s"] > 0
+        else:
+            assert w["walked"] and w["decode_s"] != w["decode_s"] and w["matches_ar"] is None  # NaN: no wall clock
+            assert w["modeled_s"] == pytest.approx(v["modeled_s"])
+    assert walked[0]["setting"]["walk"] is True and "walk" not in verified[0]["setting"]
+    cells = {row["key"]: exactness_cell(row) for row in summarize(walked)}
+    assert cells == {"ar": "yes", "dflash@3": "walked", "ddtree@16": "walked"}
+    with pytest.raises(GraftError, match="T = 0"):
+        from graftlib.core.sampling import Sampling
+        run_bench(tiny_pair, prompts, runs, 24, tmp_path / "t.jsonl", progress=False, walk=True, sampling=Sampling(0.7))

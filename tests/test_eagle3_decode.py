@@ -379,3 +379,28 @@ def test_tables_run_the_releases_settings_or_say_why_not(pairs, tmp_path, monkey
     assert runs == [] and why.startswith("not run: no EAGLE-3 drafter for the embedded target")
     runs, why = ar_baseline_runs(replace(p, _eagle3=drafter))
     assert [r.key for r in runs] == ["eagle3@59", "opt-tree@50"] and why is None
+
+
+@pytest.mark.parametrize("method,budget", [("eagle3", 59), ("opt-tree", 50)])
+def test_explore_draws_an_ar_drafted_round_alone(pairs, method, budget):
+    """explore_rounds with an AR-drafted method: the decode with its trees kept (no candidates, states or
+    oracle: its tree grows with its own drafter), and plot_round draws that tree beside a note."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from types import SimpleNamespace
+
+    from graftlib.core.sampling import Sampling
+    from graftlib.lab.explore import explore, plot_round
+
+    target, eagle3, prompts, ar = pairs["llama"]
+    pair = SimpleNamespace(target=target, eagle3_drafter=lambda: eagle3, eos_ids=[])
+    ex = explore(pair, prompts[1], method, budget, max_new_tokens=MAX_NEW)
+    check_exact(target, prompts[1], ar[1], ex.tokens, TOL)
+    assert len(ex.rounds) == len(ex.starts) == len(ex.oracle)
+    assert all(c is None for c in ex.candidates) and all(r.tree is not None for r in ex.rounds)
+    fig = plot_round(ex, 0, str, None, None, 0, (method, "ddtree"))
+    texts = [t.get_text() for t in fig.axes[1].texts]
+    assert any("grows its tree with its own drafter" in t for t in texts) and fig.axes[0].get_title().startswith(method)
+    sampled = explore(pair, prompts[1], method, budget, max_new_tokens=MAX_NEW, sampling=Sampling(0.8, seed=3))
+    assert len(sampled.tokens) == MAX_NEW and sampled.rounds

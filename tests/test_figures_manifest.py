@@ -59,7 +59,7 @@ def test_by_default_the_notebooks_draw_with_the_shipped_artifacts(monkeypatch):
     monkeypatch.delenv("GRAFT_TDES", raising=False)
     monkeypatch.delenv("GRAFT_SABA_PARAMS", raising=False)
     used = drawn_with(workbook.PROFILES["quick"])
-    assert {k: used[k] for k in ("pair", "tdes", "saba", "cost_profile", "eagle3")} == shipped_ids()
+    assert {k: used[k] for k in ("pair", "tdes", "saba", "saba_paper", "cost_profile", "eagle3")} == shipped_ids()
     assert used["commit"] is None or len(used["commit"]) == 40
 
 

@@ -3,9 +3,9 @@
 import pytest
 
 from graftlib.lab.cli import main
-from graftlib.lab.paper import TABLE2
-from graftlib.lab.paper_costs import PAPER_PROFILE, derive, residuals, t_ar, table1_rounds
-from graftlib.methods.cost_profile import CostProfile, RoundShape
+from graftlib.lab.paper import TABLE1, TABLE2
+from graftlib.lab.paper_costs import derive, mat_needed, residuals, t_ar, table1_rounds
+from graftlib.methods.cost_profile import PAPER_PROFILE, CostProfile, RoundShape
 
 
 def test_the_shipped_profile_is_the_derivation():
@@ -36,3 +36,16 @@ def test_graft_paper_costs_writes_the_profile(tmp_path, capsys):
     assert CostProfile.load(tmp_path / "p.json").id == derive().id
     out = capsys.readouterr().out
     assert "Table 1 GSM8K OPT-Tree" in out and "drafter forwards implied" in out
+
+
+def test_the_mat_a_speedup_needs_under_the_paper_costs():
+    """Read back: GRAFT's own Table 1 GSM8K row (MAT 8.06, 5.28x) at the nodes the profile implies for it is
+    exact by construction; at Table 2's 48.9 nodes the MAT needed is within 2% of the paper's; doubling the
+    speedup doubles it, and more nodes need more."""
+    p = derive()
+    mat, speedup = TABLE1["Qwen3-8B"]["GRAFT"]["gsm8k"]
+    implied = (table1_rounds()["GRAFT"] - p.c[0]) / p.c[1]
+    assert mat_needed(p, speedup, implied) == pytest.approx(mat, rel=1e-9)
+    assert mat_needed(p, speedup, TABLE2["GRAFT"][0]) == pytest.approx(mat, rel=0.02)
+    assert mat_needed(p, 2 * speedup, 48.9) == pytest.approx(2 * mat_needed(p, speedup, 48.9))
+    assert mat_needed(p, speedup, 200) > mat_needed(p, speedup, 48.9)

@@ -13,7 +13,8 @@ from tiny import write_drafter_dir, write_target_dir
 
 from graftlib.core.errors import GraftError
 from graftlib.lab.cli import main
-from graftlib.methods.saba_params import SabaParams
+from graftlib.methods.cost_profile import PAPER_PROFILE, CostProfile
+from graftlib.methods.saba_params import PAPER_GRID, SabaParams
 from graftlib.methods.tdes import scorer_config
 from graftlib.models.pair import load_pair
 from graftlib.training.prepare import QUICK, prepare
@@ -64,6 +65,19 @@ def test_new_pair_first_run_prepare_and_use(capsys, user_pair):
                        "--out", str(out), *SIZES)  # resumable: nothing left to do
     assert code == 0 and {v["status"] for v in json.loads((out / "manifest.json").read_text())["steps"].values()} == {"kept"}
     assert SabaParams.load(out / "saba.json").id == saba.id
+
+    # step 4: SABA on the paper's grid under the paper's A100 costs, walked (seconds for one tiny prompt)
+    paper_args = ("prepare", "--target", target, "--drafter", drafter, "--device", "cpu", "--quick", "--out", str(out),
+                  *SIZES, "--paper-prompts", "1")
+    code, log, err = cli(capsys, *paper_args)
+    steps = json.loads((out / "manifest.json").read_text())["steps"]
+    assert code == 0 and steps["saba-paper"]["status"] == "made" and steps["saba"]["status"] == "kept", err
+    paper, profile = SabaParams.load(out / "saba-paper-a100.json"), CostProfile.load(PAPER_PROFILE)
+    assert paper.grid == list(PAPER_GRID) and (paper.c, paper.c_ar, paper.c_draft) == (profile.c, profile.c_ar,
+                                                                                        profile.c_draft)
+    assert paper.meta["cost_profile"] == profile.label and paper.meta["pair"] == pair.to_dict()
+    assert cli(capsys, *paper_args)[0] == 0
+    assert json.loads((out / "manifest.json").read_text())["steps"]["saba-paper"]["status"] == "kept"
 
     texts = []
     for method in ("ar", "graft", "ddtree+saba"):

@@ -124,6 +124,22 @@ def test_ship_copies_a_finished_folder_into_the_assets(folder, tiny_pair, tmp_pa
     assert len(check_shipped(assets, other)) == 3  # the check can fail: a retrained drafter flags all three
 
 
+def test_a_folder_with_the_paper_regime_step_ships_that_calibration_too(folder, tiny_pair, tmp_path):
+    pair, _ = tiny_pair
+    mine = tmp_path / "artifacts"
+    shutil.copytree(folder, mine)
+    m = prepare(pair, mine, replace(SIZES, paper_prompts=1), command="graft prepare --paper-prompts 1 (test)", log=quiet)
+    assert statuses(m) == {"traces": "kept", "tdes": "kept", "tdes-gsm8k": "kept", "saba": "kept", "saba-paper": "made"}
+    assets = ShippedAssets(tmp_path / "assets")
+    written = {p.relative_to(assets.root).as_posix() for p in ship(mine, pair.identity(), assets, log=quiet)}
+    assert "saba/paper-a100.json" in written and "saba/default.json" in written
+    paper = SabaParams.load(assets.saba_paper)
+    assert paper.id == m["steps"]["saba-paper"]["id"] and paper.meta["shipped"]["regenerate"] == REGENERATE
+    assert assets.calibrations() == [assets.saba, assets.saba_paper]
+    other = replace(pair.identity(), drafter_fingerprint="0" * 12)
+    assert len(check_shipped(assets, other)) == 4  # both calibrations and both scorers name the old drafter
+
+
 def test_ship_refuses_another_pair_and_writes_nothing(folder, tiny_pair, tmp_path):
     pair, _ = tiny_pair
     assets = ShippedAssets(tmp_path / "assets")

@@ -109,3 +109,20 @@ def test_priced_records_and_a_calibration_under_a_profile():
     assert (moved.phi, moved.alpha, moved.grid, moved.gain_table) == (mine.phi, mine.alpha, mine.grid, mine.gain_table)
     assert (moved.c, moved.c_ar, moved.c_draft, moved.cost_table) == (PROFILE.c, PROFILE.c_ar, PROFILE.c_draft, None)
     assert moved.id != mine.id and moved.meta["cost_profile"] == PROFILE.label
+
+
+@pytest.mark.usefixtures("one_thread")
+def test_replay_rounds_resumes_from_its_checkpoint(tmp_path, monkeypatch):
+    target, drafter = tiny_target("llama", seed=0, initializer_range=0.1), tiny_drafter(seed=0)
+    prompts, ck = [random_prompt(11, 9), random_prompt(12, 4)], tmp_path / "ck.jsonl"
+    first = replay_rounds(target, drafter, prompts[:1], GRID, 4, 20, walk=True, checkpoint=ck)
+    both = replay_rounds(target, drafter, prompts, GRID, 4, 20, walk=True, checkpoint=ck)
+    assert both[:len(first)] == first and len(both) > len(first)
+
+    def no_decoding(*args, **kwargs):
+        raise AssertionError("a checkpointed prompt was decoded again")
+
+    monkeypatch.setattr(WalkReplay, "replay", no_decoding)
+    assert replay_rounds(target, drafter, prompts, GRID, 4, 20, walk=True, checkpoint=ck) == both
+    with pytest.raises(AssertionError, match="decoded again"):  # another setting is not read from it
+        replay_rounds(target, drafter, prompts, GRID, 8, 20, walk=True, checkpoint=ck)

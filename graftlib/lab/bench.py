@@ -22,6 +22,7 @@ finished (setting, prompt, run) triples are skipped on a re-run.
 """
 
 import json
+import math
 import platform
 import time
 from dataclasses import dataclass, replace
@@ -44,7 +45,7 @@ from graftlib.methods.args import (
     sampling_from_args,
 )
 from graftlib.methods.cost_profile import CostProfile, RoundShape, default_profile, load_profile
-from graftlib.methods.decoder import Decoder, drafter_for
+from graftlib.methods.decoder import Decoder, WalkedDecoder, drafter_for
 from graftlib.methods.registry import (
     ADAPTIVE_METHODS,
     AR_METHODS,
@@ -131,7 +132,10 @@ def hf_generate(pair, prompt_ids: list[int], max_new_tokens: int) -> tuple[list[
 
 
 def decode_record(pair, run: Run, prompt: BenchPrompt, max_new_tokens: int, tdes: str | None = None,
-                  beta: float | None = None, sampling: Sampling = GREEDY, saba: SabaParams | None = None) -> dict:
+                  beta: float | None = None, sampling: Sampling = GREEDY, saba: SabaParams | None = None,
+                  ar_tokens: list[int] | None = None) -> dict:
+    """One decode's record; `ar_tokens` (greedy AR's for this prompt): the run's rounds walked along them
+    (`methods.decoder.WalkedDecoder`), no wall clock (NaN times) and no exactness verdict (`walked`)."""
     ids = list(prompt.input_ids)
     if run.method == "hf":
         require(sampling.greedy, "the hf baseline runs greedy only; drop it at --temperature > 0")
@@ -140,10 +144,15 @@ def decode_record(pair, run: Run, prompt: BenchPrompt, max_new_tokens: int, tdes
         return dict(tokens=tokens, new_tokens=len(tokens), prefill_s=prefill_s, decode_s=decode_s,
                     rounds=rounds, accepted_sum=rounds, nodes_sum=0,
                     stage_s={k: 0.0 for k in ("draft", "tree", "verify", "commit")})
-    decoder = Decoder.for_method(pair.target, drafter_for(pair, run.method), run.method, run.budget or 1, pair.eos_ids,
-                                 tdes, beta, prompt_sampling(sampling, prompt.uid), saba,
-                                 pair.identity() if run.method in FITTED_METHODS else None)
-    res = decoder.decode(ids, max_new_tokens)
+    kind = WalkedDecoder if ar_tokens is not None else Decoder
+    decoder = kind.for_method(pair.target, drafter_for(pair, run.method), run.method, run.budget or 1, pair.eos_ids,
+                              tdes, beta, prompt_sampling(sampling, prompt.uid), saba,
+                              pair.identity() if run.method in FITTED_METHODS else None)
+    if ar_tokens is None:
+        res = decoder.decode(ids, max_new_tokens)
+    else:
+        res = decoder.decode_along(ids, ar_tokens, max_new_tokens)
+        res.prefill_s = res.decode_s = math.nan
     rounds = res.rounds
     n_rounds = len(rounds) if rounds else len(res.tokens) - 1
     rec = dict(
@@ -159,6 +168,8 @@ def decode_record(pair, run: Run, prompt: BenchPrompt, max_new_tokens: int, tdes
         mismatch_sum=sum(r.mismatch for r in rounds),
         round_shapes=[RoundShape.of(r).to_list() for r in rounds],  # what prices the decode (lab.modeled)
     )
+    if ar_tokens is not None:
+        rec["walked"] = True
     policy = REGISTRY[run.method].policy
     if policy is not None:  # AR-drafted: the tree settings in the release's names (EAGLE's total_tokens, ...)
         rec["tree_setting"] = policy.settings(run.budget)
@@ -168,8 +179,14 @@ def decode_record(pair, run: Run, prompt: BenchPrompt, max_new_tokens: int, tdes
 
 
 def decode_prompt(pair, run: Run, prompt: BenchPrompt, max_new_tokens: int, tdes: str | None = None,
-                  beta: float | None = None, sampling: Sampling = GREEDY, saba: SabaParams | None = None) -> dict:
-    """`decode_record` over every turn of `prompt` (`graftlib.lab.turns`); a one-turn prompt's is its own."""
+                  beta: float | None = None, sampling: Sampling = GREEDY, saba: SabaParams | None = None,
+                  ar_tokens: list[int] | None = None) -> dict:
+    """`decode_record` over every turn of `prompt` (`graftlib.lab.turns`); a one-turn prompt's is its own
+    (`ar_tokens`: walked along them, one-turn prompts only)."""
+    if ar_tokens is not None:
+        require(not prompt.user_turns, f"{prompt.uid}: a walked decode takes one turn (pass --turns 1)")
+        return decode_record(pair, run, prompt, max_new_tokens, tdes, beta, sampling, saba, ar_tokens)
+
     def decode(ids: tuple[int, ...], turn: int) -> dict:
         one = replace(prompt, uid=turn_uid(prompt.uid, turn), input_ids=ids, user_turns=())
         return decode_record(pair, run, one, max_new_tokens, tdes, beta, sampling, saba)
@@ -180,7 +197,8 @@ def decode_prompt(pair, run: Run, prompt: BenchPrompt, max_new_tokens: int, tdes
 def run_bench(pair, prompts: list[BenchPrompt], runs: list[Run], max_new_tokens: int, out: Path,
               warmup: bool = True, progress: bool = True, extra: dict | None = None, tdes: str | None = None,
               beta: float | None = None, sampling: Sampling = GREEDY,
-              cost_profile: CostProfile | None = None, saba: SabaParams | None = None) -> list[dict]:
+              cost_profile: CostProfile | None = None, saba: SabaParams | None = None,
+              walk: bool = False) -> list[dict]:
     """Decode every prompt with every run (interleaved), append records, return this setting's records.
     `tdes` / `beta`: the TDES scorer and weight of the `ddtree+tdes` and `graft` runs, `saba` the SABA
     calibration of the adaptive ones (None: the shipped ones; `graftlib.methods.artifacts`). Under torchrun
@@ -189,7 +207,11 @@ def run_bench(pair, prompts: list[BenchPrompt], runs: list[Run], max_new_tokens:
     (`sampling`) every method decodes a prompt with the prompt's own seed (`prompt_sampling`); the
     setting records T, top-p and seed, and `matches_ar` is None (the law, not the tokens, is AR's).
     Every record is priced under `cost_profile` (default: `cost_profile.default_profile()`; module
-    `graftlib.lab.modeled`), the returned ones too, records of earlier runs included."""
+    `graftlib.lab.modeled`), the returned ones too, records of earlier runs included. `walk` (T = 0): the
+    DFlash-drafted runs are walked along the prompt's AR tokens (`graftlib.core.walked`: the rounds of
+    the verified decode without its verify, for trees a CPU cannot verify in time); they have modeled
+    figures only and no exactness verdict (`walked` in the record, `walk` in the setting); AR and the
+    AR-drafted runs decode as ever."""
     from tqdm.auto import tqdm
 
     from graftlib.lab.shard import merged_records, rank_world, shard, shard_path
@@ -199,7 +221,8 @@ def run_bench(pair, prompts: list[BenchPrompt], runs: list[Run], max_new_tokens:
     setting = dict(pair.describe(), max_new_tokens=max_new_tokens, ar_timing="bracketed",  # the protocol above
                    **method_setting([r.method for r in runs], tdes, beta, saba, eagle3=eagle3), **(extra or {}),
                    **sampling.setting(),
-                   **({"turns": "all"} if any(p.user_turns for p in prompts) else {}))
+                   **({"turns": "all"} if any(p.user_turns for p in prompts) else {}), **({"walk": True} if walk else {}))
+    require(not walk or sampling.greedy, "--walk follows greedy AR's tokens: T = 0 only")
     sid = setting_id(**setting)
     profile = cost_profile or default_profile()
     if any(r.method in AR_METHODS for r in runs):
@@ -216,14 +239,15 @@ def run_bench(pair, prompts: list[BenchPrompt], runs: list[Run], max_new_tokens:
     pending_ar = None  # this prompt's first AR decode, recorded once its second timing closes the block
     for i, (p, r) in enumerate(todo):
         bar.set_postfix_str(f"{p.uid} {r.key}")
-        rec = decode_prompt(pair, r, p, max_new_tokens, tdes, beta, sampling, saba)
         ar = done.get((p.uid, "ar"))
+        walked = walk and r.method not in ("ar", "hf") and r.method not in AR_METHODS
+        rec = decode_prompt(pair, r, p, max_new_tokens, tdes, beta, sampling, saba, ar["tokens"] if walked else None)
         rec.update(
             setting_id=sid, key=r.key, method=r.method, budget=r.budget, task=p.task, uid=p.uid,
             prompt_tokens=len(p.input_ids), truncated_from=p.truncated_from, matches_ar=None,
             setting=setting, graftlib=__version__, host=platform.node(),
         )
-        if r.method != "ar" and ar is not None and sampling.greedy:
+        if r.method != "ar" and ar is not None and sampling.greedy and not walked:
             rec.update(judge(pair.target, pair.tokenizer, p.input_ids, p.user_turns, rec, ar))
         rec.update(price(rec, profile))
         done[(p.uid, r.key)] = rec
@@ -337,6 +361,9 @@ def add_parser(sub) -> None:
     p.add_argument("--max-new-tokens", type=int, default=128)
     p.add_argument("--out", default=None, help="JSONL results file (default results/bench.jsonl)")
     p.add_argument("--no-warmup", action="store_true")
+    p.add_argument("--walk", action="store_true", help="T = 0: walk the DFlash-drafted runs' rounds along AR's tokens "
+                   "instead of verifying (graftlib.core.walked): modeled figures only, for the paper's regime's large "
+                   "trees (--cost-profile graftlib/assets/costs/paper-a100.json)")
     p.set_defaults(func=run)
 
 
@@ -362,7 +389,8 @@ def run(args) -> int:
           f"({pair.describe()}, drafter_trained={pair.drafter_trained})")
     tdes, saba = method_inputs(args)
     records = run_bench(pair, prompts, runs, args.max_new_tokens, out, warmup=not args.no_warmup, tdes=tdes,
-                        beta=args.beta, sampling=sampling_from_args(args), cost_profile=profile, saba=saba)
+                        beta=args.beta, sampling=sampling_from_args(args), cost_profile=profile, saba=saba,
+                        walk=args.walk)
     rank, world = rank_world()
     if world > 1:  # a torchrun shard: rank 0 prints the sweep's one table once every rank's records are in
         if rank > 0:

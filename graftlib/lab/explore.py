@@ -9,6 +9,9 @@ own continuation (the committed tokens that follow the round: at T = 0 the walk 
 make), so two methods' trees of one round sit side by side without another target forward.
 `saba_curves` evaluates SABA's G_t(B), C_t(B) and U_t(B) over a grid for a kept state.
 
+An AR-drafted method (EAGLE-3, OPT-Tree) is decoded once with its trees kept: its tree grows with its own
+drafter, so it has no DFlash draft to replay or to build another method's tree from.
+
 Invariants: the reference rounds are exactly the decode's (the replay restores the cache after
 every grid budget); a round's candidates are the ones its tree was built from.
 """
@@ -19,6 +22,8 @@ from types import SimpleNamespace
 from graftlib.core.builders import Candidates
 from graftlib.core.errors import require
 from graftlib.core.sampling import GREEDY, Sampling
+from graftlib.methods.decoder import Decoder
+from graftlib.methods.registry import AR_METHODS
 from graftlib.methods.saba import BudgetGrid, SabaController
 from graftlib.methods.saba_params import SabaParams
 from graftlib.training.replay import ReplayDecoder, oracle_rows, replay_decoder
@@ -63,22 +68,37 @@ class _Keeping(ReplayDecoder):
 
 def explore(pair, prompt_ids: list[int], method: str = "graft", budget: int = 64, grid=(1, 2, 4, 8, 16, 32, 64),
             max_new_tokens: int = 64, params: SabaParams | None = None, sampling: Sampling = GREEDY) -> Exploration:
-    """Replay `prompt_ids` with `method` (capped at `budget`) over `grid`, keeping every round."""
+    """Replay `prompt_ids` with `method` (capped at `budget`) over `grid`, keeping every round. An AR-drafted
+    method (EAGLE-3, OPT-Tree: the tree grows with its own drafter, so no DFlash draft can be replayed or
+    rebuilt) is decoded once with its trees kept, without candidates, states or oracle."""
+    if method in AR_METHODS:
+        dec = Decoder.for_method(pair.target, pair.eagle3_drafter(), method, budget, pair.eos_ids, sampling=sampling)
+        res = dec.decode(prompt_ids, max_new_tokens, record_trees=True)
+        n = len(res.rounds)
+        none = [None] * n
+        return Exploration(res.tokens, res.rounds, none, list(none), [{"best_budget": None, "retained": None}] * n,
+                           _starts(res.rounds), [{} for _ in range(n)])
     dec = replay_decoder(pair.target, pair.drafter, method, budget, list(grid), params, eos_ids=pair.eos_ids,
                          sampling=sampling, cls=_Keeping)
     res = dec.replay(prompt_ids, max_new_tokens, record_trees=True)
     rounds = res.decode.rounds
     require(len(dec.kept) == len(rounds) == len(dec.states), "explore: one draft and one state per round")
-    starts, pos = [], 0
-    for r in rounds:
-        starts.append(pos)
-        pos += r.accepted
+    starts = _starts(rounds)
     cands = [c if r.budget > 0 else None for c, r in zip(dec.kept, rounds)]
     tps: list[dict[int, float]] = [{} for _ in rounds]
     for rec in res.records:
         if not rec.reference:
             tps[rec.round][rec.budget] = rec.tps
     return Exploration(res.decode.tokens, rounds, cands, dec.states, oracle_rows(res.records), starts, tps)
+
+
+def _starts(rounds) -> list[int]:
+    """Index in the decode's tokens of each round's root token."""
+    starts, pos = [], 0
+    for r in rounds:
+        starts.append(pos)
+        pos += r.accepted
+    return starts
 
 
 def compare_tree(ex: Exploration, t: int, builder, budget: int | None = None) -> SimpleNamespace:
@@ -125,7 +145,12 @@ def plot_round(ex: Exploration, t: int, decode, other_builder, params: SabaParam
 
     rec = ex.rounds[t]
     fig, axes = plt.subplots(1, 3, figsize=(15, 4.2), gridspec_kw={"width_ratios": [1.2, 1.2, 1]})
-    if ex.candidates[t] is None:
+    if ex.candidates[t] is None and rec.tree is not None:  # an AR-drafted method's tree: nothing to compare it with
+        draw_tree(axes[0], rec, decode, title=f"{labels[0]}: {rec.nodes} nodes, accepted {rec.accepted}")
+        axes[1].set_axis_off()
+        axes[1].text(0.5, 0.5, f"{labels[0]} grows its tree with its own drafter:\nno DFlash draft to build "
+                     f"{labels[1]}'s from", ha="center", va="center", transform=axes[1].transAxes, fontsize=8)
+    elif ex.candidates[t] is None:
         for ax in axes[:2]:
             ax.set_axis_off()
         axes[0].text(0.5, 0.5, f"round {t}: an AR step (SABA's gate)", ha="center", transform=axes[0].transAxes)

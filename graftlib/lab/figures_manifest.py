@@ -10,6 +10,8 @@ notebooks keeps the others' entries):
     tdes          {"default": id, "gsm8k": id}: `tdes.scorer_id` of the scorers the notebooks read
                   ($GRAFT_TDES or the shipped default; the `gsm8k_scorer` parameter or the shipped one)
     saba          `SabaParams.id` of the calibration in use ($GRAFT_SABA_PARAMS or the shipped one)
+    saba_paper    `SabaParams.id` of the shipped calibration on the paper's grid under its A100 costs
+                  (`saba_params.PAPER_PATH`, the paper regime of `graftlib.lab.regimes`; None without one)
     cost_profile  `CostProfile.id` of the profile pricing the modeled columns (the `cost_profile`
                   parameter, else the one derived from the shipped calibration and AR drafter cost)
     eagle3        `eagle3.checkpoint_id` of the EAGLE-3 drafter the AR-drafted baselines and the drafter
@@ -35,7 +37,7 @@ from graftlib.core.paths import PROJECT_DIR, portable
 from graftlib.core.records import read_json_object, write_json_atomic
 from graftlib.methods.artifacts import ShippedAssets
 from graftlib.methods.cost_profile import from_saba, load_ar_draft_cost, load_profile, with_ar_draft
-from graftlib.methods.saba_params import SabaParams, default_params
+from graftlib.methods.saba_params import PAPER_PATH, SabaParams, default_params
 from graftlib.methods.tdes import GSM8K_PATH, default_scorer_path, scorer_config, scorer_id
 from graftlib.models.eagle3 import checkpoint_id
 from graftlib.models.pair import PairId
@@ -46,7 +48,9 @@ NOT_FIGURES = frozenset({"README.md", MANIFEST})
 COMMITTED_PROFILE = "quick"
 # the notebooks whose figures depend on the EAGLE-3 drafter (they run it, `graftlib.lab.baselines.ar_baseline_runs`,
 # or read its training record, `EMBEDDED_EAGLE3_DIR`; tests/test_figures_manifest.py keeps this set equal to them)
-EAGLE3_NOTEBOOKS = frozenset({"sampling_temperature", "table1_main_results", "table2_components", "train_drafter"})
+EAGLE3_NOTEBOOKS = frozenset({"paper_regime", "sampling_temperature", "table1_main_results", "table2_components",
+                              "train_drafter"})
+PAPER_NOTEBOOKS = frozenset({"paper_regime"})  # notebooks that decide with the paper-grid calibration (`saba_paper`)
 
 
 def manifest_path(folder: str | Path) -> Path:
@@ -99,7 +103,8 @@ def drawn_with(params: dict) -> dict:
     return {"pair": loaded.identity().to_dict(),
             "tdes": {"default": scorer_id(default_scorer_path()),
                      "gsm8k": scorer_id(params.get("gsm8k_scorer") or GSM8K_PATH)},
-            "saba": default_params().id, "cost_profile": load_profile(params.get("cost_profile") or None).id,
+            "saba": default_params().id, "saba_paper": _paper_id(PAPER_PATH),
+            "cost_profile": load_profile(params.get("cost_profile") or None).id,
             "eagle3": eagle3, **git_commit()}
 
 
@@ -109,9 +114,13 @@ def shipped_ids(assets: ShippedAssets | None = None) -> dict:
     saba = SabaParams.load(assets.saba)
     return {"pair": scorer_config(assets.tdes("default")).get("pair"),
             "tdes": {name: scorer_id(path) for name, path in assets.scorers().items()},
-            "saba": saba.id,
+            "saba": saba.id, "saba_paper": _paper_id(assets.saba_paper),
             "cost_profile": with_ar_draft(from_saba(saba), *load_ar_draft_cost(assets.ar_draft_cost)).id,
             "eagle3": checkpoint_id(assets.eagle3)}
+
+
+def _paper_id(path: Path) -> str | None:
+    return SabaParams.load(path).id if path.is_file() else None
 
 
 def read_manifest(folder: str | Path) -> dict:
@@ -144,8 +153,9 @@ def _entry_problems(name: str, entry: dict, folder: Path, shipped: dict, profile
     want = PairId.from_dict(shipped["pair"], "the shipped default TDES scorer")
     if pair is None or not PairId.from_dict(pair, f"{name} in the figures manifest").same(want):
         out.append(f"{name}: drawn with the pair {pair}, not the shipped artifacts' {want}")
-    for key, ids in (("saba", shipped["saba"]), ("cost_profile", shipped["cost_profile"])):
-        if used.get(key) != ids:
+    for key, ids in (("saba", shipped["saba"]), ("cost_profile", shipped["cost_profile"]),
+                     ("saba_paper", shipped["saba_paper"])):
+        if used.get(key) != ids and (key != "saba_paper" or entry.get("notebook") in PAPER_NOTEBOOKS):
             out.append(f"{name}: drawn with {key} {used.get(key)}, the shipped one is {ids}")
     if entry.get("notebook") in EAGLE3_NOTEBOOKS and used.get("eagle3") != shipped["eagle3"]:
         out.append(f"{name}: drawn with the EAGLE-3 drafter {used.get('eagle3')}, the shipped one is {shipped['eagle3']}")

@@ -39,7 +39,10 @@ def verdict_of(rec: dict) -> str | None:
 
 def exactness_cell(row: dict) -> str:
     """A summary row's exactness in a few characters: yes, `N tie` or `N MISMATCH` (a row without
-    verdict counts: yes or NO by its `exact` flag)."""
+    verdict counts: yes or NO by its `exact` flag); `walked` for runs whose rounds were walked along
+    AR's tokens (`graftlib.core.walked`: exact by construction, so no test of exactness)."""
+    if row.get("walked"):
+        return "walked"
     if "mismatches" not in row:
         return "yes" if row.get("exact", True) else "NO"
     if row["mismatches"]:
@@ -72,6 +75,7 @@ def summarize(records: list[dict], baseline: str = "ar") -> list[dict]:
             "exact": all(r.get("matches_ar") is not False for r in recs),  # every greedy decode token-equal to AR
             "ties": sum(verdict_of(r) == "tie" for r in recs),
             "mismatches": sum(verdict_of(r) == "mismatch" for r in recs),
+            "walked": all(r.get("walked", False) for r in recs),  # rounds walked, not verified (no verdict)
         }
         eligible = sum(r.get("eligible_sum", 0) for r in recs)
         row["mismatch_rate"] = sum(r.get("mismatch_sum", 0) for r in recs) / eligible if eligible else float("nan")

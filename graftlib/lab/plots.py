@@ -385,3 +385,70 @@ def plot_temperature_tracking(R, title: str, paper_mean: float | None = None):
     fig.tight_layout()
     legend_below(fig, axes)
     return fig
+
+
+def plot_regimes(T, curve, oracle, title: str, paper_mean: float):
+    """The paper's items in both cost regimes (`graftlib.lab.regimes`): (a) per method the best run's speedup
+    over AR, this machine's modeled and wall-clock and the paper regime's modeled, beside the paper's GSM8K
+    Table 1 row; (b) Figure 1(c) under the paper's costs (tokens/s against B per group of rounds, best B
+    starred); (c) Figure 6 under the paper's costs (retained oracle throughput per round, the paper's mean
+    dashed). `T`: the notebook's stacked `regime_table` frames, `curve`: `tables.budget_curve`, `oracle`:
+    `replay.oracle_rows` as a frame."""
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 3, figsize=(14, 3.8), gridspec_kw={"width_ratios": [2.2, 1, 1]})
+    best = T.sort_values("speedup modeled").groupby(["regime", "method"], sort=False).tail(1)
+    methods = [m for m in ("DFlash", "DDTree", "+TDES", "+SABA", "GRAFT", "CaDDTree", "EAGLE-3", "OPT-Tree")
+               if m in set(best.method)]
+
+    def col(regime, name):
+        b = best[best.regime == regime].set_index("method")
+        return [b[name].get(m, float("nan")) for m in methods]
+
+    grouped_bars(axes[0], methods, [("this machine, wall clock", col("machine", "speedup wall"), "tab:blue"),
+                                    ("this machine, modeled", col("machine", "speedup modeled"), "tab:orange"),
+                                    ("paper's costs, modeled", col("paper", "speedup modeled"), "tab:red"),
+                                    ("paper (Qwen3-8B, A100), GSM8K", col("paper", "paper speedup"), "tab:green")])
+    axes[0].axhline(1.0, color="gray", lw=0.5)
+    axes[0].set_ylabel("speedup vs AR (best run)")
+    axes[0].set_title("(a) Tables 1-2: each method's best run", fontsize=8)
+    for group, c in curve.groupby(level=0, observed=True):
+        c = c.droplevel(0)
+        line, = axes[1].plot(c.index, c.m_tps, "o-", label=f"{group} rounds")
+        axes[1].plot(c.m_tps.idxmax(), c.m_tps.max(), "*", color=line.get_color(), mec="black", ms=12)
+    axes[1].set_xscale("log", base=2)
+    axes[1].set_xlabel("budget B (nodes)")
+    axes[1].set_ylabel("modeled tokens / s")
+    axes[1].set_title("(b) Figure 1(c), paper's costs; star: best B", fontsize=8)
+    axes[2].plot(oracle["round"], oracle.retained, ".-", lw=0.6, color="tab:red",
+                 label=f"SABA, paper's costs: mean {oracle.retained.mean():.3f}")
+    axes[2].axhline(paper_mean, color="tab:green", ls="--", lw=0.8, label=f"paper: mean {paper_mean:.3f}")
+    axes[2].set_xlabel("round")
+    axes[2].set_ylabel("TPS(B_t) / TPS(B*_t)")
+    axes[2].set_title("(c) Figure 6, paper's costs", fontsize=8)
+    fig.suptitle(title, fontsize=7)
+    fig.tight_layout()
+    legend_below(fig, axes)
+    return fig
+
+
+VERDICT_COLOURS = {"holds": "#c7e9c0", "fails": "#fcbba1", "inside noise": "#e0e0e0", "tie": "#e0e0e0"}
+
+
+def plot_claims(C, title: str):
+    """The paper's claims with a verdict per regime and figure, as a table whose cells are coloured by
+    verdict (holds green, fails red, inside noise grey). `C`: `regimes.claims_by_regime`."""
+    import matplotlib.pyplot as plt
+
+    cols = [c for c in C.columns if c not in ("source", "paper")]
+    cells = [[f"{i}: {C.at[i, 'paper']}"[:70], *(str(C.at[i, c]) for c in cols)] for i in C.index]
+    colours = [["white", *(VERDICT_COLOURS.get(str(C.at[i, c]).split(" (")[0], "white") for c in cols)]
+               for i in C.index]
+    fig, ax = plt.subplots(figsize=(4 + 2.4 * len(cols), 0.32 * len(C) + 1.0))
+    ax.axis("off")
+    table = ax.table(cellText=cells, cellColours=colours, colLabels=["claim", *cols], loc="center", cellLoc="left")
+    table.auto_set_font_size(False)
+    table.set_fontsize(7)
+    table.auto_set_column_width(list(range(len(cols) + 1)))
+    ax.set_title(title, fontsize=7)
+    return fig

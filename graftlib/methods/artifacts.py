@@ -22,7 +22,7 @@ manifest.json (the pair, the hardware, each step's settings and outputs). `--art
 
 The shipped artifacts (`ShippedAssets`, a root that defaults to graftlib/assets and is a parameter
 so tests never write into the repository): tdes/<name>.safetensors + .json (`default`: all tasks,
-`gsm8k`: GSM8K only) and saba/default.json, all fitted for the embedded pair (`make artifacts`
+`gsm8k`: GSM8K only), saba/default.json and saba/paper-a100.json (the paper's grid and costs), all fitted for the embedded pair (`make artifacts`
 refreshes them from one `graft prepare` folder, `graftlib.training.ship`). `check_shipped` lists
 every shipped scorer or calibration that records no pair or another pair than the embedded one
 (by fingerprints, so a retrained drafter makes every artifact fitted for the old one show up).
@@ -73,6 +73,11 @@ class ArtifactDir:
         return self.root / "saba.json"
 
     @property
+    def saba_paper(self) -> Path:
+        """SABA on the paper's grid deciding under the paper's A100 costs (`graft prepare`'s step 4)."""
+        return self.root / "saba-paper-a100.json"
+
+    @property
     def manifest(self) -> Path:
         return self.root / "manifest.json"
 
@@ -98,6 +103,15 @@ class ShippedAssets:
         return self.root / "saba" / "default.json"
 
     @property
+    def saba_paper(self) -> Path:
+        return self.root / "saba" / "paper-a100.json"
+
+    def calibrations(self) -> list[Path]:
+        """Every shipped SABA calibration: default.json (this CPU's) and those deciding under another
+        machine's cost profile (paper-a100.json: the paper's grid and A100 costs)."""
+        return sorted((self.root / "saba").glob("*.json"))
+
+    @property
     def ar_draft_cost(self) -> Path:
         """The AR drafter cost of the CPU cost profile (`graftlib.methods.cost_profile.AR_DRAFT_PATH`)."""
         return self.root / "costs" / "cpu-ar-draft.json"
@@ -118,8 +132,7 @@ def check_shipped(assets: ShippedAssets, embedded: PairId) -> list[str]:
         return f"{portable(assets.root)}/{path.relative_to(assets.root).as_posix()}"
 
     records = {where(p.with_suffix(".json")): scorer_config(p) for p in assets.scorers().values()}
-    if assets.saba.is_file():
-        records[where(assets.saba)] = SabaParams.load(assets.saba).meta
+    records.update({where(p): SabaParams.load(p).meta for p in assets.calibrations()})
     problems = [] if records else [f"{portable(assets.root)} holds no TDES scorer and no SABA calibration"]
     for where, record in records.items():
         if record.get("pair") is None:

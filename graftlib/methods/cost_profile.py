@@ -64,6 +64,7 @@ from graftlib.methods.saba_params import DEFAULT_PATH, SabaParams, checked_rows_
 SCHEMA = "graft-cost-profile/1"
 AR_DRAFT_SCHEMA = "graft-ar-draft-cost/1"
 AR_DRAFT_PATH = ASSETS_DIR / "costs" / "cpu-ar-draft.json"  # the embedded EAGLE-3 drafter on this CPU
+PAPER_PROFILE = ASSETS_DIR / "costs" / "paper-a100.json"  # the paper's A100 round costs (`graft paper-costs`)
 AR_DRAFT_COMMAND = "graft costs --ar-draft"  # measures c_ar_draft (`graftlib.lab.costs`)
 
 

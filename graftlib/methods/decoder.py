@@ -3,7 +3,8 @@
 `graftlib.core.decode.DecodeLoop` runs whatever builder and controller it is given;
 `Decoder.for_method(target, drafter, "graft", budget=64, ...)` builds them from the registry
 (`graftlib.methods.registry.make_parts`) over the target's embeddings. Constructing a `Decoder`
-with explicit parts is the same as constructing the loop. An AR-drafted method (`eagle3`,
+with explicit parts is the same as constructing the loop; `WalkedDecoder.for_method` the same
+loop with its rounds walked along greedy AR's tokens (`graftlib.core.walked`). An AR-drafted method (`eagle3`,
 `opt-tree`) gets a `TreeDecoder`, the loop whose draft step grows the tree with an EAGLE-3
 drafter (`graftlib.core.ar_drafting.TreeDraftLoop`); `drafter_for(pair, method)` picks the pair's
 drafter a method drafts with. A method that loads a
@@ -14,8 +15,10 @@ models' fingerprints, without names).
 
 from graftlib.core.ar_drafting import TreeDraftLoop
 from graftlib.core.decode import DecodeLoop
+from graftlib.core.errors import require
 from graftlib.core.hardware import hardware_id
 from graftlib.core.sampling import GREEDY, Sampling
+from graftlib.core.walked import WalkedLoop
 from graftlib.methods.registry import AR_METHODS, FITTED_METHODS, make_parts
 from graftlib.methods.saba_params import SabaParams
 from graftlib.models.pair import PairId, identify
@@ -42,6 +45,17 @@ class Decoder(DecodeLoop):
 
 class TreeDecoder(TreeDraftLoop, Decoder):
     """A `Decoder` whose drafter is autoregressive: target + EAGLE-3 drafter + (tree policy, controller)."""
+
+
+class WalkedDecoder(WalkedLoop, Decoder):
+    """A `Decoder` whose rounds are walked along greedy AR's tokens, not verified (`graftlib.core.walked`:
+    T = 0, DFlash-drafted methods; `decode_along(prompt_ids, ar_tokens, max_new_tokens)`)."""
+
+    @classmethod
+    def for_method(cls, target, drafter, method: str, *args, **kwargs) -> "WalkedDecoder":
+        require(method not in AR_METHODS and method != "ar", f"a walked decode runs the DFlash-drafted tree and "
+                f"chain methods, not {method!r}")
+        return super().for_method(target, drafter, method, *args, **kwargs)
 
 
 def drafter_for(pair, method: str):

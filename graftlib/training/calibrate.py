@@ -56,6 +56,7 @@ import numpy as np
 from graftlib.core.builders import FixedBudget, HeapTreeBuilder
 from graftlib.core.errors import require
 from graftlib.core.hardware import hardware_id
+from graftlib.core.records import append_record, read_records, setting_id
 from graftlib.core.sampling import GREEDY, Sampling, prompt_sampling
 from graftlib.data.regular import VAL_COUNT as REGULAR_VAL
 from graftlib.methods.args import add_model_args, add_sampling_args, sampling_from_args
@@ -80,20 +81,35 @@ COST_MODELS = ("table", "eq17")
 
 def replay_rounds(target, drafter, prompts: list[list[int]], grid: list[int], ref_budget: int,
                   max_new_tokens: int, eos_ids=None, window: int = 8, hist_prior: float = 2.0,
-                  sampling: Sampling = GREEDY, uids: list[str] | None = None, walk: bool = False) -> list[ReplayRecord]:
+                  sampling: Sampling = GREEDY, uids: list[str] | None = None, walk: bool = False,
+                  checkpoint: str | Path | None = None, setting: dict | None = None,
+                  log=None) -> list[ReplayRecord]:
     """Replay records of reference ddtree@ref_budget trajectories over `grid`; rounds numbered globally.
     At T > 0 prompt i replays with the seed `prompt_sampling(sampling, uids[i])` (uids: "0", "1", ..).
-    `walk`: the grid's a_t(B) walked, not verified, and untimed (`graftlib.training.replay.WalkReplay`, T = 0)."""
+    `walk`: the grid's a_t(B) walked, not verified, and untimed (`graftlib.training.replay.WalkReplay`, T = 0).
+    `checkpoint`: a JSONL file that gets each prompt's records as it finishes, keyed by its uid and
+    `setting` (with the grid, budget, length and walk), so an interrupted replay goes on with the next prompt."""
     uids = uids if uids is not None else [str(i) for i in range(len(prompts))]
     require(len(uids) == len(prompts), f"{len(uids)} uids for {len(prompts)} prompts")
     cls = WalkReplay if walk else ReplayDecoder
     dec = cls(target, drafter, HeapTreeBuilder(), FixedBudget(ref_budget), grid, 1, window, hist_prior,
               eos_ids, sampling)
+    sid = setting_id(**(setting or {}), grid=dec.grid, ref_budget=ref_budget, max_new_tokens=max_new_tokens, walk=walk,
+                     window=window, hist_prior=hist_prior, **sampling.setting())
+    done = {r["uid"]: r["records"] for r in read_records(checkpoint) if r.get("setting_id") == sid} if checkpoint else {}
     records: list[ReplayRecord] = []
-    for ids, uid in zip(prompts, uids):
+    for i, (ids, uid) in enumerate(zip(prompts, uids)):
+        if uid in done:
+            mine = [ReplayRecord(**r) for r in done[uid]]
+        else:
+            mine = dec.replay(ids, max_new_tokens, sampling=prompt_sampling(sampling, uid)).records
+            if checkpoint:
+                append_record(checkpoint, {"setting_id": sid, "uid": uid, "records": [asdict(r) for r in mine]})
+        if log:
+            log(f"  prompt {i + 1}/{len(prompts)} {uid}: {sum(r.reference for r in mine)} rounds"
+                + (" (from the checkpoint)" if uid in done else ""))
         base = 1 + max((r.round for r in records), default=-1)
-        res = dec.replay(ids, max_new_tokens, sampling=prompt_sampling(sampling, uid))
-        records += [replace(r, round=base + r.round) for r in res.records]
+        records += [replace(r, round=base + r.round) for r in mine]
     return records
 
 
@@ -219,6 +235,8 @@ def add_parser(sub) -> None:
     p.add_argument("--out", default=str(DEFAULT_PATH), help="parameters JSON (default: what ddtree+saba loads)")
     p.add_argument("--records", default=None, help="also write the replay records here (JSONL, one per "
                    "(round, budget)), to refit variants with `calibrate.fit_params` without measuring again")
+    p.add_argument("--checkpoint", default=None, metavar="JSONL", help="keep each prompt's replay records here as "
+                   "it finishes; a re-run with the same settings goes on with the next prompt")
     p.add_argument("--from-records", default=None, help="fit on replay records written by --records instead "
                    "of replaying (no measuring; the records' machine is the calibration's, and --temperature "
                    "/ --top-p / --seed should name the sampling they were replayed with)")
@@ -234,12 +252,13 @@ def calibrate_pair(pair, out, grid: list[int], val_prompts: int = 8, ref_budget:
                    max_prompt_tokens: int = 384, window: int = 8, utility: str = "throughput", gain: str = "table",
                    cost: str = "table", records: str | None = None, from_records: str | None = None,
                    command: str | None = None, sampling: Sampling = GREEDY, regular_prompts: int = 0,
-                   profile: CostProfile | None = None, log=print) -> SabaParams:
+                   profile: CostProfile | None = None, checkpoint: str | None = None, log=print) -> SabaParams:
     """Replay `val_prompts` validation prompts over `grid` (or read `from_records`), fit, save to `out`.
     `regular_prompts` adds that many prompts of the regular set's validation split (`graftlib.data.regular`:
     rounds whose gain keeps growing with B, so the fit has seen confident states; never its eval split).
     The saved meta names the pair (`Pair.identity()`) and the hardware (`core.hardware.hardware_id`)
     the calibration belongs to (`graftlib.methods.artifacts`), and at T > 0 its sampling.
+    `checkpoint`: per-prompt replay records (`replay_rounds`), so an interrupted calibration resumes.
     `profile`: the grid is walked, not verified (`graftlib.training.replay.WalkReplay`, T = 0), and the costs
     are the profile's (`fit_params`); the records are priced by it (`replay.priced`)."""
     from graftlib.data.prompts import format_prompt, load_items, pool
@@ -259,7 +278,9 @@ def calibrate_pair(pair, out, grid: list[int], val_prompts: int = 8, ref_budget:
         log(f"replaying {len(prompts)} validation prompts over the grid {grid} and an AR step{at} ...")
         replayed = replay_rounds(pair.target, pair.drafter, prompts, [0, *grid], ref_budget, max_new_tokens,
                                  pair.eos_ids, window, sampling=sampling, uids=[item.uid for item in items],
-                                 walk=profile is not None)
+                                 walk=profile is not None, checkpoint=checkpoint,
+                                 setting={"pair": pair.identity().to_dict(), "max_prompt_tokens": max_prompt_tokens},
+                                 log=log)
     if profile is not None:
         replayed = priced(replayed, profile)
     depth = pair.drafter.block_size - 1
@@ -286,7 +307,7 @@ def run(args) -> int:
     params = calibrate_pair(pair, args.out, args.grid, args.val_prompts, args.ref_budget, args.max_new_tokens,
                             args.max_prompt_tokens, args.window, args.utility, args.gain, args.cost, args.records,
                             args.from_records, sampling=sampling_from_args(args), regular_prompts=args.regular_prompts,
-                            profile=profile, log=lambda m: print(m, flush=True))
+                            profile=profile, checkpoint=args.checkpoint, log=lambda m: print(m, flush=True))
     fit = params.meta["fit"]
     r2 = f"R^2 {fit['cost_r2']:.3f}" if fit["cost_r2"] is not None else f"cost profile {profile.name} {profile.id}"
     print(f"c = {params.c} ({r2}); c_ar = {params.c_ar}; phi = {params.phi}; alpha = {params.alpha} "

@@ -9,12 +9,15 @@ command's own function:
   2b. per task `graft train-tdes --tasks T` on the same traces, one scorer per `--task-scorers` task
               (the shipped `gsm8k` scorer of Figure 5)
   3. SABA     `graft calibrate` (`calibrate.calibrate_pair`): same-prefix replay of validation prompts
+  4. SABA in the paper's regime  `graft calibrate --cost-profile graftlib/assets/costs/paper-a100.json`
+              on the paper's grid (32..512 by 16): the gain walked along the greedy continuation
+              (`replay.WalkReplay`), the costs the paper's (`paper_prompts` = 0 skips it)
 into one folder (`ArtifactDir`): traces/, tdes.safetensors + tdes.json, tdes-<task>.safetensors +
-.json, saba.json and manifest.json (the pair, the hardware, the sizes, each step's status, outputs,
+.json, saba.json, saba-paper-a100.json and manifest.json (the pair, the hardware, the sizes, each step's status, outputs,
 ids and seconds).
 
 Resumable: a step whose output exists, is complete and was fitted for this pair (the calibration:
-also on this hardware) is kept; the manifest is written after every step, so an interrupted run
+also on this hardware; step 4's gain is the pair's on any machine) is kept; the manifest is written after every step, so an interrupted run
 keeps what it finished; traces resume shard by shard; `trace_minutes` can stop the traces early,
 and the scorers are then trained on what there is and marked incomplete, so a re-run goes on
 tracing and trains again. Invariant: every scorer in the manifest was trained on the traces the
@@ -38,7 +41,8 @@ from graftlib.core.version import __version__
 from graftlib.data.prompts import TDES_TASKS
 from graftlib.methods.args import add_model_args
 from graftlib.methods.artifacts import MANIFEST_SCHEMA, ArtifactDir, ShippedAssets, default_dir
-from graftlib.methods.saba_params import CPU_GRID, GPU_GRID, SabaParams
+from graftlib.methods.cost_profile import PAPER_PROFILE, CostProfile
+from graftlib.methods.saba_params import CPU_GRID, GPU_GRID, PAPER_GRID, SabaParams
 from graftlib.methods.tdes import scorer_config, scorer_id
 from graftlib.models.pair import PairId
 from graftlib.training.calibrate import REGULAR_PROMPTS, calibrate_pair
@@ -61,11 +65,14 @@ class PrepareConfig:
     calib_tokens: int = 64  # new tokens per replayed prompt
     ref_budget: int = 8
     grid: tuple[int, ...] | None = None  # SABA's budgets; None: CPU_GRID on a CPU, GPU_GRID on a GPU
+    paper_prompts: int = 16  # validation prompts of step 4 (beside `regular_prompts`); 0: no step 4
+    paper_ref_budget: int = 128  # its reference trajectories' DDTree budget (Table 2's DDTree: 110 nodes a round)
 
     def check(self) -> "PrepareConfig":
         for name in ("trace_prompts", "trace_budget", "trace_tokens", "shard_size", "max_prompt_tokens",
-                     "tdes_epochs", "val_prompts", "calib_tokens", "ref_budget"):
+                     "tdes_epochs", "val_prompts", "calib_tokens", "ref_budget", "paper_ref_budget"):
             require(getattr(self, name) >= 1, f"prepare: {name} must be >= 1, got {getattr(self, name)}")
+        require(self.paper_prompts >= 0, f"prepare: paper_prompts must be >= 0, got {self.paper_prompts}")
         require(self.grid is None or (len(self.grid) > 0 and min(self.grid) >= 1),
                 f"prepare: the SABA grid must be budgets >= 1, got {self.grid}")
         unknown = [t for t in self.task_scorers if t not in TDES_TASKS]
@@ -77,7 +84,7 @@ class PrepareConfig:
 
 
 QUICK = PrepareConfig(trace_prompts=8, trace_tokens=32, shard_size=4, tdes_epochs=2, val_prompts=2, regular_prompts=0,
-                      calib_tokens=32)
+                      calib_tokens=32, paper_prompts=0)
 
 
 def _fitted_for(record: dict, pair: PairId, where: str) -> bool:
@@ -190,7 +197,35 @@ def prepare(pair, out: str | Path, cfg: PrepareConfig | None = None, command: st
         steps["saba"] = {"complete": True, "status": "made", "file": portable(d.saba), "id": params.id,
                          "hardware": hw, "grid": grid, "seconds": round(time.perf_counter() - t0, 1)}
     _save(d, manifest)
+    if cfg.paper_prompts:
+        _paper_saba(pair, d, cfg, manifest, command, log)
+        _save(d, manifest)
     return manifest
+
+
+def _paper_saba(pair, d: ArtifactDir, cfg: PrepareConfig, manifest: dict, command: str, log) -> None:
+    """Step 4 (module doc): SABA on PAPER_GRID under the paper's profile, kept when it is this pair's
+    for this profile (the walked gain does not depend on the machine)."""
+    profile, ident, steps = CostProfile.load(PAPER_PROFILE), pair.identity(), manifest["steps"]
+    meta = SabaParams.load(d.saba_paper).meta if d.saba_paper.is_file() else None
+    if (_kept(manifest, "saba-paper", meta, ident, str(d.saba_paper))
+            and meta.get("cost_profile") == profile.label and steps["saba-paper"].get("config") == _paper_config(cfg)):
+        log(f"prepare: SABA calibration {d.saba_paper} is this pair's under {profile.name}: kept")
+        steps["saba-paper"]["status"] = "kept"
+        return
+    t0 = time.perf_counter()
+    params = calibrate_pair(pair, d.saba_paper, list(PAPER_GRID), cfg.paper_prompts, cfg.paper_ref_budget,
+                            cfg.calib_tokens, cfg.max_prompt_tokens, command=command,
+                            regular_prompts=cfg.regular_prompts, profile=profile,
+                            checkpoint=str(d.root / "saba-paper-replay.jsonl"), log=log)
+    steps["saba-paper"] = {"complete": True, "status": "made", "file": portable(d.saba_paper), "id": params.id,
+                           "cost_profile": profile.label, "config": _paper_config(cfg),
+                           "seconds": round(time.perf_counter() - t0, 1)}
+
+
+def _paper_config(cfg: PrepareConfig) -> dict:
+    return {"prompts": cfg.paper_prompts, "regular_prompts": cfg.regular_prompts, "ref_budget": cfg.paper_ref_budget,
+            "tokens": cfg.calib_tokens, "grid": list(PAPER_GRID)}
 
 
 # ----------------------------------------------------------------------------- CLI
@@ -212,6 +247,8 @@ def add_parser(sub) -> None:
     p.add_argument("--val-prompts", type=int, default=None, help=f"validation prompts for SABA (default {d.val_prompts})")
     p.add_argument("--regular-prompts", type=int, default=None, help="prompts of the regular set's validation split "
                    f"replayed for SABA beside them (default {d.regular_prompts})")
+    p.add_argument("--paper-prompts", type=int, default=None, help="validation prompts of step 4, SABA on the paper's "
+                   f"grid under its A100 costs (default {d.paper_prompts}; 0: skip it)")
     p.add_argument("--grid", nargs="+", type=int, default=None, help="SABA budget grid (default: "
                    f"{' '.join(map(str, CPU_GRID))} on a CPU, {' '.join(map(str, GPU_GRID))} on a GPU)")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
@@ -225,6 +262,7 @@ def config_from_args(args) -> PrepareConfig:
     base = QUICK if args.quick else PrepareConfig()
     given = {"trace_prompts": args.trace_prompts, "trace_minutes": args.trace_minutes,
              "val_prompts": args.val_prompts, "regular_prompts": args.regular_prompts,
+             "paper_prompts": args.paper_prompts,
              "grid": tuple(args.grid) if args.grid else None,
              "task_scorers": tuple(args.task_scorers) if args.task_scorers else None}
     return replace(base, **{k: v for k, v in given.items() if v is not None}).check()

@@ -7,6 +7,7 @@ copies
   tdes.safetensors + tdes.json              -> tdes/default.*
   tdes-<task>.safetensors + tdes-<task>.json -> tdes/<task>.*   (each per-task scorer of the manifest)
   saba.json                                 -> saba/default.json
+  saba-paper-a100.json                      -> saba/paper-a100.json   (when the folder made it)
 and adds to each shipped JSON (a scorer's config, a calibration's `meta`) a `shipped` record: the
 folder, the drafter's weights id (its fingerprint, also in `pair`), the command that regenerates
 it (`make artifacts`) and the `graft prepare` command that made it.
@@ -91,7 +92,8 @@ def shipments(d: ArtifactDir, manifest: dict, assets: ShippedAssets) -> list[tup
     scorers = [(d.tdes, assets.tdes("default"))]
     scorers += [(d.task_tdes(s["task"]), assets.tdes(s["task"])) for step, s in sorted(manifest["steps"].items())
                 if step.startswith("tdes-")]
-    return scorers + [(d.saba, assets.saba)]
+    paper = [(d.saba_paper, assets.saba_paper)] if "saba-paper" in manifest["steps"] else []
+    return scorers + [(d.saba, assets.saba)] + paper
 
 
 def _stamped(record: dict, where: str, embedded: PairId, shipped: dict) -> dict:
