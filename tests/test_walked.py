@@ -67,7 +67,7 @@ CLIPS = ("Natalia sold clips to 48 of her friends in April, and then she sold ha
                                                  ("ddtree+saba", 64, (COUNTING,))], ids=["ddtree", "graft", "saba"])
 def test_walked_rounds_equal_the_verified_ones_on_the_embedded_pair(embedded_pair, method, budget, texts):
     p = embedded_pair
-    for text in texts:
-        walked = same_rounds(p.target, p.drafter, method, budget, p.prompt_ids(text), 48, p.eos_ids)
-        if method == "ddtree":  # long accepted paths: the walk is checked deep into the tree
-            assert max(r.accepted for r in walked.rounds) >= 6
+    longest = max(max(r.accepted for r in same_rounds(p.target, p.drafter, method, budget, p.prompt_ids(text), 48,
+                                                      p.eos_ids).rounds) for text in texts)
+    if method == "ddtree":  # long accepted paths: the walk is checked deep into the tree
+        assert longest >= 6
