@@ -42,6 +42,13 @@ def test_the_eagle3_notebooks_are_those_that_run_or_read_the_eagle3_drafter():
     assert calls == figures_manifest.EAGLE3_NOTEBOOKS
 
 
+def test_the_paper_notebooks_are_those_that_decide_in_the_paper_regime():
+    import re
+
+    calls = {p.stem for p in workbook.notebooks() if re.search(r"\bpaper\(", p.read_text())}
+    assert calls == figures_manifest.PAPER_NOTEBOOKS
+
+
 def test_an_eagle3_checkpoint_id_names_its_files(tmp_path, assets):
     first = checkpoint_id(assets.eagle3)
     assert len(first) == 12 and checkpoint_id(tmp_path) is None  # no weights: no id

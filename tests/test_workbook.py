@@ -64,6 +64,13 @@ def test_every_notebook_has_a_parameters_cell_of_primitives():
             assert not missing, f"{book.name}: profile {profile['profile']} sets no value for {missing}"
 
 
+def test_the_notebook_that_reads_the_others_benches_runs_last():
+    from graftlib.lab.workbook import LAST
+
+    names = [b.stem for b in notebooks()]
+    assert names[-len(LAST):] == list(LAST) and names[:-len(LAST)] == sorted(names[:-len(LAST)])
+
+
 def test_figure_titles_are_two_plain_lines():
     """`figure_title`: what is compared, then pair, machine, dtype and counts; nothing else."""
     from graftlib.lab.plots import figure_title

@@ -48,9 +48,11 @@ NOT_FIGURES = frozenset({"README.md", MANIFEST})
 COMMITTED_PROFILE = "quick"
 # the notebooks whose figures depend on the EAGLE-3 drafter (they run it, `graftlib.lab.baselines.ar_baseline_runs`,
 # or read its training record, `EMBEDDED_EAGLE3_DIR`; tests/test_figures_manifest.py keeps this set equal to them)
-EAGLE3_NOTEBOOKS = frozenset({"paper_regime", "sampling_temperature", "table1_main_results", "table2_components",
-                              "train_drafter"})
-PAPER_NOTEBOOKS = frozenset({"paper_regime"})  # notebooks that decide with the paper-grid calibration (`saba_paper`)
+EAGLE3_NOTEBOOKS = frozenset({"fig1b_mismatch", "paper_regime", "sampling_temperature", "table1_main_results",
+                              "table2_components", "train_drafter"})
+# notebooks that decide with the paper-grid calibration (`saba_paper`): those drawing the paper's regime
+PAPER_NOTEBOOKS = frozenset({"fig1b_mismatch", "fig5_generalization", "fig6_oracle_tracking", "paper_regime",
+                             "table1_main_results", "table2_components", "table3_beta"})
 
 
 def manifest_path(folder: str | Path) -> Path:

@@ -264,16 +264,40 @@ def plot_paper_bars(T, title: str, ours_label: str, paper_label: str):
     return fig
 
 
+def plot_modeled_bars(T, title: str, ours_label: str, paper_label: str):
+    """Table 1 in a regime that is modeled only (`regimes.regime_table` per task, stacked with a `task` level):
+    MAT and the modeled speedup per task and method, beside the paper's; each method's best run by the
+    modeled speedup."""
+    import matplotlib.pyplot as plt
+
+    best = T.reset_index().sort_values("speedup modeled").groupby(["task", "method"], sort=False).tail(1)
+    best = best[best.method != "AR"].sort_values(["task", "method"])
+    runs = list(best.task + "\n" + best.run)
+    fig, axes = plt.subplots(1, 2, figsize=(11, 3.6))
+    grouped_bars(axes[0], runs, [(ours_label, best.MAT, "tab:red"), (paper_label, best["paper MAT"], "tab:green")])
+    grouped_bars(axes[1], runs, [(ours_label, best["speedup modeled"], "tab:red"),
+                                 (paper_label, best["paper speedup"], "tab:green")])
+    for ax, name in zip(axes, ("MAT", "modeled speedup vs AR"), strict=True):
+        ax.axhline(1.0, color="gray", lw=0.5)
+        ax.set_title(name)
+        ax.tick_params(axis="x", labelsize=6)
+    fig.suptitle(title, fontsize=7)
+    fig.tight_layout()
+    legend_below(fig, axes)
+    return fig
+
+
 def plot_components(T, labels: list[str], title: str, ours_label: str, paper_label: str):
     """Table 2: tokens/s against DDTree per component, ours wall-clock (with its interval) and modeled
-    beside the paper's. `T`: the averaged frame of `tables.table2` (index: the labels)."""
+    beside the paper's. `T`: the averaged frame of `tables.table2` (index: the labels), or a modeled-only one
+    without the wall-clock columns (`regimes.regime_components`)."""
     import matplotlib.pyplot as plt
 
     T = T.loc[labels]
     fig, ax = plt.subplots(figsize=(9, 3.4))
-    grouped_bars(ax, labels, [(f"{ours_label}, wall clock (95% CI)", T["dTPS %"], "tab:blue",
-                               (T["dTPS lo %"], T["dTPS hi %"])),
-                              (f"{ours_label}, modeled", T["m-dTPS %"], "tab:orange"),
+    wall = ([(f"{ours_label}, wall clock (95% CI)", T["dTPS %"], "tab:blue", (T["dTPS lo %"], T["dTPS hi %"]))]
+            if "dTPS lo %" in T else [])  # a modeled-only table has no wall clock
+    grouped_bars(ax, labels, [*wall, (f"{ours_label}, modeled", T["m-dTPS %"], "tab:orange"),
                               (paper_label, T["paper dTPS %"], "tab:green")])
     ax.axhline(0, color="gray", lw=0.5)
     ax.set_ylabel("tokens/s vs DDTree (%)")
@@ -306,17 +330,18 @@ def plot_budget_curve(curve, title: str):
     return fig
 
 
-def plot_beta_sweep(T, title: str, ours_label: str, paper_label: str):
+def plot_beta_sweep(T, title: str, ours_label: str, paper_label: str, tps: str = "TPS"):
     """Table 3: GRAFT's MAT, tokens/s and mismatch reduction against beta, ours and the paper's on
     the same axes. The two pairs run at throughputs 10x apart, so MAT and tokens/s are drawn
     relative to the smallest beta of the sweep (beta's effect is the point); the mismatch reduction
-    is already relative. `T`: index beta, columns as in the notebook's table3.csv."""
+    is already relative. `T`: index beta, columns as in the notebook's table3.csv (`regimes.regime_betas`);
+    `tps`: ours tokens/s column ("modeled TPS" for a regime that is modeled only)."""
     import matplotlib.pyplot as plt
 
     ref = T.index.min()
     fig, axes = plt.subplots(1, 3, figsize=(11, 3.2))
     panels = (("MAT", "paper MAT", f"MAT / MAT at beta = {ref:g}"),
-              ("TPS", "paper TPS", f"tokens/s / tokens/s at beta = {ref:g}"),
+              (tps, "paper TPS", f"tokens/s / tokens/s at beta = {ref:g}"),
               ("mismatch reduction %", "paper reduction %", "mismatch reduction (%)"))
     for ax, (col, pcol, ylabel) in zip(axes, panels, strict=True):
         ours, paper = T[col].astype(float), T[pcol].astype(float)

@@ -11,22 +11,28 @@ best). A `Regime` is what decides and prices the rounds:
            caps 512); the DFlash-drafted runs walked along AR's tokens (`graftlib.core.walked`:
            the verified decode's rounds without its verify), so the figures are modeled only.
 `regime_runs` lists a regime's runs of Tables 1-2 (the chain, DDTree at the regime's budgets,
-+TDES, +SABA, GRAFT, CaDDTree, EAGLE-3 / OPT-Tree at their releases' budgets), `regime_bench` runs
-them, `regime_table` is the table of nodes, MAT and speedups beside the paper's GSM8K numbers, and
-`claims_by_regime` the paper's throughput claims (`graftlib.lab.claims`) with a verdict per regime:
-the machine's by wall clock and modeled, the paper regime's modeled only; `regime_budget_curve`
-(Figure 1(c)) and `regime_oracle` (Figure 6) are the same-prefix replays in a regime (walked and
-priced by its profile where it walks), and `figure_claims` their claims (the best budget differs
-between easy and hard rounds; SABA retains the paper's 94.1% of the oracle) in the same shape. `needed_mat_line` (`paper_costs.mat_needed`) adds what MAT
-GRAFT would need for the paper's speedup under the paper's costs.
++TDES, +SABA, GRAFT, CaDDTree, EAGLE-3 / OPT-Tree at their releases' budgets) and `regime_records`
+runs them over tasks into one file per regime, which the Table 1, Table 2, Figure 1(b) and
+paper_regime notebooks share (same parameters, same setting: one decodes, the others read).
+From those records: `regime_table` (Tables 1-2: nodes, MAT, speedups beside the paper's GSM8K
+numbers), `mismatch_table` (Figure 1(b)), `needed_mat_line` (the MAT GRAFT would need for the
+paper's speedup, `paper_costs.mat_needed`) and `claims_by_regime` (the throughput claims C1-C9 of
+`graftlib.lab.claims`, a verdict per regime and figure: the machine's by wall clock and modeled,
+the paper regime's modeled only). Sweeps of their own: `regime_transfer` (Figure 5: each TDES
+scorer against DDTree), `regime_betas` (Table 3: GRAFT per beta), `regime_budget_curve` (Figure
+1(c)) and `regime_oracle` (Figure 6), the last two same-prefix replays (walked and priced by the
+regime's profile where it walks). `figure_claims` gives those items' claims (F1b, F1c, F5, F6, T3)
+in the shape of `claims_by_regime`.
 """
 
 from dataclasses import dataclass
+from pathlib import Path
 
-from graftlib.lab.bench import Run, run_bench
+from graftlib.core.errors import require
+from graftlib.lab.bench import Run, run_bench, task_prompts
 from graftlib.lab.claims import CLAIMS, POOLED, evaluate_claims
-from graftlib.lab.metrics import summarize
-from graftlib.lab.paper import FIGURE6, TABLE1, TABLE2
+from graftlib.lab.metrics import by_task, summarize
+from graftlib.lab.paper import FIGURE6, TABLE1, TABLE2, TABLE3
 from graftlib.lab.paper_costs import MODEL, mat_needed
 from graftlib.lab.tables import budget_curve
 from graftlib.methods.cost_profile import PAPER_PROFILE, CostProfile, default_profile, with_costs
@@ -44,41 +50,142 @@ class Regime:
     label: str  # what a figure says of its numbers
     profile: CostProfile
     saba: SabaParams | None  # the adaptive methods' calibration, deciding under `profile` (None: the shipped one)
-    budgets: tuple[int, ...]  # DDTree's fixed budgets; +TDES runs at the middle one
+    budgets: tuple[int, ...]  # DDTree's fixed budgets
+    budget: int  # the fixed budget of Table 2's DDTree and +TDES rows, Figure 1(b)'s and Figure 5's
     cap: int  # +SABA, GRAFT and CaDDTree choose up to this
     chains: tuple[int, ...]  # the DFlash chain's drafts per round
     walk: bool  # DFlash-drafted runs walked (modeled only), not verified
 
     @property
-    def budget(self) -> int:
-        """The fixed budget of Table 2's DDTree and +TDES rows."""
-        return self.budgets[len(self.budgets) // 2]
+    def turns(self) -> str:
+        """The prompts' turns: a walked decode takes one (`bench.decode_prompt`), a verified one all."""
+        return "1" if self.walk else "all"
 
 
-def machine(budgets=(4, 8, 16), cap: int = 64) -> Regime:
-    return Regime("machine", "this machine: measured and modeled", default_profile(), None, tuple(budgets), cap,
-                  (3, 15), False)
+def _middle(budgets) -> int:
+    return tuple(budgets)[len(budgets) // 2]
 
 
-def paper(budgets=(64, 128, 256), cap: int = 512) -> Regime:
+def machine(budgets=(4, 8, 16), cap: int = 64, chains=(3, 15), budget: int | None = None,
+            profile: CostProfile | None = None) -> Regime:
+    """This machine's regime; `profile` prices the rounds (default: the shipped CPU one), `budget` defaults to the
+    middle of `budgets`."""
+    return Regime("machine", "this machine: measured and modeled", profile or default_profile(), None,
+                  tuple(budgets), budget or _middle(budgets), cap, tuple(chains), False)
+
+
+def paper(budgets=(64, 128, 256), cap: int = 512, budget: int | None = None) -> Regime:
     profile = CostProfile.load(PAPER_PROFILE)
     return Regime("paper", "the paper's A100 costs: modeled", profile, with_costs(SabaParams.load(PAPER_PATH), profile),
-                  tuple(budgets), cap, (15,), True)
+                  tuple(budgets), budget or _middle(budgets), cap, (15,), True)
 
 
 def regime_runs(regime: Regime, ar_drafted: bool = True) -> list[Run]:
     """Tables 1-2's runs in `regime` (module doc); `ar_drafted=False` leaves EAGLE-3 / OPT-Tree out (a pair
     without an EAGLE-3 drafter)."""
-    runs = [Run("ar", None), *(Run("dflash", c) for c in regime.chains), *(Run("ddtree", b) for b in regime.budgets),
+    fixed = sorted({*regime.budgets, regime.budget})
+    runs = [Run("ar", None), *(Run("dflash", c) for c in regime.chains), *(Run("ddtree", b) for b in fixed),
             Run("ddtree+tdes", regime.budget), *(Run(m, regime.cap) for m in ("ddtree+saba", "graft", "caddtree"))]
     return runs + ([Run(m, REGISTRY[m].release_budget) for m in AR_METHODS] if ar_drafted else [])
 
 
 def regime_bench(pair, regime: Regime, prompts: list, runs: list[Run], max_new_tokens: int, out,
-                 progress: bool = False) -> list[dict]:
+                 progress: bool = False, tdes: str | None = None, beta: float | None = None) -> list[dict]:
     """`run_bench` deciding and priced in `regime` (walked where the regime walks), keyed by the regime."""
     return run_bench(pair, prompts, runs, max_new_tokens, out, progress=progress, extra={"regime": regime.name},
-                     cost_profile=regime.profile, saba=regime.saba, walk=regime.walk)
+                     tdes=tdes, beta=beta, cost_profile=regime.profile, saba=regime.saba, walk=regime.walk)
+
+
+def _tasks_bench(pair, regime: Regime, tasks: list[str], n_prompts: int, runs: list[Run], max_new_tokens: int, out,
+                 **kwargs) -> list[dict]:
+    records = []
+    for task in tasks:
+        prompts = task_prompts(pair, task, n_prompts, turns=regime.turns)
+        records += regime_bench(pair, regime, prompts, runs, max_new_tokens, out, **kwargs)
+    return records
+
+
+def regime_records(pair, regime: Regime, tasks: list[str], n_prompts: int, max_new_tokens: int, results_dir,
+                   ar_drafted: bool = True, progress: bool = False) -> list[dict]:
+    """Tables 1-2's runs (`regime_runs`) in `regime` on the first `n_prompts` eval prompts of each task: the one
+    bench of a regime that the Table 1, Table 2, Figure 1(b) and paper_regime notebooks share. They pass the
+    same parameters, so the setting and the file (`<results_dir>/regime_<name>.jsonl`) are the same and a
+    notebook finds the records an earlier one decoded (`run_bench` resumes by setting, prompt and run)."""
+    return _tasks_bench(pair, regime, tasks, n_prompts, regime_runs(regime, ar_drafted), max_new_tokens,
+                        Path(results_dir) / f"regime_{regime.name}.jsonl", progress=progress)
+
+
+def _reduction(rate: float, base: float) -> float:
+    """The mismatch reduction against `base` in percent; nan where the base has no mismatch to reduce."""
+    return 100 * (1 - rate / base) if base else float("nan")
+
+
+def mismatch_table(records: list[dict], regime: Regime):
+    """Figure 1(b) in `regime`: per task the parent-child mismatch rate (`core.tree.parent_mismatch`, over the
+    rounds that could continue) of DDTree and +TDES at the regime's fixed budget and of GRAFT at its cap, and
+    TDES's and GRAFT's reduction against DDTree in percent. A pandas DataFrame indexed by task."""
+    import pandas as pd
+
+    keys = {"DDTree": f"ddtree@{regime.budget}", "+TDES": f"ddtree+tdes@{regime.budget}",
+            "GRAFT": f"graft@{regime.cap}"}
+    rows = {}
+    for task, recs in by_task(records).items():
+        rate = {s["key"]: s["mismatch_rate"] for s in summarize(recs)}
+        row = {label: rate.get(key, float("nan")) for label, key in keys.items()}
+        for label in ("+TDES", "GRAFT"):
+            row[f"{label} reduction %"] = _reduction(row[label], row["DDTree"])
+        rows[task] = row
+    return pd.DataFrame.from_dict(rows, orient="index").rename_axis("task")
+
+
+def regime_transfer(pair, regime: Regime, tasks: list[str], n_prompts: int, max_new_tokens: int, out,
+                    scorers: dict[str, str | None]):
+    """Figure 5 in `regime`: DDTree against +TDES at the regime's fixed budget on `tasks`, once per TDES scorer
+    (name -> path; None: the shipped default): per task and scorer the mismatch reduction against DDTree and
+    TPS / DDTree, modeled (and measured where the regime verifies). A pandas DataFrame indexed by task with
+    (figure, scorer) columns."""
+    import pandas as pd
+
+    runs = [Run("ar", None), Run("ddtree", regime.budget), Run("ddtree+tdes", regime.budget)]
+    cols = {"mismatch reduction %": None, "modeled TPS / DDTree": "modeled_tokens_per_s"}
+    if not regime.walk:
+        cols["TPS / DDTree"] = "tokens_per_s"
+    frames = {}
+    for scorer, path in scorers.items():
+        recs = _tasks_bench(pair, regime, tasks, n_prompts, runs, max_new_tokens, out, tdes=path)
+        rows = {}
+        for task, task_recs in by_task(recs).items():
+            s = {row["method"]: row for row in summarize(task_recs)}
+            base, td = s["ddtree"], s["ddtree+tdes"]
+            rows[task] = {name: (_reduction(td["mismatch_rate"], base["mismatch_rate"]) if field is None
+                                 else td[field] / base[field]) for name, field in cols.items()}
+        frames[scorer] = pd.DataFrame.from_dict(rows, orient="index")
+    F = pd.concat(frames, axis=1).swaplevel(axis=1)  # columns (figure, scorer)
+    return F.sort_index(axis=1, level=0, sort_remaining=False).rename_axis("task")
+
+
+def regime_betas(pair, regime: Regime, task: str, n_prompts: int, max_new_tokens: int, out, betas: list[float]):
+    """Table 3 in `regime`: GRAFT at the regime's cap on `task` for each TDES weight beta (beta = 0: DDTree's
+    edge scores with SABA), each beta its own setting with its own AR: MAT, modeled TPS and speedup (measured
+    too where the regime verifies), mismatch rate and its reduction against beta = 0, beside the paper's
+    row. A pandas DataFrame indexed by beta."""
+    import pandas as pd
+
+    rows = {}
+    for beta in betas:
+        recs = _tasks_bench(pair, regime, [task], n_prompts, [Run("ar", None), Run("graft", regime.cap)],
+                            max_new_tokens, out, beta=beta)
+        s = next(row for row in summarize(recs) if row["method"] == "graft")
+        rows[beta] = {"MAT": s["mat"], "nodes/round": s["mean_nodes"], "modeled TPS": s["modeled_tokens_per_s"],
+                      "speedup modeled": s["modeled_speedup"], "mismatch": s["mismatch_rate"],
+                      **({} if regime.walk else {"TPS": s["tokens_per_s"], "speedup wall": s["speedup"]}),
+                      "ties": s["ties"], "mismatches": s["mismatches"]}
+    T = pd.DataFrame.from_dict(rows, orient="index").rename_axis("beta")
+    base = T["mismatch"].get(0.0, float("nan"))
+    T["mismatch reduction %"] = 100 * (1 - T["mismatch"] / base) if base else float("nan")
+    for i, name in enumerate(("paper MAT", "paper TPS", "paper reduction %")):
+        T[name] = [TABLE3.get(b, (None,) * 3)[i] for b in T.index]
+    return T
 
 
 def regime_table(records: list[dict], regime: Regime, task: str = "gsm8k"):
@@ -87,7 +194,7 @@ def regime_table(records: list[dict], regime: Regime, task: str = "gsm8k"):
     import pandas as pd
 
     rows = []
-    for s in summarize(records):
+    for s in summarize([r for r in records if r["task"] == task]):
         label = LABELS[s["method"]]
         paper_t1 = TABLE1[MODEL].get(label, {}).get(task)
         rows.append({"regime": regime.name, "run": s["key"], "method": label, "nodes/round": s["mean_nodes"],
@@ -99,10 +206,39 @@ def regime_table(records: list[dict], regime: Regime, task: str = "gsm8k"):
     return pd.DataFrame(rows).set_index("run")
 
 
+def regime_components(records: list[dict], regime: Regime):
+    """Table 2 in `regime`, pooled over the records' tasks as the paper averages over its datasets: DDTree and
+    +TDES at the fixed budget, +SABA, GRAFT and CaDDTree at the cap, with nodes per round, MAT, modeled TPS and
+    its change against DDTree (wall clock too where the regime verifies), beside the paper's Table 2. A pandas
+    DataFrame indexed by the paper's labels."""
+    import pandas as pd
+
+    keys = {"DDTree": f"ddtree@{regime.budget}", "+TDES": f"ddtree+tdes@{regime.budget}",
+            "+SABA": f"ddtree+saba@{regime.cap}", "GRAFT": f"graft@{regime.cap}", "CaDDTree": f"caddtree@{regime.cap}"}
+    s = {row["key"]: row for row in summarize(records)}
+    base = s.get(keys["DDTree"])
+    require(base is not None, f"Table 2 in the {regime.name} regime: no {keys['DDTree']} records")
+    rows = {}
+    for label, key in keys.items():
+        if key not in s:
+            continue
+        r, paper_row = s[key], TABLE2.get(label)
+        rows[label] = {"run": key, "nodes/round": r["mean_nodes"], "MAT": r["mat"],
+                       "modeled TPS": r["modeled_tokens_per_s"],
+                       "m-dTPS %": 100 * (r["modeled_tokens_per_s"] / base["modeled_tokens_per_s"] - 1),
+                       **({} if regime.walk else {"dTPS %": 100 * (r["tokens_per_s"] / base["tokens_per_s"] - 1)}),
+                       "paper nodes": paper_row[0] if paper_row else None,
+                       "paper MAT": paper_row[1] if paper_row else None,
+                       "paper dTPS %": paper_row[3] if paper_row else None}
+    return pd.DataFrame.from_dict(rows, orient="index")
+
+
 def needed_mat_line(records: list[dict], regime: Regime, task: str = "gsm8k") -> str:
     """One line: the MAT GRAFT would need for the paper's speedup on `task` under `regime`'s costs at its
     own mean nodes per round, beside the MAT it has."""
-    row = next((s for s in summarize(records) if s["method"] == "graft"), None)
+    if task not in TABLE1[MODEL]["GRAFT"]:
+        return f"the paper's Table 1 has no {task} row: no MAT needed computed"
+    row = next((s for s in summarize([r for r in records if r["task"] == task]) if s["method"] == "graft"), None)
     if row is None:
         return "no GRAFT run: no MAT needed computed"
     target = TABLE1[MODEL]["GRAFT"][task][1]
@@ -131,49 +267,91 @@ def claims_by_regime(records: dict[str, list[dict]], regimes: dict[str, Regime])
 
 
 def regime_budget_curve(pair, regime: Regime, items: list, max_new_tokens: int, grid: list[int], out):
-    """Figure 1(c) in `regime`: a DDTree@`regime.budget` trajectory replayed over `grid` (walked and priced
-    by the regime's profile where it walks, `replay.WalkReplay`), as `tables.budget_curve`."""
-    lines = replay_prompts(pair, "ddtree", regime.budget, grid, items, max_new_tokens, out,
+    """Figure 1(c) in `regime`: a DDTree trajectory at the grid's largest budget replayed over `grid` (walked and
+    priced by the regime's profile where it walks, `replay.WalkReplay`), as `tables.budget_curve`; on this
+    machine the same replay as the Figure 1(c) notebook's."""
+    lines = replay_prompts(pair, "ddtree", max(grid), grid, items, max_new_tokens, out,
                            profile=regime.profile if regime.walk else None)
     return budget_curve(records_of(lines), grid, regime.profile)
 
 
-def regime_oracle(pair, regime: Regime, items: list, max_new_tokens: int, grid: list[int], out) -> dict[str, list]:
+def regime_oracle(pair, regime: Regime, items: list, max_new_tokens: int, grid: list[int], out,
+                  repeats: int = 1) -> dict[str, list]:
     """Figure 6 in `regime`: GRAFT's trajectory (capped at the grid's largest budget) replayed over `grid`,
-    SABA choosing within it (`replay.within_grid`). {figure: per-round oracle rows (`replay.oracle_rows`)}:
-    "modeled" (the records priced by the regime's profile) and, where the regime verifies, "wall-clock"
-    (the measured latencies)."""
+    SABA choosing within it (`replay.within_grid`); where the regime verifies, each (round, budget) timed
+    `repeats` times (the median kept). {figure: per-round oracle rows (`replay.oracle_rows`)}: "modeled" (the
+    records priced by the regime's profile) and, where the regime verifies, "wall-clock" (the measured
+    latencies)."""
     params = within_grid(regime.saba or default_params(), grid)
     lines = replay_prompts(pair, "graft", max(grid), grid, items, max_new_tokens, out, params,
-                           profile=regime.profile if regime.walk else None)
+                           repeats=1 if regime.walk else repeats, profile=regime.profile if regime.walk else None)
     records = records_of(lines)
     rows = {"modeled": oracle_rows(priced(records, regime.profile))}
     return rows if regime.walk else {"wall-clock": oracle_rows(records), **rows}
 
 
-FIGURE_CLAIMS = {"F1c": ("Figure 1(c)", "the throughput-optimal budget differs between easy and hard rounds"),
-                 "F6": ("Figure 6", f"SABA retains {FIGURE6['mean_retained']:.1%} of the same-prefix oracle's throughput")}
+FIGURE_CLAIMS = {
+    "F1b": ("Figure 1(b)", "GRAFT consistently reduces the parent-child mismatch rate over DDTree across tasks"),
+    "F1c": ("Figure 1(c)", "the throughput-optimal budget differs between easy and hard rounds"),
+    "F5": ("Figure 5", "a TDES scorer trained on GSM8K only reduces mismatch and raises TPS / DDTree on every task"),
+    "F6": ("Figure 6", f"SABA retains {FIGURE6['mean_retained']:.1%} of the same-prefix oracle's throughput"),
+    "T3": ("Table 3", "beta = 0.2 gives the highest TPS of beta in {0, 0.05, 0.1, 0.2, 0.4}"),
+}
+GSM8K_SCORER = "gsm8k-only"  # Figure 5's scorer name for the one trained on GSM8K traces only
 
 
-def figure_claims(curves: dict, oracles: dict[str, dict[str, list]], regimes: dict[str, Regime]):
-    """Figure 1(c)'s and Figure 6's claims per regime and figure, as rows shaped like `claims_by_regime`'s:
-    F1c holds where the best budget of the easy third of the rounds differs from the hard third's (`curves`:
-    `tables.budget_curve` per regime), F6 where SABA's mean retained oracle throughput reaches the paper's
-    (`oracles`: `regime_oracle` per regime)."""
+def _figures(regime: Regime) -> tuple[str, ...]:
+    return ("modeled",) if regime.walk else ("wall-clock", "modeled")
+
+
+def _transfer_verdict(F, figure: str) -> str:
+    F = F.drop(index="gsm8k", errors="ignore")  # the GSM8K-only scorer's own task
+    if F.empty:
+        return "not run (no task besides GSM8K)"
+    red = F[("mismatch reduction %", GSM8K_SCORER)]
+    tps = F[("TPS / DDTree" if figure == "wall-clock" else "modeled TPS / DDTree", GSM8K_SCORER)]
+    ok = (red > 0).all() and (tps > 1).all()
+    return f"{'holds' if ok else 'fails'} (TPS / DDTree {tps.min():.3f}-{tps.max():.3f})"
+
+
+def figure_claims(regimes: dict[str, Regime], curves: dict | None = None, oracles: dict | None = None,
+                  mismatch: dict | None = None, transfer: dict | None = None, betas: dict | None = None):
+    """The paper's figure and Table 3 claims (`FIGURE_CLAIMS`) per regime and figure, as rows shaped like
+    `claims_by_regime`'s; each argument is {regime name: that item's table} and an item left out (None) is
+    left out of the rows:
+      F1b  `mismatch` (`mismatch_table`): GRAFT's mismatch rate below DDTree's on every task (the rates are
+           the same under both figures);
+      F1c  `curves` (`tables.budget_curve`): the best budget of the easy third of the rounds differs from
+           the hard third's;
+      F5   `transfer` (`regime_transfer`): the GSM8K-only scorer's mismatch reduction > 0 and TPS / DDTree
+           > 1 on every task it was not trained on (GSM8K left out);
+      F6   `oracles` (`regime_oracle`): SABA's mean retained oracle throughput reaches the paper's;
+      T3   `betas` (`regime_betas`): the highest TPS at beta = 0.2.
+    A walked regime has the modeled figure only."""
     import pandas as pd
 
-    table = {k: {"source": src, "paper": words} for k, (src, words) in FIGURE_CLAIMS.items()}
-    for name, curve in curves.items():
-        for figure, column in (("wall-clock", "tps"), ("modeled", "m_tps")):
-            if regimes[name].walk and figure == "wall-clock":
-                continue
-            best = curve[column].groupby(level=0, observed=True).idxmax().map(lambda x: x[1])
-            easy, hard = best.get("easy"), best.get("hard")
-            table["F1c"][f"{name} {figure}"] = (f"{'holds' if easy != hard else 'fails'} (easy B={easy}, "
-                                                f"hard B={hard})")
-    for name, by_figure in oracles.items():
-        for figure, rows in by_figure.items():
-            mean = sum(r["retained"] for r in rows) / len(rows) if rows else float("nan")
-            verdict = "holds" if mean >= FIGURE6["mean_retained"] else "fails"
-            table["F6"][f"{name} {figure}"] = f"{verdict} ({mean:.1%})"
+    items = {"F1b": mismatch, "F1c": curves, "F5": transfer, "F6": oracles, "T3": betas}
+    table = {k: {"source": src, "paper": words} for k, (src, words) in FIGURE_CLAIMS.items() if items[k] is not None}
+    for name, regime in regimes.items():
+        for figure in _figures(regime):
+            col = f"{name} {figure}"
+            if mismatch is not None and name in mismatch:
+                red = mismatch[name]["GRAFT reduction %"]
+                verdict = "holds" if (red > 0).all() else "fails"
+                table["F1b"][col] = f"{verdict} (reduction {red.min():.0f}% to {red.max():.0f}%)"
+            if curves is not None and name in curves:
+                column = "tps" if figure == "wall-clock" else "m_tps"
+                best = curves[name][column].groupby(level=0, observed=True).idxmax().map(lambda x: x[1])
+                easy, hard = best.get("easy"), best.get("hard")
+                table["F1c"][col] = f"{'holds' if easy != hard else 'fails'} (easy B={easy}, hard B={hard})"
+            if transfer is not None and name in transfer:
+                table["F5"][col] = _transfer_verdict(transfer[name], figure)
+            if oracles is not None and name in oracles and figure in oracles[name]:
+                rows = oracles[name][figure]
+                mean = sum(r["retained"] for r in rows) / len(rows) if rows else float("nan")
+                table["F6"][col] = f"{'holds' if mean >= FIGURE6['mean_retained'] else 'fails'} ({mean:.1%})"
+            if betas is not None and name in betas:
+                tps = betas[name]["TPS" if figure == "wall-clock" else "modeled TPS"]
+                best = tps.idxmax()
+                table["T3"][col] = f"{'holds' if best == 0.2 else 'fails'} (best beta {best:g})"
     return pd.DataFrame.from_dict(table, orient="index")

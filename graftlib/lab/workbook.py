@@ -4,15 +4,15 @@ Profiles (parameter overrides applied to every notebook; each notebook's own def
 cheap interactive ones):
 - `smoke`: CI. Tiny prompt counts and lengths; checks that every notebook runs end to end. Its figures go
   under the run's `--out` folder (`profile_values`), never over the committed `figures/`.
-- `quick`: the main job (`make main`) on the embedded default, a 2-core CPU, about an hour.
+- `quick`: the main job (`make main`) on the embedded default, a 2-core CPU, about MAINTIME min.
 - `full`: paper-scale prompt counts and lengths, meant for GPUs.
 
-`run_workbook` executes each notebook into `<out>/<name>.ipynb`, keeps going when one fails,
-and writes `<out>/summary.md` (name, status, seconds, first error line and cell). While it runs
-(`make main` takes about half an hour) two progress bars show where it is: one over the
-profile's notebooks (the running one named, time left estimated from those done) and under it
-papermill's bar over the running notebook's cells; a line per finished notebook is written above
-them. Notebooks
+`run_workbook` executes each notebook (by name, `LAST` at the end: paper_regime reads the benches and
+replays the item notebooks wrote, `graftlib.lab.regimes`) into `<out>/<name>.ipynb`, keeps going when
+one fails, and writes `<out>/summary.md` (name, status, seconds, first error line and cell). While it
+runs two progress bars show where it is: one over the profile's notebooks (the running one named, time
+left estimated from those done) and under it papermill's bar over the running notebook's cells; a line
+per finished notebook is written above them. Notebooks
 validate their parameters in their first cell with `check_params`, so a bad value stops the
 notebook there with one clear message.
 
@@ -55,7 +55,7 @@ PROFILES: dict[str, dict] = {
               "paper_curve_grid": "32,64,128,256,512", "val_prompts": 2, "trace_prompts": 8, "epochs": 8,
               "data_prompts": 48, "data_tokens": 64, "train_minutes": 3.0, "train_steps": 0, "eval_every": 100,
               "tau_prompts": 2, "data_pools": "tdes", "repeats": 3,
-              "sampling_tasks": "gsm8k,mt-bench", "temperatures": "0,0.6,1.0", "top_p": 1.0, "seed": 0,
+              "sampling_tasks": "gsm8k", "temperatures": "0,0.6,1.0", "top_p": 1.0, "seed": 0,
               "saba_prompts": 1, "saba_grid": "2,4,8", "saba_max_new_tokens": 32, "saba_repeats": 1},
     "full": {"profile": "full", "slider": False, "prompt_index": 0, "prompt_text": "", "show_rounds": "auto", "method": "graft", "temperature": 0.0,
              "compare": "ddtree",
@@ -72,8 +72,12 @@ PROFILES: dict[str, dict] = {
 }
 
 
+LAST = ("paper_regime",)  # reads the benches and sweeps the item notebooks decode (same settings, same files)
+
+
 def notebooks() -> list[Path]:
-    return sorted(NOTEBOOK_DIR.glob("[!_]*.ipynb"))
+    """The workbook's notebooks in the order a profile runs them: by name, `LAST` at the end."""
+    return sorted(NOTEBOOK_DIR.glob("[!_]*.ipynb"), key=lambda b: (b.stem in LAST, b.stem))
 
 
 def split_ints(text: str, name: str) -> list[int]:
