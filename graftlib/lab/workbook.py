@@ -4,7 +4,7 @@ Profiles (parameter overrides applied to every notebook; each notebook's own def
 cheap interactive ones):
 - `smoke`: CI. Tiny prompt counts and lengths; checks that every notebook runs end to end. Its figures go
   under the run's `--out` folder (`profile_values`), never over the committed `figures/`.
-- `quick`: the main job (`make main`) on the embedded default, a 2-core CPU, about 50 min.
+- `quick`: the main job (`make main`) on the embedded default, a 2-core CPU, about 42 min.
 - `full`: paper-scale prompt counts and lengths, meant for GPUs.
 
 `run_workbook` executes each notebook (by name, `LAST` at the end: paper_regime reads the benches and
