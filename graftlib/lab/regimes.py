@@ -194,7 +194,7 @@ def regime_table(records: list[dict], regime: Regime, task: str = "gsm8k"):
     import pandas as pd
 
     rows = []
-    for s in summarize([r for r in records if r["task"] == task]):
+    for s in summarize(by_task(records).get(task, [])):
         label = LABELS[s["method"]]
         paper_t1 = TABLE1[MODEL].get(label, {}).get(task)
         rows.append({"regime": regime.name, "run": s["key"], "method": label, "nodes/round": s["mean_nodes"],
@@ -238,7 +238,7 @@ def needed_mat_line(records: list[dict], regime: Regime, task: str = "gsm8k") ->
     own mean nodes per round, beside the MAT it has."""
     if task not in TABLE1[MODEL]["GRAFT"]:
         return f"the paper's Table 1 has no {task} row: no MAT needed computed"
-    row = next((s for s in summarize([r for r in records if r["task"] == task]) if s["method"] == "graft"), None)
+    row = next((s for s in summarize(by_task(records).get(task, [])) if s["method"] == "graft"), None)
     if row is None:
         return "no GRAFT run: no MAT needed computed"
     target = TABLE1[MODEL]["GRAFT"][task][1]
