@@ -15,6 +15,7 @@ from graftlib.lab.regimes import (
     mismatch_table,
     needed_mat_line,
     paper,
+    pick,
     regime_components,
     regime_runs,
 )
@@ -33,6 +34,15 @@ def test_the_paper_regime_decides_and_prices_with_the_papers_costs_and_walks():
     assert keys == ["ar", "dflash@15", "ddtree@64", "ddtree@128", "ddtree@256", "ddtree+tdes@128", "ddtree+saba@512",
                     "graft@512", "caddtree@512", "eagle3@59", "opt-tree@50"]
     assert [r.key for r in regime_runs(m, ar_drafted=False)][-3:] == ["ddtree+saba@64", "graft@64", "caddtree@64"]
+
+
+def test_pick_keeps_the_named_regimes_in_order_and_names_a_bad_list():
+    both = {"machine": machine(), "paper": paper()}
+    assert list(pick("paper, machine", both)) == ["machine", "paper"]
+    assert list(pick("paper", both, required="paper")) == ["paper"]
+    for names, words in (("gpu", "unknown regime 'gpu'"), ("", "name a regime"), ("machine", "name paper")):
+        with pytest.raises(GraftError, match=words):
+            pick(names, both, required="paper" if names == "machine" else None)
 
 
 def _record(key, method, nodes, accepted, rounds, modeled_s, task="gsm8k", mismatches=0, eligible=10, uid="p0"):

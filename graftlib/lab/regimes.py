@@ -80,6 +80,17 @@ def paper(budgets=(64, 128, 256), cap: int = 512, budget: int | None = None) -> 
                   tuple(budgets), budget or _middle(budgets), cap, (15,), True)
 
 
+def pick(names: str, regimes: dict[str, Regime], required: str | None = None) -> dict[str, Regime]:
+    """The regimes named in the comma list `names` (a notebook's `regime_names` parameter), in `regimes`' order;
+    a one-line error on an unknown name or without `required`."""
+    chosen = [n.strip() for n in names.split(",") if n.strip()]
+    for n in chosen:
+        require(n in regimes, f"parameter regime_names: unknown regime {n!r}; choose from {', '.join(regimes)}")
+    require(chosen and (required is None or required in chosen),
+            f"parameter regime_names={names!r}: name {required or 'a regime'} among them")
+    return {n: r for n, r in regimes.items() if n in chosen}
+
+
 def regime_runs(regime: Regime, ar_drafted: bool = True) -> list[Run]:
     """Tables 1-2's runs in `regime` (module doc); `ar_drafted=False` leaves EAGLE-3 / OPT-Tree out (a pair
     without an EAGLE-3 drafter)."""
