@@ -29,6 +29,13 @@ State: the context K/V (already rotated) lives in an explicit `DraftCache` passe
 never on the module. A draft call appends the new context's K/V and discards the block's
 (the z-lab "crop back to start"), so the cache always covers exactly the committed prefix.
 
+DFlash 2 (`architectures: ["DFlash2DraftModel"]`): the same drafter with a block-local dynamic convolution
+around every sublayer (`conv_kernel_size`, `conv_group_size`) and a pairwise candidate selector
+(`selector_rank`, `selector_top_k`), `graftlib.models.dflash2`; either part may be present alone in a graftlib
+checkpoint (the embedded drafter's experiments), the public ones carry both. Attention masks follow the public
+rule: `is_causal` absent, sliding-window layers are causal and full ones bidirectional; `is_causal: false`
+makes the sliding windows two-sided, `true` every layer causal.
+
 Checkpoints: `config.json` + `*.safetensors` with the z-lab state-dict names (no embed_tokens,
 no lm_head). Loading reports missing, unexpected and mis-shaped tensors by name.
 """
@@ -45,6 +52,7 @@ from torch import nn
 
 from graftlib.core.errors import GraftError, require
 from graftlib.core.paths import ASSETS_DIR
+from graftlib.models.dflash2 import BlockConv, CandidateSelector
 
 EMBEDDED_DRAFTER = "embedded"
 EMBEDDED_DRAFTER_DIR = ASSETS_DIR / "drafters" / "smollm2-135m-dflash"
@@ -70,6 +78,7 @@ class DFlashConfig:
     num_target_layers: int = 30
     layer_types: list[str] | None = None  # "full_attention" | "sliding_attention" per layer
     sliding_window: int | None = None
+    is_causal: bool | None = None  # None: sliding layers causal, full ones bidirectional (module doc)
     input_embedding_scale: float = 1.0
     output_multiplier: float = 1.0
     final_logit_softcapping: float | None = None
@@ -78,6 +87,15 @@ class DFlashConfig:
     draft_vocab_size: int | None = None
     draft_head: bool = False
     anchor_context: bool = False
+    # DFlash 2 (module doc): the convolution's taps and channels per dynamic kernel, the selector's rank and top-k
+    conv_kernel_size: int | None = None
+    conv_group_size: int = 16
+    selector_rank: int | None = None
+    selector_top_k: int = 16
+
+    @property
+    def architecture(self) -> str:
+        return "DFlash2DraftModel" if self.conv_kernel_size or self.selector_rank else "DFlashDraftModel"
 
     @property
     def num_drafts(self) -> int:
@@ -87,8 +105,11 @@ class DFlashConfig:
     def from_dict(cls, d: dict) -> "DFlashConfig":
         dc = d.get("dflash_config") or {}
         archs = d.get("architectures") or ["DFlashDraftModel"]
-        require(archs[0] == "DFlashDraftModel",
-                f"drafter architecture {archs[0]!r} is not supported (only DFlashDraftModel)")
+        require(archs[0] in ("DFlashDraftModel", "DFlash2DraftModel"),
+                f"drafter architecture {archs[0]!r} is not supported (DFlashDraftModel or DFlash2DraftModel)")
+        conv, rank = dc.get("conv_kernel_size", d.get("conv_kernel_size")), dc.get("selector_rank", d.get("selector_rank"))
+        require(archs[0] == "DFlashDraftModel" or conv or rank,
+                "a DFlash2DraftModel config names neither conv_kernel_size nor selector_rank in dflash_config")
         rope = d.get("rope_parameters") or d.get("rope_scaling") or {}
         rope_type = rope.get("rope_type", rope.get("type", "default"))
         require(rope_type == "default", f"drafter rope_type {rope_type!r} is not supported (only 'default')")
@@ -115,13 +136,19 @@ class DFlashConfig:
             target_layer_ids=list(layer_ids),
             num_target_layers=n_target if n_target is not None else max(layer_ids) + 1,
             layer_types=d.get("layer_types"),
-            sliding_window=d.get("sliding_window") if d.get("layer_types") else None,
+            sliding_window=d.get("sliding_window") if d.get("layer_types") and d.get("use_sliding_window", True)
+            else None,
+            is_causal=d.get("is_causal"),
             input_embedding_scale=float(dc.get("input_embedding_scale", d.get("input_embedding_scale", 1.0))),
             output_multiplier=float(dc.get("output_multiplier", d.get("output_multiplier", 1.0))),
             final_logit_softcapping=dc.get("final_logit_softcapping", d.get("final_logit_softcapping")),
             draft_vocab_size=dc.get("draft_vocab_size"),
             draft_head=bool(dc.get("draft_head", False)),
             anchor_context=bool(dc.get("anchor_context", False)),
+            conv_kernel_size=conv,
+            conv_group_size=int(dc.get("conv_group_size", d.get("conv_group_size", 16))),
+            selector_rank=rank,
+            selector_top_k=int(dc.get("selector_top_k", d.get("selector_top_k", 16))),
         )
 
     def to_dict(self) -> dict:
@@ -130,17 +157,22 @@ class DFlashConfig:
         dflash = {"mask_token_id": d.pop("mask_token_id"), "target_layer_ids": d.pop("target_layer_ids")}
         defaults = {"input_embedding_scale": 1.0, "output_multiplier": 1.0,
                     "final_logit_softcapping": None, "draft_vocab_size": None,
-                    "draft_head": False, "anchor_context": False}
+                    "draft_head": False, "anchor_context": False, "conv_kernel_size": None, "conv_group_size": 16,
+                    "selector_rank": None, "selector_top_k": 16}
         for key, default in defaults.items():
             value = d.pop(key)
             if value != default:
                 dflash[key] = value
-        for key in ("layer_types", "sliding_window"):
+        if self.conv_kernel_size:
+            dflash["conv_group_size"] = self.conv_group_size
+        if self.selector_rank:
+            dflash["selector_top_k"] = self.selector_top_k
+        for key in ("layer_types", "sliding_window", "is_causal"):
             if d[key] is None:
                 d.pop(key)
         rope_theta = d.pop("rope_theta")
         return {
-            "architectures": ["DFlashDraftModel"], "model_type": "qwen3", **d,
+            "architectures": [self.architecture], "model_type": "qwen3", **d,
             "rope_theta": rope_theta, "hidden_act": "silu", "attention_bias": False,
             "tie_word_embeddings": False, "dflash_config": dflash,
         }
@@ -195,6 +227,7 @@ class Attention(nn.Module):
         self.k_norm = RMSNorm(hd, cfg.rms_norm_eps)
         sliding = cfg.layer_types is not None and cfg.layer_types[layer_idx] == "sliding_attention"
         self.sliding_window = cfg.sliding_window if sliding else None
+        self.causal = sliding if cfg.is_causal is None else cfg.is_causal
 
     def forward(self, h: torch.Tensor, ctx: torch.Tensor, cos, sin, past_k, past_v, block_mask=None):
         """h [b, q, H] block; ctx [b, c, H] new context features; past_k/v [b, kv, p, hd] or None.
@@ -213,19 +246,25 @@ class Attention(nn.Module):
         if past_k is not None:
             k, v = torch.cat([past_k, k], dim=2), torch.cat([past_v, v], dim=2)
         mask = block_mask
-        if mask is None and self.sliding_window is not None:
-            mask = sliding_window_mask(q_len, k.shape[2], self.sliding_window, h.device)
+        if mask is None and (self.causal or self.sliding_window is not None):
+            mask = attention_mask(q_len, k.shape[2], self.causal, self.sliding_window, h.device)
         out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=self.n_kv != self.n_heads)
         out = self.o_proj(out.transpose(1, 2).reshape(b, q_len, -1))
         p = k.shape[2] - c - q_len
         return out, k[:, :, p:p + c], v[:, :, p:p + c]
 
 
-def sliding_window_mask(q_len: int, kv_len: int, window: int, device) -> torch.Tensor:
-    """Causal sliding-window visibility (queries are the last q_len of kv_len positions)."""
+def attention_mask(q_len: int, kv_len: int, causal: bool, window: int | None, device) -> torch.Tensor:
+    """Which keys each query sees (queries are the last q_len of kv_len positions): keys at or before it when
+    `causal`, within `window` positions of it (on both sides unless causal) when a window is given."""
     qpos = torch.arange(kv_len - q_len, kv_len, device=device)[:, None]
     kpos = torch.arange(kv_len, device=device)[None, :]
-    return (kpos <= qpos) & (qpos - kpos < window)
+    visible = torch.ones(q_len, kv_len, dtype=torch.bool, device=device)
+    if causal:
+        visible &= kpos <= qpos
+    if window is not None:
+        visible &= (qpos - kpos < window) & (kpos - qpos < window)
+    return visible
 
 
 class MLP(nn.Module):
@@ -246,12 +285,22 @@ class DecoderLayer(nn.Module):
         self.self_attn = Attention(cfg, layer_idx)
         self.post_attention_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
         self.mlp = MLP(cfg)
+        self.has_conv = bool(cfg.conv_kernel_size)
+        if self.has_conv:
+            self.attention_conv, self.mlp_conv = (BlockConv(cfg.hidden_size, cfg.conv_kernel_size, cfg.conv_group_size,
+                                                            cfg.block_size) for _ in range(2))
 
     def forward(self, h, ctx, cos, sin, past_k, past_v, block_mask=None):
-        a, k_ctx, v_ctx = self.self_attn(self.input_layernorm(h), ctx, cos, sin, past_k, past_v, block_mask)
-        h = h + a
-        h = h + self.mlp(self.post_attention_layernorm(h))
-        return h, k_ctx, v_ctx
+        x = self.input_layernorm(h)
+        if self.has_conv:
+            x, delta = self.attention_conv.prepare(x)
+        a, k_ctx, v_ctx = self.self_attn(x, ctx, cos, sin, past_k, past_v, block_mask)
+        h = h + (self.attention_conv.finish(a, delta) if self.has_conv else a)
+        x = self.post_attention_layernorm(h)
+        if not self.has_conv:
+            return h + self.mlp(x), k_ctx, v_ctx
+        x, delta = self.mlp_conv.prepare(x)
+        return h + self.mlp_conv.finish(self.mlp(x), delta), k_ctx, v_ctx
 
 
 @dataclass
@@ -284,6 +333,9 @@ class DFlashDrafter(nn.Module):
             self.lm_head = nn.Linear(cfg.hidden_size, cfg.draft_vocab_size or cfg.vocab_size, bias=False)
         if cfg.anchor_context:
             self.anchor_proj = nn.Linear(2 * cfg.hidden_size, cfg.hidden_size, bias=False)
+        if cfg.selector_rank:
+            self.candidate_selector = CandidateSelector(cfg.vocab_size, cfg.hidden_size, cfg.selector_rank,
+                                                        cfg.selector_top_k)
 
     @property
     def block_size(self) -> int:
@@ -460,7 +512,8 @@ def load_drafter(name_or_path: str, target_config, device="cpu", dtype=torch.flo
 
 def init_weights(drafter: nn.Module, std: float = 0.02) -> None:
     """Norms at one, other weights N(0, std), the residual outputs (o_proj, down_proj) scaled by
-    1 / sqrt(2 x layers); for any drafter whose config has `num_hidden_layers` (one layer if not)."""
+    1 / sqrt(2 x layers), DFlash 2's convolutions the identity; for any drafter whose config has
+    `num_hidden_layers` (one layer if not)."""
     layers = getattr(drafter.config, "num_hidden_layers", 1)
     for name, p in drafter.named_parameters():
         if name.endswith("norm.weight"):
@@ -468,6 +521,9 @@ def init_weights(drafter: nn.Module, std: float = 0.02) -> None:
         else:
             nn.init.normal_(p, std=std / math.sqrt(1 if "o_proj" not in name and "down_proj" not in name
                                                    else 2 * layers))
+    for m in drafter.modules():
+        if isinstance(m, BlockConv):
+            m.identity_()
 
 
 def save_drafter(drafter: DFlashDrafter, path: str | Path, dtype: torch.dtype | None = None) -> None:

@@ -1,0 +1,100 @@
+"""DFlash 2's two parts, graftlib's own implementation: the block-local dynamic convolution and the pairwise
+candidate selector. `graftlib.models.drafter` adds them to a DFlash drafter whose config names them.
+
+Layout and arithmetic are those of the public DFlash 2 drafters (z-lab's `DFlash2DraftModel`, vLLM Speculators'
+`dflash2`; checkpoint keys `layers.{i}.attention_conv.*`, `layers.{i}.mlp_conv.*`, `candidate_selector.*`;
+config keys `conv_kernel_size`, `conv_group_size`, `selector_rank`, `selector_top_k` in `dflash_config`).
+
+Convolution (`BlockConv`), around each sublayer (attention, MLP) of every draft layer: the sublayer's normed
+input x becomes conv_in(x), its output y becomes conv_out(y), with
+    conv(x)_t = sum_{tap < K} (base[tap] + delta_t[tap, group]) * x_{t - tap}
+per channel: `base` [K, H] a learned kernel, `delta_t` [K, H / group_size] a token-dependent one that one
+projection of the sublayer's input gives for both sides (`kernel_projection` [2 K G, H]). Taps never cross a
+block boundary: x_{t - tap} counts only when t and t - tap are in the same block (position in block >= tap),
+so a packed training row of many blocks computes what each block alone does, and a decode's one block sees no
+context through it. Identity initialisation (`identity_`: base = [1, 0, ...], projection 0) makes a warm start
+compute the plain drafter's function exactly.
+
+Selector (`CandidateSelector`): at block position t the drafter's final state h_t scores a candidate b after
+predecessor a as
+    S_t(a, b) = U_t(b) + <A(a) * W h_t, B(b)>                      (the transition score T_t(a, b))
+with U_t the unary draft logits, A / B the predecessor / successor codebooks [V, r] and W [r, H]. The public
+walk takes the unary top-k at each position and, from the anchor, the argmax of S_t(a, .) with a the token it
+chose before (`walk`). graftlib's builders use the same score on its candidate pools (`graftlib.methods.
+selector`): the chain walks it, the heap reweights each parent's children by it.
+"""
+
+import torch
+from torch import nn
+
+
+def block_conv(x: torch.Tensor, delta: torch.Tensor, base: torch.Tensor, block_size: int, group_size: int):
+    """conv(x) of the module doc. x [..., n, H] (n positions, blocks of `block_size` side by side from 0),
+    delta [..., n, K, G] the dynamic kernel, base [K, H]."""
+    *lead, n, H = x.shape
+    K, G = base.shape[0], H // group_size
+    groups = x.view(*lead, n, G, group_size)
+    in_block = torch.arange(n, device=x.device) % block_size
+    out = torch.zeros_like(groups)
+    for tap in range(K):
+        shifted = groups if tap == 0 else torch.cat([groups.new_zeros(*lead, tap, G, group_size),
+                                                     groups[..., :n - tap, :, :]], dim=-3)
+        coeff = base[tap].to(x.dtype).view(G, group_size) + delta[..., tap, :, None]  # [..., n, G, group]
+        valid = (in_block >= tap).to(x.dtype).view(n, 1, 1)
+        out = out + shifted * coeff * valid
+    return out.view_as(x)
+
+
+class BlockConv(nn.Module):
+    """The two convolutions around one sublayer (module doc): `prepare` convolves its input and returns the
+    output side's dynamic kernel, `finish` convolves its output with it."""
+
+    def __init__(self, hidden_size: int, kernel_size: int, group_size: int, block_size: int):
+        super().__init__()
+        self.kernel_size, self.group_size, self.block_size = kernel_size, group_size, block_size
+        self.groups = hidden_size // group_size
+        self.base_kernel = nn.Parameter(torch.zeros(2, kernel_size, hidden_size))
+        self.kernel_projection = nn.Linear(hidden_size, 2 * kernel_size * self.groups, bias=False)
+        self.identity_()
+
+    @torch.no_grad()
+    def identity_(self) -> None:
+        """Both convolutions the identity: base tap 0 one, the rest and the projection zero."""
+        self.base_kernel.zero_()
+        self.base_kernel[:, 0] = 1.0
+        self.kernel_projection.weight.zero_()
+
+    def prepare(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        delta = self.kernel_projection(x).view(*x.shape[:-1], 2, self.kernel_size, self.groups)
+        return block_conv(x, delta[..., 0, :, :], self.base_kernel[0], self.block_size, self.group_size), \
+            delta[..., 1, :, :]
+
+    def finish(self, y: torch.Tensor, delta: torch.Tensor) -> torch.Tensor:
+        return block_conv(y, delta, self.base_kernel[1], self.block_size, self.group_size)
+
+
+class CandidateSelector(nn.Module):
+    """S_t(a, b) of the module doc; parameter names and shapes are the public checkpoints'."""
+
+    def __init__(self, vocab_size: int, hidden_size: int, rank: int, top_k: int):
+        super().__init__()
+        self.top_k = top_k
+        self.predecessor_codebook = nn.Parameter(torch.zeros(vocab_size, rank))
+        self.successor_codebook = nn.Parameter(torch.zeros(vocab_size, rank))
+        self.hidden_projection = nn.Linear(hidden_size, rank, bias=False)
+
+    def transition(self, hidden: torch.Tensor, prev: torch.Tensor, cand: torch.Tensor) -> torch.Tensor:
+        """T_t(a, b): hidden [..., H], prev [...] predecessor ids, cand [..., k] candidate ids -> [..., k]."""
+        context = self.predecessor_codebook[prev] * self.hidden_projection(hidden).to(self.predecessor_codebook.dtype)
+        return (context.unsqueeze(-2) * self.successor_codebook[cand]).sum(-1)
+
+    def walk(self, hidden: torch.Tensor, logits: torch.Tensor, anchor: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """The public T = 0 walk of one block: hidden [D, H], logits [D, V] -> (path [D], candidates [D, k])."""
+        unary, cand = torch.topk(logits, self.top_k, dim=-1)
+        prev = torch.tensor(anchor, device=logits.device)
+        path = []
+        for t in range(hidden.shape[0]):
+            scores = unary[t] + self.transition(hidden[t], prev, cand[t]).to(unary.dtype)
+            prev = cand[t, torch.argmax(scores)]
+            path.append(prev)
+        return torch.stack(path), cand
