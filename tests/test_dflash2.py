@@ -15,6 +15,7 @@ from safetensors.torch import load_file
 from graftlib.core.errors import GraftError
 from graftlib.models.dflash2 import BlockConv, block_conv
 from graftlib.models.drafter import DFlashConfig, DFlashDrafter, init_weights, load_drafter, save_drafter
+
 HERE = Path(__file__).parent / "fixtures" / "dflash2"
 TARGET = SimpleNamespace(hidden_size=64, vocab_size=128, num_hidden_layers=4)
 

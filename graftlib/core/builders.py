@@ -19,7 +19,9 @@ Builders here:
 - `HeapTreeBuilder`: DDTree's best-first heap over prefixes (paper eq. 3,
   S_DD(u) = sum_d log q_{t,d}(u_d)); with a `BilinearScorer` (TDES) it ranks by
   S(v) = log q_{t,d}(c) + beta * f~(p, c, d) (eq. 4, 13) and visits children in that order,
-  so the heap stays exact best-first under the new scores. No scorer == DDTree. It runs compiled,
+  so the heap stays exact best-first under the new scores; with a `TransitionScorer` (a DFlash 2
+  selector, `graftlib.methods.selector`) each parent's pool is first reweighted by the selector's
+  transition score T(p, c), with or without TDES on top. Neither == DDTree. It runs compiled,
   scoring inside the heap (`graftlib.core.kernels.build_heap`); the plain heap it is tested
   against is `tests/reference_heap.py`.
 
@@ -36,7 +38,7 @@ import numpy as np
 import torch
 
 from graftlib.core.errors import require
-from graftlib.core.kernels import build_heap
+from graftlib.core.kernels import NO_SELECTOR, build_heap
 from graftlib.core.tree import Tree
 
 NO_TABLES = (np.zeros((0, 0), np.float32),) * 3  # the compiled heap without a scorer: DDTree
@@ -227,7 +229,18 @@ class BilinearScorer(Protocol):
     def bilinear_tables(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]: ...
 
 
+class TransitionScorer(Protocol):
+    """A parent-child transition score whose child side depends on the round (a DFlash 2 selector):
+    `transition_tables(cand)` -> (A [V, R], X [D, K, R]) float32, C-contiguous, the score of pool entry j at
+    depth d under parent token p being A[p] . X[d - 1, j] (`graftlib.core.kernels`)."""
+
+    def transition_tables(self, cand: "Candidates") -> tuple[np.ndarray, np.ndarray]: ...
+
+
 class TreeBuilder(Protocol):
+    """Builds a round's tree from its candidates; `pool` (optional, default 0): the candidates per depth it
+    reads at least, when more than the budget controller's largest budget (the decode drafts max of both)."""
+
     name: str
 
     def build(self, root_token: int, cand: Candidates, budget: int) -> Tree: ...
@@ -272,8 +285,10 @@ class HeapTreeBuilder:
     yet taken; popping it adds that child and pushes its next sibling and its own best child, so the
     heap pops prefixes in exact best-first order of the path score, ties broken by push order."""
 
-    def __init__(self, scorer: BilinearScorer | None = None, name: str = "ddtree"):
+    def __init__(self, scorer: BilinearScorer | None = None, name: str = "ddtree",
+                 selector: TransitionScorer | None = None):
         self.scorer = scorer
+        self.selector = selector
         self.name = name
 
     def _tables(self, cand: Candidates) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -289,8 +304,9 @@ class HeapTreeBuilder:
     def build(self, root_token: int, cand: Candidates, budget: int) -> Tree:
         if cand.depth == 0 or budget <= 0:
             return Tree.root_only(root_token)
+        selector = NO_SELECTOR if self.selector is None else self.selector.transition_tables(cand)
         tokens, parents, depths, scores, n = build_heap(root_token, cand.id_table, cand.logq_table, budget,
-                                                        cand.depth, *self._tables(cand))
+                                                        cand.depth, *self._tables(cand), *selector)
         return Tree(tokens[:n].tolist(), parents[:n].tolist(), depths[:n].tolist(), scores[:n].tolist())
 
     def feedback(self, record: dict) -> None:

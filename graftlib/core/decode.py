@@ -289,7 +289,7 @@ class DecodeLoop:
             go = self.controller.speculate(st.start)
             timer.split("gate")
             if go:
-                cand = self.draft(st, self.controller.max_budget)
+                cand = self.draft(st, max(self.controller.max_budget, getattr(self.builder, "pool", 0)))
                 t_draft = timer.lap()
                 timer.split("candidates")
                 budget = self.controller.budget(cand, st.start)

@@ -6,7 +6,7 @@ algorithm, is `tests/reference_heap.py`. On a CPU right after a forward pass eac
 microseconds and each Python step a cache-cold fraction of one, so the round's heap and TDES scoring are one
 compiled call per round.
 
-`build_heap(root, ids, logq, budget, depth_limit, P1, u0, C0)` -> (tokens, parents, depths, scores, n):
+`build_heap(root, ids, logq, budget, depth_limit, P1, u0, C0, A, X)` -> (tokens, parents, depths, scores, n):
 node arrays of which the first n are the tree (root first, parents before children). Inputs:
 - `ids` [D, K] int32/int64 and `logq` [D, K] float32: the draft's per-depth pools, best first
   (`Candidates.id_table` / `logq_table`);
@@ -17,7 +17,12 @@ node arrays of which the first n are the tree (root first, parents before childr
       S_j = log q_d[j] + f_j - mean_j' f_j',  f_j = C0[c_j] . (P1[p] + u0[d - 1])
   = log q_{t,d}(c) + beta f~(p, c, d): the centring over the pool (eq. 5) applied to the scores, which is the
   same as centring the child sides. A node's row of scores is made when the node is added (its best child
-  prices its first heap entry).
+  prices its first heap entry);
+- a DFlash 2 selector's tables, or two empty arrays ([0, 0] and [0, 0, 0]): `A` [V, R] its predecessor side
+  (the codebook), `X` [D, K, R] the round's child sides (graftlib.methods.selector: the projected drafter state
+  of depth d times the successor code of pool entry j). They reweight parent p's pool before any TDES term:
+      log q'_d[j] = log q_d[j] + g_j - LSE_j'(log q_d[j'] + g_j') + LSE_j'(log q_d[j']),  g_j = A[p] . X[d - 1, j]
+  the draft's pool mass redistributed by the selector's transition score T(p, c_j) (no selector: log q).
 
 The heap is `HeapTreeBuilder`'s, step for step: one entry per parent, (-path score, push counter, parent,
 child's pool index), popped in that order (ties by push order); popping adds the child and pushes its next
@@ -36,6 +41,8 @@ import functools
 
 import numba
 import numpy as np
+
+NO_SELECTOR = (np.zeros((0, 0), np.float32), np.zeros((0, 0, 0), np.float32))  # the heap without a selector
 
 
 @numba.njit(cache=True)
@@ -87,26 +94,56 @@ def _pop(keys, counts, owners, picks, size) -> int:
 
 
 @numba.njit(cache=True, fastmath=True)
-def _score_row(ids, logq, C0, P1, u0, token, d, out) -> None:
-    """out[j] = log q_d[j] + f_j - mean_j' f_j' with f_j = C0[ids[d, j]] . (P1[token] + u0[d]) over the
-    first M - 1 columns (the last one carries log q: 0 in C0), the edge scores of `token`'s children at
-    pool index d (eqs. 4-5; float32 dot products, which the compiler may sum in any fixed order)."""
+def _score_row(ids, logq, C0, P1, u0, A, X, token, d, out) -> None:
+    """out[j] = base_j + f_j - mean_j' f_j' with f_j = C0[ids[d, j]] . (P1[token] + u0[d]) over the first M - 1
+    columns (the last one carries log q: 0 in C0), the edge scores of `token`'s children at pool index d (eqs.
+    4-5; float32 dot products, which the compiler may sum in any fixed order); base_j = log q_d[j], reweighted
+    by a selector's tables when given (`_reweight`); no TDES tables: out = base."""
     K = ids.shape[1]
+    for j in range(K):
+        out[j] = logq[d, j]
+    if A.shape[0] > 0:
+        _reweight(A, X, token, d, out)
+    if P1.shape[0] == 0:
+        return
     m = C0.shape[1] - 1
     y = np.empty(m, np.float32)
     for col in range(m):
         y[col] = P1[token, col] + u0[d, col]
+    f = np.empty(K, np.float32)
     total = np.float32(0.0)
     for j in range(K):
         c = ids[d, j]
         acc = np.float32(0.0)
         for col in range(m):
             acc += C0[c, col] * y[col]
-        out[j] = acc
+        f[j] = acc
         total += acc
     mean = total / np.float32(K)
     for j in range(K):
-        out[j] = logq[d, j] + (out[j] - mean)
+        out[j] = out[j] + (f[j] - mean)
+
+
+@numba.njit(cache=True, fastmath=True)
+def _reweight(A, X, token, d, row) -> None:
+    """row (log q_d over the pool) <- log q'_d of the module doc: g_j = A[token] . X[d, j] added, then the
+    row shifted so its log-sum-exp is unchanged (float64 sums)."""
+    K, R = X.shape[1], X.shape[2]
+    g = np.empty(K, np.float64)
+    top_q, top_g = -np.inf, -np.inf
+    for j in range(K):
+        acc = np.float32(0.0)
+        for r in range(R):
+            acc += A[token, r] * X[d, j, r]
+        g[j] = np.float64(row[j]) + np.float64(acc)
+        top_q, top_g = max(top_q, np.float64(row[j])), max(top_g, g[j])
+    sum_q, sum_g = 0.0, 0.0
+    for j in range(K):
+        sum_q += np.exp(np.float64(row[j]) - top_q)
+        sum_g += np.exp(g[j] - top_g)
+    shift = (top_q + np.log(sum_q)) - (top_g + np.log(sum_g))
+    for j in range(K):
+        row[j] = np.float32(g[j] + shift)
 
 
 @numba.njit(cache=True)
@@ -123,10 +160,10 @@ def _next_child(row, prev) -> int:
 
 
 @numba.njit(cache=True)
-def build_heap(root, ids, logq, budget, depth_limit, P1, u0, C0):
+def build_heap(root, ids, logq, budget, depth_limit, P1, u0, C0, A, X):
     """The best-first tree of at most `budget` draft nodes and depth `depth_limit` (module doc)."""
     D, K = ids.shape
-    scored = P1.shape[0] > 0
+    scored = P1.shape[0] > 0 or A.shape[0] > 0
     n_max = budget + 1
     tokens = np.empty(n_max, np.int64)
     parents = np.empty(n_max, np.int64)
@@ -144,7 +181,7 @@ def build_heap(root, ids, logq, budget, depth_limit, P1, u0, C0):
     n = 1
     if D == 0 or budget <= 0:
         return tokens, parents, depths, scores, n
-    j = _first_child(0, root, 0, ids, logq, P1, u0, C0, rows, scored)
+    j = _first_child(0, root, 0, ids, logq, P1, u0, C0, A, X, rows, scored)
     first = np.float64(logq[0, j]) if not scored else np.float64(rows[0, j])
     size = _push(keys, counts, owners, picks, 0, -first, 0, 0, j)
     counter = 1
@@ -166,7 +203,7 @@ def build_heap(root, ids, logq, budget, depth_limit, P1, u0, C0):
             size = _push(keys, counts, owners, picks, size, -scores[parent] - nxt, counter, parent, j)
             counter += 1
         if depth < depth_limit and n - 1 < budget:  # first child of the new node
-            j = _first_child(node, tokens[node], depth, ids, logq, P1, u0, C0, rows, scored)
+            j = _first_child(node, tokens[node], depth, ids, logq, P1, u0, C0, A, X, rows, scored)
             first = np.float64(logq[depth, j]) if not scored else np.float64(rows[node, j])
             size = _push(keys, counts, owners, picks, size, neg - first, counter, node, j)
             counter += 1
@@ -174,12 +211,12 @@ def build_heap(root, ids, logq, budget, depth_limit, P1, u0, C0):
 
 
 @numba.njit(cache=True)
-def _first_child(node, token, d, ids, logq, P1, u0, C0, rows, scored) -> int:
+def _first_child(node, token, d, ids, logq, P1, u0, C0, A, X, rows, scored) -> int:
     """The pool index of `node`'s best child at depth d + 1 (pool index d); with a scorer its children's
     row is scored and kept. DDTree's is the pool's first."""
     if not scored:
         return 0
-    _score_row(ids, logq, C0, P1, u0, token, d, rows[node])
+    _score_row(ids, logq, C0, P1, u0, A, X, token, d, rows[node])
     return np.argmax(rows[node])  # the first maximum: ties to the lower pool index
 
 
@@ -248,8 +285,11 @@ def warm_up() -> None:
     ids, logq = packed.view(np.int32)[:, :4], packed[:, 4:8]
     ids[:] = np.arange(8, dtype=np.int32).reshape(2, 4)
     tables = (np.zeros((8, 3), np.float32), np.zeros((2, 3), np.float32), np.zeros((8, 3), np.float32))
+    selector = (np.zeros((8, 2), np.float32), np.zeros((2, 4, 2), np.float32))
     for scorer in ((np.zeros((0, 0), np.float32),) * 3, tables):
-        tokens, parents, depths, _, n = build_heap(1, ids, logq, 3, 2, *scorer)
+        for sel in (NO_SELECTOR, selector):
+            build_heap(1, ids, logq, 3, 2, *scorer, *sel)
+        tokens, parents, depths, _, n = build_heap(1, ids, logq, 3, 2, *scorer, *NO_SELECTOR)
         verify_blob(tokens[:n], parents[:n], depths[:n], 5, 1, 1, 4)
         verify_blob(tokens[:n], parents[:n], depths[:n], 5, 1, 1, 2)
         for bits in (np.uint16, np.uint32):

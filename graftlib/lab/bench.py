@@ -49,6 +49,7 @@ from graftlib.methods.decoder import Decoder, WalkedDecoder, drafter_for
 from graftlib.methods.registry import (
     ADAPTIVE_METHODS,
     AR_METHODS,
+    CHAIN_METHODS,
     FITTED_METHODS,
     METHODS,
     REGISTRY,
@@ -93,7 +94,7 @@ def parse_runs(methods: list[str], budgets: list[int], chain_budgets: list[int],
         elif m in ("ar", "hf"):
             runs.append(Run(m, None))
         else:
-            sizes = chain_budgets if m == "dflash" else (caps or budgets) if m in ADAPTIVE_METHODS else budgets
+            sizes = chain_budgets if m in CHAIN_METHODS else (caps or budgets) if m in ADAPTIVE_METHODS else budgets
             runs.extend(Run(m, b) for b in sizes)
     for r in runs:
         require(r.budget is None or r.budget >= 1, f"budget must be >= 1, got {r.budget} for {r.method}")
@@ -381,8 +382,8 @@ def run(args) -> int:
                      args.dtype)
     block = pair.drafter.block_size
     for r in runs:
-        if r.method == "dflash" and r.budget > block - 1:
-            raise GraftError(f"dflash budget {r.budget} too large: at most block_size - 1 = {block - 1}")
+        if r.method in CHAIN_METHODS and r.budget > block - 1:
+            raise GraftError(f"{r.method} budget {r.budget} too large: at most block_size - 1 = {block - 1}")
     prompts = load_prompts(pair, args)
     out = Path(args.out) if args.out else results_dir() / "bench.jsonl"
     print(f"graft bench: {len(prompts)} prompts x {len(runs)} runs -> {out} "

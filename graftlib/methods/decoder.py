@@ -19,8 +19,9 @@ from graftlib.core.errors import require
 from graftlib.core.hardware import hardware_id
 from graftlib.core.sampling import GREEDY, Sampling
 from graftlib.core.walked import WalkedLoop
-from graftlib.methods.registry import AR_METHODS, FITTED_METHODS, make_parts
+from graftlib.methods.registry import AR_METHODS, FITTED_METHODS, SELECTOR_METHODS, make_parts
 from graftlib.methods.saba_params import SabaParams
+from graftlib.methods.selector import Selector
 from graftlib.models.pair import PairId, identify
 
 
@@ -39,7 +40,8 @@ class Decoder(DecodeLoop):
         hardware = ""
         if method in FITTED_METHODS and drafter is not None:  # what its scorer / calibration is checked against
             pair, hardware = pair or identify(target, drafter), hardware_id(target.device, target.dtype)
-        builder, controller = make_parts(method, budget, block, tdes, beta, saba, embed, pair, hardware)
+        selector = Selector.of(drafter, method) if method in SELECTOR_METHODS else None
+        builder, controller = make_parts(method, budget, block, tdes, beta, saba, embed, pair, hardware, selector)
         return cls(target, drafter, builder, controller, eos_ids, sampling)
 
 

@@ -9,10 +9,14 @@ method is a named pair of them, built here from one row of `REGISTRY`:
   ddtree+saba  the heap, SABA choosing each round's budget up to `budget` (`graftlib.methods.saba`)
   graft        TDES + SABA
   caddtree     cost-aware stopping: the heap sizes itself (`graftlib.methods.caddtree`)
+  dflash2      DFlash 2's chain: its pairwise selector's walk, `budget` drafts (`graftlib.methods.selector`)
+  ddtree+sel   the heap with each parent's pool reweighted by the selector's transition score
+  ddtree+tdes+sel  the same with TDES on top (eq. 13 over the reweighted log q)
   eagle3       an EAGLE-3 drafter grows EAGLE-2's dynamic tree, `budget` nodes kept (`eagle_tree`)
   opt-tree     the same drafter grows OPT-Tree's tree of `budget` nodes (`opt_tree`)
 A new method is one factory and one row. `Method.tdes` marks methods that need a TDES scorer and
-the target's embeddings, `Method.adaptive` those whose budget caps a per-round choice made from
+the target's embeddings, `Method.selector` those that need a DFlash 2 drafter's selector
+(`MethodArgs.selector`, `graftlib.methods.selector.Selector.of(drafter)`), `Method.adaptive` those whose budget caps a per-round choice made from
 a SABA calibration, `Method.policy` the AR-drafted ones (`graftlib.core.ar_drafting`: the tree
 policy, with `release_budget` the budget of its release's settings); `method_setting` names those
 inputs in every result's setting. Given the pair and hardware at hand (`pair`, `hardware`), a method
@@ -36,6 +40,7 @@ from graftlib.methods.opt_tree import RELEASE_BUDGET as OPT_RELEASE_BUDGET
 from graftlib.methods.opt_tree import OptTree
 from graftlib.methods.saba import SabaController
 from graftlib.methods.saba_params import SabaParams, default_params
+from graftlib.methods.selector import Selector, SelectorChain
 from graftlib.methods.tdes import default_scorer_path, load_scorer, scorer_config, scorer_id
 from graftlib.models.pair import PairId
 
@@ -57,13 +62,22 @@ class MethodArgs:
     embed: torch.Tensor | None = None
     pair: PairId | None = None
     hardware: str = ""
+    selector: Selector | None = None
 
-    def scorer_builder(self, method: str) -> HeapTreeBuilder:
-        """The heap ranked by a TDES scorer (eq. 13) over the target's embeddings."""
+    def scorer_builder(self, method: str, selector: Selector | None = None) -> HeapTreeBuilder:
+        """The heap ranked by a TDES scorer (eq. 13) over the target's embeddings (over the selector's
+        reweighted log q when `selector` is given)."""
         require(self.embed is not None, f"{method} needs the target's embeddings (embed=) for its TDES scorer")
         if self.pair is not None:
             check_scorer(self.tdes or default_scorer_path(), self.pair, self.hardware)
-        return load_scorer(self.tdes, self.embed, self.beta).builder(self.block_size - 1)
+        builder = load_scorer(self.tdes, self.embed, self.beta).builder(self.block_size - 1)
+        builder.selector = selector
+        return builder
+
+    def need_selector(self, method: str) -> Selector:
+        require(self.selector is not None, f"{method} needs a DFlash 2 drafter with a candidate selector "
+                "(selector_rank in its config's dflash_config)")
+        return self.selector
 
     def calibration(self) -> SabaParams:
         params = self.saba or default_params()
@@ -77,6 +91,7 @@ class Method:
     name: str
     parts: Callable[[MethodArgs], Parts]
     tdes: bool = False  # the heap is ranked by a TDES scorer
+    selector: bool = False  # a DFlash 2 drafter's selector ranks the chain or the heap
     adaptive: bool = False  # `budget` caps a per-round choice (a SABA calibration)
     policy: EagleTree | OptTree | None = None  # AR-drafted: the tree policy (an EAGLE-3 drafter grows the tree)
     release_budget: int | None = None  # AR-drafted: the budget of the release's settings (Table 1)
@@ -86,6 +101,12 @@ def _chain(a: MethodArgs) -> Parts:
     require(a.budget <= a.block_size - 1, f"dflash budget {a.budget} too large: the chain has at most "
             f"block_size - 1 = {a.block_size - 1} drafts")
     return ChainBuilder(), FixedBudget(a.budget)
+
+
+def _selector_chain(a: MethodArgs) -> Parts:
+    require(a.budget <= a.block_size - 1, f"dflash2 budget {a.budget} too large: the chain has at most "
+            f"block_size - 1 = {a.block_size - 1} drafts")
+    return SelectorChain(a.need_selector("dflash2")), FixedBudget(a.budget)
 
 
 def _caddtree(a: MethodArgs) -> Parts:
@@ -107,6 +128,11 @@ REGISTRY: dict[str, Method] = {m.name: m for m in (
     Method("graft", lambda a: (a.scorer_builder("graft"), SabaController(a.calibration(), cap=a.budget)),
            tdes=True, adaptive=True),
     Method("caddtree", _caddtree, adaptive=True),
+    Method("dflash2", _selector_chain, selector=True),
+    Method("ddtree+sel", lambda a: (HeapTreeBuilder(name="ddtree+sel", selector=a.need_selector("ddtree+sel")),
+                                    FixedBudget(a.budget)), selector=True),
+    Method("ddtree+tdes+sel", lambda a: (a.scorer_builder("ddtree+tdes+sel", a.need_selector("ddtree+tdes+sel")),
+                                         FixedBudget(a.budget)), tdes=True, selector=True),
     _ar("eagle3", EagleTree(), EAGLE_RELEASE_BUDGET),
     _ar("opt-tree", OptTree(), OPT_RELEASE_BUDGET),
 )}
@@ -114,26 +140,28 @@ METHODS = tuple(REGISTRY)
 TDES_METHODS = tuple(m.name for m in REGISTRY.values() if m.tdes)  # heap ranked by log q + beta * f~
 ADAPTIVE_METHODS = tuple(m.name for m in REGISTRY.values() if m.adaptive)  # budget = cap on a per-round choice
 AR_METHODS = tuple(m.name for m in REGISTRY.values() if m.policy is not None)  # an EAGLE-3 drafter grows the tree
+SELECTOR_METHODS = tuple(m.name for m in REGISTRY.values() if m.selector)  # a DFlash 2 drafter's selector ranks
+CHAIN_METHODS = ("dflash", "dflash2")  # `budget` = drafts per round, at most block_size - 1
 FITTED_METHODS = TDES_METHODS + tuple(m for m in ADAPTIVE_METHODS if m not in TDES_METHODS)  # load artifacts
 
 
 def make_parts(method: str, budget: int, block_size: int, tdes: str | None = None, beta: float | None = None,
                saba: SabaParams | None = None, embed: torch.Tensor | None = None, pair: PairId | None = None,
-               hardware: str = "") -> Parts:
+               hardware: str = "", selector: Selector | None = None) -> Parts:
     """(tree builder, budget controller) of a method. `budget` is the fixed node budget, or the cap
     of an adaptive method's grid; `tdes` / `beta` pick the TDES scorer (default: the shipped one,
     `graftlib.methods.tdes.default_scorer_path()`) and its weight for `ddtree+tdes` and `graft`; `saba`
     (SabaParams) the calibration of `ddtree+saba`, `graft` and `caddtree` (default:
     `graftlib.methods.saba_params.default_params()`); `embed` the target's input embeddings [V, E] (TDES's tables);
     `pair` / `hardware` what the scorer and calibration must have been fitted for (`graftlib.methods.artifacts`;
-    None: no check)."""
+    None: no check); `selector` a DFlash 2 drafter's (`Selector.of`) for `SELECTOR_METHODS`."""
     require(method in REGISTRY, f"unknown method {method!r}: choose from {', '.join(METHODS)}")
     require(beta is None or 0 <= beta <= 10, f"beta must be in [0, 10], got {beta}")
     if method != "ar":
         require(isinstance(budget, int) and budget >= 1, f"budget must be a positive integer, got {budget!r}")
-    if method not in ("ar", "dflash"):
+    if method not in ("ar", *CHAIN_METHODS):
         require(budget <= MAX_BUDGET, f"budget {budget} too large: at most {MAX_BUDGET} nodes per tree")
-    return REGISTRY[method].parts(MethodArgs(budget, block_size, tdes, beta, saba, embed, pair, hardware))
+    return REGISTRY[method].parts(MethodArgs(budget, block_size, tdes, beta, saba, embed, pair, hardware, selector))
 
 
 def method_setting(methods: Iterable[str], tdes: str | None = None, beta: float | None = None,

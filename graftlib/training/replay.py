@@ -81,9 +81,10 @@ from graftlib.methods.args import (
 )
 from graftlib.methods.cost_profile import CostProfile, RoundShape
 from graftlib.methods.decoder import Decoder
-from graftlib.methods.registry import AR_METHODS, make_parts, method_setting
+from graftlib.methods.registry import AR_METHODS, CHAIN_METHODS, SELECTOR_METHODS, make_parts, method_setting
 from graftlib.methods.saba import StateTracker
 from graftlib.methods.saba_params import default_params
+from graftlib.methods.selector import Selector
 
 
 @dataclass
@@ -281,9 +282,10 @@ def replay_decoder(target, drafter, method: str, budget: int, grid: list[int], p
     require(method not in AR_METHODS, f"replay runs methods drafted by one DFlash forward, not {method!r} (its tree "
             "grows with the drafter, so the candidates cannot be held fixed across budgets)")
     params = params or default_params()
+    require(method not in ("ar", *CHAIN_METHODS), f"replay needs a tree method, got {method!r}")
+    selector = Selector.of(drafter, method) if method in SELECTOR_METHODS else None
     builder, controller = make_parts(method, budget, drafter.block_size, tdes, beta, params,
-                                     target.get_input_embeddings().weight.detach())
-    require(builder is not None and method != "dflash", f"replay needs a tree method, got {method!r}")
+                                     target.get_input_embeddings().weight.detach(), selector=selector)
     return cls(target, drafter, builder, controller, grid, repeats, params.window, params.hist_prior, eos_ids,
                sampling)
 
