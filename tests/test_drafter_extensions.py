@@ -16,7 +16,7 @@ from graftlib.methods.decoder import Decoder
 from graftlib.models.drafter import DFlashConfig, init_weights, load_drafter, save_drafter
 from graftlib.training.data_store import load_dataset
 from graftlib.training.drafter_data import DataConfig, build_dataset
-from graftlib.training.drafter_train import Trainer, train, warm_drafter
+from graftlib.training.drafter_train import Trainer, predecessors, train, warm_drafter
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -103,6 +103,43 @@ def test_warm_start_adds_the_parts_at_their_start_and_trains_them(tmp_path, data
     assert torch.equal(drafter.head_weight(target.lm_head.weight), drafter.lm_head.weight)  # decoding uses its own
     ar = Decoder.for_method(target, drafter, "ar")
     for method, budget in (("dflash", 7), ("ddtree", 8)):
+        dec = Decoder.for_method(target, drafter, method, budget)
+        for p in prompts_of([5, 13], seed=7):
+            assert dec.decode(p, 30).tokens == ar.decode(p, 30).tokens, (method, p)
+
+
+def test_dflash2_parts_warm_start_as_the_same_function_and_train(tmp_path, data, target):  # noqa: F811
+    """DFlash 2's convolutions and selector added to a trained drafter compute its unary function, then train:
+    the selector's loss falls, both parts move, the shipped drafter loads as a DFlash 2 checkpoint and its
+    selector methods decode exactly."""
+    first = train(data, tmp_path / "a", small_train_config(draft_vocab=12, max_steps=4), log=lambda _: None)
+    start, _ = load_drafter(str(first), target.config)
+    parts = dict(conv_kernel_size=2, selector_rank=8, selector_top_k=4)
+    grown = warm_drafter(small_train_config(draft_vocab=12, init_drafter=str(first), **parts), target, LAYERS)
+    assert grown.config.architecture == "DFlash2DraftModel" and grown.config.selector_top_k == 4
+    _, seqs = load_dataset(data)
+    tr = Trainer(small_train_config(draft_vocab=12), target, seqs[:5], seqs[5:], LAYERS, [EOS])
+    batch = tr.pack(seqs[:2], [[seqs[0].prompt_len], [seqs[1].prompt_len + 1]])
+    args = (tr.embed(batch.ids).float(), batch.ctx.float(), 0, None, batch.mask, batch.ctx_pos, batch.q_pos)
+    assert torch.allclose(grown(*args), start.float()(*args), atol=1e-5)  # identity convolutions
+    prev = predecessors(batch)
+    depth = batch.depth.expand_as(prev)
+    assert torch.equal(prev[depth == 1], batch.ids[:, ::tr.drafter.block_size].reshape(-1))  # the anchors
+    later = (depth >= 2) & (batch.labels >= 0)
+    assert torch.equal(prev[later], batch.labels.roll(1, -1)[later])  # the true token before
+    cfg = small_train_config(draft_vocab=12, max_steps=20, init_drafter=str(first), eval_every=20, log_every=1, tau_prompts=2,
+                             tau_tokens=12, **parts)
+    final = train(data, tmp_path / "b", cfg, log=lambda _: None)
+    lines = [json.loads(x) for x in (tmp_path / "b" / "metrics.jsonl").read_text().splitlines()]
+    sel_ce = [x["sel_ce"] for x in lines if x["kind"] == "train" and "sel_ce" in x]
+    assert sel_ce and sel_ce[-1] < sel_ce[0]
+    ev = [x for x in lines if x["kind"] == "eval"][-1]
+    assert 1 <= ev["sel_offline_tau"] <= 8 and ev["sel_tau"] >= 1
+    drafter, trained = load_drafter(str(final), target.config)
+    assert trained and drafter.candidate_selector.successor_codebook.abs().sum() > 0
+    assert drafter.layers[0].mlp_conv.kernel_projection.weight.any()  # moved off the identity
+    ar = Decoder.for_method(target, drafter, "ar")
+    for method, budget in (("dflash2", 7), ("ddtree+sel", 8)):
         dec = Decoder.for_method(target, drafter, method, budget)
         for p in prompts_of([5, 13], seed=7):
             assert dec.decode(p, 30).tokens == ar.decode(p, 30).tokens, (method, p)

@@ -28,11 +28,21 @@ drafter instead, with its draft vocabulary: a fresh machine that lost the last r
 from the committed drafter rather than from random weights (the schedule starts anew; `--resume` is the
 exact continuation of a checkpoint on disk).
 
+DFlash 2's parts (`graftlib.models.dflash2`; `conv_kernel_size`, `selector_rank`): the convolutions train with
+the loss above; the selector adds its own, as the public recipe (vLLM Speculators' `dflash2`) trains it: at
+every labelled block position the candidates are the unary top-`selector_top_k` of the draft logits, the label
+put in place of the last one where it is missing, the predecessor the true token before (teacher forcing; the
+anchor at depth 1), and the loss the depth-weighted cross-entropy over the candidates' scores
+U(b) + T(a, b), times `selector_alpha`. A warm start adds them to a trained drafter (`add_parts`: the
+convolutions as the identity, the selector's codebooks N(0, 0.02^2)), computing the same unary function.
+
 Evaluation (every `eval_every` steps, on sequences held out by a hash of their uid): loss and
 per-depth top-1 / top-4 / top-16 hit rates on fixed held-out blocks of the greedy held-out responses
 (`train_loop`'s evaluation anchors), the offline chain tau over those blocks, and
 the number that matters, the in-loop chain tau of `graftlib.methods.decoder.Decoder` (method dflash)
-on a few held-out prompts, checked token for token against the stored greedy response.
+on a few held-out prompts, checked token for token against the stored greedy response. With a selector also
+its offline walk's tau over the held-out blocks (`sel_offline_tau`: from the anchor, each position's argmax
+of U + T after the token chosen before) and the in-loop tau of method dflash2 (`sel_tau`).
 
 Output directory: `checkpoint/` (drafter + AdamW state + sampler RNG in safetensors, step and
 config in JSON; `--resume` continues it exactly), `metrics.jsonl` (train and eval lines), and
@@ -94,6 +104,10 @@ class TrainConfig(LoopConfig):
     fc_init: str = "last"  # "last": identity on the deepest stored layer; "random"
     draft_head: bool = False  # the drafter's own LM head, trained (DFlashConfig.draft_head; starts as the target's rows)
     anchor_context: bool = False  # the anchor-context input path (DFlashConfig.anchor_context; starts at zero)
+    conv_kernel_size: int = 0  # DFlash 2's convolution taps (0: none; starts as the identity)
+    selector_rank: int = 0  # DFlash 2's selector rank (0: none)
+    selector_top_k: int = 16  # the selector's candidates per position
+    selector_alpha: float = 1.0  # weight of the selector's loss
     tau_prompts: int = 4
     tau_tokens: int = 64
 
@@ -104,6 +118,8 @@ class TrainConfig(LoopConfig):
         require(self.fc_init in ("last", "random"), f"fc_init {self.fc_init!r} is not 'last' or 'random'")
         require(not (self.init_drafter and self.init_from_target),
                 "init_drafter and init_from_target are two different starts: give one")
+        require(self.conv_kernel_size >= 0 and self.selector_rank >= 0 and self.selector_top_k >= 2,
+                "conv_kernel_size and selector_rank must be >= 0 and selector_top_k >= 2")
 
 
 # ----------------------------------------------------------------------------- model
@@ -122,7 +138,14 @@ def drafter_config(target_config, cfg: TrainConfig, layer_ids: list[int], draft_
         mask_token_id=base.mask_token_id if cfg.mask_token_id is None else cfg.mask_token_id,
         target_layer_ids=list(layer_ids), num_target_layers=tc.num_hidden_layers,
         draft_vocab_size=draft_vocab_size, draft_head=cfg.draft_head, anchor_context=cfg.anchor_context,
+        **dflash2_parts(cfg),
     )
+
+
+def dflash2_parts(cfg: TrainConfig) -> dict:
+    """The DFlashConfig keys of the DFlash 2 parts `cfg` asks for."""
+    return {"conv_kernel_size": cfg.conv_kernel_size or None, "selector_rank": cfg.selector_rank or None,
+            "selector_top_k": cfg.selector_top_k}
 
 
 @torch.no_grad()
@@ -175,19 +198,26 @@ def start_parts(drafter: DFlashDrafter, target, parts: tuple[str, ...] = ("lm_he
 
 
 @torch.no_grad()
-def add_parts(drafter: DFlashDrafter, target, draft_head: bool, anchor_context: bool) -> DFlashDrafter:
-    """`drafter` with the extension parts asked for and not yet there added at their start (`start_parts`),
-    computing exactly what it computed: a warm start tests them at equal time from a trained drafter."""
-    cfg = drafter.config
-    new = tuple(name for name, want, have in (("lm_head", draft_head, cfg.draft_head),
-                                              ("anchor_proj", anchor_context, cfg.anchor_context)) if want and not have)
-    if not new:
+def add_parts(drafter: DFlashDrafter, target, cfg: TrainConfig) -> DFlashDrafter:
+    """`drafter` with the extension parts `cfg` asks for and it lacks added at their start (`start_parts`;
+    DFlash 2's convolutions as the identity, its selector as `init_weights` draws it), computing exactly what it
+    computed: a warm start tests them at equal time from a trained drafter."""
+    c = drafter.config
+    want = replace(c, draft_head=c.draft_head or cfg.draft_head, anchor_context=c.anchor_context or cfg.anchor_context,
+                   conv_kernel_size=c.conv_kernel_size or cfg.conv_kernel_size or None,
+                   selector_rank=c.selector_rank or cfg.selector_rank or None,
+                   selector_top_k=cfg.selector_top_k if cfg.selector_rank and not c.selector_rank else c.selector_top_k)
+    if want == c:
         return drafter
-    grown = DFlashDrafter(replace(cfg, draft_head=cfg.draft_head or draft_head,
-                                  anchor_context=cfg.anchor_context or anchor_context))
+    grown = DFlashDrafter(want)
+    init_weights(grown)
     missing, unexpected = grown.load_state_dict(drafter.state_dict(), strict=False)
-    require(not unexpected and sorted(missing) == sorted(f"{n}.weight" for n in new),
-            f"adding {new} to the drafter: unexpected {unexpected}, missing {missing}")
+    new = tuple(name for name, added in (("lm_head", want.draft_head and not c.draft_head),
+                                         ("anchor_proj", want.anchor_context and not c.anchor_context)) if added)
+    allowed = tuple(f"{n}.weight" for n in new)
+    require(not unexpected and all(k in allowed or "_conv." in k or k.startswith("candidate_selector.")
+                                   for k in missing), f"adding parts to the drafter: unexpected {unexpected}, "
+            f"missing {missing}")
     start_parts(grown, target, new)
     return grown.to(next(drafter.parameters()).dtype)
 
@@ -232,11 +262,13 @@ def warm_drafter(cfg: TrainConfig, target, layer_ids: list[int]) -> DFlashDrafte
     base = embedded_defaults()
     if c.num_hidden_layers < cfg.layers:
         drafter = grow_layers(drafter, cfg.layers)
-    drafter = add_parts(drafter, target, cfg.draft_head, cfg.anchor_context)
+    drafter = add_parts(drafter, target, cfg)
     c = drafter.config
     diff = [f"{name} {have} (asked {want})" for name, have, want in (
         ("layers", c.num_hidden_layers, cfg.layers), ("draft vocabulary", vocab, want_vocab),
         ("own draft head", c.draft_head, cfg.draft_head), ("anchor context", c.anchor_context, cfg.anchor_context),
+        ("convolution taps", c.conv_kernel_size or 0, cfg.conv_kernel_size),
+        ("selector rank", c.selector_rank or 0, cfg.selector_rank),
         ("target layers", list(c.target_layer_ids), list(layer_ids)),
         ("block size", c.block_size, cfg.block_size or base.block_size),
         ("mask token", c.mask_token_id, base.mask_token_id if cfg.mask_token_id is None else cfg.mask_token_id),
@@ -316,7 +348,29 @@ class Trainer(LoopTrainer):
         with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.bf16):
             logits = F.linear(h[sel], self.head()).float()
         soft = (batch.soft_ids[sel], batch.soft_logp[sel]) if batch.soft_ids is not None else None
-        return mixed_loss(logits, labels[sel], w, self.cfg.distill, soft, self.t2d)
+        loss, info = mixed_loss(logits, labels[sel], w, self.cfg.distill, soft, self.t2d)
+        if not self.drafter.config.selector_rank:
+            return loss, info
+        sel_loss, sel_info = self.selector_loss(h[sel], predecessors(batch)[sel], logits, labels[sel], w)
+        return loss + self.cfg.selector_alpha * sel_loss, {**info, **sel_info}
+
+    def selector_loss(self, h: torch.Tensor, prev: torch.Tensor, logits: torch.Tensor, labels: torch.Tensor,
+                      w: torch.Tensor) -> tuple[torch.Tensor, dict]:
+        """The selector's weighted CE over the unary top-k (module doc): h [N, H], prev [N] target ids,
+        logits [N, V_draft] (float, with their gradient), labels [N] draft ids, w [N]."""
+        selector = self.drafter.candidate_selector
+        k = min(selector.top_k, logits.shape[-1])
+        cand = logits.detach().topk(k, dim=-1).indices
+        hit = cand == labels[:, None]
+        present = hit.any(-1)
+        cand[:, -1] = torch.where(present, cand[:, -1], labels)
+        target = torch.where(present, hit.int().argmax(-1), k - 1)
+        with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.bf16):
+            trans = selector.transition(h, prev, self.draft_ids[cand])
+        scores = logits.gather(1, cand) + trans.float()
+        per = F.cross_entropy(scores, target, reduction="none")
+        loss = (per * w).sum() / w.sum().clamp(min=1e-9)
+        return loss, {"sel_ce": loss.item(), "sel_acc": (scores.detach().argmax(-1) == target).float().mean().item()}
 
     def batch_loss(self, batch: Batch) -> tuple[torch.Tensor, dict]:
         return self.loss(batch, self.hidden(batch))
@@ -331,6 +385,7 @@ class Trainer(LoopTrainer):
         bs = self.drafter.block_size
         tot_loss, tot_ce, tot_w = 0.0, 0.0, 0.0
         stats = DepthStats(bs - 1, self.device)
+        walked = []
         for batch, pools in batches:
             h = self.hidden(batch)
             loss, info = self.loss(batch, h)
@@ -342,7 +397,36 @@ class Trainer(LoopTrainer):
             R = top.shape[0]
             stats.add(top.view(R, -1, bs, k)[:, :, 1:].reshape(-1, bs - 1, k),
                       batch.labels.view(R, -1, bs)[:, :, 1:].reshape(-1, bs - 1), pools)
-        return {"loss": tot_loss / max(tot_w, 1e-9), "ce": tot_ce / max(tot_w, 1e-9), **stats.result()}
+            if self.drafter.config.selector_rank:
+                walked.append(self.selector_walk(h, batch))
+        out = {"loss": tot_loss / max(tot_w, 1e-9), "ce": tot_ce / max(tot_w, 1e-9), **stats.result()}
+        if walked:
+            accepted = torch.cat(walked)
+            out["sel_offline_tau"] = 1 + accepted.float().mean().item() if len(accepted) else float("nan")
+        return out
+
+    @torch.no_grad()
+    def selector_walk(self, h: torch.Tensor, batch: Batch) -> torch.Tensor:
+        """Accepted drafts of the selector's walk (module doc) on each block of `batch` that has a depth-1
+        label: [n blocks], h [R, Q, H] the drafter's states."""
+        selector, bs = self.drafter.candidate_selector, self.drafter.block_size
+        with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.bf16):
+            values, idx = F.linear(h, self.head()).float().topk(min(selector.top_k, len(self.draft_ids)), dim=-1)
+        H = h.shape[-1]
+        h, values, idx = h.reshape(-1, bs, H), values.reshape(-1, bs, idx.shape[-1]), idx.reshape(-1, bs, idx.shape[-1])
+        labels, anchors = batch.labels.reshape(-1, bs), batch.ids.reshape(-1, bs)[:, 0]
+        keep = labels[:, 1] >= 0
+        h, values, idx, labels, prev = h[keep], values[keep], idx[keep], labels[keep], anchors[keep]
+        alive = torch.ones(len(labels), dtype=torch.bool, device=h.device)
+        accepted = torch.zeros(len(labels), dtype=torch.long, device=h.device)
+        for t in range(1, bs):
+            cand = self.draft_ids[idx[:, t]]
+            with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.bf16):
+                trans = selector.transition(h[:, t], prev, cand)
+            prev = cand.gather(1, (values[:, t] + trans.float()).argmax(-1, keepdim=True))[:, 0]
+            alive &= prev == labels[:, t]
+            accepted += alive
+        return accepted
 
     def evaluate(self) -> dict:
         t0 = time.perf_counter()
@@ -376,9 +460,22 @@ class Trainer(LoopTrainer):
             rounds += len(res.rounds)
             exact += res.tokens == ar.decode(prompt, n).tokens
             matches_data += res.tokens == s.tokens[s.prompt_len:s.prompt_len + n].tolist()
+        out = {"tau": accepted / max(rounds, 1), "tau_exact": f"{exact}/{len(seqs)}",
+               "tau_matches_data": f"{matches_data}/{len(seqs)}"}
+        if self.drafter.config.selector_rank:  # the selector's chain in the loop (`graftlib.methods.selector`)
+            sel = Decoder.for_method(self.target, self.drafter, "dflash2", self.drafter.block_size - 1, self.eos)
+            runs = [sel.decode(s.tokens[:s.prompt_len].tolist(), min(self.cfg.tau_tokens, s.response_len))
+                    for s in seqs]
+            out["sel_tau"] = sum(r.accepted for x in runs for r in x.rounds) / max(sum(len(x.rounds) for x in runs), 1)
         self.drafter.train(was_training)
-        return {"tau": accepted / max(rounds, 1), "tau_exact": f"{exact}/{len(seqs)}",
-                "tau_matches_data": f"{matches_data}/{len(seqs)}"}
+        return out
+
+
+def predecessors(batch: Batch) -> torch.Tensor:
+    """[R, Q] the true token before each block position's label: the anchor at depth 1, else the label before
+    (target ids; 0 where there is none, and then there is no label either)."""
+    depth_one = (batch.depth == 1)[None, :]
+    return torch.where(depth_one, batch.ids.roll(1, -1), batch.labels.roll(1, -1)).clamp(min=0)
 
 
 # ----------------------------------------------------------------------------- the run
@@ -466,6 +563,8 @@ def config_from_args(args) -> TrainConfig:
     """The `TrainConfig` of `add_loop_args` + `add_drafter_args`' options."""
     return TrainConfig(layers=args.layers, gamma=args.gamma, fc_init=args.fc_init, init_from_target=args.init_from_target,
                        init_drafter=args.init_drafter, draft_head=args.draft_head, anchor_context=args.anchor_context,
+                       conv_kernel_size=args.conv_kernel_size, selector_rank=args.selector_rank,
+                       selector_top_k=args.selector_top_k, selector_alpha=args.selector_alpha,
                        tau_prompts=args.tau_prompts, tau_tokens=args.tau_tokens, **loop_config_kwargs(args))
 
 
@@ -491,6 +590,16 @@ def add_drafter_args(p, d: TrainConfig) -> None:
     p.add_argument("--anchor-context", action="store_true",
                    help="every block position's input adds a projection of the anchor's context feature and "
                         "embedding (starts at zero; module doc of graftlib.models.drafter)")
+    p.add_argument("--conv-kernel-size", type=int, default=d.conv_kernel_size, metavar="K",
+                   help="DFlash 2's block-local dynamic convolution around every sublayer with K taps (starts as the "
+                        "identity; default 0: none)")
+    p.add_argument("--selector-rank", type=int, default=d.selector_rank, metavar="R",
+                   help="DFlash 2's pairwise path selector of rank R, trained by its CE over the unary top-k "
+                        "(default 0: none)")
+    p.add_argument("--selector-top-k", type=int, default=d.selector_top_k,
+                   help=f"the selector's candidates per position (default {d.selector_top_k})")
+    p.add_argument("--selector-alpha", type=float, default=d.selector_alpha,
+                   help=f"weight of the selector's loss (default {d.selector_alpha})")
     p.add_argument("--init-drafter", default=None, metavar="DIR",
                    help="warm start from a trained drafter (a directory, or 'embedded' for the shipped one): its "
                         "weights and draft vocabulary; --draft-vocab must match it; a larger --layers appends "
