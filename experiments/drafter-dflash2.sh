@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Measures: DFlash 2's parts on the embedded drafter (graftlib.models.dflash2): the shipped drafter warm-started with
+#   the block-local convolution (2 taps, identity start) and a rank-D2_RANK (64) top-16 selector, trained D2_MIN
+#   CPU-minutes (20) at D2_LR (3e-4) beside the plain warm start trained as long ("base"), same data and held-out
+#   split, two runs at a time on one thread each (held-out top-1 by depth, offline and in-loop taus in
+#   runs/drafter-dflash2/summary.json); then both in the decode loop on GSM8K, MBPP and Alpaca, D2_N (6) held-out
+#   prompts x 128 tokens: the chain and DDTree@16 for both drafters, and for the DFlash 2 one also the selector's
+#   chain (dflash2) and DDTree@16 reweighted by the selector (ddtree+sel): MAT, mismatch, draft ms a round.
+#   On a fresh machine it featurizes D2_CORPORA first (2 chat shards, the task and regular corpora).
+# Takes: ~35 min featurizing on a 2-core AVX512-BF16 CPU (resumable per shard), 20 min training, ~20 min of benches.
+# Results: runs/drafter-dflash2/{base,dflash2} (+ summary.json), results/drafter-dflash2-<arm>-<task>.jsonl.
+source "$(dirname "$0")/lib.sh"
+D2_MIN=${D2_MIN:-20}
+D2_LR=${D2_LR:-3e-4}
+D2_RANK=${D2_RANK:-64}
+D2_N=${D2_N:-6}
+EAGLE3_CORPORA=${D2_CORPORA:-smollm2-135m:drafter-data-v3:2 smollm2-135m-tasks:drafter-data-tasks-v3 smollm2-135m-regular:drafter-data-regular}
+data
+featurize_corpora
+mapfile -t corpora < <(corpora_data)
+run mkdir -p runs/drafter-dflash2
+for arm in "base" "dflash2 --conv-kernel-size 2 --selector-rank $D2_RANK --selector-top-k 16"; do
+  train_arm runs/drafter-dflash2 "$arm" --data "${corpora[@]}" --init-drafter embedded --minutes "$D2_MIN" \
+    --clock cpu --threads 1 --blocks-per-seq 16 --lr "$D2_LR" --eval-every 100000 --tau-prompts 8 \
+    --checkpoint-minutes 5
+done
+wait
+write_ablation runs/drafter-dflash2 runs/drafter-dflash2/summary.json base experiments/drafter-dflash2.sh
+for task in gsm8k mbpp alpaca; do
+  graft bench --drafter runs/drafter-dflash2/base/drafter --task "$task" --n-prompts "$D2_N" --max-new-tokens 128 \
+    --methods ar dflash@15 ddtree@16 --out "results/drafter-dflash2-base-$task.jsonl"
+  graft bench --drafter runs/drafter-dflash2/dflash2/drafter --task "$task" --n-prompts "$D2_N" --max-new-tokens 128 \
+    --methods ar dflash@15 dflash2@15 ddtree@16 ddtree+sel@16 --out "results/drafter-dflash2-dflash2-$task.jsonl"
+done
