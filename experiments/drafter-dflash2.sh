@@ -6,9 +6,14 @@
 #   runs/drafter-dflash2/summary.json); then both in the decode loop on GSM8K, MBPP and Alpaca, D2_N (6) held-out
 #   prompts x 128 tokens: the chain and DDTree@16 for both drafters, and for the DFlash 2 one also the selector's
 #   chain (dflash2) and DDTree@16 reweighted by the selector (ddtree+sel): MAT, mismatch, draft ms a round.
+#   A third arm ("selector") trains the selector alone on the frozen shipped drafter (--parts-only: its drafts, and
+#   so the shipped TDES scorer and SABA calibration, stay valid): TDES vs the selector vs both at equal budgets on
+#   the same drafts, this machine's regime (DDTree@16, verified) and the paper's (DDTree@128, walked, paper-a100).
 #   On a fresh machine it featurizes D2_CORPORA first (2 chat shards, the task and regular corpora).
-# Takes: ~35 min featurizing on a 2-core AVX512-BF16 CPU (resumable per shard), 20 min training, ~20 min of benches.
-# Results: runs/drafter-dflash2/{base,dflash2} (+ summary.json), results/drafter-dflash2-<arm>-<task>.jsonl.
+# Takes: ~35 min featurizing on a 2-core AVX512-BF16 CPU (resumable per shard), 30 min training (three arms of
+#   20 CPU-minutes on two cores), ~40 min of benches.
+# Results: runs/drafter-dflash2/{base,dflash2,selector} (+ summary.json), results/drafter-dflash2-<arm>-<task>.jsonl,
+#   results/selector-vs-tdes-{machine,paper}-<task>.jsonl.
 source "$(dirname "$0")/lib.sh"
 D2_MIN=${D2_MIN:-20}
 D2_LR=${D2_LR:-3e-4}
@@ -19,7 +24,8 @@ data
 featurize_corpora
 mapfile -t corpora < <(corpora_data)
 run mkdir -p runs/drafter-dflash2
-for arm in "base" "dflash2 --conv-kernel-size 2 --selector-rank $D2_RANK --selector-top-k 16"; do
+for arm in "base" "dflash2 --conv-kernel-size 2 --selector-rank $D2_RANK --selector-top-k 16" \
+           "selector --selector-rank $D2_RANK --selector-top-k 16 --parts-only"; do
   train_arm runs/drafter-dflash2 "$arm" --data "${corpora[@]}" --init-drafter embedded --minutes "$D2_MIN" \
     --clock cpu --threads 1 --blocks-per-seq 16 --lr "$D2_LR" --eval-every 100000 --tau-prompts 8 \
     --checkpoint-minutes 5
@@ -31,4 +37,12 @@ for task in gsm8k mbpp alpaca; do
     --methods ar dflash@15 ddtree@16 --out "results/drafter-dflash2-base-$task.jsonl"
   graft bench --drafter runs/drafter-dflash2/dflash2/drafter --task "$task" --n-prompts "$D2_N" --max-new-tokens 128 \
     --methods ar dflash@15 dflash2@15 ddtree@16 ddtree+sel@16 --out "results/drafter-dflash2-dflash2-$task.jsonl"
+done
+SEL=runs/drafter-dflash2/selector/drafter
+for task in gsm8k mbpp alpaca; do
+  graft bench --drafter "$SEL" --task "$task" --n-prompts "$D2_N" --max-new-tokens 128 \
+    --methods ar ddtree@16 ddtree+tdes@16 ddtree+sel@16 ddtree+tdes+sel@16 --out "results/selector-vs-tdes-machine-$task.jsonl"
+  graft bench --walk --drafter "$SEL" --task "$task" --n-prompts "$D2_N" --max-new-tokens 128 \
+    --cost-profile graftlib/assets/costs/paper-a100.json \
+    --methods ar ddtree@128 ddtree+tdes@128 ddtree+sel@128 ddtree+tdes+sel@128 --out "results/selector-vs-tdes-paper-$task.jsonl"
 done

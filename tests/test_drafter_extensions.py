@@ -14,6 +14,7 @@ from tiny import MASK_ID, prompts_of, tiny_drafter, tiny_tokenizer, write_target
 from graftlib.core.errors import GraftError
 from graftlib.methods.decoder import Decoder
 from graftlib.models.drafter import DFlashConfig, init_weights, load_drafter, save_drafter
+from graftlib.models.pair import fingerprint, identify
 from graftlib.training.data_store import load_dataset
 from graftlib.training.drafter_data import DataConfig, build_dataset
 from graftlib.training.drafter_train import Trainer, predecessors, train, warm_drafter
@@ -143,3 +144,20 @@ def test_dflash2_parts_warm_start_as_the_same_function_and_train(tmp_path, data,
         dec = Decoder.for_method(target, drafter, method, budget)
         for p in prompts_of([5, 13], seed=7):
             assert dec.decode(p, 30).tokens == ar.decode(p, 30).tokens, (method, p)
+
+
+def test_a_selector_trained_alone_keeps_the_drafts_and_the_pair_identity(tmp_path, data, target):  # noqa: F811
+    """`parts_only`: the warm start's weights stay as they were, so its drafts and its pair identity (which leaves
+    the selector out) do too, and the artifacts fitted on them stay valid; the selector itself trains."""
+    first = train(data, tmp_path / "a", small_train_config(draft_vocab=12, max_steps=4), log=lambda _: None)
+    cfg = small_train_config(draft_vocab=12, max_steps=6, init_drafter=str(first), selector_rank=8, selector_top_k=4,
+                             parts_only=True)
+    final = train(data, tmp_path / "b", cfg, log=lambda _: None)
+    start, _ = load_drafter(str(first), target.config)
+    drafter, _ = load_drafter(str(final), target.config)
+    state = drafter.state_dict()
+    assert all(torch.equal(state[k], v) for k, v in start.state_dict().items())
+    assert identify(target, drafter).drafter_fingerprint == identify(target, start).drafter_fingerprint
+    assert fingerprint(drafter) != fingerprint(start)
+    with pytest.raises(GraftError, match="parts_only trains DFlash 2's parts of a warm start"):
+        small_train_config(parts_only=True, selector_rank=8).check()

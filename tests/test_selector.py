@@ -15,7 +15,7 @@ from tiny import random_prompt, tiny_drafter, tiny_target
 
 from graftlib.core.builders import Candidates, HeapTreeBuilder, top_k
 from graftlib.core.errors import GraftError
-from graftlib.methods.decoder import Decoder
+from graftlib.methods.decoder import Decoder, WalkedDecoder
 from graftlib.methods.selector import Selector, SelectorChain
 from graftlib.methods.tdes import TDESNet, TDESScorer
 from graftlib.models.drafter import load_drafter
@@ -106,6 +106,8 @@ def test_selector_methods_decode_exactly(dflash2_pair):
             res = Decoder.for_method(target, drafter, method, budget).decode(prompt, 30, record_trees=True)
             assert res.tokens == ar, (method, budget)
             assert all(r.nodes == budget for r in res.rounds)
+            walked = WalkedDecoder.for_method(target, drafter, method, budget).decode_along(prompt, ar, 30)
+            assert [r.accepted for r in walked.rounds] == [r.accepted for r in res.rounds]  # the paper regime's
             plain = "dflash" if method == "dflash2" else "ddtree"
             other = Decoder.for_method(target, drafter, plain, budget).decode(prompt, 30, record_trees=True)
             differ += res.rounds[0].tree != other.rounds[0].tree

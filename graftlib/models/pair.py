@@ -114,12 +114,15 @@ def weights_id(module: torch.nn.Module) -> str:
 FINGERPRINT_SAMPLE = 4096  # values per tensor
 
 
-def fingerprint(module: torch.nn.Module) -> str:
+def fingerprint(module: torch.nn.Module, skip: tuple[str, ...] = ()) -> str:
     """12 hex digits of sha256 over the module's tensor names and shapes and, per tensor, an evenly
     spaced sample of at most FINGERPRINT_SAMPLE values, floats rounded to bfloat16: the same for
-    the same weights on any device and in any dtype they round to (a few ms for a 135M target)."""
+    the same weights on any device and in any dtype they round to (a few ms for a 135M target).
+    Tensors whose names start with one of `skip` are left out."""
     h = hashlib.sha256()
     for name, t in sorted(module.state_dict().items()):
+        if name.startswith(skip):
+            continue
         flat = t.detach().reshape(-1)
         sample = flat[::max(1, flat.numel() // FINGERPRINT_SAMPLE)][:FINGERPRINT_SAMPLE]
         sample = sample.to(torch.bfloat16).view(torch.int16) if sample.is_floating_point() else sample.long()
@@ -159,8 +162,10 @@ class PairId:
 
 def identify(target: torch.nn.Module, drafter: torch.nn.Module, target_name: str = "?",
              drafter_name: str = "?") -> PairId:
-    """The `PairId` of loaded models (fingerprints of both); names as the user gave them."""
-    return PairId(target_name, drafter_name, fingerprint(target), fingerprint(drafter))
+    """The `PairId` of loaded models (fingerprints of both); names as the user gave them. A DFlash 2 drafter's
+    selector is left out of its fingerprint: it does not change the draft distributions q that the artifacts
+    (TDES scorers, SABA calibrations) are fitted on, so a selector trained on a frozen drafter keeps them."""
+    return PairId(target_name, drafter_name, fingerprint(target), fingerprint(drafter, ("candidate_selector.",)))
 
 
 def hardware(device: torch.device) -> str:

@@ -34,7 +34,8 @@ every labelled block position the candidates are the unary top-`selector_top_k` 
 put in place of the last one where it is missing, the predecessor the true token before (teacher forcing; the
 anchor at depth 1), and the loss the depth-weighted cross-entropy over the candidates' scores
 U(b) + T(a, b), times `selector_alpha`. A warm start adds them to a trained drafter (`add_parts`: the
-convolutions as the identity, the selector's codebooks N(0, 0.02^2)), computing the same unary function.
+convolutions as the identity, the selector's codebooks N(0, 0.02^2)), computing the same unary function;
+`parts_only` trains those parts alone (the unary function then stays the warm start's).
 
 Evaluation (every `eval_every` steps, on sequences held out by a hash of their uid): loss and
 per-depth top-1 / top-4 / top-16 hit rates on fixed held-out blocks of the greedy held-out responses
@@ -108,6 +109,7 @@ class TrainConfig(LoopConfig):
     selector_rank: int = 0  # DFlash 2's selector rank (0: none)
     selector_top_k: int = 16  # the selector's candidates per position
     selector_alpha: float = 1.0  # weight of the selector's loss
+    parts_only: bool = False  # a warm start trains DFlash 2's parts alone, the drafter's other weights frozen
     tau_prompts: int = 4
     tau_tokens: int = 64
 
@@ -120,6 +122,8 @@ class TrainConfig(LoopConfig):
                 "init_drafter and init_from_target are two different starts: give one")
         require(self.conv_kernel_size >= 0 and self.selector_rank >= 0 and self.selector_top_k >= 2,
                 "conv_kernel_size and selector_rank must be >= 0 and selector_top_k >= 2")
+        require(not self.parts_only or (self.init_drafter and (self.conv_kernel_size or self.selector_rank)),
+                "parts_only trains DFlash 2's parts of a warm start: give init_drafter and a part")
 
 
 # ----------------------------------------------------------------------------- model
@@ -298,6 +302,9 @@ class Trainer(LoopTrainer):
         else:
             d2t = choose_draft_vocab(train, cfg.draft_vocab, vocab) if 0 < cfg.draft_vocab < vocab else None
             self.drafter = make_drafter(cfg, target, layer_ids, d2t).to(self.device)
+        if cfg.parts_only:  # the warm start's weights frozen: only DFlash 2's parts train
+            for name, p in self.drafter.named_parameters():
+                p.requires_grad_("_conv." in name or name.startswith("candidate_selector."))
         self.embed = target.get_input_embeddings()
         self._use_vocab()
         bs = self.drafter.block_size
@@ -565,6 +572,7 @@ def config_from_args(args) -> TrainConfig:
                        init_drafter=args.init_drafter, draft_head=args.draft_head, anchor_context=args.anchor_context,
                        conv_kernel_size=args.conv_kernel_size, selector_rank=args.selector_rank,
                        selector_top_k=args.selector_top_k, selector_alpha=args.selector_alpha,
+                       parts_only=args.parts_only,
                        tau_prompts=args.tau_prompts, tau_tokens=args.tau_tokens, **loop_config_kwargs(args))
 
 
@@ -600,6 +608,10 @@ def add_drafter_args(p, d: TrainConfig) -> None:
                    help=f"the selector's candidates per position (default {d.selector_top_k})")
     p.add_argument("--selector-alpha", type=float, default=d.selector_alpha,
                    help=f"weight of the selector's loss (default {d.selector_alpha})")
+    p.add_argument("--parts-only", action="store_true",
+                   help="train only DFlash 2's parts of the warm start, its other weights frozen (a selector alone then "
+                        "leaves the draft distributions, and the TDES scorer and SABA calibration fitted on them, as "
+                        "they were)")
     p.add_argument("--init-drafter", default=None, metavar="DIR",
                    help="warm start from a trained drafter (a directory, or 'embedded' for the shipped one): its "
                         "weights and draft vocabulary; --draft-vocab must match it; a larger --layers appends "
