@@ -9,7 +9,7 @@
 #   A third arm ("selector") trains the selector alone on the frozen shipped drafter (--parts-only: its drafts, and
 #   so the shipped TDES scorer and SABA calibration, stay valid): TDES vs the selector vs both at equal budgets on
 #   the same drafts, this machine's regime (DDTree@16, verified) and the paper's (DDTree@128, walked, paper-a100).
-#   On a fresh machine it featurizes D2_CORPORA first (2 chat shards, the task and regular corpora).
+#   On a fresh machine it featurizes D2_CORPORA first (2 chat shards, 6 task shards, 4 regular ones).
 # Takes: ~35 min featurizing on a 2-core AVX512-BF16 CPU (resumable per shard), 30 min training (three arms of
 #   20 CPU-minutes on two cores), ~40 min of benches.
 # Results: runs/drafter-dflash2/{base,dflash2,selector} (+ summary.json), results/drafter-dflash2-<arm>-<task>.jsonl,
@@ -19,7 +19,7 @@ D2_MIN=${D2_MIN:-20}
 D2_LR=${D2_LR:-3e-4}
 D2_RANK=${D2_RANK:-64}
 D2_N=${D2_N:-6}
-EAGLE3_CORPORA=${D2_CORPORA:-smollm2-135m:drafter-data-v3:2 smollm2-135m-tasks:drafter-data-tasks-v3 smollm2-135m-regular:drafter-data-regular}
+EAGLE3_CORPORA=${D2_CORPORA:-smollm2-135m:drafter-data-v3:2 smollm2-135m-tasks:drafter-data-tasks-v3:6 smollm2-135m-regular:drafter-data-regular:4}
 data
 featurize_corpora
 mapfile -t corpora < <(corpora_data)
