@@ -60,6 +60,15 @@ def test_config_keys_round_trip_and_zlab_configs_load_without_them(tmp_path):
     assert not DFlashConfig.from_dict(plain).draft_head
 
 
+def assert_decodes_exactly(target, drafter, runs) -> None:  # noqa: F811  (a model, not the fixture)
+    """Each (method, budget) of `runs` decodes two prompts exactly as greedy AR does."""
+    ar = Decoder.for_method(target, drafter, "ar")
+    for method, budget in runs:
+        dec = Decoder.for_method(target, drafter, method, budget)
+        for p in prompts_of([5, 13], seed=7):
+            assert dec.decode(p, 30).tokens == ar.decode(p, 30).tokens, (method, p)
+
+
 @pytest.fixture(scope="module")
 def data(tmp_path_factory, target):  # noqa: F811
     target.generation_config.eos_token_id = EOS
@@ -102,11 +111,7 @@ def test_warm_start_adds_the_parts_at_their_start_and_trains_them(tmp_path, data
     assert trained and drafter.anchor_proj.weight.any()
     assert not torch.equal(drafter.lm_head.weight, target.lm_head.weight[drafter.d2t].to(drafter.lm_head.weight.dtype))
     assert torch.equal(drafter.head_weight(target.lm_head.weight), drafter.lm_head.weight)  # decoding uses its own
-    ar = Decoder.for_method(target, drafter, "ar")
-    for method, budget in (("dflash", 7), ("ddtree", 8)):
-        dec = Decoder.for_method(target, drafter, method, budget)
-        for p in prompts_of([5, 13], seed=7):
-            assert dec.decode(p, 30).tokens == ar.decode(p, 30).tokens, (method, p)
+    assert_decodes_exactly(target, drafter, (("dflash", 7), ("ddtree", 8)))
 
 
 def test_dflash2_parts_warm_start_as_the_same_function_and_train(tmp_path, data, target):  # noqa: F811
@@ -139,11 +144,7 @@ def test_dflash2_parts_warm_start_as_the_same_function_and_train(tmp_path, data,
     drafter, trained = load_drafter(str(final), target.config)
     assert trained and drafter.candidate_selector.successor_codebook.abs().sum() > 0
     assert drafter.layers[0].mlp_conv.kernel_projection.weight.any()  # moved off the identity
-    ar = Decoder.for_method(target, drafter, "ar")
-    for method, budget in (("dflash2", 7), ("ddtree+sel", 8)):
-        dec = Decoder.for_method(target, drafter, method, budget)
-        for p in prompts_of([5, 13], seed=7):
-            assert dec.decode(p, 30).tokens == ar.decode(p, 30).tokens, (method, p)
+    assert_decodes_exactly(target, drafter, (("dflash2", 7), ("ddtree+sel", 8)))
 
 
 def test_a_selector_trained_alone_keeps_the_drafts_and_the_pair_identity(tmp_path, data, target):  # noqa: F811
