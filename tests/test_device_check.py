@@ -24,7 +24,7 @@ def test_cpu_run_writes_every_section(tmp_path, capsys):
     assert code == 0 and all(e["status"] == "ok" for e in s.values()), {n: e.get("error") for n, e in s.items()}
     assert {r["budget"] for r in s["host"]["result"]["table"]["rows"]} == {8, 64}
     ex = s["exactness"]["result"]
-    assert ex["passed"] and ex["exact"] == 48 and {r["model"] for r in ex["rows"]} == {"tiny-llama", "tiny-qwen3"}
+    assert ex["passed"] and ex["exact"] == 60 and {r["model"] for r in ex["rows"]} == {"tiny-llama", "tiny-qwen3"}
     assert {r["run"] for r in ex["rows"]} >= {"eagle3@59", "opt-tree@8"} and ex["dtype"] == "float32"
     assert sorted(map(int, s["costs"]["result"]["verify_ms"])) == [1, 2, 4, 8, 16, 32, 64]
     steps = s["prepare"]["result"]["manifest"]["steps"]
@@ -61,7 +61,7 @@ def test_bfloat16_run_gives_verdicts_and_no_mismatch(tmp_path):
     report = device_check.device_check(replace(cfg, minutes=10), tmp_path, log=lambda _: None)
     ex = report["sections"]["exactness"]["result"]
     assert report["dtype"] == "bfloat16" and ex["dtype"] == "bfloat16"
-    assert ex["mismatch"] == 0 and ex["exact"] + ex["tie"] == 48, [r for r in ex["rows"] if r["mismatch"]]
+    assert ex["mismatch"] == 0 and ex["exact"] + ex["tie"] == 60, [r for r in ex["rows"] if r["mismatch"]]
     rows = report["sections"]["bench"]["result"]["rows"]
     assert all(r["mismatches"] == 0 for r in rows)
     records = [json.loads(line) for line in (tmp_path / "bench.jsonl").read_text().splitlines()]

@@ -11,7 +11,7 @@ import pytest
 import torch
 from reference_heap import reference_heap
 from safetensors.torch import load_file
-from tiny import random_prompt, tiny_drafter, tiny_target
+from tiny import exactness_dflash2, random_prompt, tiny_drafter, tiny_target
 
 from graftlib.core.builders import Candidates, HeapTreeBuilder, top_k
 from graftlib.core.errors import GraftError
@@ -85,15 +85,7 @@ def test_the_heap_with_a_selector_is_the_reference_heap(with_tdes):
 @pytest.fixture(scope="module")
 def dflash2_pair():
     """A tiny target and a random DFlash 2 drafter whose selector is strong enough to change drafts."""
-    target, drafter = tiny_target("llama", seed=0, initializer_range=0.1), tiny_drafter(
-        seed=0, conv_kernel_size=2, conv_group_size=16, selector_rank=8, selector_top_k=6)
-    with torch.no_grad():
-        sel = drafter.candidate_selector
-        for p in (sel.predecessor_codebook, sel.successor_codebook, sel.hidden_projection.weight):
-            p.normal_(std=1.0)
-        for layer in drafter.layers:
-            layer.mlp_conv.kernel_projection.weight.normal_(std=0.1)
-    return target, drafter
+    return tiny_target("llama", seed=0, initializer_range=0.1), exactness_dflash2("llama")
 
 
 def test_selector_methods_decode_exactly(dflash2_pair):

@@ -11,6 +11,7 @@ from graftlib.models.tiny import (  # noqa: F401  (re-exported for the tests)
     VOCAB,
     drafter_config,
     eagle3_config,
+    exactness_dflash2,
     exactness_eagle3,
     exactness_pair,
     exactness_prompts,

@@ -52,11 +52,12 @@ from graftlib.lab.metrics import format_table, summarize
 from graftlib.methods.artifacts import ArtifactDir, artifact_inputs, slug
 from graftlib.methods.cost_profile import CostProfile, from_curve, from_saba, with_ar_draft
 from graftlib.methods.decoder import Decoder, drafter_for
-from graftlib.methods.registry import AR_METHODS
+from graftlib.methods.registry import AR_METHODS, SELECTOR_METHODS
 from graftlib.methods.saba_params import SabaParams
 from graftlib.models.target import DTYPES
 from graftlib.models.tiny import (
     ARCH_SEEDS,
+    exactness_dflash2,
     exactness_eagle3,
     exactness_pair,
     exactness_prompts,
@@ -141,19 +142,20 @@ def exactness_row(label: str, decoder, target, prompts: list[list[int]], refs: l
 def exactness_of(label: str, target, drafters: dict, prompts, runs, n: int, eos_ids=None, pair_id=None,
                  saba: SabaParams | None = None) -> list[dict]:
     """Rows of `exactness_row` for every (method, budget) in `runs` on one model pair; `drafters`:
-    {"dflash": the DFlash drafter, "eagle3": the EAGLE-3 drafter of the AR-drafted methods}."""
+    {"dflash": the DFlash drafter, "eagle3": the EAGLE-3 drafter of the AR-drafted methods, "dflash2": a DFlash 2
+    drafter for the selector methods}."""
     ar = Decoder.for_method(target, None, "ar", eos_ids=eos_ids)
     refs = [ar.decode(ids, n).tokens for ids in prompts]
     rows = []
     for method, budget in runs:
-        drafter = drafters["eagle3" if method in AR_METHODS else "dflash"]
+        drafter = drafters["eagle3" if method in AR_METHODS else "dflash2" if method in SELECTOR_METHODS else "dflash"]
         dec = Decoder.for_method(target, drafter, method, budget, eos_ids, saba=saba, pair=pair_id)
         rows.append({"run": f"{method}@{budget}", **exactness_row(label, dec, target, prompts, refs, n)})
     return rows
 
 
 TINY_RUNS = [("dflash", 3), ("ddtree", 1), ("ddtree", 8), ("ddtree", 64), ("ddtree+saba", 16), ("caddtree", 16),
-             ("eagle3", 59), ("opt-tree", 8)]
+             ("eagle3", 59), ("opt-tree", 8), ("dflash2", 7), ("ddtree+sel", 8)]
 EMBEDDED_RUNS = [("dflash", 15), ("ddtree", 8), ("ddtree", 64), ("ddtree+tdes", 32), ("ddtree+saba", 64),
                  ("graft", 64), ("caddtree", 64), ("eagle3", 59), ("opt-tree", 8)]  # the shipped scorer and calibration
 
@@ -162,9 +164,10 @@ def exactness_section(cfg: CheckConfig, pair) -> dict:
     rows = []
     for arch in ARCH_SEEDS:
         target, drafter = exactness_pair(arch)
-        eagle3 = exactness_eagle3(target, arch)
-        target, drafter, eagle3 = (m.to(cfg.device, pair.target.dtype) for m in (target, drafter, eagle3))
-        rows += exactness_of(f"tiny-{arch}", target, {"dflash": drafter, "eagle3": eagle3}, exactness_prompts(arch),
+        eagle3, dflash2 = exactness_eagle3(target, arch), exactness_dflash2(arch)
+        target, drafter, eagle3, dflash2 = (m.to(cfg.device, pair.target.dtype) for m in (target, drafter, eagle3, dflash2))
+        rows += exactness_of(f"tiny-{arch}", target, {"dflash": drafter, "eagle3": eagle3, "dflash2": dflash2},
+                             exactness_prompts(arch),
                              TINY_RUNS, cfg.tiny_tokens, saba=SabaParams())  # the builtin calibration: no pair to check
     if not cfg.tiny:
         prompts = [list(p.input_ids) for p in task_prompts(pair, "gsm8k", cfg.exact_prompts)]

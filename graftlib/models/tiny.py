@@ -4,7 +4,7 @@ What they are for: the fast exactness fixture of the tests (`tests/tiny.py`) and
 check (`graftlib.lab.device_check`, on any device), and a stand-in for a user's own pair (a
 model directory + a z-lab-layout drafter directory, `write_target_dir` / `write_drafter_dir`)
 to try `graft prepare` on in seconds; `exactness_eagle3` adds a random EAGLE-3 drafter for the
-AR-drafted methods. Vocabulary 32 on purpose: random drafts are then often
+AR-drafted methods, `exactness_dflash2` a random DFlash 2 drafter for the selector methods. Vocabulary 32 on purpose: random drafts are then often
 right, so trees get multi-node acceptance (and non-contiguous accepted paths) within a few dozen
 tokens. Every model is seeded: the same call gives the same weights.
 """
@@ -120,6 +120,20 @@ def exactness_pair(arch: str) -> tuple:
     initializer_range 0.1 (peaky enough that random drafts are often accepted) and its drafter."""
     seed = ARCH_SEEDS[arch]
     return tiny_target(arch, seed=seed, initializer_range=0.1), tiny_drafter(seed=seed)
+
+
+def exactness_dflash2(arch: str) -> DFlashDrafter:
+    """A random DFlash 2 drafter for one architecture's exactness checks (the selector methods): both parts, the
+    convolutions and the selector drawn strong enough (N(0, 1) codes) to change the chain and the trees."""
+    drafter = tiny_drafter(seed=ARCH_SEEDS[arch], conv_kernel_size=2, conv_group_size=16, selector_rank=8,
+                           selector_top_k=6)
+    with torch.no_grad():
+        sel = drafter.candidate_selector
+        for p in (sel.predecessor_codebook, sel.successor_codebook, sel.hidden_projection.weight):
+            p.normal_(std=1.0)
+        for layer in drafter.layers:
+            layer.mlp_conv.kernel_projection.weight.normal_(std=0.1)
+    return drafter
 
 
 def exactness_prompts(arch: str, lengths: tuple[int, ...] = (1, 9, 23)) -> list[list[int]]:
