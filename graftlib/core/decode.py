@@ -136,6 +136,8 @@ class DecodeLoop:
         # round); on the CPU the rows the walk visits, one matvec each (`graftlib.core.verify.LazyArgmax`)
         self.eager_verdicts = self.device.type != "cpu"
         require(builder is None or drafter is not None, "speculative methods need a drafter")
+        # candidates drafted per depth: the controller's largest budget, or more where the builder reads more
+        self.pool = max(controller.max_budget, getattr(builder, "pool", 0)) if controller is not None else 0
         if builder is not None:
             warm_up()  # the host kernels compiled (or loaded) before any decode is timed
 
@@ -289,7 +291,7 @@ class DecodeLoop:
             go = self.controller.speculate(st.start)
             timer.split("gate")
             if go:
-                cand = self.draft(st, max(self.controller.max_budget, getattr(self.builder, "pool", 0)))
+                cand = self.draft(st, self.pool)
                 t_draft = timer.lap()
                 timer.split("candidates")
                 budget = self.controller.budget(cand, st.start)
