@@ -100,3 +100,26 @@ def test_a_dflash2_config_round_trips_and_a_bad_one_is_named(drafter, tmp_path):
     (bad / "config.json").write_text(json.dumps(raw))
     with pytest.raises(GraftError, match=r"unexpected: layers\.0\.attention_conv\.base_kernel"):
         load_drafter(str(bad), TARGET)
+
+
+def test_a_packed_selector_keeps_every_row_a_draft_reads():
+    """`pack_selector` keeps the selector's tensors, its successor rows cut to the draft vocabulary's target ids;
+    `unpack_selector` puts those rows back and zeroes the rest (never read: candidates are drafted tokens)."""
+    from graftlib.models.dflash2 import pack_selector, unpack_selector
+
+    g = torch.Generator().manual_seed(0)
+    state = {"candidate_selector.predecessor_codebook": torch.randn(50, 4, generator=g),
+             "candidate_selector.successor_codebook": torch.randn(50, 4, generator=g),
+             "candidate_selector.hidden_projection.weight": torch.randn(4, 8, generator=g),
+             "layers.0.mlp.down_proj.weight": torch.randn(8, 8, generator=g)}
+    d2t = torch.tensor([3, 7, 11, 42])
+    packed = pack_selector(state, d2t)
+    assert set(packed) == {k for k in state if k.startswith("candidate_selector.")}
+    assert packed["candidate_selector.successor_codebook"].shape == (4, 4)
+    full = unpack_selector(packed, d2t, 50)
+    B = full["candidate_selector.successor_codebook"]
+    assert torch.equal(B[d2t], state["candidate_selector.successor_codebook"][d2t])
+    mask = torch.ones(50, dtype=torch.bool)
+    mask[d2t] = False
+    assert not B[mask].any()
+    assert torch.equal(full["candidate_selector.predecessor_codebook"], state["candidate_selector.predecessor_codebook"])

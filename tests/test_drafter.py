@@ -336,3 +336,20 @@ def test_logits_use_target_head():
     g = torch.Generator().manual_seed(0)
     hidden, head = torch.randn(3, H, generator=g), torch.randn(V, H, generator=g)
     assert torch.allclose(d.logits(hidden, head), hidden @ head.T, atol=1e-6)
+
+
+def test_a_pair_swaps_its_drafter_keeping_the_target(tmp_path):
+    """`Pair.with_drafter`: the same target object (not reloaded), the named drafter, its own weights id; the
+    embedded names resolve to the shipped directories."""
+    from tiny import tiny_target
+
+    from graftlib.models.drafter import EMBEDDED_DFLASH2, EMBEDDED_DFLASH2_DIR, resolve_drafter, save_drafter
+    from graftlib.models.pair import Pair
+
+    target = tiny_target("qwen3")
+    pair = Pair(target, None, tiny_drafter(seed=0), False, "tiny", "a")
+    save_drafter(tiny_drafter(seed=1, selector_rank=4, selector_top_k=3), tmp_path / "d2")
+    other = pair.with_drafter(str(tmp_path / "d2"))
+    assert other.target is target and other.drafter_name == str(tmp_path / "d2") and other.drafter_trained
+    assert other.drafter.candidate_selector is not None and other.describe()["drafter_id"] != pair.describe()["drafter_id"]
+    assert resolve_drafter(EMBEDDED_DFLASH2) == EMBEDDED_DFLASH2_DIR and EMBEDDED_DFLASH2_DIR.is_dir()

@@ -322,3 +322,36 @@ def test_ship_eagle3_with_its_dflash_reference(tmp_path, tiny_pair):
     assert read_reference(dest, dflash) is None
     ship_drafter(new, pair.target, dest, "eagle3", log=quiet)
     assert not (dest / REFERENCE).exists()
+
+
+def test_ship_dflash2_needs_a_selector_on_the_same_drafts(tmp_path, tiny_pair):
+    """`graft ship-dflash2`: a DFlash 2 drafter ships beside the DFlash one only with its selector and the
+    DFlash drafter's own draft weights (so the scorers and calibration fitted for those drafts hold for it)."""
+    from graftlib.models.drafter import load_drafter, save_drafter
+    from graftlib.models.pair import identify
+    from graftlib.models.tiny import tiny_drafter
+    from graftlib.training.ship import ship_drafter
+
+    pair, root = tiny_pair
+    plain = root / "tiny-dflash"
+    base, _ = load_drafter(str(plain), pair.target.config)
+    with_selector = tiny_drafter(seed=5, selector_rank=8, selector_top_k=6)
+    missing, unexpected = with_selector.load_state_dict(base.state_dict(), strict=False)
+    assert not unexpected and missing and all(k.startswith("candidate_selector.") for k in missing)
+    save_drafter(with_selector, tmp_path / "sel")
+    dest = tmp_path / "assets-dflash2"
+    written = ship_drafter(tmp_path / "sel", pair.target, dest, "dflash2", log=quiet, drafts_of=plain)
+    assert {p.name for p in written} == {"config.json", "selector.safetensors"}  # no copy of the drafter
+    shipped, _ = load_drafter(str(dest), pair.target.config)
+    full = with_selector.state_dict()
+    drafted = base.id_map if base.id_map is not None else torch.arange(pair.target.config.vocab_size)
+    for name, tensor in shipped.state_dict().items():  # the full checkpoint's function: every row a draft reads
+        rows = full[name] if name != "candidate_selector.successor_codebook" else full[name][drafted]
+        mine = tensor if name != "candidate_selector.successor_codebook" else tensor[drafted]
+        assert torch.equal(mine, rows), name
+    assert identify(pair.target, shipped).drafter_fingerprint == identify(pair.target, base).drafter_fingerprint
+    save_drafter(tiny_drafter(seed=6, selector_rank=8, selector_top_k=6), tmp_path / "other-drafts")
+    with pytest.raises(GraftError, match="drafts with weights .* not those of"):
+        ship_drafter(tmp_path / "other-drafts", pair.target, dest, "dflash2", log=quiet, drafts_of=plain)
+    with pytest.raises(GraftError, match="has no DFlash 2 candidate selector"):
+        ship_drafter(plain, pair.target, dest, "dflash2", log=quiet, drafts_of=plain)

@@ -23,7 +23,8 @@ from graftlib.models.target import DTYPES, EMBEDDED_TARGET
 
 def add_model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--target", default=EMBEDDED_TARGET, help="embedded name, model directory or cached HF id")
-    p.add_argument("--drafter", default=EMBEDDED_DRAFTER, help="'embedded' or a DFlash checkpoint directory")
+    p.add_argument("--drafter", default=EMBEDDED_DRAFTER, help="'embedded', 'embedded-dflash2' (its drafts with a DFlash 2 "
+                   "selector) or a DFlash / DFlash 2 checkpoint directory")
     p.add_argument("--device", default=None, help="cpu | cuda[:i] (default: cuda if available)")
     p.add_argument("--device-map", default=None, help="e.g. 'auto' to spread a large target over GPUs")
     p.add_argument("--dtype", default=None, choices=list(DTYPES),

@@ -39,6 +39,7 @@ from graftlib.core.paths import ASSETS_DIR, portable
 from graftlib.core.records import read_json_object
 from graftlib.methods.saba_params import SabaParams
 from graftlib.methods.tdes import scorer_config, scorer_paths
+from graftlib.models.drafter import EMBEDDED_DFLASH2_DIR
 from graftlib.models.eagle3 import EMBEDDED_EAGLE3_DIR
 from graftlib.models.pair import PairId
 
@@ -120,6 +121,11 @@ class ShippedAssets:
     def eagle3(self) -> Path:
         """The embedded target's EAGLE-3 drafter directory (`graftlib.models.eagle3.EMBEDDED_EAGLE3_DIR`)."""
         return self.root / EMBEDDED_EAGLE3_DIR.relative_to(ASSETS_DIR)
+
+    @property
+    def dflash2(self) -> Path:
+        """The embedded DFlash 2 drafter directory (`graftlib.models.drafter.EMBEDDED_DFLASH2_DIR`)."""
+        return self.root / EMBEDDED_DFLASH2_DIR.relative_to(ASSETS_DIR)
 
     def scorers(self) -> dict[str, Path]:
         """{name: weights path} of every shipped scorer."""

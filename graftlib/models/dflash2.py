@@ -22,6 +22,10 @@ with U_t the unary draft logits, A / B the predecessor / successor codebooks [V,
 walk takes the unary top-k at each position and, from the anchor, the argmax of S_t(a, .) with a the token it
 chose before (`walk`). graftlib's builders use the same score on its candidate pools (`graftlib.methods.
 selector`): the chain walks it, the heap reweights each parent's children by it.
+
+A selector trained on a frozen drafter ships without a copy of that drafter (`pack_selector`): its tensors alone,
+the successor codebook cut to the draft vocabulary's rows (candidates are always drafted tokens, so no other row
+is ever read); `unpack_selector` puts the rows back in place (the others zero) for the public shapes.
 """
 
 import torch
@@ -98,3 +102,22 @@ class CandidateSelector(nn.Module):
             prev = cand[t, torch.argmax(scores)]
             path.append(prev)
         return torch.stack(path), cand
+
+
+SELECTOR_PREFIX = "candidate_selector."
+_SUCCESSORS = SELECTOR_PREFIX + "successor_codebook"
+
+
+def pack_selector(state: dict[str, torch.Tensor], d2t: torch.Tensor) -> dict[str, torch.Tensor]:
+    """The selector tensors of a drafter state, the successor codebook cut to rows `d2t` (the target ids of the
+    draft vocabulary)."""
+    parts = {k: v for k, v in state.items() if k.startswith(SELECTOR_PREFIX)}
+    return {**parts, _SUCCESSORS: parts[_SUCCESSORS][d2t].contiguous()}
+
+
+def unpack_selector(parts: dict[str, torch.Tensor], d2t: torch.Tensor, vocab_size: int) -> dict[str, torch.Tensor]:
+    """`pack_selector`'s inverse on the rows it kept: the successor codebook [vocab_size, r], zero elsewhere."""
+    rows = parts[_SUCCESSORS]
+    full = rows.new_zeros(vocab_size, rows.shape[1])
+    full[d2t] = rows
+    return {**parts, _SUCCESSORS: full}

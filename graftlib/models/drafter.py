@@ -37,7 +37,10 @@ rule: `is_causal` absent, sliding-window layers are causal and full ones bidirec
 makes the sliding windows two-sided, `true` every layer causal.
 
 Checkpoints: `config.json` + `*.safetensors` with the z-lab state-dict names (no embed_tokens,
-no lm_head). Loading reports missing, unexpected and mis-shaped tensors by name.
+no lm_head). Loading reports missing, unexpected and mis-shaped tensors by name. A selector trained on a
+frozen drafter may ship alone (`selector_of` in `dflash_config`: the drafter's directory, relative to the
+checkpoint's; its only weights `SELECTOR_FILE`, packed by `dflash2.pack_selector`): loading reads the drafter's
+weights from there and the selector's from here, to the same state a full checkpoint would give.
 """
 
 import json
@@ -52,10 +55,14 @@ from torch import nn
 
 from graftlib.core.errors import GraftError, require
 from graftlib.core.paths import ASSETS_DIR
-from graftlib.models.dflash2 import BlockConv, CandidateSelector
+from graftlib.models.dflash2 import BlockConv, CandidateSelector, unpack_selector
 
 EMBEDDED_DRAFTER = "embedded"
 EMBEDDED_DRAFTER_DIR = ASSETS_DIR / "drafters" / "smollm2-135m-dflash"
+# the embedded drafter's drafts with a DFlash 2 selector trained on them (`graft ship-dflash2`)
+EMBEDDED_DFLASH2 = "embedded-dflash2"
+EMBEDDED_DFLASH2_DIR = ASSETS_DIR / "drafters" / "smollm2-135m-dflash2"
+EMBEDDED_DRAFTERS = {EMBEDDED_DRAFTER: EMBEDDED_DRAFTER_DIR, EMBEDDED_DFLASH2: EMBEDDED_DFLASH2_DIR}
 
 
 @dataclass
@@ -92,6 +99,9 @@ class DFlashConfig:
     conv_group_size: int = 16
     selector_rank: int | None = None
     selector_top_k: int = 16
+    # graftlib extension: this checkpoint holds a selector alone (`SELECTOR_FILE`, `dflash2.pack_selector`) that
+    # completes the drafter weights in this directory, relative to the checkpoint's own
+    selector_of: str | None = None
 
     @property
     def architecture(self) -> str:
@@ -149,6 +159,7 @@ class DFlashConfig:
             conv_group_size=int(dc.get("conv_group_size", d.get("conv_group_size", 16))),
             selector_rank=rank,
             selector_top_k=int(dc.get("selector_top_k", d.get("selector_top_k", 16))),
+            selector_of=dc.get("selector_of"),
         )
 
     def to_dict(self) -> dict:
@@ -158,7 +169,7 @@ class DFlashConfig:
         defaults = {"input_embedding_scale": 1.0, "output_multiplier": 1.0,
                     "final_logit_softcapping": None, "draft_vocab_size": None,
                     "draft_head": False, "anchor_context": False, "conv_kernel_size": None, "conv_group_size": 16,
-                    "selector_rank": None, "selector_top_k": 16}
+                    "selector_rank": None, "selector_top_k": 16, "selector_of": None}
         for key, default in defaults.items():
             value = d.pop(key)
             if value != default:
@@ -461,7 +472,19 @@ def _read_config(path: Path) -> DFlashConfig:
         raise GraftError(f"drafter config {cfg_file} is malformed: {type(e).__name__}: {e}") from None
 
 
-def _read_state(path: Path) -> dict[str, torch.Tensor] | None:
+SELECTOR_FILE = "selector.safetensors"  # a selector-only checkpoint's weights (`DFlashConfig.selector_of`)
+
+
+def _read_state(path: Path, cfg: DFlashConfig | None = None) -> dict[str, torch.Tensor] | None:
+    """The checkpoint's tensors (None: no weights); for a selector-only checkpoint (`cfg.selector_of`) the
+    drafter's from that directory with the selector's unpacked over them."""
+    if cfg is not None and cfg.selector_of:
+        base = (path / cfg.selector_of).resolve()
+        state = _read_state(base)
+        require(state is not None, f"drafter {path}: its selector_of directory {base} holds no drafter weights")
+        require((path / SELECTOR_FILE).is_file(), f"drafter {path}: selector_of is set but {SELECTOR_FILE} is missing")
+        d2t = state.get("d2t", torch.arange(cfg.vocab_size))
+        return {**state, **unpack_selector(load_file(path / SELECTOR_FILE), d2t, cfg.vocab_size)}
     files = sorted(path.glob("*.safetensors"))
     if not files:
         return None
@@ -485,7 +508,8 @@ def load_state_strict(module: nn.Module, state: dict[str, torch.Tensor], where: 
 
 
 def resolve_drafter(name_or_path: str) -> Path:
-    path = EMBEDDED_DRAFTER_DIR if name_or_path == EMBEDDED_DRAFTER else Path(name_or_path).expanduser()
+    """The checkpoint directory of an embedded drafter's name (`EMBEDDED_DRAFTERS`) or of a path."""
+    path = EMBEDDED_DRAFTERS.get(name_or_path) or Path(name_or_path).expanduser()
     require(path.exists(), f"drafter path {path} does not exist")
     require(path.is_dir(), f"drafter path {path} is a file; pass the checkpoint directory")
     return path
@@ -504,7 +528,7 @@ def load_drafter(name_or_path: str, target_config, device="cpu", dtype=torch.flo
     torch.manual_seed(seed)
     drafter = DFlashDrafter(cfg)
     init_weights(drafter)
-    state = _read_state(path)
+    state = _read_state(path, cfg)
     if state is not None:
         load_state_strict(drafter, state, str(path))
     return drafter.to(device=device, dtype=dtype).eval().requires_grad_(False), state is not None

@@ -62,6 +62,12 @@ class Pair:
     def prompt_ids(self, text: str) -> list[int]:
         return conversation_ids(self.tokenizer, [text])
 
+    def with_drafter(self, drafter: str) -> "Pair":
+        """The same target (shared, not reloaded) with the DFlash drafter `drafter` (a name or a path)."""
+        draft, trained = load_drafter(drafter, self.target.config, device=self.device, dtype=self.target.dtype)
+        return Pair(self.target, self.tokenizer, draft, trained, self.target_name, drafter,
+                    eagle3_path=self.eagle3_path)
+
     def _drafter_id(self) -> str:
         self.drafter_id = weights_id(self.drafter)
         return self.drafter_id

@@ -38,12 +38,22 @@ first and `graft prepare --ship` next. `graft ship-eagle3 --from DIR` does the s
 drafter of the AR-drafted methods (loaded strictly with the embedded target's embedding; nothing else
 is fitted for it, but figures drawn with it name its id); `--reference DIR` ships beside it the DFlash
 drafter scored on its held-out anchors (`graftlib.training.anchors`), for the families table.
+`graft ship-dflash2 --from DIR` ships the embedded DFlash 2 drafter (`--drafter embedded-dflash2`): the embedded
+drafter's weights with a DFlash 2 selector trained on them frozen (`graft train-drafter --parts-only`), refused
+unless its draft weights' fingerprint is the embedded drafter's, so the shipped scorers and calibration hold
+for it. It ships as a selector-only checkpoint (`drafter.DFlashConfig.selector_of`, `dflash2.pack_selector`):
+its config and the packed selector, no copy of the drafter. Table 2's notebook sets TDES beside that selector
+(`graftlib.lab.edge_scores`).
 """
 
 import json
+import os
 import shutil
 import time
 from pathlib import Path
+
+import torch
+from safetensors.torch import load_file, save_file
 
 from graftlib.core.errors import require
 from graftlib.core.paths import portable
@@ -58,7 +68,7 @@ from graftlib.training.anchors import REFERENCE, check_reference, training_recor
 REGENERATE = "make artifacts"
 # A drafter directory's files that ship (config.json and the weights are required).
 DRAFTER_FILES = ("config.json", "model.safetensors", "training.json", "metrics.jsonl", "lineage.jsonl")
-FAMILIES = {"dflash": "DFlash", "eagle3": "EAGLE-3"}  # `ship_drafter`'s families and their names
+FAMILIES = {"dflash": "DFlash", "dflash2": "DFlash 2", "eagle3": "EAGLE-3"}  # `ship_drafter`'s families, names
 
 
 def require_embedded(target: str, drafter: str) -> None:
@@ -154,9 +164,10 @@ def ship(folder: str | Path, embedded: PairId, assets: ShippedAssets | None = No
 
 
 def ship_drafter(src: str | Path, target, dest: Path, family: str = "dflash", log=print,
-                 reference: tuple[str | Path, Path] | None = None) -> list[Path]:
-    """Make the `family` ("dflash" or "eagle3") drafter in `src` the one in `dest` (module doc); `target`
-    is the target model it must fit (an EAGLE-3 checkpoint leaves its embedding to the target's).
+                 reference: tuple[str | Path, Path] | None = None, drafts_of: Path | None = None) -> list[Path]:
+    """Make the `family` ("dflash", "dflash2" or "eagle3") drafter in `src` the one in `dest` (module doc);
+    `target` is the target model it must fit (an EAGLE-3 checkpoint leaves its embedding to the target's).
+    `drafts_of` (DFlash 2 only): the DFlash drafter directory whose drafts it must keep (None: the embedded one's).
     `reference` (EAGLE-3 only): (the shipped DFlash drafter scored on `src`'s anchors, the shipped DFlash
     directory), checked and shipped as `anchors.REFERENCE` (`anchors.check_reference`); without it an old
     reference is removed. Returns the files written."""
@@ -168,12 +179,15 @@ def ship_drafter(src: str | Path, target, dest: Path, family: str = "dflash", lo
     missing = [f for f in DRAFTER_FILES[:2] if not (src / f).is_file()]
     require(not missing, f"{src} is not a {name} drafter directory (missing {', '.join(missing)})")
     require(src.resolve() != dest.resolve(), f"{src} is already the shipped drafter")
-    _load_strict(family, src, target)  # a drafter of another target is refused here
+    _load_strict(family, src, target, drafts_of)  # a drafter of another target is refused here
     ref = check_reference(reference[0], training_record(src), reference[1]) if reference else None
     dest.mkdir(parents=True, exist_ok=True)
     names = [f for f in DRAFTER_FILES if (src / f).is_file()]
     staged = []
     try:
+        if family == "dflash2":  # the selector alone, beside the drafter it completes
+            staged += _stage_selector(src, dest, drafts_of or _embedded_dir())
+            names = [f for f in names if f not in DRAFTER_FILES[:2]]
         for name in names:
             tmp = dest / (name + ".partial")
             shutil.copyfile(src / name, tmp)
@@ -187,7 +201,9 @@ def ship_drafter(src: str | Path, target, dest: Path, family: str = "dflash", lo
             tmp.unlink(missing_ok=True)
         raise
     shipping = {final.name for _, final in staged}
-    for name in [*DRAFTER_FILES[2:], *([REFERENCE] if family == "eagle3" else [])]:
+    stale = [*DRAFTER_FILES[2:], *([REFERENCE] if family == "eagle3" else []),
+             *(["model.safetensors"] if family == "dflash2" else [])]
+    for name in stale:
         if name not in shipping:  # an old record that the new drafter lacks would describe the wrong weights
             (dest / name).unlink(missing_ok=True)
     for tmp, final in staged:
@@ -196,12 +212,50 @@ def ship_drafter(src: str | Path, target, dest: Path, family: str = "dflash", lo
     return [final for _, final in staged]
 
 
-def _load_strict(family: str, src: Path, target) -> None:
-    """Load the drafter in `src` strictly against `target`: GraftError on any misfit."""
-    if family == "dflash":
-        from graftlib.models.drafter import load_drafter
+def _embedded_dir() -> Path:
+    from graftlib.models.drafter import EMBEDDED_DRAFTER_DIR
 
-        load_drafter(str(src), target.config, device="cpu")
+    return EMBEDDED_DRAFTER_DIR
+
+
+def _stage_selector(src: Path, dest: Path, drafts_of: Path) -> list[tuple[Path, Path]]:
+    """A DFlash 2 drafter's selector as a selector-only checkpoint in `dest` (`drafter.DFlashConfig.selector_of`:
+    `drafts_of`, relative to `dest`): its config and `SELECTOR_FILE`, staged as `.partial`."""
+    from graftlib.models.dflash2 import pack_selector
+    from graftlib.models.drafter import SELECTOR_FILE
+
+    config = json.loads((src / "config.json").read_text())
+    config.setdefault("dflash_config", {})["selector_of"] = os.path.relpath(drafts_of.resolve(), dest.resolve())
+    state = load_file(src / "model.safetensors")
+    d2t = state["d2t"] if "d2t" in state else torch.arange(config["vocab_size"])
+    out = []
+    tmp = dest / "config.json.partial"
+    tmp.write_text(json.dumps(config, indent=2) + "\n")
+    out.append((tmp, dest / "config.json"))
+    tmp = dest / (SELECTOR_FILE + ".partial")
+    save_file(pack_selector(state, d2t), tmp, metadata={"format": "pt"})
+    out.append((tmp, dest / SELECTOR_FILE))
+    return out
+
+
+def _load_strict(family: str, src: Path, target, drafts_of: Path | None = None) -> None:
+    """Load the drafter in `src` strictly against `target`: GraftError on any misfit. A DFlash 2 drafter must
+    also hold a selector and draft what the drafter in `drafts_of` (None: the embedded one) drafts (their
+    `identify` fingerprints equal)."""
+    if family in ("dflash", "dflash2"):
+        from graftlib.models.drafter import load_drafter
+        from graftlib.models.pair import identify
+
+        drafter, _ = load_drafter(str(src), target.config, device="cpu")
+        if family == "dflash2":
+            require(getattr(drafter, "candidate_selector", None) is not None,
+                    f"{portable(src)} has no DFlash 2 candidate selector (selector_rank in its dflash_config)")
+            base = drafts_of or _embedded_dir()
+            plain, _ = load_drafter(str(base), target.config, device="cpu")
+            mine, theirs = (identify(target, d).drafter_fingerprint for d in (drafter, plain))
+            require(mine == theirs, f"{portable(src)} drafts with weights {mine}, not those of {portable(base)} "
+                    f"({theirs}): train its selector on that drafter frozen (`graft train-drafter --init-drafter DIR "
+                    "--selector-rank R --parts-only`)")
     else:
         from graftlib.models.eagle3 import load_eagle3
 
@@ -228,21 +282,29 @@ def add_parser(sub) -> None:
                    help="the shipped DFlash drafter scored on this drafter's held-out anchors (`experiments/eagle3-equal.sh`'s "
                    "runs/eagle3-equal-dflash/drafter), shipped beside it for the families table")
     p.set_defaults(func=run_ship_drafter, family="eagle3")
+    p = sub.add_parser("ship-dflash2", help="make a DFlash 2 drafter directory (the embedded drafter's weights and "
+                       "a selector trained on them, `--parts-only`) the one of `--drafter embedded-dflash2`")
+    p.add_argument("--from", dest="folder", required=True,
+                   help="the drafter directory (e.g. runs/drafter-dflash2/selector/drafter)")
+    p.set_defaults(func=run_ship_drafter, family="dflash2")
 
 
 def run_ship_drafter(args) -> int:
-    from graftlib.models.drafter import EMBEDDED_DRAFTER_DIR
+    from graftlib.models.drafter import EMBEDDED_DFLASH2_DIR, EMBEDDED_DRAFTER_DIR
     from graftlib.models.eagle3 import EMBEDDED_EAGLE3_DIR
     from graftlib.models.target import load_target
 
     target, _ = load_target(EMBEDDED_TARGET, device="cpu")
-    dest = EMBEDDED_DRAFTER_DIR if args.family == "dflash" else EMBEDDED_EAGLE3_DIR
+    dest = {"dflash": EMBEDDED_DRAFTER_DIR, "dflash2": EMBEDDED_DFLASH2_DIR, "eagle3": EMBEDDED_EAGLE3_DIR}[args.family]
     reference = getattr(args, "reference", None)
     written = ship_drafter(args.folder, target, dest, args.family,
                            reference=(reference, EMBEDDED_DRAFTER_DIR) if reference else None)
     if args.family == "dflash":
         print(f"shipped {len(written)} files of {args.folder} as the embedded drafter; its scorers and calibration "
               f"are now stale: run `{REGENERATE}` (traces, TDES, SABA, figures)")
+    elif args.family == "dflash2":
+        print(f"shipped {len(written)} files of {args.folder} as the embedded DFlash 2 drafter (the embedded drafter's "
+              "drafts, so its scorers and calibration hold); refresh Table 2's figures with `make main`")
     else:
         print(f"shipped {len(written)} files of {args.folder} as the embedded EAGLE-3 drafter; the figures drawn "
               "with the old one name its id (figures/manifest.json): refresh them with `make main`")
