@@ -25,14 +25,15 @@ FIGURES = PROJECT_DIR / workbook.FIGURES_DIR
 
 @pytest.fixture
 def assets(tmp_path) -> ShippedAssets:
-    """The shipped scorers, calibration and AR drafter cost, copied, and a stand-in EAGLE-3 checkpoint (its id
-    is its files' bytes; the real drafters stay behind)."""
+    """The shipped scorers, calibration and AR drafter cost, copied, and stand-in EAGLE-3 and DFlash 2 checkpoints
+    (their ids are their files' bytes; the real drafters stay behind)."""
     for sub in ("tdes", "saba", "costs"):
         shutil.copytree(ShippedAssets().root / sub, tmp_path / "assets" / sub)
     out = ShippedAssets(tmp_path / "assets")
-    out.eagle3.mkdir(parents=True)
-    (out.eagle3 / "config.json").write_text("{}")
-    (out.eagle3 / "model.safetensors").write_bytes(b"weights")
+    for drafter in (out.eagle3, out.dflash2):
+        drafter.mkdir(parents=True)
+        (drafter / "config.json").write_text("{}")
+        (drafter / "model.safetensors").write_bytes(drafter.name.encode())
     return out
 
 
@@ -47,6 +48,11 @@ def test_the_paper_notebooks_are_those_that_decide_in_the_paper_regime():
 
     calls = {p.stem for p in workbook.notebooks() if re.search(r"\bpaper\(", p.read_text())}
     assert calls == figures_manifest.PAPER_NOTEBOOKS
+
+
+def test_the_dflash2_notebooks_are_those_that_set_tdes_beside_the_selector():
+    calls = {p.stem for p in workbook.notebooks() if "edge_score_records(" in p.read_text()}
+    assert calls == figures_manifest.DFLASH2_NOTEBOOKS
 
 
 def test_an_eagle3_checkpoint_id_names_its_files(tmp_path, assets):
@@ -66,7 +72,8 @@ def test_by_default_the_notebooks_draw_with_the_shipped_artifacts(monkeypatch):
     monkeypatch.delenv("GRAFT_TDES", raising=False)
     monkeypatch.delenv("GRAFT_SABA_PARAMS", raising=False)
     used = drawn_with(workbook.PROFILES["quick"])
-    assert {k: used[k] for k in ("pair", "tdes", "saba", "saba_paper", "cost_profile", "eagle3")} == shipped_ids()
+    keys = ("pair", "tdes", "saba", "saba_paper", "cost_profile", "eagle3", "dflash2")
+    assert {k: used[k] for k in keys} == shipped_ids()
     assert used["commit"] is None or len(used["commit"]) == 40
 
 
@@ -110,7 +117,7 @@ def test_check_figures_names_every_figure_that_is_not_make_mains(tmp_path, asset
     assert len(missing) == 1 and "manifest.json does not exist: run `make main`" in missing[0]
     shipped = shipped_ids(assets)
     names = ["ok.png", "edited.csv", "full.png", "drafter.png", "saba.png", "scorer.pdf", "cost.png", "gone.png",
-             "eagle3.png", "no-eagle3.png"]
+             "eagle3.png", "no-eagle3.png", "dflash2.png"]
     for name in names:
         (figs / name).write_text(name)
     record(figs, names, "nb", "quick", shipped)
@@ -123,6 +130,7 @@ def test_check_figures_names_every_figure_that_is_not_make_mains(tmp_path, asset
     record(figs, ["cost.png"], "nb", "quick", {**shipped, "cost_profile": "0" * 12})
     record(figs, ["eagle3.png"], "table1_main_results", "quick", {**shipped, "eagle3": "0" * 12})
     record(figs, ["no-eagle3.png"], "fig5_generalization", "quick", {**shipped, "eagle3": "0" * 12})  # not read
+    record(figs, ["dflash2.png"], "table2_components", "quick", {**shipped, "dflash2": "0" * 12})
     (figs / "edited.csv").write_text("edited by hand")
     (figs / "gone.png").unlink()
     (figs / "stray.png").write_text("drawn outside the workbook")
@@ -131,7 +139,8 @@ def test_check_figures_names_every_figure_that_is_not_make_mains(tmp_path, asset
                 "edited.csv: changed since nb drew it", "full.png: drawn with profile 'full', not 'quick'",
                 "drafter.png: drawn with the pair", "saba.png: drawn with saba 000000000000",
                 "scorer.pdf: drawn with the gsm8k TDES scorer 000000000000", "cost.png: drawn with cost_profile",
-                "eagle3.png: drawn with the EAGLE-3 drafter 000000000000"]
+                "eagle3.png: drawn with the EAGLE-3 drafter 000000000000",
+                "dflash2.png: drawn with the DFlash 2 drafter 000000000000"]
     assert len(problems) == len(expected), problems
     for start in expected:
         assert any(p.startswith(start) for p in problems), (start, problems)

@@ -58,7 +58,8 @@ def test_every_notebook_has_a_parameters_cell_of_primitives():
             value = ast.literal_eval(p["default"])
             assert isinstance(value, str | int | float | bool), f"{book.name}: {name} is not a primitive"
         for profile in PROFILES.values():
-            missing = [k for k in declared if k not in profile and k not in ("target", "drafter", "results_dir",
+            missing = [k for k in declared if k not in profile and k not in ("target", "drafter", "selector_drafter",
+                                                                                "results_dir",
                                                                                 "figures_dir", "gsm8k_scorer",
                                                                                 "cost_profile", "dtype")]
             assert not missing, f"{book.name}: profile {profile['profile']} sets no value for {missing}"

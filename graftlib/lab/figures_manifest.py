@@ -16,6 +16,8 @@ notebooks keeps the others' entries):
                   parameter, else the one derived from the shipped calibration and AR drafter cost)
     eagle3        `eagle3.checkpoint_id` of the EAGLE-3 drafter the AR-drafted baselines and the drafter
                   families' comparison read (the pair's; None when it has none)
+    dflash2       the same id of the DFlash 2 drafter whose selector Table 2's notebook sets beside TDES
+                  (the `selector_drafter` parameter, default `embedded-dflash2`; None without weights)
     commit        the graftlib git commit (None outside a git checkout) and whether the tree was dirty
 (`drawn_with` is computed once per run, on the first notebook that draws: it loads the pair.)
 
@@ -23,7 +25,7 @@ notebooks keeps the others' entries):
 have an entry, its sha256 must be the file's (nothing redrew it outside the workbook), its profile
 the committed one (`quick`, what `make main` draws) and its `drawn_with` the shipped artifacts'
 ids (`shipped_ids`; the EAGLE-3 drafter's for the notebooks that run EAGLE-3 and OPT-Tree or read
-its training record, `EAGLE3_NOTEBOOKS`): the committed figures are what `make main` draws from the committed artifacts.
+its training record, `EAGLE3_NOTEBOOKS`; the DFlash 2 drafter's for `DFLASH2_NOTEBOOKS`): the committed figures are what `make main` draws from the committed artifacts.
 It returns one line per problem (empty: none), so a test can show them all.
 """
 
@@ -50,6 +52,8 @@ COMMITTED_PROFILE = "quick"
 # or read its training record, `EMBEDDED_EAGLE3_DIR`; tests/test_figures_manifest.py keeps this set equal to them)
 EAGLE3_NOTEBOOKS = frozenset({"fig1b_mismatch", "paper_regime", "sampling_temperature", "table1_main_results",
                               "table2_components", "train_drafter"})
+# the notebooks that decode with the DFlash 2 drafter's selector (`graftlib.lab.edge_scores`)
+DFLASH2_NOTEBOOKS = frozenset({"table2_components"})
 # notebooks that decide with the paper-grid calibration (`saba_paper`): those drawing the paper's regime
 PAPER_NOTEBOOKS = frozenset({"fig1b_mismatch", "fig5_generalization", "fig6_oracle_tracking", "paper_regime",
                              "table1_main_results", "table2_components", "table3_beta"})
@@ -94,6 +98,7 @@ def git_commit(root: Path = PROJECT_DIR) -> dict:
 
 def drawn_with(params: dict) -> dict:
     """What the notebooks of a run with these parameters draw with (module doc); loads the pair once."""
+    from graftlib.models.drafter import EMBEDDED_DFLASH2, resolve_drafter
     from graftlib.models.pair import load_pair
     from graftlib.models.target import EMBEDDED_TARGET
 
@@ -107,7 +112,8 @@ def drawn_with(params: dict) -> dict:
                      "gsm8k": scorer_id(params.get("gsm8k_scorer") or GSM8K_PATH)},
             "saba": default_params().id, "saba_paper": _paper_id(PAPER_PATH),
             "cost_profile": load_profile(params.get("cost_profile") or None).id,
-            "eagle3": eagle3, **git_commit()}
+            "eagle3": eagle3, "dflash2": checkpoint_id(resolve_drafter(params.get("selector_drafter") or EMBEDDED_DFLASH2)),
+            **git_commit()}
 
 
 def shipped_ids(assets: ShippedAssets | None = None) -> dict:
@@ -118,7 +124,7 @@ def shipped_ids(assets: ShippedAssets | None = None) -> dict:
             "tdes": {name: scorer_id(path) for name, path in assets.scorers().items()},
             "saba": saba.id, "saba_paper": _paper_id(assets.saba_paper),
             "cost_profile": with_ar_draft(from_saba(saba), *load_ar_draft_cost(assets.ar_draft_cost)).id,
-            "eagle3": checkpoint_id(assets.eagle3)}
+            "eagle3": checkpoint_id(assets.eagle3), "dflash2": checkpoint_id(assets.dflash2)}
 
 
 def _paper_id(path: Path) -> str | None:
@@ -161,6 +167,9 @@ def _entry_problems(name: str, entry: dict, folder: Path, shipped: dict, profile
             out.append(f"{name}: drawn with {key} {used.get(key)}, the shipped one is {ids}")
     if entry.get("notebook") in EAGLE3_NOTEBOOKS and used.get("eagle3") != shipped["eagle3"]:
         out.append(f"{name}: drawn with the EAGLE-3 drafter {used.get('eagle3')}, the shipped one is {shipped['eagle3']}")
+    if entry.get("notebook") in DFLASH2_NOTEBOOKS and used.get("dflash2") != shipped["dflash2"]:
+        out.append(f"{name}: drawn with the DFlash 2 drafter {used.get('dflash2')}, the shipped one is "
+                   f"{shipped['dflash2']}")
     tdes = used.get("tdes") or {}
     for scorer, ident in sorted(tdes.items()):
         if shipped["tdes"].get(scorer) != ident:

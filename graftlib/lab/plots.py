@@ -18,6 +18,7 @@ legend says which is which; the profile's id is in figures/manifest.json and the
 notes beside the table's CSV; wall-clock speedups carry their paired bootstrap 95% interval as whiskers.
 """
 
+import math
 from pathlib import Path
 
 from graftlib.training.lineage import eval_records, stages
@@ -381,6 +382,34 @@ def plot_generalization(F, title: str):
     fig.suptitle(title, fontsize=7)
     fig.tight_layout()
     legend_below(fig, axes)
+    return fig
+
+
+def plot_edge_scores(tables: dict, title: str):
+    """Per regime (a row of panels): the mismatch rate, MAT and modeled tokens/s against DDTree per task and
+    pooled, one bar per edge score (its colour kept across panels). `tables`: {regime label:
+    `graftlib.lab.edge_scores.edge_score_table`}."""
+    import matplotlib.pyplot as plt
+
+    scores = list(dict.fromkeys(s for T in tables.values() for s in T.index.get_level_values("edge score")))
+    colors = dict(zip(scores, plt.get_cmap("tab10").colors, strict=False))
+    panels = (("mismatch rate", "parent-child mismatch rate", None), ("MAT", "MAT (tokens a round)", None),
+              ("modeled TPS / DDTree", "modeled tokens/s / DDTree", 1.0))
+    fig, axes = plt.subplots(len(tables), len(panels), figsize=(4.2 * len(panels), 3.0 * len(tables)), squeeze=False)
+    for row, (label, T) in zip(axes, tables.items(), strict=True):
+        tasks = list(dict.fromkeys(T.index.get_level_values("task")))
+        for ax, (col, name, line) in zip(row, panels, strict=True):
+            series = [(score, [T[col].get((t, score), float("nan")) for t in tasks], colors[score])
+                      for score in scores]
+            grouped_bars(ax, tasks, series)
+            if line is not None:  # a ratio: the axis from just under its lowest bar, so a few percent show
+                ax.axhline(line, color="gray", lw=0.5)
+                low = min((v for _, values, _ in series for v in values if not math.isnan(v)), default=line)
+                ax.set_ylim(bottom=min(line, low) - 0.05)
+            ax.set_title(f"{name}\n{label}", fontsize=8)
+    fig.suptitle(title, fontsize=7)
+    fig.tight_layout()
+    legend_below(fig, axes.ravel())
     return fig
 
 

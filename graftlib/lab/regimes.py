@@ -107,7 +107,7 @@ def regime_bench(pair, regime: Regime, prompts: list, runs: list[Run], max_new_t
                      tdes=tdes, beta=beta, cost_profile=regime.profile, saba=regime.saba, walk=regime.walk)
 
 
-def _tasks_bench(pair, regime: Regime, tasks: list[str], n_prompts: int, runs: list[Run], max_new_tokens: int, out,
+def tasks_bench(pair, regime: Regime, tasks: list[str], n_prompts: int, runs: list[Run], max_new_tokens: int, out,
                  **kwargs) -> list[dict]:
     records = []
     for task in tasks:
@@ -122,7 +122,7 @@ def regime_records(pair, regime: Regime, tasks: list[str], n_prompts: int, max_n
     bench of a regime that the Table 1, Table 2, Figure 1(b) and paper_regime notebooks share. They pass the
     same parameters, so the setting and the file (`<results_dir>/regime_<name>.jsonl`) are the same and a
     notebook finds the records an earlier one decoded (`run_bench` resumes by setting, prompt and run)."""
-    return _tasks_bench(pair, regime, tasks, n_prompts, regime_runs(regime, ar_drafted), max_new_tokens,
+    return tasks_bench(pair, regime, tasks, n_prompts, regime_runs(regime, ar_drafted), max_new_tokens,
                         Path(results_dir) / f"regime_{regime.name}.jsonl", progress=progress)
 
 
@@ -163,7 +163,7 @@ def regime_transfer(pair, regime: Regime, tasks: list[str], n_prompts: int, max_
         cols["TPS / DDTree"] = "tokens_per_s"
     frames = {}
     for scorer, path in scorers.items():
-        recs = _tasks_bench(pair, regime, tasks, n_prompts, runs, max_new_tokens, out, tdes=path)
+        recs = tasks_bench(pair, regime, tasks, n_prompts, runs, max_new_tokens, out, tdes=path)
         rows = {}
         for task, task_recs in by_task(recs).items():
             s = {row["method"]: row for row in summarize(task_recs)}
@@ -184,7 +184,7 @@ def regime_betas(pair, regime: Regime, task: str, n_prompts: int, max_new_tokens
 
     rows = {}
     for beta in betas:
-        recs = _tasks_bench(pair, regime, [task], n_prompts, [Run("ar", None), Run("graft", regime.cap)],
+        recs = tasks_bench(pair, regime, [task], n_prompts, [Run("ar", None), Run("graft", regime.cap)],
                             max_new_tokens, out, beta=beta)
         s = next(row for row in summarize(recs) if row["method"] == "graft")
         rows[beta] = {"MAT": s["mat"], "nodes/round": s["mean_nodes"], "modeled TPS": s["modeled_tokens_per_s"],
