@@ -17,7 +17,7 @@ notebooks keeps the others' entries):
     eagle3        `eagle3.checkpoint_id` of the EAGLE-3 drafter the AR-drafted baselines and the drafter
                   families' comparison read (the pair's; None when it has none)
     dflash2       the same id of the DFlash 2 drafter whose selector Table 2's notebook sets beside TDES
-                  (the `selector_drafter` parameter, default `embedded-dflash2`; None without weights)
+                  (the `selector_drafter` parameter, default `embedded-dflash2`, "" the pair's drafter)
     commit        the graftlib git commit (None outside a git checkout) and whether the tree was dirty
 (`drawn_with` is computed once per run, on the first notebook that draws: it loads the pair.)
 
@@ -112,7 +112,8 @@ def drawn_with(params: dict) -> dict:
                      "gsm8k": scorer_id(params.get("gsm8k_scorer") or GSM8K_PATH)},
             "saba": default_params().id, "saba_paper": _paper_id(PAPER_PATH),
             "cost_profile": load_profile(params.get("cost_profile") or None).id,
-            "eagle3": eagle3, "dflash2": checkpoint_id(resolve_drafter(params.get("selector_drafter") or EMBEDDED_DFLASH2)),
+            "eagle3": eagle3, "dflash2": checkpoint_id(resolve_drafter(
+                params.get("selector_drafter", EMBEDDED_DFLASH2) or params.get("drafter", "embedded"))),
             **git_commit()}
 
 
