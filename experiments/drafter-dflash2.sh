@@ -8,8 +8,8 @@
 #   chain (dflash2) and DDTree@16 reweighted by the selector (ddtree+sel): MAT, mismatch, draft ms a round.
 #   A third arm ("selector") trains the selector alone on the frozen shipped drafter (--parts-only: its drafts, and
 #   so the shipped TDES scorer and SABA calibration, stay valid): TDES vs the selector vs both at equal budgets on
-#   the same drafts, walked along AR's tokens (the verified decode's rounds, tests/test_selector.py) and priced in
-#   this machine's regime (DDTree@16, the shipped CPU profile) and the paper's (DDTree@128, paper-a100).
+#   the same drafts, in this machine's regime (DDTree@16, verified and timed, priced by the shipped CPU profile) and
+#   the paper's (DDTree@128, walked along AR's tokens, tests/test_selector.py, and priced by paper-a100).
 #   On a fresh machine it featurizes D2_CORPORA first (2 chat shards, 6 task shards, 4 regular ones).
 # Takes: ~35 min featurizing on a 2-core AVX512-BF16 CPU (resumable per shard), 30 min training (three arms of
 #   20 CPU-minutes on two cores), ~40 min of benches.
@@ -43,7 +43,7 @@ for task in gsm8k mbpp alpaca; do
 done
 SEL=runs/drafter-dflash2/selector/drafter
 for task in gsm8k mbpp alpaca; do
-  graft bench --walk --drafter "$SEL" --task "$task" --n-prompts "$D2_N" --max-new-tokens 128 \
+  graft bench --drafter "$SEL" --task "$task" --n-prompts "$D2_N" --max-new-tokens 128 \
     --methods ar ddtree@16 ddtree+tdes@16 ddtree+sel@16 ddtree+tdes+sel@16 --out "results/selector-vs-tdes-machine-$task.jsonl"
   graft bench --walk --drafter "$SEL" --task "$task" --n-prompts "$D2_N" --max-new-tokens 128 \
     --cost-profile graftlib/assets/costs/paper-a100.json \

@@ -48,6 +48,7 @@ def test_the_table_gives_each_edge_score_against_ddtree_per_task_and_pooled():
     assert T.loc[("gsm8k", "+TDES"), "MAT"] == pytest.approx(2.5)
     assert T.loc[("mbpp", "+selector"), "modeled TPS / DDTree"] == pytest.approx((18 / 1.2) / (20 / 1.0))
     assert T.loc[("gsm8k", "+TDES+selector"), "TPS / DDTree"] == pytest.approx((32 / 1.5) / (20 / 2.0))
+    assert pd.isna(T.loc[("gsm8k", "+TDES"), "TPS / DDTree lo"])  # one prompt a task: no interval
     pooled = T.loc[(POOLED, "+TDES")]
     assert pooled["mismatch rate"] == pytest.approx(4 / 20) and pooled["mismatch reduction %"] == pytest.approx(100 / 3)
     assert pooled["MAT"] == pytest.approx(45 / 20) and pooled["prompts"] == 2
@@ -69,6 +70,16 @@ def test_a_drafter_without_a_selector_is_named():
     pair = SimpleNamespace(drafter=SimpleNamespace())
     with pytest.raises(GraftError, match="has no DFlash 2 candidate selector"):
         edge_score_records(pair, machine(), ["gsm8k"], 1, 8, "results")
+
+
+def test_the_wall_clock_ratio_pairs_each_prompt_with_ddtree_s_and_has_an_interval():
+    recs = []
+    for uid, slow in (("p0", 1.0), ("p1", 2.0), ("p2", 4.0)):  # prompts of different lengths, TDES 1.25x on each
+        recs += [_record("ddtree", 16, "gsm8k", uid, 20, 10, 1.0, 2, decode_s=slow),
+                 _record("ddtree+tdes", 16, "gsm8k", uid, 20, 10, 1.0, 1, decode_s=slow / 1.25)]
+    row = edge_score_table(recs, machine((8, 16), 64, budget=16)).loc[("gsm8k", "+TDES")]
+    assert row["TPS / DDTree"] == pytest.approx(1.25)
+    assert row["TPS / DDTree lo"] == pytest.approx(1.25) and row["TPS / DDTree hi"] == pytest.approx(1.25)
 
 
 def test_the_paper_s_tdes_row_stands_beside_ours():

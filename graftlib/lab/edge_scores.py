@@ -10,7 +10,8 @@ so TDES's scorer and the selector rerank the very same drafts), one budget, one 
 +TDES, +selector and +TDES+selector at the regime's fixed budget, `edge_score_records` decodes them on
 a few tasks into `<results_dir>/edge_scores_<regime>.jsonl` (resumable like every bench), and
 `edge_score_table` gives per task and pooled over tasks: nodes per round, MAT, the mismatch rate and
-its reduction against DDTree, tokens/s against DDTree modeled (and measured where the decodes were verified),
+its reduction against DDTree, tokens/s against DDTree modeled (and, where the decodes were verified, measured,
+paired per prompt, with its bootstrap 95% interval from 3 prompts on: `metrics.speedup_ci`),
 beside the paper's Table 2 +TDES row (Qwen3-8B, A100; the paper has no selector); `mismatches` counts
 the decodes that left AR's tokens at no near-tie (a bug; walked decodes have no verdict).
 """
@@ -45,6 +46,7 @@ def edge_score_records(pair, regime: Regime, tasks: list[str], n_prompts: int, m
 
 def _rows(records: list[dict], regime: Regime, task: str) -> list[dict]:
     s = {row["key"]: row for row in summarize(records)}
+    vs = {row["key"]: row for row in summarize(records, baseline=f"ddtree@{regime.budget}")}  # paired per prompt
     base = s.get(f"ddtree@{regime.budget}")
     require(base is not None, f"TDES vs the selector in the {regime.name} regime: no ddtree@{regime.budget} records")
     rows = []
@@ -59,7 +61,8 @@ def _rows(records: list[dict], regime: Regime, task: str) -> list[dict]:
                "modeled TPS / DDTree": r["modeled_tokens_per_s"] / base["modeled_tokens_per_s"],
                "speedup modeled": r["modeled_speedup"], "mismatches": r["mismatches"]}
         if not (r["walked"] or base["walked"]):
-            row["TPS / DDTree"] = r["tokens_per_s"] / base["tokens_per_s"]
+            lo, hi = vs[r["key"]]["speedup_ci"] or (None, None)
+            row.update({"TPS / DDTree": vs[r["key"]]["speedup"], "TPS / DDTree lo": lo, "TPS / DDTree hi": hi})
         row["paper TPS / DDTree"] = 1 + TABLE2[label][3] / 100 if label in TABLE2 else None
         rows.append(row)
     return rows
