@@ -98,11 +98,12 @@ def git_commit(root: Path = PROJECT_DIR) -> dict:
 
 def drawn_with(params: dict) -> dict:
     """What the notebooks of a run with these parameters draw with (module doc); loads the pair once."""
-    from graftlib.models.drafter import EMBEDDED_DFLASH2, resolve_drafter
+    from graftlib.models.drafter import EMBEDDED_DFLASH2, EMBEDDED_DRAFTER, resolve_drafter
     from graftlib.models.pair import load_pair
     from graftlib.models.target import EMBEDDED_TARGET
 
-    loaded = load_pair(params.get("target", EMBEDDED_TARGET), params.get("drafter", "embedded"), "cpu")
+    drafter = params.get("drafter", EMBEDDED_DRAFTER)
+    loaded = load_pair(params.get("target", EMBEDDED_TARGET), drafter, "cpu")
     try:
         eagle3 = checkpoint_id(loaded.eagle3_dir())
     except GraftError:  # no EAGLE-3 drafter for this pair: the baselines show "not run"
@@ -112,8 +113,8 @@ def drawn_with(params: dict) -> dict:
                      "gsm8k": scorer_id(params.get("gsm8k_scorer") or GSM8K_PATH)},
             "saba": default_params().id, "saba_paper": _paper_id(PAPER_PATH),
             "cost_profile": load_profile(params.get("cost_profile") or None).id,
-            "eagle3": eagle3, "dflash2": checkpoint_id(resolve_drafter(
-                params.get("selector_drafter", EMBEDDED_DFLASH2) or params.get("drafter", "embedded"))),
+            "eagle3": eagle3,
+            "dflash2": checkpoint_id(resolve_drafter(params.get("selector_drafter", EMBEDDED_DFLASH2) or drafter)),
             **git_commit()}
 
 

@@ -108,7 +108,7 @@ def regime_bench(pair, regime: Regime, prompts: list, runs: list[Run], max_new_t
 
 
 def tasks_bench(pair, regime: Regime, tasks: list[str], n_prompts: int, runs: list[Run], max_new_tokens: int, out,
-                 **kwargs) -> list[dict]:
+                **kwargs) -> list[dict]:
     records = []
     for task in tasks:
         prompts = task_prompts(pair, task, n_prompts, turns=regime.turns)
@@ -123,7 +123,7 @@ def regime_records(pair, regime: Regime, tasks: list[str], n_prompts: int, max_n
     same parameters, so the setting and the file (`<results_dir>/regime_<name>.jsonl`) are the same and a
     notebook finds the records an earlier one decoded (`run_bench` resumes by setting, prompt and run)."""
     return tasks_bench(pair, regime, tasks, n_prompts, regime_runs(regime, ar_drafted), max_new_tokens,
-                        Path(results_dir) / f"regime_{regime.name}.jsonl", progress=progress)
+                       Path(results_dir) / f"regime_{regime.name}.jsonl", progress=progress)
 
 
 def _reduction(rate: float, base: float) -> float:
@@ -185,7 +185,7 @@ def regime_betas(pair, regime: Regime, task: str, n_prompts: int, max_new_tokens
     rows = {}
     for beta in betas:
         recs = tasks_bench(pair, regime, [task], n_prompts, [Run("ar", None), Run("graft", regime.cap)],
-                            max_new_tokens, out, beta=beta)
+                           max_new_tokens, out, beta=beta)
         s = next(row for row in summarize(recs) if row["method"] == "graft")
         rows[beta] = {"MAT": s["mat"], "nodes/round": s["mean_nodes"], "modeled TPS": s["modeled_tokens_per_s"],
                       "speedup modeled": s["modeled_speedup"], "mismatch": s["mismatch_rate"],

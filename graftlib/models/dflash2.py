@@ -108,15 +108,18 @@ SELECTOR_PREFIX = "candidate_selector."
 _SUCCESSORS = SELECTOR_PREFIX + "successor_codebook"
 
 
-def pack_selector(state: dict[str, torch.Tensor], d2t: torch.Tensor) -> dict[str, torch.Tensor]:
+def pack_selector(state: dict[str, torch.Tensor], d2t: torch.Tensor | None) -> dict[str, torch.Tensor]:
     """The selector tensors of a drafter state, the successor codebook cut to rows `d2t` (the target ids of the
-    draft vocabulary)."""
+    draft vocabulary; None: a drafter without one, every row kept)."""
     parts = {k: v for k, v in state.items() if k.startswith(SELECTOR_PREFIX)}
-    return {**parts, _SUCCESSORS: parts[_SUCCESSORS][d2t].contiguous()}
+    return parts if d2t is None else {**parts, _SUCCESSORS: parts[_SUCCESSORS][d2t].contiguous()}
 
 
-def unpack_selector(parts: dict[str, torch.Tensor], d2t: torch.Tensor, vocab_size: int) -> dict[str, torch.Tensor]:
+def unpack_selector(parts: dict[str, torch.Tensor], d2t: torch.Tensor | None,
+                    vocab_size: int) -> dict[str, torch.Tensor]:
     """`pack_selector`'s inverse on the rows it kept: the successor codebook [vocab_size, r], zero elsewhere."""
+    if d2t is None:
+        return parts
     rows = parts[_SUCCESSORS]
     full = rows.new_zeros(vocab_size, rows.shape[1])
     full[d2t] = rows

@@ -483,8 +483,7 @@ def _read_state(path: Path, cfg: DFlashConfig | None = None) -> dict[str, torch.
         state = _read_state(base)
         require(state is not None, f"drafter {path}: its selector_of directory {base} holds no drafter weights")
         require((path / SELECTOR_FILE).is_file(), f"drafter {path}: selector_of is set but {SELECTOR_FILE} is missing")
-        d2t = state.get("d2t", torch.arange(cfg.vocab_size))
-        return {**state, **unpack_selector(load_file(path / SELECTOR_FILE), d2t, cfg.vocab_size)}
+        return {**state, **unpack_selector(load_file(path / SELECTOR_FILE), state.get("d2t"), cfg.vocab_size)}
     files = sorted(path.glob("*.safetensors"))
     if not files:
         return None

@@ -29,6 +29,7 @@ from graftlib.core.errors import require
 from graftlib.core.hardware import cpu_matmul_units, cpu_model
 from graftlib.core.paths import portable
 from graftlib.models.chat import conversation_ids
+from graftlib.models.dflash2 import SELECTOR_PREFIX
 from graftlib.models.drafter import EMBEDDED_DRAFTER, DFlashDrafter, load_drafter
 from graftlib.models.eagle3 import EMBEDDED_EAGLE3_DIR, Eagle3Drafter, load_eagle3
 from graftlib.models.target import EMBEDDED_TARGET, load_target
@@ -171,7 +172,7 @@ def identify(target: torch.nn.Module, drafter: torch.nn.Module, target_name: str
     """The `PairId` of loaded models (fingerprints of both); names as the user gave them. A DFlash 2 drafter's
     selector is left out of its fingerprint: it does not change the draft distributions q that the artifacts
     (TDES scorers, SABA calibrations) are fitted on, so a selector trained on a frozen drafter keeps them."""
-    return PairId(target_name, drafter_name, fingerprint(target), fingerprint(drafter, ("candidate_selector.",)))
+    return PairId(target_name, drafter_name, fingerprint(target), fingerprint(drafter, (SELECTOR_PREFIX,)))
 
 
 def hardware(device: torch.device) -> str:

@@ -61,6 +61,7 @@ import torch
 import torch.nn.functional as F
 
 from graftlib.core.errors import require
+from graftlib.models.dflash2 import SELECTOR_PREFIX
 from graftlib.models.drafter import (
     EMBEDDED_DRAFTER,
     EMBEDDED_DRAFTER_DIR,
@@ -219,7 +220,7 @@ def add_parts(drafter: DFlashDrafter, target, cfg: TrainConfig) -> DFlashDrafter
     new = tuple(name for name, added in (("lm_head", want.draft_head and not c.draft_head),
                                          ("anchor_proj", want.anchor_context and not c.anchor_context)) if added)
     allowed = tuple(f"{n}.weight" for n in new)
-    require(not unexpected and all(k in allowed or "_conv." in k or k.startswith("candidate_selector.")
+    require(not unexpected and all(k in allowed or "_conv." in k or k.startswith(SELECTOR_PREFIX)
                                    for k in missing), f"adding parts to the drafter: unexpected {unexpected}, "
             f"missing {missing}")
     start_parts(grown, target, new)
@@ -304,7 +305,7 @@ class Trainer(LoopTrainer):
             self.drafter = make_drafter(cfg, target, layer_ids, d2t).to(self.device)
         if cfg.parts_only:  # the warm start's weights frozen: only DFlash 2's parts train
             for name, p in self.drafter.named_parameters():
-                p.requires_grad_("_conv." in name or name.startswith("candidate_selector."))
+                p.requires_grad_("_conv." in name or name.startswith(SELECTOR_PREFIX))
         self.embed = target.get_input_embeddings()
         self._use_vocab()
         bs = self.drafter.block_size

@@ -52,7 +52,6 @@ import shutil
 import time
 from pathlib import Path
 
-import torch
 from safetensors.torch import load_file, save_file
 
 from graftlib.core.errors import require
@@ -60,7 +59,8 @@ from graftlib.core.paths import portable
 from graftlib.core.records import read_json_object
 from graftlib.methods.artifacts import ArtifactDir, ShippedAssets
 from graftlib.methods.tdes import scorer_config, scorer_paths
-from graftlib.models.drafter import EMBEDDED_DRAFTER
+from graftlib.models.dflash2 import pack_selector
+from graftlib.models.drafter import EMBEDDED_DRAFTER, EMBEDDED_DRAFTER_DIR, SELECTOR_FILE
 from graftlib.models.pair import PairId
 from graftlib.models.target import EMBEDDED_TARGET
 from graftlib.training.anchors import REFERENCE, check_reference, training_record
@@ -179,6 +179,7 @@ def ship_drafter(src: str | Path, target, dest: Path, family: str = "dflash", lo
     missing = [f for f in DRAFTER_FILES[:2] if not (src / f).is_file()]
     require(not missing, f"{src} is not a {name} drafter directory (missing {', '.join(missing)})")
     require(src.resolve() != dest.resolve(), f"{src} is already the shipped drafter")
+    drafts_of = (drafts_of or EMBEDDED_DRAFTER_DIR) if family == "dflash2" else None
     _load_strict(family, src, target, drafts_of)  # a drafter of another target is refused here
     ref = check_reference(reference[0], training_record(src), reference[1]) if reference else None
     dest.mkdir(parents=True, exist_ok=True)
@@ -186,7 +187,7 @@ def ship_drafter(src: str | Path, target, dest: Path, family: str = "dflash", lo
     staged = []
     try:
         if family == "dflash2":  # the selector alone, beside the drafter it completes
-            staged += _stage_selector(src, dest, drafts_of or _embedded_dir())
+            staged += _stage_selector(src, dest, drafts_of)
             names = [f for f in names if f not in DRAFTER_FILES[:2]]
         for name in names:
             tmp = dest / (name + ".partial")
@@ -212,36 +213,25 @@ def ship_drafter(src: str | Path, target, dest: Path, family: str = "dflash", lo
     return [final for _, final in staged]
 
 
-def _embedded_dir() -> Path:
-    from graftlib.models.drafter import EMBEDDED_DRAFTER_DIR
-
-    return EMBEDDED_DRAFTER_DIR
-
-
 def _stage_selector(src: Path, dest: Path, drafts_of: Path) -> list[tuple[Path, Path]]:
     """A DFlash 2 drafter's selector as a selector-only checkpoint in `dest` (`drafter.DFlashConfig.selector_of`:
     `drafts_of`, relative to `dest`): its config and `SELECTOR_FILE`, staged as `.partial`."""
-    from graftlib.models.dflash2 import pack_selector
-    from graftlib.models.drafter import SELECTOR_FILE
-
     config = json.loads((src / "config.json").read_text())
     config.setdefault("dflash_config", {})["selector_of"] = os.path.relpath(drafts_of.resolve(), dest.resolve())
     state = load_file(src / "model.safetensors")
-    d2t = state["d2t"] if "d2t" in state else torch.arange(config["vocab_size"])
     out = []
     tmp = dest / "config.json.partial"
     tmp.write_text(json.dumps(config, indent=2) + "\n")
     out.append((tmp, dest / "config.json"))
     tmp = dest / (SELECTOR_FILE + ".partial")
-    save_file(pack_selector(state, d2t), tmp, metadata={"format": "pt"})
+    save_file(pack_selector(state, state.get("d2t")), tmp, metadata={"format": "pt"})
     out.append((tmp, dest / SELECTOR_FILE))
     return out
 
 
 def _load_strict(family: str, src: Path, target, drafts_of: Path | None = None) -> None:
     """Load the drafter in `src` strictly against `target`: GraftError on any misfit. A DFlash 2 drafter must
-    also hold a selector and draft what the drafter in `drafts_of` (None: the embedded one) drafts (their
-    `identify` fingerprints equal)."""
+    also hold a selector and draft what the drafter in `drafts_of` drafts (their `identify` fingerprints equal)."""
     if family in ("dflash", "dflash2"):
         from graftlib.models.drafter import load_drafter
         from graftlib.models.pair import identify
@@ -250,10 +240,9 @@ def _load_strict(family: str, src: Path, target, drafts_of: Path | None = None) 
         if family == "dflash2":
             require(getattr(drafter, "candidate_selector", None) is not None,
                     f"{portable(src)} has no DFlash 2 candidate selector (selector_rank in its dflash_config)")
-            base = drafts_of or _embedded_dir()
-            plain, _ = load_drafter(str(base), target.config, device="cpu")
+            plain, _ = load_drafter(str(drafts_of), target.config, device="cpu")
             mine, theirs = (identify(target, d).drafter_fingerprint for d in (drafter, plain))
-            require(mine == theirs, f"{portable(src)} drafts with weights {mine}, not those of {portable(base)} "
+            require(mine == theirs, f"{portable(src)} drafts with weights {mine}, not those of {portable(drafts_of)} "
                     f"({theirs}): train its selector on that drafter frozen (`graft train-drafter --init-drafter DIR "
                     "--selector-rank R --parts-only`)")
     else:
