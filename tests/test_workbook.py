@@ -28,6 +28,8 @@ from graftlib.lab.workbook import FIGURES_DIR, PROFILES, check_params, notebooks
     ({"pools": " , "}, "data_pools is empty"),
     ({"saba_grid": "2,0"}, "saba_grid='2,0'"),
     ({"saba_prompts": 0}, "saba_prompts=0"),
+    ({"tasks": "mbpp,gsm8k", "unseen_by": ("gsm8k",)}, "'gsm8k' is the task the scorer under test was trained on"),
+    ({"tasks": "mbpp", "n_tasks": 0}, "n_tasks=0"),
 ])
 def test_bad_parameters_are_named(kwargs, message):
     with pytest.raises(GraftError, match=message):
@@ -39,6 +41,34 @@ def test_good_parameters_parse():
                      pools="tdes, drafter", repeats=3, saba_grid="2,4", saba_prompts=1)
     assert p == {"tasks": ["gsm8k", "mbpp"], "budgets": [4, 8], "chain_budgets": [7], "pools": ["tdes", "drafter"],
                  "repeats": 3, "saba_grid": [2, 4]}
+
+
+def _runs_tasks(book, name: str, profile: dict) -> list[str]:
+    """The tasks a notebook runs for its task-list parameter `name` under a profile's values."""
+    import papermill as pm
+
+    declared = pm.inspect_notebook(str(book))
+    own = ast.literal_eval(declared[name]["default"])
+    n = profile.get("n_tasks", ast.literal_eval(declared["n_tasks"]["default"]))
+    return check_params(tasks=profile.get(name, own), n_tasks=n)["tasks"]
+
+
+@pytest.mark.parametrize("profile", list(PROFILES))
+def test_a_profile_shortens_a_notebooks_task_list_and_never_substitutes_one(profile):
+    """Every notebook with a task list runs a prefix of its own list under every profile, and Figure 5 (its
+    notebook and paper_regime's Figure 5) never GSM8K, the GSM8K-only scorer's training task, always SWE-bench."""
+    import papermill as pm
+
+    assert "tasks" not in PROFILES[profile] and "transfer_tasks" not in PROFILES[profile]
+    for book in notebooks():
+        declared = pm.inspect_notebook(str(book))
+        for name in ("tasks", "transfer_tasks"):
+            if name in declared:
+                own = [t.strip() for t in ast.literal_eval(declared[name]["default"]).split(",")]
+                runs = _runs_tasks(book, name, PROFILES[profile])
+                assert runs == own[:len(runs)] and runs, (book.stem, name)
+                if (book.stem, name) in (("fig5_generalization", "tasks"), ("paper_regime", "transfer_tasks")):
+                    assert "gsm8k" not in runs and "swe-bench" in runs, (profile, book.stem)
 
 
 def test_every_notebook_has_a_parameters_cell_of_primitives():
@@ -61,7 +91,8 @@ def test_every_notebook_has_a_parameters_cell_of_primitives():
             missing = [k for k in declared if k not in profile and k not in ("target", "drafter", "selector_drafter",
                                                                                 "results_dir",
                                                                                 "figures_dir", "gsm8k_scorer",
-                                                                                "cost_profile", "dtype")]
+                                                                                "cost_profile", "dtype",
+                                                                                "tasks", "transfer_tasks")]
             assert not missing, f"{book.name}: profile {profile['profile']} sets no value for {missing}"
 
 

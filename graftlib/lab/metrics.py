@@ -88,6 +88,7 @@ def summarize(records: list[dict], baseline: str = "ar") -> list[dict]:
         row["modeled_tokens_per_s"] = decoded / modeled_s if modeled_s else float("nan")
         priced_pairs = paired and all(x.get("modeled_s") is not None for p in paired for x in p)
         row["modeled_speedup"] = pooled_speedup(paired, "modeled_s") if priced_pairs else float("nan")
+        row["modeled_speedup_ci"] = speedup_ci(paired, time="modeled_s") if priced_pairs else None
         row["cost_profile"] = profile
         rows.append(row)
     return rows
@@ -115,17 +116,32 @@ def pooled_speedup(paired: list[tuple[dict, dict]], time: str = "decode_s") -> f
 
 
 def speedup_ci(paired: list[tuple[dict, dict]], level: float = 0.95, resamples: int = 2000,
-               seed: int = 0) -> tuple[float, float] | None:
+               seed: int = 0, time: str = "decode_s") -> tuple[float, float] | None:
     """Percentile bootstrap interval of `pooled_speedup` over prompts (pairs resampled together, so
     a prompt's own difficulty cancels; the spread is the method-vs-baseline noise across prompts,
-    machine drift included). None with fewer than 3 pairs. Deterministic (fixed seed)."""
-    if len(paired) < 3:
+    machine drift included). `time` names the records' time field: `modeled_s` gives the modeled
+    ratio's interval, whose spread is the prompts' sampling alone. None with fewer than 3 pairs or
+    a pair without that field. Deterministic (fixed seed)."""
+    if len(paired) < 3 or any(x.get(time) is None for pair in paired for x in pair):
         return None
     rng = np.random.default_rng(seed)
-    m_s = np.array([m["decode_s"] for _, m in paired]); m_n = np.array([decoded_tokens(m) for _, m in paired])
-    b_s = np.array([b["decode_s"] for b, _ in paired]); b_n = np.array([decoded_tokens(b) for b, _ in paired])
+    m_s = np.array([m[time] for _, m in paired]); m_n = np.array([decoded_tokens(m) for _, m in paired])
+    b_s = np.array([b[time] for b, _ in paired]); b_n = np.array([decoded_tokens(b) for b, _ in paired])
     idx = rng.integers(0, len(paired), size=(resamples, len(paired)))
     ratios = (b_s[idx].sum(1) / b_n[idx].sum(1)) / (m_s[idx].sum(1) / m_n[idx].sum(1))
+    tail = 100 * (1 - level) / 2
+    return float(np.percentile(ratios, tail)), float(np.percentile(ratios, 100 - tail))
+
+
+def ratio_ci(num: list[float], den: list[float], level: float = 0.95, resamples: int = 2000,
+             seed: int = 0) -> tuple[float, float] | None:
+    """Percentile bootstrap interval of sum(num) / sum(den) over units (e.g. prompts: each its sums over its
+    rounds) resampled together; None with fewer than 3 units. Deterministic (fixed seed)."""
+    if len(num) < 3:
+        return None
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, len(num), size=(resamples, len(num)))
+    ratios = np.asarray(num)[idx].sum(1) / np.asarray(den)[idx].sum(1)
     tail = 100 * (1 - level) / 2
     return float(np.percentile(ratios, tail)), float(np.percentile(ratios, 100 - tail))
 

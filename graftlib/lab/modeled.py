@@ -90,6 +90,7 @@ class Ranking:
     modeled_ratio: float  # the same ratio from the modeled times (nan if a record has none)
     profile: str  # the cost profile's name and id
     prompts: int
+    modeled_ci: tuple[float, float] | None = None  # the modeled ratio's bootstrap interval over the prompts
 
     @property
     def ratio(self) -> float:
@@ -120,10 +121,11 @@ def rank(records: list[dict], a: str, b: str) -> Ranking:
     wall, ci = pooled_speedup(paired), speedup_ci(paired)
     priced = all(x.get("modeled_s") is not None for pair in paired for x in pair)
     modeled = pooled_speedup(paired, "modeled_s") if priced else math.nan
+    modeled_ci = speedup_ci(paired, time="modeled_s") if priced else None
     inside = ci is None or ci[0] <= 1.0 <= ci[1]
     figure = "modeled" if inside and priced else "wall-clock"
     labels = profile_labels([x for pair in paired for x in pair])
-    return Ranking(a, b, figure, wall, ci, modeled, ", ".join(labels) or "none", len(paired))
+    return Ranking(a, b, figure, wall, ci, modeled, ", ".join(labels) or "none", len(paired), modeled_ci)
 
 
 @dataclass(frozen=True)

@@ -39,6 +39,7 @@ from graftlib.methods.cost_profile import PAPER_PROFILE, CostProfile
 from graftlib.methods.eagle_tree import RELEASE_BUDGET as EAGLE3_NODES
 from graftlib.methods.eagle_tree import EagleTree
 
+PROFILE_NAME = "paper-a100"  # the derived profile's name (graftlib/assets/costs/paper-a100.json)
 MODEL = "Qwen3-8B"
 CHAIN_NODES = 15  # DFlash's 16-token block: the root and 15 drafts
 COMMAND = "graft paper-costs --out graftlib/assets/costs/paper-a100.json"
@@ -74,7 +75,7 @@ def derive() -> CostProfile:
     fitted_from = {"source": "the GRAFT paper's Tables 1-3 (graftlib.lab.paper)", "model": MODEL,
                    "hardware": "one A100 80GB, batch 1 (the paper's setup)", "command": COMMAND,
                    "derivation": "graftlib.lab.paper_costs"}
-    return CostProfile("paper-a100", "A100 (the paper's numbers)", [float(c0), float(c1), 0.0], [t_ar(), 0.0],
+    return CostProfile(PROFILE_NAME, "A100 (the paper's numbers)", [float(c0), float(c1), 0.0], [t_ar(), 0.0],
                        float(c_draft), None, fitted_from=fitted_from, c_ar_draft=[float(e0), 0.0])
 
 
@@ -105,6 +106,15 @@ def residuals(profile: CostProfile) -> list[dict]:
                 "profile_ms": 1e3 * rounds["OPT-Tree"], "residual_ms": 0.0,
                 "use": f"check: {opt_forwards:.1f} drafter forwards implied (max_depth 10)"})
     return out
+
+
+def method_errors(profile: CostProfile) -> dict[str, float]:
+    """Each method's modeled-time error under `profile` against the paper's own rows (`residuals`): r = the
+    paper's round time / the profile's - 1, by how much a modeled speedup overstates the paper's (the DFlash
+    chain's row, Table 2's +TDES and GRAFT rows); methods whose rows the fit meets exactly are left out (0)."""
+    rows = {r["row"]: r for r in residuals(profile)}
+    named = {"dflash": "Table 1 GSM8K DFlash chain", "ddtree+tdes": "Table 2 +TDES", "graft": "Table 2 GRAFT"}
+    return {m: rows[row]["paper_ms"] / rows[row]["profile_ms"] - 1.0 for m, row in named.items()}
 
 
 def mat_needed(profile: CostProfile, speedup: float, nodes: float, prefix_len: int = 0) -> float:

@@ -486,23 +486,81 @@ def plot_regimes(T, curve, oracle, title: str, paper_mean: float):
     return fig
 
 
-VERDICT_COLOURS = {"holds": "#c7e9c0", "fails": "#fcbba1", "inside noise": "#e0e0e0", "tie": "#e0e0e0"}
+def plot_oracle_tracking(fixed: dict[str, dict], rows: dict, paper_mean: float, title: str):
+    """Figure 6: (a) per budget set, SABA's mean retained share of the same-prefix oracle's throughput beside
+    the best fixed budget's (chosen after the fact, its B under the bar) with SABA / best fixed and its
+    interval over prompts, the paper's mean dashed; (b) the distribution of SABA's per-round share. `fixed`:
+    {set name: `regimes.against_fixed`}, `rows`: {set name: its oracle rows as a frame}."""
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(11, 3.6), gridspec_kw={"width_ratios": [1.3, 1]})
+    names = list(fixed)
+    grouped_bars(axes[0], names, [("SABA (per-round budget)", [fixed[n]["saba"] for n in names], "tab:blue"),
+                                  ("best fixed budget, after the fact", [fixed[n]["best_fixed"] for n in names],
+                                   "tab:gray")])
+    for x, n in enumerate(names):
+        f = fixed[n]
+        ci = f" [{f['ci'][0]:.3f}, {f['ci'][1]:.3f}]" if f["ci"] else " (no interval)"
+        axes[0].annotate(f"B={f['best_fixed_budget']}\nSABA/fixed {f['ratio']:.3f}x{ci}", (x, 0.02),
+                         ha="center", fontsize=6)
+    axes[0].axhline(paper_mean, color="black", ls="--", lw=0.8, label=f"paper's SABA (Qwen3-8B, A100): {paper_mean:.3f}")
+    axes[0].set_ylim(0, 1.05)
+    axes[0].set_ylabel("mean retained oracle throughput")
+    axes[0].set_title("(a) SABA against one budget every round", fontsize=8)
+    for n in names:
+        axes[1].hist(rows[n]["retained"], bins=20, range=(0, 1), alpha=0.5, label=f"SABA, {n}")
+    axes[1].axvline(paper_mean, color="black", ls="--", lw=0.8)
+    axes[1].set_xlabel("retained oracle throughput per round")
+    axes[1].set_ylabel("rounds")
+    axes[1].set_title("(b) SABA's rounds", fontsize=8)
+    fig.suptitle(title, fontsize=7)
+    fig.tight_layout()
+    legend_below(fig, axes)
+    return fig
+
+
+VERDICT_COLOURS = {"reproduced": "#a1d99b", "direction only": "#e5f5e0", "inside noise": "#e0e0e0",
+                   "opposite": "#fcbba1", "not tested": "#ffffff"}
+
+
+def _wrapped(text, width: int) -> str:
+    """`text` whole, broken into lines of at most `width` characters (a figure never cuts a claim short)."""
+    import textwrap
+
+    return "\n".join(textwrap.wrap(str(text), width, break_long_words=False)) or ""
 
 
 def plot_claims(C, title: str):
-    """The paper's claims with a verdict per regime and figure, as a table whose cells are coloured by
-    verdict (holds green, fails red, inside noise grey). `C`: `regimes.claims_by_regime`."""
+    """The paper's claims with a verdict per regime and figure, as a table whose cells hold the full text,
+    wrapped, coloured by verdict (`VERDICT_COLOURS`: reproduced dark green, direction only light green,
+    inside noise grey, opposite red, not tested white); each row as tall as its longest cell. `C`:
+    `regimes.claims_by_regime` (and `figure_claims`) concatenated; its counts columns are drawn too."""
     import matplotlib.pyplot as plt
+    import pandas as pd
 
-    cols = [c for c in C.columns if c not in ("source", "paper")]
-    cells = [[f"{i}: {C.at[i, 'paper']}"[:70], *(str(C.at[i, c]) for c in cols)] for i in C.index]
-    colours = [["white", *(VERDICT_COLOURS.get(str(C.at[i, c]).split(" (")[0], "white") for c in cols)]
-               for i in C.index]
-    fig, ax = plt.subplots(figsize=(4 + 2.4 * len(cols), 0.32 * len(C) + 1.0))
+    cols = [c for c in C.columns if c not in ("source", "paper", "tests")]
+    widths = [34, *(30 if not c.endswith("counts") else 16 for c in cols)]
+
+    def text(i, c):
+        v = C.at[i, c]
+        return "" if v is None or (isinstance(v, float) and pd.isna(v)) else str(v)
+
+    cells = [[_wrapped(f"{i} ({C.at[i, 'source']}): {C.at[i, 'paper']}", widths[0]),
+              *(_wrapped(text(i, c), w) for c, w in zip(cols, widths[1:]))] for i in C.index]
+    colours = [["white", *(VERDICT_COLOURS.get(text(i, c).split(" (")[0], "white") for c in cols)] for i in C.index]
+    lines = [max(cell.count("\n") + 1 for cell in row) for row in cells]
+    line_in = 0.13  # inches a text line takes at font size 6.5
+    height = line_in * (sum(lines) + 2 * len(lines) + 3) + 0.5
+    fig, ax = plt.subplots(figsize=(0.075 * sum(widths) + 0.6, height))
     ax.axis("off")
-    table = ax.table(cellText=cells, cellColours=colours, colLabels=["claim", *cols], loc="center", cellLoc="left")
+    table = ax.table(cellText=cells, cellColours=colours, colLabels=["claim", *cols], cellLoc="left",
+                     colWidths=[w / sum(widths) for w in widths], bbox=[0, 0, 1, 1])
     table.auto_set_font_size(False)
-    table.set_fontsize(7)
-    table.auto_set_column_width(list(range(len(cols) + 1)))
+    table.set_fontsize(6.5)
+    total = sum(lines) + 2 * len(lines) + 3
+    for (r, _), cell in table.get_celld().items():
+        cell.set_height((3 if r == 0 else lines[r - 1] + 2) / total)
+        cell.get_text().set_va("center")
     ax.set_title(title, fontsize=7)
+    fig.tight_layout()
     return fig

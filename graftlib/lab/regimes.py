@@ -25,20 +25,36 @@ regime's profile where it walks). `figure_claims` gives those items' claims (F1b
 in the shape of `claims_by_regime`.
 """
 
+from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
 from graftlib.core.errors import require
 from graftlib.lab.bench import Run, run_bench, task_prompts
-from graftlib.lab.claims import CLAIMS, POOLED, evaluate_claims
-from graftlib.lab.metrics import by_task, summarize
+from graftlib.lab.claims import (
+    CLAIMS,
+    MIN_PROMPTS,
+    POOLED,
+    counts_text,
+    evaluate_claims,
+    sized_verdict,
+    verdict_cell,
+)
+from graftlib.lab.metrics import by_task, ratio_ci, summarize
 from graftlib.lab.paper import FIGURE6, TABLE1, TABLE2, TABLE3
-from graftlib.lab.paper_costs import MODEL, mat_needed
+from graftlib.lab.paper_costs import MODEL, PROFILE_NAME, mat_needed, method_errors
 from graftlib.lab.tables import budget_curve
 from graftlib.methods.cost_profile import PAPER_PROFILE, CostProfile, default_profile, with_costs
 from graftlib.methods.registry import AR_METHODS, REGISTRY
 from graftlib.methods.saba_params import PAPER_PATH, SabaParams, default_params
-from graftlib.training.replay import oracle_rows, priced, records_of, replay_prompts, within_grid
+from graftlib.training.replay import (
+    oracle_rows,
+    priced,
+    records_of,
+    replay_prompts,
+    round_prompts,
+    within_grid,
+)
 
 LABELS = {"ar": "AR", "dflash": "DFlash", "ddtree": "DDTree", "ddtree+tdes": "+TDES", "ddtree+saba": "+SABA",
           "graft": "GRAFT", "caddtree": "CaDDTree", "eagle3": "EAGLE-3", "opt-tree": "OPT-Tree"}
@@ -260,20 +276,22 @@ def needed_mat_line(records: list[dict], regime: Regime, task: str = "gsm8k") ->
 
 
 def claims_by_regime(records: dict[str, list[dict]], regimes: dict[str, Regime]):
-    """C1-C9 pooled over the tasks, one verdict column per regime and figure: the machine's by wall clock
-    and modeled, a walked regime's modeled only. A pandas DataFrame indexed by claim."""
+    """C1-C9 pooled over the tasks, one verdict column per regime and figure (the machine's by wall clock and
+    modeled, a walked regime's modeled only), each cell the verdict with its ratio, interval and the paper's
+    size (`claims.verdict_cell`), and a counts column per regime. A walked regime's model error is its
+    profile's against the paper's rows where it is the paper's profile (`paper_costs.method_errors`). A pandas
+    DataFrame indexed by claim."""
     import pandas as pd
 
     table = {c.id: {"source": c.source, "paper": c.paper} for c in CLAIMS}
     for name, recs in records.items():
         regime = regimes[name]
-        rows = [r for r in evaluate_claims(recs, regime.budget, regime.cap) if r["task"] == POOLED]
-        figures = ("modeled",) if regime.walk else ("wall-clock", "modeled")
+        errors = method_errors(regime.profile) if regime.walk and regime.profile.name == PROFILE_NAME else None
+        rows = [r for r in evaluate_claims(recs, regime.budget, regime.cap, errors) if r["task"] == POOLED]
         for r in rows:
-            for figure in figures:
-                ratio = r.get(f"ratio {figure}")
-                cell = r[f"verdict {figure}"] if ratio is None else f"{r[f'verdict {figure}']} ({ratio:.3f}x)"
-                table[r["claim"]][f"{name} {figure}"] = cell
+            for figure in _figures(regime):
+                table[r["claim"]][f"{name} {figure}"] = verdict_cell(r, figure)
+            table[r["claim"]][f"{name} counts"] = counts_text(r)
     return pd.DataFrame.from_dict(table, orient="index")
 
 
@@ -296,9 +314,30 @@ def regime_oracle(pair, regime: Regime, items: list, max_new_tokens: int, grid: 
     params = within_grid(regime.saba or default_params(), grid)
     lines = replay_prompts(pair, "graft", max(grid), grid, items, max_new_tokens, out, params,
                            repeats=1 if regime.walk else repeats, profile=regime.profile if regime.walk else None)
-    records = records_of(lines)
+    records, prompt = records_of(lines), round_prompts(lines)
     rows = {"modeled": oracle_rows(priced(records, regime.profile))}
-    return rows if regime.walk else {"wall-clock": oracle_rows(records), **rows}
+    if not regime.walk:
+        rows = {"wall-clock": oracle_rows(records), **rows}
+    return {figure: [dict(r, prompt=prompt[r["round"]]) for r in rs] for figure, rs in rows.items()}
+
+
+def against_fixed(rows: list[dict]) -> dict:
+    """Figure 6's rows (`regime_oracle`) against one budget every round: SABA's mean retained oracle
+    throughput, the best fixed budget's chosen after the fact (and its mean), SABA / best fixed pooled over
+    rounds with its bootstrap interval over prompts (rows without `prompt` count as one prompt), and the
+    prompts."""
+    budgets = sorted(set.intersection(*(set(r["fixed"]) for r in rows))) if rows else []
+    require(budgets, "Figure 6: no budget was replayed in every round")
+    fixed = {b: sum(r["fixed"][b] for r in rows) / len(rows) for b in budgets}
+    best = max(fixed, key=fixed.get)
+    per_prompt = defaultdict(lambda: [0.0, 0.0])
+    for r in rows:
+        per_prompt[r.get("prompt", 0)][0] += r["retained"]
+        per_prompt[r.get("prompt", 0)][1] += r["fixed"][best]
+    saba = sum(r["retained"] for r in rows) / len(rows)
+    num, den = zip(*per_prompt.values())
+    return {"saba": saba, "best_fixed_budget": best, "best_fixed": fixed[best], "fixed": fixed,
+            "ratio": saba / fixed[best], "ci": ratio_ci(list(num), list(den)), "prompts": len(per_prompt)}
 
 
 FIGURE_CLAIMS = {
@@ -306,7 +345,17 @@ FIGURE_CLAIMS = {
     "F1c": ("Figure 1(c)", "the throughput-optimal budget differs between easy and hard rounds"),
     "F5": ("Figure 5", "a TDES scorer trained on GSM8K only reduces mismatch and raises TPS / DDTree on every task"),
     "F6": ("Figure 6", f"SABA retains {FIGURE6['mean_retained']:.1%} of the same-prefix oracle's throughput"),
+    "F6b": ("Figure 6", "SABA's per-round budgets beat the best fixed budget (chosen after the fact)"),
     "T3": ("Table 3", "beta = 0.2 gives the highest TPS of beta in {0, 0.05, 0.1, 0.2, 0.4}"),
+}
+FIGURE_NOTES = {  # what a verdict of the item tests beyond its words
+    "F1b": "direction per task (mismatch pooled over rounds: no interval); mixed tasks: inside noise",
+    "F1c": "easy rounds' best budget above the hard rounds' (the paper's picture); equal: inside noise",
+    "F5": "on tasks the scorer never saw (GSM8K left out); mixed tasks: inside noise",
+    "F6": "direction: F6b's; size: the paper's mean. Where SABA decides with the same cost model that prices the "
+          "oracle, it tests SABA's gain prediction only",
+    "F6b": "SABA / best fixed budget, mean retained share, 95% bootstrap interval over prompts",
+    "T3": "direction: the best TPS at some beta > 0 (TDES helps); size: at beta = 0.2; no interval",
 }
 GSM8K_SCORER = "gsm8k-only"  # Figure 5's scorer name for the one trained on GSM8K traces only
 
@@ -315,54 +364,81 @@ def _figures(regime: Regime) -> tuple[str, ...]:
     return ("modeled",) if regime.walk else ("wall-clock", "modeled")
 
 
-def _transfer_verdict(F, figure: str) -> str:
-    F = F.drop(index="gsm8k", errors="ignore")  # the GSM8K-only scorer's own task
+def _qualitative(ok: bool, opposite: bool, tested: bool) -> str:
+    """A claim without an interval: reproduced where every unit agrees, opposite where every one disagrees."""
+    return "not tested" if not tested else "reproduced" if ok else "opposite" if opposite else "inside noise"
+
+
+def _transfer_cell(F, figure: str, tested: bool) -> str:
+    F = F.drop(index="gsm8k", errors="ignore")  # the GSM8K-only scorer's own task: never a test of transfer
     if F.empty:
-        return "not run (no task besides GSM8K)"
+        return "not tested (no task besides GSM8K)"
     red = F[("mismatch reduction %", GSM8K_SCORER)]
     tps = F[("TPS / DDTree" if figure == "wall-clock" else "modeled TPS / DDTree", GSM8K_SCORER)]
-    ok = (red > 0).all() and (tps > 1).all()
-    return f"{'holds' if ok else 'fails'} (TPS / DDTree {tps.min():.3f}-{tps.max():.3f})"
+    v = _qualitative(bool((red > 0).all() and (tps > 1).all()), bool((tps < 1).all()), tested)
+    return f"{v} (TPS / DDTree {tps.min():.3f}-{tps.max():.3f} on {', '.join(F.index)})"
 
 
 def figure_claims(regimes: dict[str, Regime], curves: dict | None = None, oracles: dict | None = None,
-                  mismatch: dict | None = None, transfer: dict | None = None, betas: dict | None = None):
+                  mismatch: dict | None = None, transfer: dict | None = None, betas: dict | None = None,
+                  n_prompts: int = 0, max_new_tokens: int = 0, min_prompts: int = MIN_PROMPTS):
     """The paper's figure and Table 3 claims (`FIGURE_CLAIMS`) per regime and figure, as rows shaped like
-    `claims_by_regime`'s; each argument is {regime name: that item's table} and an item left out (None) is
-    left out of the rows:
-      F1b  `mismatch` (`mismatch_table`): GRAFT's mismatch rate below DDTree's on every task (the rates are
-           the same under both figures);
-      F1c  `curves` (`tables.budget_curve`): the best budget of the easy third of the rounds differs from
-           the hard third's;
+    `claims_by_regime`'s (verdicts of `graftlib.lab.claims`, `not tested` under `min_prompts` prompts a task;
+    `FIGURE_NOTES` says what each tests); each argument is {regime name: that item's table} and an item left
+    out (None) is left out of the rows:
+      F1b  `mismatch` (`mismatch_table`): GRAFT's mismatch rate below DDTree's on every task;
+      F1c  `curves` (`tables.budget_curve`): the easy third's best budget above the hard third's;
       F5   `transfer` (`regime_transfer`): the GSM8K-only scorer's mismatch reduction > 0 and TPS / DDTree
-           > 1 on every task it was not trained on (GSM8K left out);
-      F6   `oracles` (`regime_oracle`): SABA's mean retained oracle throughput reaches the paper's;
-      T3   `betas` (`regime_betas`): the highest TPS at beta = 0.2.
+           > 1 on every task it was not trained on;
+      F6   `oracles` (`regime_oracle`): F6b's direction, and SABA's mean retained share at the paper's;
+      F6b  `oracles`: SABA above the best fixed budget (`against_fixed`), with its interval;
+      T3   `betas` (`regime_betas`): the highest TPS at some beta > 0, at beta = 0.2 for the size.
     A walked regime has the modeled figure only."""
     import pandas as pd
 
-    items = {"F1b": mismatch, "F1c": curves, "F5": transfer, "F6": oracles, "T3": betas}
-    table = {k: {"source": src, "paper": words} for k, (src, words) in FIGURE_CLAIMS.items() if items[k] is not None}
+    items = {"F1b": mismatch, "F1c": curves, "F5": transfer, "F6": oracles, "F6b": oracles, "T3": betas}
+    table = {k: {"source": src, "paper": words, "tests": FIGURE_NOTES[k]} for k, (src, words) in FIGURE_CLAIMS.items()
+             if items[k] is not None}
+    tested = n_prompts >= min_prompts
+
+    def counts(tasks: int) -> str:
+        return f"{tasks} task{'s' if tasks != 1 else ''} x {n_prompts} prompts x {max_new_tokens} tokens"
+
     for name, regime in regimes.items():
         for figure in _figures(regime):
             col = f"{name} {figure}"
             if mismatch is not None and name in mismatch:
                 red = mismatch[name]["GRAFT reduction %"]
-                verdict = "holds" if (red > 0).all() else "fails"
-                table["F1b"][col] = f"{verdict} (reduction {red.min():.0f}% to {red.max():.0f}%)"
+                v = _qualitative(bool((red > 0).all()), bool((red < 0).all()), tested)
+                table["F1b"][col] = f"{v} (reduction {red.min():.0f}% to {red.max():.0f}%)"
+                table["F1b"][f"{name} counts"] = counts(len(red))
             if curves is not None and name in curves:
                 column = "tps" if figure == "wall-clock" else "m_tps"
                 best = curves[name][column].groupby(level=0, observed=True).idxmax().map(lambda x: x[1])
                 easy, hard = best.get("easy"), best.get("hard")
-                table["F1c"][col] = f"{'holds' if easy != hard else 'fails'} (easy B={easy}, hard B={hard})"
+                v = _qualitative(easy > hard, easy < hard, tested)
+                table["F1c"][col] = f"{v} (easy B={easy}, hard B={hard})"
+                table["F1c"][f"{name} counts"] = counts(1)
             if transfer is not None and name in transfer:
-                table["F5"][col] = _transfer_verdict(transfer[name], figure)
+                table["F5"][col] = _transfer_cell(transfer[name], figure, tested)
+                table["F5"][f"{name} counts"] = counts(len(transfer[name].drop(index="gsm8k", errors="ignore")))
             if oracles is not None and name in oracles and figure in oracles[name]:
-                rows = oracles[name][figure]
-                mean = sum(r["retained"] for r in rows) / len(rows) if rows else float("nan")
-                table["F6"][col] = f"{'holds' if mean >= FIGURE6['mean_retained'] else 'fails'} ({mean:.1%})"
+                f = against_fixed(oracles[name][figure])
+                direction = sized_verdict(f["ratio"], f["ci"], 1.0, f["prompts"] if tested else 0,
+                                          min_prompts=min_prompts)
+                ci = f" [{f['ci'][0]:.3f}, {f['ci'][1]:.3f}]" if f["ci"] else ""
+                table["F6b"][col] = (f"{direction} (SABA / best fixed B={f['best_fixed_budget']}: {f['ratio']:.3f}x{ci}; "
+                                     f"{f['saba']:.1%} vs {f['best_fixed']:.1%})")
+                size = f["saba"] >= FIGURE6["mean_retained"]
+                v = direction if direction != "reproduced" else "reproduced" if size else "direction only"
+                table["F6"][col] = f"{v} ({f['saba']:.1%} vs the paper's {FIGURE6['mean_retained']:.1%})"
+                for k in ("F6", "F6b"):
+                    table[k][f"{name} counts"] = counts(1)
             if betas is not None and name in betas:
                 tps = betas[name]["TPS" if figure == "wall-clock" else "modeled TPS"]
                 best = tps.idxmax()
-                table["T3"][col] = f"{'holds' if best == 0.2 else 'fails'} (best beta {best:g})"
+                v = "not tested" if not tested else "opposite" if best == 0 else \
+                    "reproduced" if best == 0.2 else "direction only"
+                table["T3"][col] = f"{v} (best beta {best:g})"
+                table["T3"][f"{name} counts"] = counts(1)
     return pd.DataFrame.from_dict(table, orient="index")

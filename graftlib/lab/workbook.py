@@ -1,7 +1,9 @@
 """The workbook runner: every notebook of a profile through papermill, failures reported by name.
 
 Profiles (parameter overrides applied to every notebook; each notebook's own defaults are the
-cheap interactive ones):
+cheap interactive ones). A profile changes counts, never what is run: a notebook's task list is its
+own, and a profile's `n_tasks` takes the first n of it, so Figure 5 stays on tasks its GSM8K-only
+scorer never saw under every profile:
 - `smoke`: CI. Tiny prompt counts and lengths; checks that every notebook runs end to end. Its figures go
   under the run's `--out` folder (`profile_values`), never over the committed `figures/`.
 - `quick`: the main job (`make main`) on the embedded default, a 2-core CPU, about 42 min.
@@ -39,7 +41,7 @@ FIGURES_DIR = "figures"  # the notebooks' default `figures_dir`, relative to the
 PROFILES: dict[str, dict] = {
     "smoke": {"profile": "smoke", "slider": False, "prompt_index": 0, "prompt_text": "", "show_rounds": "auto", "method": "graft", "temperature": 0.0,
               "compare": "ddtree",
-              "task": "gsm8k", "pool": "tdes", "n_prompts": 1, "max_new_tokens": 16, "tasks": "gsm8k",
+              "task": "gsm8k", "pool": "tdes", "n_prompts": 1, "max_new_tokens": 16, "n_tasks": 1,
               "budgets": "4,16", "chain_budgets": "7", "budget": 8, "cap": 16, "betas": "0,0.2",
               "grid": "2,4,8", "paper_grid": "32,64", "paper_budgets": "32,64", "paper_cap": 64, "paper_curve_grid": "32,64",
               "regime_names": "machine,paper", "val_prompts": 1, "trace_prompts": 1, "epochs": 1,
@@ -50,7 +52,7 @@ PROFILES: dict[str, dict] = {
     "quick": {"profile": "quick", "slider": False, "prompt_index": 0, "prompt_text": "", "show_rounds": "auto", "method": "graft", "temperature": 0.0,
               "compare": "ddtree",
               "task": "gsm8k", "pool": "tdes", "n_prompts": 2, "max_new_tokens": 64,
-              "tasks": "gsm8k,mbpp,alpaca", "budgets": "4,8,16,32", "chain_budgets": "3,7,15", "budget": 16,
+              "n_tasks": 3, "budgets": "4,8,16,32", "chain_budgets": "3,7,15", "budget": 16,
               "cap": 64, "betas": "0,0.05,0.1,0.2,0.4", "grid": "2,4,8,12,16,24,32",
               "paper_grid": "32,48,64,80,96,128", "paper_budgets": "64,128,256", "paper_cap": 512,
               "paper_curve_grid": "32,64,128,256,512", "regime_names": "machine,paper", "val_prompts": 2, "trace_prompts": 8, "epochs": 8,
@@ -61,7 +63,7 @@ PROFILES: dict[str, dict] = {
     "full": {"profile": "full", "slider": False, "prompt_index": 0, "prompt_text": "", "show_rounds": "auto", "method": "graft", "temperature": 0.0,
              "compare": "ddtree",
              "task": "gsm8k", "pool": "tdes", "n_prompts": 128, "max_new_tokens": 2048,
-             "tasks": "gsm8k,math500,aime24,aime25,humaneval,mbpp,swe-bench,alpaca",
+             "n_tasks": 8,
              "budgets": "16,32,64,128,256,512", "chain_budgets": "15", "budget": 256, "cap": 512,
              "betas": "0,0.05,0.1,0.2,0.4", "grid": "32,48,64,96,128,192,256,384,512",
              "paper_grid": "32,48,64,80,96,128", "paper_budgets": "64,128,256,512", "paper_cap": 512,
@@ -95,9 +97,12 @@ def check_params(tasks: str | None = None, budgets: str | None = None, chain_bud
                  beta: float | None = None, profile: str | None = None, budget: int | None = None,
                  cap: int | None = None, betas: str | None = None, grid: str | None = None,
                  paper_grid: str | None = None, pools: str | None = None,
-                 repeats: int | None = None, **counts: int | str) -> dict:
+                 repeats: int | None = None, unseen_by: tuple[str, ...] = (), n_tasks: int | None = None,
+                 **counts: int | str) -> dict:
     """Validate notebook parameters; return them parsed (lists for comma strings). `counts`: other
-    integers >= 1 by name (e.g. saba_prompts=1), and budget lists by a name ending in `_grid`."""
+    integers >= 1 by name (e.g. saba_prompts=1), and budget lists by a name ending in `_grid`.
+    `unseen_by`: tasks that `tasks` may not name (Figure 5's: the task its scorer was trained on);
+    `n_tasks`: only the first n of `tasks` are run (a profile shortens a notebook's list, never changes it)."""
     from graftlib.data import prompts
     from graftlib.lab.bench import BASELINES
     from graftlib.methods.registry import MAX_BUDGET, METHODS
@@ -112,6 +117,11 @@ def check_params(tasks: str | None = None, budgets: str | None = None, chain_bud
             known = prompts.TASKS + prompts.GENERATED_TASKS
             require(t in known, f"parameter tasks: unknown task {t!r}; choose from {', '.join(known)}")
             require(t != "livecodebench", prompts.LIVECODEBENCH_MESSAGE)
+            require(t not in unseen_by, f"parameter tasks: {t!r} is the task the scorer under test was trained on; "
+                    f"name only tasks it never saw")
+        if n_tasks is not None:
+            require(isinstance(n_tasks, int) and n_tasks >= 1, f"parameter n_tasks={n_tasks!r}: must be an integer >= 1")
+            out["tasks"] = out["tasks"][:n_tasks]
     if pools is not None:
         out["pools"] = [x.strip() for x in pools.split(",") if x.strip()]
         require(out["pools"], "parameter data_pools is empty")

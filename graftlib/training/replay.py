@@ -298,7 +298,8 @@ def within_grid(params, grid: list[int]):
 
 
 def oracle_rows(records: list[ReplayRecord]) -> list[dict]:
-    """Per round: the grid's TPS_t(B), B*_t, the reference B_t and its retained oracle throughput."""
+    """Per round: the grid's TPS_t(B), B*_t, the reference B_t and its retained oracle throughput, and
+    `fixed`: each grid budget's retained throughput (a fixed budget's, over the same oracle)."""
     rounds: dict[int, list[ReplayRecord]] = {}
     for r in records:
         rounds.setdefault(r.round, []).append(r)
@@ -311,7 +312,8 @@ def oracle_rows(records: list[ReplayRecord]) -> list[dict]:
         best = max(grid + [chosen], key=lambda r: r.tps)
         rows.append(dict(round=t, prefix_len=ref.prefix_len, budget=ref.budget, best_budget=best.budget,
                          tps=chosen.tps, best_tps=best.tps, retained=chosen.tps / best.tps,
-                         accepted={r.budget: r.accepted for r in grid}))
+                         accepted={r.budget: r.accepted for r in grid},
+                         fixed={r.budget: r.tps / best.tps for r in grid}))
     return rows
 
 
@@ -410,6 +412,16 @@ def records_of(lines: list[dict]) -> list[ReplayRecord]:
             r.round += offset
         offset += 1 + max((r["round"] for r in line["records"]), default=-1)
         out += recs
+    return out
+
+
+def round_prompts(lines: list[dict]) -> dict[int, int]:
+    """The prompt (its index in `lines`) of each round number that `records_of(lines)` gives."""
+    out, offset = {}, 0
+    for i, line in enumerate(lines):
+        n = 1 + max((r["round"] for r in line["records"]), default=-1)
+        out.update({offset + k: i for k in range(n)})
+        offset += n
     return out
 
 
