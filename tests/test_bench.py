@@ -9,8 +9,8 @@ from tiny import random_prompt, tiny_drafter, tiny_target
 
 from graftlib.core.errors import GraftError
 from graftlib.core.records import append_record, read_records, setting_id
-from graftlib.lab.bench import BenchPrompt, Run, parse_runs, run_bench
-from graftlib.lab.metrics import exactness_cell, format_table, summarize
+from graftlib.lab.bench import BenchPrompt, Run, WarmUp, parse_runs, run_bench, warm_key, warm_up
+from graftlib.lab.metrics import decoded_tokens, exactness_cell, format_table, summarize
 from graftlib.models import Pair
 
 
@@ -178,3 +178,39 @@ def test_walked_runs_have_the_verified_rounds_and_modeled_figures_only(tiny_pair
     with pytest.raises(GraftError, match="T = 0"):
         from graftlib.core.sampling import Sampling
         run_bench(tiny_pair, prompts, runs, 24, tmp_path / "t.jsonl", progress=False, walk=True, sampling=Sampling(0.7))
+
+
+def test_warm_up_runs_until_two_decodes_in_a_row_agree():
+    times = iter([11.1, 2.6, 2.62, 9.9])  # the H200's AR: cold, then steady
+    assert warm_up(lambda: next(times)) == {"decodes": 3, "stable": True}
+    assert warm_up(lambda: 1.0) == {"decodes": 2, "stable": True}
+    halving = iter([10.0 / 2 ** k for k in range(20)])  # never settles: timed anyway, and said so
+    assert warm_up(lambda: next(halving), WarmUp(max_decodes=5)) == {"decodes": 5, "stable": False}
+    assert warm_key(Run("ddtree", 12)) == warm_key(Run("ddtree", 16)) != warm_key(Run("ddtree", 17))
+    assert warm_key(Run("ar", None)) != warm_key(Run("ddtree", 1))
+
+
+def test_no_cold_decode_is_timed(tiny_pair, tmp_path, monkeypatch):
+    """A fake clock: each method's first three decodes of a tree-size bucket run cold (50x, then 10x, then 2x
+    a warm decode's seconds per token, as a GPU compiles and fills caches); the bench times none of them, and
+    each record says how many warm-up decodes its run took."""
+    from collections import Counter
+
+    from graftlib.lab import bench
+
+    real, calls = bench.decode_prompt, Counter()
+
+    def clocked(pair, run, prompt, max_new_tokens, *args, **kwargs):
+        rec = real(pair, run, prompt, max_new_tokens, *args, **kwargs)
+        calls[warm_key(run)] += 1
+        slow = {1: 50.0, 2: 10.0, 3: 2.0}.get(calls[warm_key(run)], 1.0)
+        rec["decode_s"] = 0.01 * slow * max(1, len(rec["tokens"]) - 1)
+        return rec
+
+    monkeypatch.setattr(bench, "decode_prompt", clocked)
+    prompts = [BenchPrompt("custom", f"p{i}", tuple(random_prompt(i, 7))) for i in range(2)]
+    runs = [Run("ar", None), Run("ddtree", 8), Run("ddtree", 6), Run("dflash", 3)]
+    recs = run_bench(tiny_pair, prompts, runs, 12, tmp_path / "b.jsonl", progress=False)
+    assert all(r["decode_s"] == pytest.approx(0.01 * decoded_tokens(r)) for r in recs)  # every timed decode warm
+    assert {r["key"]: r["warmup"]["decodes"] for r in recs} == {"ar": 5, "ddtree@8": 5, "ddtree@6": 5, "dflash@3": 5}
+    assert calls[warm_key(Run("ddtree", 6))] == 5 + 2 * 2  # one bucket: warmed once for both budgets

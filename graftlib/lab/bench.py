@@ -1,7 +1,9 @@
 """`graft bench`: methods x budgets over prompts, interleaved per prompt, resumable.
 
 Protocol (the AR baseline is the denominator of every speedup, so it gets the same care):
-- every run (method@budget) is warmed up once on the first prompt before anything is timed;
+- before anything is timed, every method is warmed up per tree-size bucket (`warm_up`, `WarmUp`): short
+  decodes of the first prompt until two in a row agree within 10% in seconds per token (a GPU's first
+  decodes compile kernels and fill caches: seconds, not milliseconds), each record naming how many ran;
 - prompts are the outer loop and runs the inner loop, so slow drifts of the machine (thermal,
   other load) hit all methods alike;
 - the AR baseline brackets each prompt's other runs: it is decoded first (its tokens are the
@@ -25,6 +27,7 @@ import json
 import math
 import platform
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -195,6 +198,36 @@ def decode_prompt(pair, run: Run, prompt: BenchPrompt, max_new_tokens: int, tdes
     return decode_turns(decode, pair.tokenizer, prompt.input_ids, prompt.user_turns)
 
 
+@dataclass(frozen=True)
+class WarmUp:
+    """The warm-up policy: decodes of `new_tokens` until two in a row differ by at most `tolerance` of the
+    earlier one's seconds per token (at least `min_decodes`, at most `max_decodes`; past that the run is
+    timed anyway and its records say `stable: false`)."""
+
+    tolerance: float = 0.10
+    min_decodes: int = 2
+    max_decodes: int = 8
+    new_tokens: int = 16
+
+
+def warm_up(seconds_per_token: Callable[[], float], policy: WarmUp = WarmUp()) -> dict:
+    """Call `seconds_per_token` (one warm-up decode, its time per token) until the policy's criterion holds:
+    {"decodes": how many ran, "stable": whether the criterion was met}."""
+    last = None
+    for n in range(1, policy.max_decodes + 1):
+        t = seconds_per_token()
+        if last is not None and n >= policy.min_decodes and abs(t - last) <= policy.tolerance * last:
+            return {"decodes": n, "stable": True}
+        last = t
+    return {"decodes": policy.max_decodes, "stable": False}
+
+
+def warm_key(run: Run) -> tuple[str, int]:
+    """What one warm-up covers: a method and its tree-size bucket (the budget's next power of two), as a GPU
+    compiles and caches per shape."""
+    return run.method, 1 << max(0, (run.budget or 1) - 1).bit_length()
+
+
 def run_bench(pair, prompts: list[BenchPrompt], runs: list[Run], max_new_tokens: int, out: Path,
               warmup: bool = True, progress: bool = True, extra: dict | None = None, tdes: str | None = None,
               beta: float | None = None, sampling: Sampling = GREEDY,
@@ -233,9 +266,15 @@ def run_bench(pair, prompts: list[BenchPrompt], runs: list[Run], max_new_tokens:
     write_to = shard_path(out, rank, world)
     ordered = sorted(runs, key=lambda r: r.method != "ar")  # per prompt, AR first (the reference tokens)
     todo = [(p, r) for p in shard(prompts, rank, world) for r in ordered if (p.uid, r.key) not in done]
+    warmed: dict[tuple[str, int], dict] = {}
     if warmup and todo:
-        for r in runs:
-            decode_prompt(pair, r, todo[0][0], min(16, max_new_tokens), tdes, beta, sampling, saba)
+        policy = WarmUp(new_tokens=min(WarmUp.new_tokens, max_new_tokens))
+        for r in ordered:
+            if warm_key(r) not in warmed:
+                def one(r=r):
+                    rec = decode_prompt(pair, r, todo[0][0], policy.new_tokens, tdes, beta, sampling, saba)
+                    return rec["decode_s"] / max(1, decoded_tokens(rec))
+                warmed[warm_key(r)] = warm_up(one, policy)
     bar = tqdm(total=len(todo), desc="bench", unit="decode", disable=not progress)
     pending_ar = None  # this prompt's first AR decode, recorded once its second timing closes the block
     for i, (p, r) in enumerate(todo):
@@ -247,6 +286,7 @@ def run_bench(pair, prompts: list[BenchPrompt], runs: list[Run], max_new_tokens:
             setting_id=sid, key=r.key, method=r.method, budget=r.budget, task=p.task, uid=p.uid,
             prompt_tokens=len(p.input_ids), truncated_from=p.truncated_from, matches_ar=None,
             setting=setting, graftlib=__version__, host=platform.node(),
+            warmup=warmed.get(warm_key(r), {"decodes": 0, "stable": False}),
         )
         if r.method != "ar" and ar is not None and sampling.greedy and not walked:
             rec.update(judge(pair.target, pair.tokenizer, p.input_ids, p.user_turns, rec, ar))
