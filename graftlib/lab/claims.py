@@ -108,7 +108,8 @@ def verdict_cell(row: dict, figure: str) -> str:
         return v
     ci = row.get(f"CI95 {figure}")
     ci = f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else ""
-    why = f", {row['prompts a task']} prompts a task" if v == "not tested" else ""
+    k = row["prompts a task"]
+    why = f", {k} prompt{'s' if k != 1 else ''} a task" if v == "not tested" else ""
     return f"{v} ({ratio:.3f}x{ci} vs the paper's {row['paper size']:.3f}x{why})"
 
 
@@ -214,8 +215,14 @@ def _runs(chosen: dict[str, str]) -> str:
 
 def counts_text(row: dict) -> str:
     """A claim row's counts: "3 tasks x 10 prompts x 128 tokens" (prompts: the fewest of a task)."""
-    tasks = row.get("tasks", 0)
-    return f"{tasks} task{'s' if tasks != 1 else ''} x {row.get('prompts a task', 0)} prompts x {row['tokens']} tokens"
+    return count_text(row.get("tasks", 0), row.get("prompts a task", 0), row["tokens"])
+
+
+def count_text(tasks: int, prompts: int, tokens: int) -> str:
+    """ "3 tasks x 10 prompts x 128 tokens", singular where one."""
+    def n(k, word):
+        return f"{k} {word}{'s' if k != 1 else ''}"
+    return f"{n(tasks, 'task')} x {n(prompts, 'prompt')} x {n(tokens, 'token')}"
 
 
 def claims_summary(rows: list[dict]) -> list[dict]:

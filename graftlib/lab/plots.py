@@ -498,11 +498,12 @@ def plot_oracle_tracking(fixed: dict[str, dict], rows: dict, paper_mean: float, 
     grouped_bars(axes[0], names, [("SABA (per-round budget)", [fixed[n]["saba"] for n in names], "tab:blue"),
                                   ("best fixed budget, after the fact", [fixed[n]["best_fixed"] for n in names],
                                    "tab:gray")])
-    for x, n in enumerate(names):
+    labels = []
+    for n in names:
         f = fixed[n]
         ci = f" [{f['ci'][0]:.3f}, {f['ci'][1]:.3f}]" if f["ci"] else " (no interval)"
-        axes[0].annotate(f"B={f['best_fixed_budget']}\nSABA/fixed {f['ratio']:.3f}x{ci}", (x, 0.02),
-                         ha="center", fontsize=6)
+        labels.append(f"{n}\nbest fixed B={f['best_fixed_budget']}\nSABA / fixed {f['ratio']:.3f}x{ci}")
+    axes[0].set_xticks(range(len(names)), labels, fontsize=6)
     axes[0].axhline(paper_mean, color="black", ls="--", lw=0.8, label=f"paper's SABA (Qwen3-8B, A100): {paper_mean:.3f}")
     axes[0].set_ylim(0, 1.05)
     axes[0].set_ylabel("mean retained oracle throughput")
@@ -543,7 +544,7 @@ def plot_claims(C, title: str):
 
     def text(i, c):
         v = C.at[i, c]
-        return "" if v is None or (isinstance(v, float) and pd.isna(v)) else str(v)
+        return "" if v is None or (isinstance(v, float) and pd.isna(v)) else str(v)  # a claim a regime lacks
 
     cells = [[_wrapped(f"{i} ({C.at[i, 'source']}): {C.at[i, 'paper']}", widths[0]),
               *(_wrapped(text(i, c), w) for c, w in zip(cols, widths[1:]))] for i in C.index]

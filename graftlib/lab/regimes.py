@@ -35,6 +35,7 @@ from graftlib.lab.claims import (
     CLAIMS,
     MIN_PROMPTS,
     POOLED,
+    count_text,
     counts_text,
     evaluate_claims,
     sized_verdict,
@@ -402,7 +403,7 @@ def figure_claims(regimes: dict[str, Regime], curves: dict | None = None, oracle
     tested = n_prompts >= min_prompts
 
     def counts(tasks: int) -> str:
-        return f"{tasks} task{'s' if tasks != 1 else ''} x {n_prompts} prompts x {max_new_tokens} tokens"
+        return count_text(tasks, n_prompts, max_new_tokens)
 
     for name, regime in regimes.items():
         for figure in _figures(regime):
