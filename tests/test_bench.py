@@ -9,7 +9,8 @@ from tiny import random_prompt, tiny_drafter, tiny_target
 
 from graftlib.core.errors import GraftError
 from graftlib.core.records import append_record, read_records, setting_id
-from graftlib.lab.bench import BenchPrompt, Run, WarmUp, parse_runs, run_bench, warm_key, warm_up
+from graftlib.core.timing import WarmUp, warm_up
+from graftlib.lab.bench import BenchPrompt, Run, parse_runs, run_bench, warm_key
 from graftlib.lab.metrics import decoded_tokens, exactness_cell, format_table, summarize
 from graftlib.models import Pair
 

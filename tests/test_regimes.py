@@ -178,8 +178,8 @@ def test_the_claims_figure_draws_every_cell_whole():
     from graftlib.lab.plots import plot_claims
 
     long = "direction only (1.031x [1.012, 1.050] vs the paper's 1.057x) (tasks: 2 direction only, 1 inside noise)"
-    C = pd.DataFrame({"source": ["Table 3"], "paper": ["beta = 0.2 gives the highest TPS of beta in {0, 0.05, 0.1, "
-                                                       "0.2, 0.4}"], "paper modeled": [long],
+    words = "beta = 0.2 gives the highest TPS of beta in {0, 0.05, 0.1, 0.2, 0.4}"
+    C = pd.DataFrame({"source": ["Table 3"], "paper": [words], "paper modeled": [long],
                       "paper counts": ["3 tasks x 10 prompts x 128 tokens"]}, index=["T3"])
     fig = plot_claims(C, "claims")
     (table,) = [a for a in fig.axes[0].get_children() if isinstance(a, Table)]

@@ -13,6 +13,10 @@ Without a log `split` returns at once and never synchronizes, so the loop pays n
 The log's clock is wall time unless given another (`time.thread_time`: a CPU run's host work
 without the preemptions of a shared machine).
 Invariant: with a log, the split times of a decode sum to its wall time from its first split on.
+
+Warm-up (`warm_up`, `WarmUp`): what is timed must be warm. A GPU's first decodes of a shape compile
+kernels and fill caches (seconds, where a warm decode takes milliseconds), so a fixed number of
+warm-up decodes does not suffice; `warm_up` repeats a short decode until two in a row agree.
 """
 
 import time
@@ -82,3 +86,27 @@ class StageTimer:
             if self.cuda:
                 torch.cuda.synchronize()
             self.splits.charge(name, self.splits.clock())
+
+
+@dataclass(frozen=True)
+class WarmUp:
+    """The warm-up policy: decodes of `new_tokens` until two in a row differ by at most `tolerance` of the
+    earlier one's seconds per token (at least `min_decodes`, at most `max_decodes`; past that the run is
+    timed anyway and its records say `stable: false`)."""
+
+    tolerance: float = 0.10
+    min_decodes: int = 2
+    max_decodes: int = 8
+    new_tokens: int = 16
+
+
+def warm_up(seconds_per_token: Callable[[], float], policy: WarmUp = WarmUp()) -> dict:
+    """Call `seconds_per_token` (one warm-up decode, its time per token) until the policy's criterion holds:
+    {"decodes": how many ran, "stable": whether the criterion was met}."""
+    last = None
+    for n in range(1, policy.max_decodes + 1):
+        t = seconds_per_token()
+        if last is not None and n >= policy.min_decodes and abs(t - last) <= policy.tolerance * last:
+            return {"decodes": n, "stable": True}
+        last = t
+    return {"decodes": policy.max_decodes, "stable": False}

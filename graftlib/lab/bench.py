@@ -27,7 +27,6 @@ import json
 import math
 import platform
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -35,7 +34,9 @@ from graftlib.core.errors import GraftError, require
 from graftlib.core.paths import results_dir
 from graftlib.core.records import append_record, setting_id
 from graftlib.core.sampling import GREEDY, Sampling, prompt_sampling
+from graftlib.core.timing import WarmUp, warm_up
 from graftlib.core.version import __version__
+from graftlib.lab.machine_costs import deciding, machine_profile
 from graftlib.lab.metrics import decoded_tokens, format_table, summarize, summarize_tasks
 from graftlib.lab.modeled import format_validation, price, reprice, validate
 from graftlib.lab.turns import TURNS, decode_turns, judge, matches, turn_uid, user_turns
@@ -196,30 +197,6 @@ def decode_prompt(pair, run: Run, prompt: BenchPrompt, max_new_tokens: int, tdes
         return decode_record(pair, run, one, max_new_tokens, tdes, beta, sampling, saba)
 
     return decode_turns(decode, pair.tokenizer, prompt.input_ids, prompt.user_turns)
-
-
-@dataclass(frozen=True)
-class WarmUp:
-    """The warm-up policy: decodes of `new_tokens` until two in a row differ by at most `tolerance` of the
-    earlier one's seconds per token (at least `min_decodes`, at most `max_decodes`; past that the run is
-    timed anyway and its records say `stable: false`)."""
-
-    tolerance: float = 0.10
-    min_decodes: int = 2
-    max_decodes: int = 8
-    new_tokens: int = 16
-
-
-def warm_up(seconds_per_token: Callable[[], float], policy: WarmUp = WarmUp()) -> dict:
-    """Call `seconds_per_token` (one warm-up decode, its time per token) until the policy's criterion holds:
-    {"decodes": how many ran, "stable": whether the criterion was met}."""
-    last = None
-    for n in range(1, policy.max_decodes + 1):
-        t = seconds_per_token()
-        if last is not None and n >= policy.min_decodes and abs(t - last) <= policy.tolerance * last:
-            return {"decodes": n, "stable": True}
-        last = t
-    return {"decodes": policy.max_decodes, "stable": False}
 
 
 def warm_key(run: Run) -> tuple[str, int]:
@@ -402,6 +379,9 @@ def add_parser(sub) -> None:
     p.add_argument("--max-new-tokens", type=int, default=128)
     p.add_argument("--out", default=None, help="JSONL results file (default results/bench.jsonl)")
     p.add_argument("--no-warmup", action="store_true")
+    p.add_argument("--shipped-costs", action="store_true",
+                   help="price and decide with the shipped cost profile even where it was fitted on another machine or "
+                   "pair (default: this machine's, measured once and cached; graftlib.lab.machine_costs)")
     p.add_argument("--walk", action="store_true", help="T = 0: walk the DFlash-drafted runs' rounds along AR's tokens "
                    "instead of verifying (graftlib.core.walked): modeled figures only, for the paper's regime's large "
                    "trees (--cost-profile graftlib/assets/costs/paper-a100.json)")
@@ -429,6 +409,12 @@ def run(args) -> int:
     print(f"graft bench: {len(prompts)} prompts x {len(runs)} runs -> {out} "
           f"({pair.describe()}, drafter_trained={pair.drafter_trained})")
     tdes, saba = method_inputs(args)
+    if args.cost_profile is None and not args.shipped_costs:
+        profile = machine_profile(pair)
+        saba = deciding(saba, profile)
+        if any(r.method in AR_METHODS for r in runs):
+            profile.require_ar_draft()
+    print(f"graft bench: costs of {profile.name} ({profile.id}, {profile.hardware})")
     records = run_bench(pair, prompts, runs, args.max_new_tokens, out, warmup=not args.no_warmup, tdes=tdes,
                         beta=args.beta, sampling=sampling_from_args(args), cost_profile=profile, saba=saba,
                         walk=args.walk)

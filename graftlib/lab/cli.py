@@ -16,6 +16,7 @@ from graftlib.lab import (
     device_check,
     generate,
     host_overhead,
+    machine_costs,
     modeled_report,
     paper_costs,
     workbook,
@@ -35,7 +36,7 @@ from graftlib.training import (
 )
 
 # subcommand modules, in the order shown by --help
-COMMAND_MODULES = (generate, bench, modeled_report, costs, paper_costs, host_overhead, device_check, prepare, ship, calibrate,
+COMMAND_MODULES = (generate, bench, modeled_report, costs, machine_costs, paper_costs, host_overhead, device_check, prepare, ship, calibrate,
                    replay,
                    prompts, drafter_data, corpus, drafter_train, drafter_pipeline, eagle3_train, traces, tdes_train, workbook)
 

@@ -38,7 +38,7 @@ from graftlib.core.errors import GraftError
 from graftlib.core.paths import PROJECT_DIR, portable
 from graftlib.core.records import read_json_object, write_json_atomic
 from graftlib.methods.artifacts import ShippedAssets
-from graftlib.methods.cost_profile import from_saba, load_ar_draft_cost, load_profile, with_ar_draft
+from graftlib.methods.cost_profile import from_saba, load_ar_draft_cost, with_ar_draft
 from graftlib.methods.saba_params import PAPER_PATH, SabaParams, default_params
 from graftlib.methods.tdes import GSM8K_PATH, default_scorer_path, scorer_config, scorer_id
 from graftlib.models.eagle3 import checkpoint_id
@@ -98,6 +98,7 @@ def git_commit(root: Path = PROJECT_DIR) -> dict:
 
 def drawn_with(params: dict) -> dict:
     """What the notebooks of a run with these parameters draw with (module doc); loads the pair once."""
+    from graftlib.lab.machine_costs import machine_profile
     from graftlib.models.drafter import EMBEDDED_DFLASH2, EMBEDDED_DRAFTER, resolve_drafter
     from graftlib.models.pair import load_pair
     from graftlib.models.target import EMBEDDED_TARGET
@@ -112,7 +113,7 @@ def drawn_with(params: dict) -> dict:
             "tdes": {"default": scorer_id(default_scorer_path()),
                      "gsm8k": scorer_id(params.get("gsm8k_scorer") or GSM8K_PATH)},
             "saba": default_params().id, "saba_paper": _paper_id(PAPER_PATH),
-            "cost_profile": load_profile(params.get("cost_profile") or None).id,
+            "cost_profile": machine_profile(loaded, params.get("cost_profile") or None).id,
             "eagle3": eagle3,
             "dflash2": checkpoint_id(resolve_drafter(params.get("selector_drafter", EMBEDDED_DFLASH2) or drafter)),
             **git_commit()}

@@ -9,37 +9,41 @@ figures describe the first machine, not the reader's. `machine_profile` therefor
      and this device and dtype are the machine's it was fitted on (the same `hardware_id`);
   3. else this machine's own profile: read from the cache (`GRAFT_HOME/costs/`, keyed by the
      hardware id and the pair's fingerprints) or measured once and cached (`measure_profile`).
-`measure_profile` times, after a warm-up, the verify step for 1..B tokens at one prefix of 256
-(`costs.verify_cost_curve`), DFlash's draft step (`costs.dflash_draft_cost`: block forward and
-top-k), the heap and verify inputs at a middle budget (`costs.tree_build_cost`, the round's host
-work) and, where the pair has an EAGLE-3 drafter, its forwards (`costs.ar_draft_cost_curve`); the
-profile is `cost_profile.from_curve` of these (one prefix, so no prefix terms; the AR step is the
-one-token verify). It takes about a minute on a 2-core CPU. The profile names the machine in its
-`hardware` and `fitted_from`, and every figure priced with it names the profile.
+`graft machine-costs` measures (or re-measures, `--force`) and caches it, printing it beside the
+shipped one; `graft bench` and the workbook's notebooks call `machine_profile` themselves.
+`measure_profile` fits the profile the way the shipped one was fitted, from warm decodes (each
+warmed by the bench's policy, `bench.warm_up`) of a few validation prompts (never the eval prompts
+a bench reports): DDTree at a few budgets, a decode's seconds = c0 rounds + c1 nodes by least
+squares (the whole loop's time, host work between rounds included), the AR step cost = AR seconds
+per token, c_draft = the median draft stage of the DDTree rounds, and, where the pair has an
+EAGLE-3 drafter, its forwards (`costs.ar_draft_cost_curve`). No prefix terms: the shipped profile
+has none either. About a minute on a 2-core CPU. The profile names the machine in its `hardware`
+and `fitted_from`, and every figure priced with it names the profile.
 """
 
 import time
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from graftlib.core.errors import GraftError
 from graftlib.core.hardware import hardware_id
 from graftlib.core.paths import graft_home, portable
+from graftlib.core.timing import WarmUp, warm_up
 from graftlib.lab.costs import (
     ar_draft_cost_curve,
-    dflash_draft_cost,
     fit_ar_draft,
-    tree_build_cost,
-    verify_cost_curve,
 )
+from graftlib.methods.args import add_model_args
 from graftlib.methods.artifacts import slug
-from graftlib.methods.cost_profile import CostProfile, default_profile, from_curve
+from graftlib.methods.cost_profile import CostProfile, default_profile, with_costs
+from graftlib.methods.saba_params import SabaParams, default_params
 
-CPU_SIZES = (1, 2, 4, 8, 12, 16, 24, 32, 48, 64)  # a CPU's budgets (the machine regime's cap is 64)
-GPU_SIZES = (1, 2, 4, 8, 16, 32, 64, 96, 128, 192, 256, 384, 512)
-PREFIX_LEN = 256
-HOST_BUDGET = 16  # the budget whose heap and verify inputs stand for a round's host work
+CPU_BUDGETS = (4, 16, 64)  # a CPU's DDTree budgets (the machine regime's cap is 64)
+GPU_BUDGETS = (32, 128, 512)
+PREFIX_LEN = 256  # the AR drafter's forwards are timed at this prefix
+FIT_TASK, FIT_PROMPTS, FIT_TOKENS = "gsm8k", 2, 64
 
 
 def fitted_here(profile: CostProfile, pair) -> bool:
@@ -56,30 +60,50 @@ def cache_path(pair) -> Path:
     return graft_home() / "costs" / f"{key}.json"
 
 
-def measure_profile(pair, repeats: int = 5, log=print) -> CostProfile:
-    """This machine's cost profile for `pair` (module doc)."""
+def measure_profile(pair, log=print, prompts: list[list[int]] | None = None, new_tokens: int = FIT_TOKENS) -> CostProfile:
+    """This machine's cost profile for `pair` (module doc); `prompts` (token ids) replace the validation
+    prompts, for a pair without a tokenizer."""
+    from graftlib.data.prompts import format_prompt, load_items
+    from graftlib.methods.decoder import Decoder
+
     hw = hardware_id(pair.device, pair.target.dtype)
-    sizes = list(GPU_SIZES if pair.device.type == "cuda" else CPU_SIZES)
+    budgets = GPU_BUDGETS if pair.device.type == "cuda" else CPU_BUDGETS
     log(f"measuring this machine's cost profile ({pair.describe()['hardware']}, about a minute) ...")
     t0 = time.time()
-    verify_s = verify_cost_curve(pair.target, sizes, PREFIX_LEN, repeats)
-    c_draft = dflash_draft_cost(pair, prefix_len=PREFIX_LEN, repeats=repeats)
-    build = tree_build_cost(pair.target.config.vocab_size, [HOST_BUDGET], pair.drafter.block_size - 1, repeats,
-                            str(pair.device))
+    if prompts is None:
+        prompts = [list(format_prompt(it, pair.tokenizer).input_ids) for it in load_items(FIT_TASK, "val", FIT_PROMPTS)]
+    runs, drafts = [], []  # (rounds, nodes, seconds) per DDTree decode; draft stage seconds per round
+    ar_s, ar_tokens = 0.0, 0
+    for method, budget in (("ar", 1), *(("ddtree", b) for b in budgets)):
+        dec = Decoder.for_method(pair.target, pair.drafter, method, budget, pair.eos_ids)
+        warm_up(lambda dec=dec: _per_token(dec.decode(prompts[0], WarmUp.new_tokens)))
+        for ids in prompts:
+            res = dec.decode(ids, new_tokens)
+            if method == "ar":
+                ar_s, ar_tokens = ar_s + res.decode_s, ar_tokens + len(res.tokens) - 1
+            else:
+                runs.append((len(res.rounds), sum(r.nodes for r in res.rounds), res.decode_s))
+                drafts += [r.t_draft for r in res.rounds]
+    A = np.array([[n, nodes] for n, nodes, _ in runs], dtype=float)
+    (c0, c1), *_ = np.linalg.lstsq(A, np.array([s for *_, s in runs]), rcond=None)
     c_ar_draft = None
     try:
         drafter = pair.eagle3_drafter()
     except GraftError:  # no EAGLE-3 drafter: the profile cannot price AR-drafted rounds
         drafter = None
     if drafter is not None:
-        curve = ar_draft_cost_curve(drafter, [1, 5, 10, 25, 50], [1, 4, 9], PREFIX_LEN, 3, max(3, repeats // 2))
-        c_ar_draft = fit_ar_draft(curve)["c_ar_draft"]
-    made = {"command": "graft costs --machine", "date": time.strftime("%Y-%m-%d %H:%M:%S"),
+        c_ar_draft = fit_ar_draft(ar_draft_cost_curve(drafter, [1, 5, 10, 25, 50], [1, 4, 9], PREFIX_LEN, 3, 3))[
+            "c_ar_draft"]
+    made = {"command": "graft machine-costs", "date": time.strftime("%Y-%m-%d %H:%M:%S"),
             "target": pair.target_name, "drafter": pair.drafter_name, "machine": pair.describe()["hardware"],
-            "threads": torch.get_num_threads(), "prefix_len": PREFIX_LEN, "sizes": sizes, "repeats": repeats,
-            "host_budget": HOST_BUDGET, "seconds": round(time.time() - t0, 1)}
-    name = f"measured-{slug(hw)}"
-    return from_curve(name, hw, verify_s, c_draft, build[HOST_BUDGET]["tree"], made, c_ar_draft)
+            "threads": torch.get_num_threads(), "task": FIT_TASK, "split": "val", "prompts": len(prompts),
+            "new_tokens": new_tokens, "budgets": list(budgets), "seconds": round(time.time() - t0, 1)}
+    return CostProfile(f"measured-{slug(hw)}", hw, [float(c0), max(float(c1), 0.0), 0.0], [ar_s / ar_tokens, 0.0],
+                       float(np.median(drafts)), None, fitted_from=made, c_ar_draft=c_ar_draft)
+
+
+def _per_token(res) -> float:
+    return res.decode_s / max(1, len(res.tokens) - 1)
 
 
 def machine_profile(pair, path: str | Path | None = None, measure=measure_profile, log=print) -> CostProfile:
@@ -99,3 +123,33 @@ def machine_profile(pair, path: str | Path | None = None, measure=measure_profil
     profile.save(cached)
     log(f"cost profile {profile.name} ({profile.id}) cached at {portable(cached)}")
     return profile
+
+
+def deciding(params: SabaParams | None, profile: CostProfile) -> SabaParams | None:
+    """SABA's calibration deciding under `profile`: as given (None: the shipped one) where `profile` is the
+    shipped profile, else its gain side with the profile's costs (`cost_profile.with_costs`)."""
+    return params if profile.id == default_profile().id else with_costs(params or default_params(), profile)
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("machine-costs", help="this machine's cost profile for the pair: measured once and cached")
+    add_model_args(p)
+    p.add_argument("--force", action="store_true", help="measure again even where one is cached")
+    p.add_argument("--out", default=None, metavar="FILE", help="also write the profile here")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from graftlib.models.pair import load_pair
+
+    pair = load_pair(args.target, args.drafter, args.device, args.device_map, dtype=args.dtype)
+    if args.force and cache_path(pair).is_file():
+        cache_path(pair).unlink()
+    profile = machine_profile(pair)
+    shipped = default_profile()
+    for p in (profile, shipped):
+        print(f"{p.name:<40} {p.id}  c0 {1e3 * p.c[0]:7.2f} ms  c1 {1e3 * p.c[1]:6.3f} ms/node  "
+              f"AR step {1e3 * p.c_ar[0]:6.2f} ms  draft {1e3 * p.c_draft:5.2f} ms  ({p.hardware})")
+    if args.out:
+        print(f"written to {profile.save(args.out)}")
+    return 0

@@ -41,6 +41,7 @@ from graftlib.lab.claims import (
     sized_verdict,
     verdict_cell,
 )
+from graftlib.lab.machine_costs import deciding
 from graftlib.lab.metrics import by_task, ratio_ci, summarize
 from graftlib.lab.paper import FIGURE6, TABLE1, TABLE2, TABLE3
 from graftlib.lab.paper_costs import MODEL, PROFILE_NAME, mat_needed, method_errors
@@ -85,9 +86,11 @@ def _middle(budgets) -> int:
 
 def machine(budgets=(4, 8, 16), cap: int = 64, chains=(3, 15), budget: int | None = None,
             profile: CostProfile | None = None) -> Regime:
-    """This machine's regime; `profile` prices the rounds (default: the shipped CPU one), `budget` defaults to the
-    middle of `budgets`."""
-    return Regime("machine", "this machine: measured and modeled", profile or default_profile(), None,
+    """This machine's regime; `profile` prices the rounds and the adaptive methods decide with it (default: the
+    shipped CPU one; a notebook passes `machine_costs.machine_profile(pair)`), `budget` defaults to the middle of
+    `budgets`."""
+    profile = profile or default_profile()
+    return Regime("machine", "this machine: measured and modeled", profile, deciding(None, profile),
                   tuple(budgets), budget or _middle(budgets), cap, tuple(chains), False)
 
 
