@@ -14,6 +14,8 @@ seconds depend on the machine. `WalkedLoop` computes those rounds without verify
   continuation (`tree.greedy_walk` with the continuation's next token at every node of the matched
   path, which is what the target's argmax is there); the commit hands the accepted rows' features
   on. SABA's feedback, CaDDTree's stopping and the records (mismatch, censoring) see the same data.
+A drafter that reads the continuation itself (a `follow(continuation, lm_head)` method, such as the
+drafter-strength construction `graftlib.models.strength`) is handed it before the first round.
 A 512-node round then costs a drafter forward and a heap build instead of a 513-token verify,
 which is how the paper's regime (trees of 32-512 nodes, `graftlib.lab.paper_costs`) is decoded on a
 CPU. The records carry no verify times (t_tree, t_verify, t_commit are 0; t_draft is the drafter's
@@ -40,10 +42,11 @@ from graftlib.core.verify import LazyArgmax, target_forward
 class Continuation:
     """The greedy tokens after the prompt and the target's features at every position of prompt + them."""
 
-    def __init__(self, tokens: list[int], features: torch.Tensor, prompt_len: int):
+    def __init__(self, tokens: list[int], features: torch.Tensor, prompt_len: int, hidden: torch.Tensor | None = None):
         self.tokens = tokens  # tokens[i] sits at position prompt_len + i
         self.features = features  # [1, prompt_len + len(tokens), F]
         self.prompt_len = prompt_len
+        self.hidden = hidden  # [prompt_len + len(tokens), H]: the target's last hidden state at every position
 
     def at(self, position: int) -> int:
         """The token at `position` (>= prompt_len); -1 past an EOS that ended the continuation (no tree
@@ -67,14 +70,14 @@ class WalkedLoop(DecodeLoop):
         cache = target_cache(self.target.config, n + length + 1, shared=True)
         out = target_forward(self.target, torch.tensor([seq], device=self.device),
                              torch.arange(len(seq), device=self.device)[None], cache, with_states=True)
-        feats, last = [self.drafter.context_features(out.hidden_states)], out.hidden[-1:]
+        feats, hidden = [self.drafter.context_features(out.hidden_states)], [out.hidden]
         while len(seq) - n < length and (len(seq) == n or seq[-1] not in self.eos_ids):
-            seq.append(LazyArgmax(last, self.lm_head)[0])
+            seq.append(LazyArgmax(hidden[-1][-1:], self.lm_head)[0])
             out = target_forward(self.target, torch.tensor([seq[-1:]], device=self.device),
                                  torch.tensor([[len(seq) - 1]], device=self.device), cache, with_states=True)
             feats.append(self.drafter.context_features(out.hidden_states))
-            last = out.hidden
-        return Continuation(seq[n:], torch.cat(feats, dim=1), n)
+            hidden.append(out.hidden)
+        return Continuation(seq[n:], torch.cat(feats, dim=1), n, torch.cat(hidden, dim=0))
 
     @torch.inference_mode()
     def decode_along(self, prompt_ids: list[int], ar_tokens: list[int], max_new_tokens: int = 256,
@@ -84,6 +87,9 @@ class WalkedLoop(DecodeLoop):
         self.check_prompt(prompt_ids, max_new_tokens)
         n = len(prompt_ids)
         self._cont = self.continuation(prompt_ids, ar_tokens, max_new_tokens + self.drafter.block_size)
+        follow = getattr(self.drafter, "follow", None)  # a drafter built on the known continuation
+        if follow is not None:
+            follow(self._cont, self.lm_head)
         result = DecodeResult([self._cont.tokens[0]], n, 0.0, 0.0)
         timer = StageTimer(self.device)
         st = SpecState(None, self.drafter.new_cache(), self._cont.features[:, :n], n, self._cont.tokens[0])
