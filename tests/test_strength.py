@@ -65,3 +65,31 @@ def test_a_strength_drafter_needs_the_continuation(models):
         StrengthDrafter(base, 1.5)
     assert StrengthDrafter(base, 0.5).block_size == base.block_size and torch.is_tensor(
         StrengthDrafter(base, 0.5).head_weight(target.lm_head.weight))
+
+
+def _walked(target, n=2, new=40):
+    from graftlib.lab.strength import Walked
+
+    prompts = [random_prompt(10 + i, 10) for i in range(n)]
+    ar = Decoder.for_method(target, None, "ar")
+    return Walked("custom", prompts, [ar.decode(p, new).tokens for p in prompts], new)
+
+
+def test_a_strength_is_fitted_to_a_chain_mat_and_the_continuation_rates_are_counted(models):
+    from types import SimpleNamespace
+
+    from graftlib.lab.strength import continuation_rates, fit_strength, mat, walked_rounds
+
+    target, base = models
+    pair = SimpleNamespace(target=target, drafter=base, eos_ids=[])
+    w = _walked(target)
+    chain = base.block_size - 1
+    real, full = mat(walked_rounds(pair, 0.0, "dflash", chain, w)), mat(walked_rounds(pair, 1.0, "dflash", chain, w))
+    goal = (real + full) / 2
+    fit = fit_strength(pair, w, goal, tol=0.02)
+    assert 0 < fit["s"] < 1 and abs(fit["mat"] - goal) <= 0.02 * goal
+    assert mat(walked_rounds(pair, fit["s"], "dflash", chain, w)) == fit["mat"]  # walked decodes are deterministic
+    assert fit_strength(pair, w, real / 2)["s"] == 0.0 and fit_strength(pair, w, 99.0)["bound"].startswith("even")
+    rates = {s: continuation_rates(pair, s, w, budget=16) for s in (0.0, 1.0)}
+    assert rates[1.0]["sibling"][1] == 0 and rates[1.0]["spine"][0] == 1.0  # at s = 1 the spine is the greedy path
+    assert rates[0.0]["spine"][1] > 0 and 0.0 <= rates[0.0]["spine"][0] <= 1.0

@@ -19,6 +19,7 @@ from graftlib.lab import (
     machine_costs,
     modeled_report,
     paper_costs,
+    strength,
     workbook,
 )
 from graftlib.training import (
@@ -36,7 +37,7 @@ from graftlib.training import (
 )
 
 # subcommand modules, in the order shown by --help
-COMMAND_MODULES = (generate, bench, modeled_report, costs, machine_costs, paper_costs, host_overhead, device_check, prepare, ship, calibrate,
+COMMAND_MODULES = (generate, bench, modeled_report, costs, machine_costs, paper_costs, strength, host_overhead, device_check, prepare, ship, calibrate,
                    replay,
                    prompts, drafter_data, corpus, drafter_train, drafter_pipeline, eagle3_train, traces, tdes_train, workbook)
 
