@@ -93,3 +93,21 @@ def test_a_strength_is_fitted_to_a_chain_mat_and_the_continuation_rates_are_coun
     rates = {s: continuation_rates(pair, s, w, budget=16) for s in (0.0, 1.0)}
     assert rates[1.0]["sibling"][1] == 0 and rates[1.0]["spine"][0] == 1.0  # at s = 1 the spine is the greedy path
     assert rates[0.0]["spine"][1] > 0 and 0.0 <= rates[0.0]["spine"][0] <= 1.0
+
+
+def test_the_temperature_makes_the_drafter_as_confident_as_it_is_right_and_moves_no_top_1(models):
+    from types import SimpleNamespace
+
+    from graftlib.lab.strength import confidence, fit_temperature, mat, walked_rounds
+
+    target, base = models
+    pair = SimpleNamespace(target=target, drafter=base, eos_ids=[])
+    w, chain = _walked(target), base.block_size - 1
+    fit = fit_temperature(pair, 0.4, w)
+    assert fit["confidence"] == pytest.approx(fit["accuracy"], abs=1e-3) and fit["tau"] != pytest.approx(1.0)
+    assert mat(walked_rounds(pair, 0.4, "dflash", chain, w, tau=fit["tau"])) == mat(walked_rounds(pair, 0.4, "dflash",
+                                                                                                   chain, w))
+    trace = []
+    walked_rounds(pair, 0.4, "dflash", chain, w, trace=trace)
+    sharper, flatter = confidence(trace, 0.5)[0], confidence(trace, 2.0)[0]
+    assert sharper > confidence(trace, 1.0)[0] > flatter

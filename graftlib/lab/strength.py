@@ -1,9 +1,12 @@
 """The drafter-strength axis: one strength per task calibrated to the paper's DFlash chain, and its validation.
 
 `graftlib.models.strength` moves the real drafter's marginals toward the target's with one number,
-s. Calibration (`fit_strength`): per task, s is found by bisection so that the walked DFlash chain
-(15 drafts a round, the paper's block of 16) accepts the paper's DFlash MAT for Qwen3-8B (Table 1)
-on the task's validation prompts; MAT grows with s (s = 0 the real drafter, s = 1 the whole block).
+s. Calibration, per task on its validation prompts: s by bisection so that the walked DFlash chain (15
+drafts a round, the paper's block of 16) accepts the paper's DFlash MAT for Qwen3-8B (Table 1)
+(`fit_strength`; MAT grows with s, s = 0 the real drafter, s = 1 the whole block), then the
+temperature tau at which the drafter's mean top-1 probability equals its top-1 accuracy over the
+chain's blocks (`fit_temperature`; a trained drafter's calibration, which tau restores after the
+mixture flattened it; tau moves no top-1, so the chain's MAT stays the fitted one).
 Validation, on the eval prompts a bench reports (never the ones fitted on):
   - the chain's MAT there beside the paper's (a fit on other prompts of the task);
   - DDTree's MAT at the paper's budget (`PAPER_BUDGET`, the paper regime's Table 2 budget) beside the
@@ -58,11 +61,15 @@ def walked_prompts(pair, task: str, split: str, n: int, max_new_tokens: int) -> 
     return Walked(task, prompts, [ar.decode(p, max_new_tokens).tokens for p in prompts], max_new_tokens)
 
 
-def walked_rounds(pair, s: float, method: str, budget: int, w: Walked, draft_hook=None) -> list:
-    """Every round of `method`@`budget` with the drafter at strength `s`, walked over `w`'s prompts."""
+def walked_rounds(pair, s: float, method: str, budget: int, w: Walked, draft_hook=None, tau: float = 1.0,
+                  trace: list | None = None) -> list:
+    """Every round of `method`@`budget` with the drafter at strength `s` and temperature `tau`, walked over `w`'s
+    prompts (`trace`: collects the drafter's blocks, `StrengthDrafter.trace`)."""
     out = []
     for prompt, ar in zip(w.prompts, w.ar, strict=True):
-        dec = WalkedDecoder.for_method(pair.target, StrengthDrafter(pair.drafter, s), method, budget, pair.eos_ids)
+        drafter = StrengthDrafter(pair.drafter, s, tau)
+        drafter.trace = trace
+        dec = WalkedDecoder.for_method(pair.target, drafter, method, budget, pair.eos_ids)
         if draft_hook is not None:
             dec.draft = draft_hook(dec.draft)
         out += dec.decode_along(prompt, ar, w.max_new_tokens).rounds
@@ -102,7 +109,36 @@ def fit_strength(pair, w: Walked, target_mat: float, tol: float = 0.01, steps: i
     return {"s": s, "mat": m, "steps": steps + 2}
 
 
-def continuation_rates(pair, s: float, w: Walked, budget: int = PAPER_BUDGET) -> dict:
+def confidence(trace: list, tau: float) -> tuple[float, float]:
+    """(mean top-1 probability at temperature `tau`, top-1 accuracy) over every depth of the traced blocks."""
+    import torch
+
+    top = torch.cat([t for t, _ in trace]).double()
+    right = torch.cat([r for _, r in trace]).double()
+    sharp = top.pow(1.0 / tau)
+    return float((sharp[:, 0] / sharp.sum(-1)).mean()), float(right.mean())
+
+
+def fit_temperature(pair, s: float, w: Walked, steps: int = 30) -> dict:
+    """tau at which the drafter at strength `s` is as confident as it is right over the chain's blocks on `w`
+    (mean top-1 probability = top-1 accuracy; bisection on log tau), with the real drafter's two numbers."""
+    trace, real = [], []
+    walked_rounds(pair, s, "dflash", chain_budget(pair), w, trace=trace)
+    walked_rounds(pair, 0.0, "dflash", chain_budget(pair), w, trace=real)
+    lo, hi = math.log(0.02), math.log(5.0)
+    for _ in range(steps):
+        mid = (lo + hi) / 2
+        conf, acc = confidence(trace, math.exp(mid))
+        lo, hi = (mid, hi) if conf > acc else (lo, mid)  # a larger tau flattens: less confident
+    tau = math.exp((lo + hi) / 2)
+    conf, acc = confidence(trace, tau)
+    raw, _ = confidence(trace, 1.0)
+    real_conf, real_acc = confidence(real, 1.0)
+    return {"tau": tau, "confidence": conf, "accuracy": acc, "confidence_at_tau_1": raw,
+            "real_confidence": real_conf, "real_accuracy": real_acc}
+
+
+def continuation_rates(pair, s: float, w: Walked, budget: int = PAPER_BUDGET, tau: float = 1.0) -> dict:
     """The next depth's top-1 right after the greedy path took the drafter's rank-1 sibling at a depth (its
     earlier depths on the spine) against after the spine (module doc), over DDTree@`budget`'s walked rounds."""
     drafts = []
@@ -117,7 +153,7 @@ def continuation_rates(pair, s: float, w: Walked, budget: int = PAPER_BUDGET) ->
     counts = {"spine": [0, 0], "sibling": [0, 0]}  # [next top-1 right, cases]
     for i, (prompt, ar) in enumerate(zip(w.prompts, w.ar, strict=True)):
         drafts.clear()
-        walked_rounds(pair, s, "ddtree", budget, Walked(w.task, [prompt], [ar], w.max_new_tokens), hook)
+        walked_rounds(pair, s, "ddtree", budget, Walked(w.task, [prompt], [ar], w.max_new_tokens), hook, tau)
         n = len(prompt)
         for start, top2 in drafts:
             truth = [ar[start + d - n] if start + d - n < len(ar) else -1 for d in range(1, top2.shape[0] + 1)]
@@ -150,15 +186,20 @@ def calibrate_tasks(pair, tasks=TASKS, n_prompts: int = 10, max_new_tokens: int 
             table[task] = done[task]
             continue
         t0 = time.time()
-        fit = fit_strength(pair, walked_prompts(pair, task, "val", n_prompts, max_new_tokens), paper["DFlash"][task][0])
+        val = walked_prompts(pair, task, "val", n_prompts, max_new_tokens)
+        fit = fit_strength(pair, val, paper["DFlash"][task][0])
+        temp = fit_temperature(pair, fit["s"], val)
+        s, tau = fit["s"], temp["tau"]
         ev = walked_prompts(pair, task, "eval", n_prompts, max_new_tokens)
-        rates = {"real": continuation_rates(pair, 0.0, ev), "calibrated": continuation_rates(pair, fit["s"], ev)}
+        rates = {"real": continuation_rates(pair, 0.0, ev), "calibrated": continuation_rates(pair, s, ev, tau=tau)}
         table[task] = {
-            "key": key, "s": fit["s"], "fit_steps": fit["steps"], **({"bound": fit["bound"]} if "bound" in fit else {}),
+            "key": key, "s": s, "tau": tau, "fit_steps": fit["steps"], "calibration": temp,
+            **({"bound": fit["bound"]} if "bound" in fit else {}),
             "paper_chain_mat": paper["DFlash"][task][0], "chain_mat_val": fit["mat"],
-            "chain_mat_eval": mat(walked_rounds(pair, fit["s"], "dflash", chain_budget(pair), ev)),
+            "chain_mat_eval": mat(walked_rounds(pair, s, "dflash", chain_budget(pair), ev, tau=tau)),
             "real_chain_mat_eval": mat(walked_rounds(pair, 0.0, "dflash", chain_budget(pair), ev)),
-            "ddtree_mat_eval": mat(walked_rounds(pair, fit["s"], "ddtree", PAPER_BUDGET, ev)),
+            "ddtree_mat_eval": mat(walked_rounds(pair, s, "ddtree", PAPER_BUDGET, ev, tau=tau)),
+            "ddtree_mat_eval_tau_1": mat(walked_rounds(pair, s, "ddtree", PAPER_BUDGET, ev)),
             "real_ddtree_mat_eval": mat(walked_rounds(pair, 0.0, "ddtree", PAPER_BUDGET, ev)),
             "paper_ddtree_mat": paper["DDTree"][task][0],
             "continuation": {who: {case: {"rate": r, "cases": c} for case, (r, c) in v.items()}
@@ -179,18 +220,19 @@ def document(pair, table: dict, n_prompts: int, max_new_tokens: int, command: st
 
 def format_row(task: str, r: dict) -> str:
     c = r["continuation"]
-    return (f"{task:<10} s={r['s']:.3f}  chain MAT val {r['chain_mat_val']:.2f} / eval {r['chain_mat_eval']:.2f} "
+    return (f"{task:<10} s={r['s']:.3f} tau={r['tau']:.3f}  chain MAT val {r['chain_mat_val']:.2f} / eval {r['chain_mat_eval']:.2f} "
             f"(paper {r['paper_chain_mat']:.2f}; real {r['real_chain_mat_eval']:.2f})  DDTree@{PAPER_BUDGET} MAT "
-            f"{r['ddtree_mat_eval']:.2f} (paper {r['paper_ddtree_mat']:.2f}; real {r['real_ddtree_mat_eval']:.2f})  "
+            f"{r['ddtree_mat_eval']:.2f} (tau 1: {r['ddtree_mat_eval_tau_1']:.2f}; paper {r['paper_ddtree_mat']:.2f}; real "
+            f"{r['real_ddtree_mat_eval']:.2f})  "
             f"next top-1 after sibling / spine: real {c['real']['sibling']['rate']:.2f} / {c['real']['spine']['rate']:.2f}, "
             f"calibrated {c['calibrated']['sibling']['rate']:.2f} / {c['calibrated']['spine']['rate']:.2f}")
 
 
-def strengths(path: str | Path) -> dict[str, float]:
-    """The calibrated strength per task of a `calibrate_tasks` file."""
+def strengths(path: str | Path) -> dict[str, tuple[float, float]]:
+    """The calibrated (s, tau) per task of a `calibrate_tasks` file."""
     d = json.loads(Path(path).read_text())
     require(d.get("schema") == SCHEMA, f"{portable(path)} is not a drafter-strength file ({SCHEMA})")
-    return {t: r["s"] for t, r in d["tasks"].items()}
+    return {t: (r["s"], r["tau"]) for t, r in d["tasks"].items()}
 
 
 def add_parser(sub) -> None:
