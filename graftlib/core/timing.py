@@ -19,6 +19,7 @@ kernels and fill caches (seconds, where a warm decode takes milliseconds), so a 
 warm-up decodes does not suffice; `warm_up` repeats a short decode until two in a row agree.
 """
 
+import math
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable
@@ -106,6 +107,8 @@ def warm_up(seconds_per_token: Callable[[], float], policy: WarmUp = WarmUp()) -
     last = None
     for n in range(1, policy.max_decodes + 1):
         t = seconds_per_token()
+        if math.isnan(t):  # an untimed decode: nothing to settle
+            return {"decodes": n, "stable": False}
         if last is not None and n >= policy.min_decodes and abs(t - last) <= policy.tolerance * last:
             return {"decodes": n, "stable": True}
         last = t

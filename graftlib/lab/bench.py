@@ -234,6 +234,8 @@ def run_bench(pair, prompts: list[BenchPrompt], runs: list[Run], max_new_tokens:
                    **sampling.setting(),
                    **({"turns": "all"} if any(p.user_turns for p in prompts) else {}), **({"walk": True} if walk else {}))
     require(not walk or sampling.greedy, "--walk follows greedy AR's tokens: T = 0 only")
+    require(walk or not hasattr(pair.drafter, "follow"), "a drafter-strength construction drafts along greedy AR's "
+            "tokens: decode it walked (--walk); its figures are modeled, never timed")
     sid = setting_id(**setting)
     profile = cost_profile or default_profile()
     if any(r.method in AR_METHODS for r in runs):
@@ -243,11 +245,14 @@ def run_bench(pair, prompts: list[BenchPrompt], runs: list[Run], max_new_tokens:
     write_to = shard_path(out, rank, world)
     ordered = sorted(runs, key=lambda r: r.method != "ar")  # per prompt, AR first (the reference tokens)
     todo = [(p, r) for p in shard(prompts, rank, world) for r in ordered if (p.uid, r.key) not in done]
+    def walked(r: Run) -> bool:  # a DFlash-drafted run of a walked bench: modeled only, never timed
+        return walk and r.method not in ("ar", "hf") and r.method not in AR_METHODS
+
     warmed: dict[tuple[str, int], dict] = {}
     if warmup and todo:
         policy = WarmUp(new_tokens=min(WarmUp.new_tokens, max_new_tokens))
         for r in ordered:
-            if warm_key(r) not in warmed:
+            if warm_key(r) not in warmed and not walked(r):
                 def one(r=r):
                     rec = decode_prompt(pair, r, todo[0][0], policy.new_tokens, tdes, beta, sampling, saba)
                     return rec["decode_s"] / max(1, decoded_tokens(rec))
@@ -257,15 +262,14 @@ def run_bench(pair, prompts: list[BenchPrompt], runs: list[Run], max_new_tokens:
     for i, (p, r) in enumerate(todo):
         bar.set_postfix_str(f"{p.uid} {r.key}")
         ar = done.get((p.uid, "ar"))
-        walked = walk and r.method not in ("ar", "hf") and r.method not in AR_METHODS
-        rec = decode_prompt(pair, r, p, max_new_tokens, tdes, beta, sampling, saba, ar["tokens"] if walked else None)
+        rec = decode_prompt(pair, r, p, max_new_tokens, tdes, beta, sampling, saba, ar["tokens"] if walked(r) else None)
         rec.update(
             setting_id=sid, key=r.key, method=r.method, budget=r.budget, task=p.task, uid=p.uid,
             prompt_tokens=len(p.input_ids), truncated_from=p.truncated_from, matches_ar=None,
             setting=setting, graftlib=__version__, host=platform.node(),
             warmup=warmed.get(warm_key(r), {"decodes": 0, "stable": False}),
         )
-        if r.method != "ar" and ar is not None and sampling.greedy and not walked:
+        if r.method != "ar" and ar is not None and sampling.greedy and not walked(r):
             rec.update(judge(pair.target, pair.tokenizer, p.input_ids, p.user_turns, rec, ar))
         rec.update(price(rec, profile))
         done[(p.uid, r.key)] = rec

@@ -462,6 +462,9 @@ def plot_regimes(T, curve, oracle, title: str, paper_mean: float):
     grouped_bars(axes[0], methods, [("this machine, wall clock", col("machine", "speedup wall"), "tab:blue"),
                                     ("this machine, modeled", col("machine", "speedup modeled"), "tab:orange"),
                                     ("paper's costs, modeled", col("paper", "speedup modeled"), "tab:red"),
+                                    *([("paper's costs and acceptance (a construction), modeled",
+                                        col("paper+acceptance", "speedup modeled"), "tab:purple")]
+                                      if "paper+acceptance" in set(best.regime) else []),
                                     ("paper (Qwen3-8B, A100), GSM8K", col("paper", "paper speedup"), "tab:green")])
     axes[0].axhline(1.0, color="gray", lw=0.5)
     axes[0].set_ylabel("speedup vs AR (best run)")
@@ -514,6 +517,45 @@ def plot_oracle_tracking(fixed: dict[str, dict], rows: dict, paper_mean: float, 
     axes[1].set_xlabel("retained oracle throughput per round")
     axes[1].set_ylabel("rounds")
     axes[1].set_title("(b) SABA's rounds", fontsize=8)
+    fig.suptitle(title, fontsize=7)
+    fig.tight_layout()
+    legend_below(fig, axes)
+    return fig
+
+
+def plot_strength_axis(T, sizes: dict[str, float], calibrated: float | None, paper_mat: dict[str, float], title: str):
+    """The strength axis (`strength_axis.axis_table` `T`): (a) each claim's modeled ratio against s, the paper's
+    size as a marker at the right edge in the claim's colour, 1.0 grey; (b) MATs against s with the paper's as
+    dashed lines; (c) the mean nodes per round SABA gives +SABA and GRAFT, and the best fixed DDTree budget. The
+    task's calibrated strength is a vertical line in every panel, s = 0 the embedded drafter."""
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.2), gridspec_kw={"width_ratios": [1.4, 1, 1]})
+    colours = plt.get_cmap("tab10")
+    s = list(T.index)
+    for i, claim in enumerate(c for c in sizes if f"{c} ratio" in T):
+        line, = axes[0].plot(s, T[f"{claim} ratio"], "o-", color=colours(i), ms=3, lw=1, label=claim)
+        axes[0].plot([s[-1] + 0.04 * (s[-1] - s[0])], [sizes[claim]], "<", color=line.get_color(), ms=6)
+    axes[0].axhline(1.0, color="gray", lw=0.6)
+    axes[0].set_yscale("log")
+    axes[0].set_ylabel("modeled TPS ratio (faster / slower run of the claim)")
+    axes[0].set_title("(a) each claim's ratio; triangles: the paper's", fontsize=8)
+    for i, (name, col) in enumerate((("chain", "chain MAT"), ("DDTree", next(c for c in T if c.startswith("DDTree@"))),
+                                     ("GRAFT", "GRAFT MAT"))):
+        axes[1].plot(s, T[col], "o-", color=colours(i), ms=3, label=f"{name} ({col})")
+        if name in paper_mat:
+            axes[1].axhline(paper_mat[name], color=colours(i), ls="--", lw=0.8, label=f"paper's {name} MAT")
+    axes[1].set_ylabel("MAT (tokens per round)")
+    axes[1].set_title("(b) acceptance", fontsize=8)
+    for col, colour in (("+SABA nodes", "tab:orange"), ("GRAFT nodes", "tab:red"), ("best fixed budget", "black")):
+        axes[2].plot(s, T[col], "o-" if col != "best fixed budget" else "s--", color=colour, ms=3, label=col)
+    axes[2].set_yscale("log", base=2)
+    axes[2].set_ylabel("nodes per round")
+    axes[2].set_title("(c) SABA's trees and the best fixed budget", fontsize=8)
+    for ax in axes:
+        ax.set_xlabel("drafter strength s (0: the embedded drafter)")
+        if calibrated is not None:
+            ax.axvline(calibrated, color="tab:purple", lw=0.8, ls=":", label="calibrated to the paper's chain")
     fig.suptitle(title, fontsize=7)
     fig.tight_layout()
     legend_below(fig, axes)

@@ -26,7 +26,7 @@ in the shape of `claims_by_regime`.
 """
 
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from graftlib.core.errors import require
@@ -45,6 +45,7 @@ from graftlib.lab.machine_costs import deciding
 from graftlib.lab.metrics import by_task, ratio_ci, summarize
 from graftlib.lab.paper import FIGURE6, TABLE1, TABLE2, TABLE3
 from graftlib.lab.paper_costs import MODEL, PROFILE_NAME, mat_needed, method_errors
+from graftlib.lab.strength import STRENGTH_PATH, strengths
 from graftlib.lab.tables import budget_curve
 from graftlib.methods.cost_profile import PAPER_PROFILE, CostProfile, default_profile, with_costs
 from graftlib.methods.registry import AR_METHODS, REGISTRY
@@ -73,6 +74,15 @@ class Regime:
     cap: int  # +SABA, GRAFT and CaDDTree choose up to this
     chains: tuple[int, ...]  # the DFlash chain's drafts per round
     walk: bool  # DFlash-drafted runs walked (modeled only), not verified
+    strength: dict | None = None  # task -> (s, tau) of the drafter-strength construction (None: the real drafter)
+
+    def pair_for(self, pair, task: str):
+        """`pair` as this regime drafts `task` with: at the task's calibrated strength where the regime has one."""
+        if self.strength is None:
+            return pair
+        require(task in self.strength, f"the {self.name} regime has no calibrated drafter strength for {task!r} "
+                f"(calibrated: {', '.join(self.strength)}): run `graft calibrate-strength --tasks {task}`")
+        return pair.with_strength(*self.strength[task])
 
     @property
     def turns(self) -> str:
@@ -100,6 +110,16 @@ def paper(budgets=(64, 128, 256), cap: int = 512, budget: int | None = None) -> 
                   tuple(budgets), budget or _middle(budgets), cap, (15,), True)
 
 
+def paper_acceptance(budgets=(64, 128, 256), cap: int = 512, budget: int | None = None,
+                     strength_path: str | Path = STRENGTH_PATH) -> Regime:
+    """The paper's costs and acceptance: the paper regime with the DFlash drafter at the strength calibrated per
+    task to the paper's chain MAT (`graftlib.lab.strength`), a construction; EAGLE-3 / OPT-Tree keep the real
+    drafter. Modeled only."""
+    base = paper(budgets, cap, budget)
+    return replace(base, name="paper+acceptance", label="the paper's A100 costs and acceptance (a construction): "
+                   "modeled", strength=strengths(strength_path))
+
+
 def pick(names: str, regimes: dict[str, Regime], required: str | None = None) -> dict[str, Regime]:
     """The regimes named in the comma list `names` (a notebook's `regime_names` parameter), in `regimes`' order;
     a one-line error on an unknown name or without `required`."""
@@ -122,8 +142,15 @@ def regime_runs(regime: Regime, ar_drafted: bool = True) -> list[Run]:
 
 def regime_bench(pair, regime: Regime, prompts: list, runs: list[Run], max_new_tokens: int, out,
                  progress: bool = False, tdes: str | None = None, beta: float | None = None) -> list[dict]:
-    """`run_bench` deciding and priced in `regime` (walked where the regime walks), keyed by the regime."""
-    return run_bench(pair, prompts, runs, max_new_tokens, out, progress=progress, extra={"regime": regime.name},
+    """`run_bench` deciding and priced in `regime` (walked where the regime walks), keyed by the regime (and the
+    drafter strength where it has one: the prompts are one task's)."""
+    extra = {"regime": regime.name}
+    if regime.strength is not None:
+        tasks = {p.task for p in prompts}
+        require(len(tasks) == 1, f"the {regime.name} regime benches one task at a time, got {sorted(tasks)}")
+        pair = regime.pair_for(pair, tasks.pop())
+        extra.update(strength=pair.drafter.s, tau=pair.drafter.tau)
+    return run_bench(pair, prompts, runs, max_new_tokens, out, progress=progress, extra=extra,
                      tdes=tdes, beta=beta, cost_profile=regime.profile, saba=regime.saba, walk=regime.walk)
 
 
@@ -303,7 +330,7 @@ def regime_budget_curve(pair, regime: Regime, items: list, max_new_tokens: int, 
     """Figure 1(c) in `regime`: a DDTree trajectory at the grid's largest budget replayed over `grid` (walked and
     priced by the regime's profile where it walks, `replay.WalkReplay`), as `tables.budget_curve`; on this
     machine the same replay as the Figure 1(c) notebook's."""
-    lines = replay_prompts(pair, "ddtree", max(grid), grid, items, max_new_tokens, out,
+    lines = replay_prompts(regime.pair_for(pair, items[0].task), "ddtree", max(grid), grid, items, max_new_tokens, out,
                            profile=regime.profile if regime.walk else None)
     return budget_curve(records_of(lines), grid, regime.profile)
 
@@ -316,7 +343,8 @@ def regime_oracle(pair, regime: Regime, items: list, max_new_tokens: int, grid: 
     records priced by the regime's profile) and, where the regime verifies, "wall-clock" (the measured
     latencies)."""
     params = within_grid(regime.saba or default_params(), grid)
-    lines = replay_prompts(pair, "graft", max(grid), grid, items, max_new_tokens, out, params,
+    lines = replay_prompts(regime.pair_for(pair, items[0].task), "graft", max(grid), grid, items, max_new_tokens, out,
+                           params,
                            repeats=1 if regime.walk else repeats, profile=regime.profile if regime.walk else None)
     records, prompt = records_of(lines), round_prompts(lines)
     rows = {"modeled": oracle_rows(priced(records, regime.profile))}

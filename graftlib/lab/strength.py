@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from graftlib.core.errors import require
-from graftlib.core.paths import portable
+from graftlib.core.paths import ASSETS_DIR, portable
 from graftlib.core.records import write_json_atomic
 from graftlib.lab.paper import TABLE1
 from graftlib.methods.args import add_model_args
@@ -37,6 +37,7 @@ from graftlib.methods.decoder import Decoder, WalkedDecoder
 from graftlib.models.strength import StrengthDrafter
 
 SCHEMA = "graft-drafter-strength/1"
+STRENGTH_PATH = ASSETS_DIR / "strength" / "paper-qwen3-8b.json"  # the shipped calibration for the embedded pair
 PAPER_MODEL = "Qwen3-8B"
 PAPER_BUDGET = 128  # DDTree's budget for the prediction (the paper regime's Table 2 budget; its Table 2: 110 nodes)
 TASKS = ("gsm8k", "math500", "mbpp", "humaneval", "swe-bench", "alpaca")  # Table 1's tasks shipped offline

@@ -44,7 +44,7 @@ PROFILES: dict[str, dict] = {
               "task": "gsm8k", "pool": "tdes", "n_prompts": 1, "max_new_tokens": 16, "n_tasks": 1,
               "budgets": "4,16", "chain_budgets": "7", "budget": 8, "cap": 16, "betas": "0,0.2",
               "grid": "2,4,8", "paper_grid": "32,64", "paper_budgets": "32,64", "paper_cap": 64, "paper_curve_grid": "32,64",
-              "regime_names": "machine,paper", "val_prompts": 1, "trace_prompts": 1, "epochs": 1,
+              "regime_names": "machine,paper,paper+acceptance", "strengths": "0,0.4", "val_prompts": 1, "trace_prompts": 1, "epochs": 1,
               "data_prompts": 2, "data_tokens": 8, "train_minutes": 0.0, "train_steps": 2, "eval_every": 2,
               "tau_prompts": 1, "data_pools": "tdes", "repeats": 1,
               "sampling_tasks": "gsm8k", "temperatures": "0,1.0", "top_p": 1.0, "seed": 0,
@@ -55,7 +55,7 @@ PROFILES: dict[str, dict] = {
               "n_tasks": 3, "budgets": "4,8,16,32", "chain_budgets": "3,7,15", "budget": 16,
               "cap": 64, "betas": "0,0.05,0.1,0.2,0.4", "grid": "2,4,8,12,16,24,32",
               "paper_grid": "32,48,64,80,96,128", "paper_budgets": "64,128,256", "paper_cap": 512,
-              "paper_curve_grid": "32,64,128,256,512", "regime_names": "machine,paper", "val_prompts": 2, "trace_prompts": 8, "epochs": 8,
+              "paper_curve_grid": "32,64,128,256,512", "regime_names": "machine,paper,paper+acceptance", "strengths": "0,0.2,0.4,0.6", "val_prompts": 2, "trace_prompts": 8, "epochs": 8,
               "data_prompts": 48, "data_tokens": 64, "train_minutes": 3.0, "train_steps": 0, "eval_every": 100,
               "tau_prompts": 2, "data_pools": "tdes", "repeats": 3,
               "sampling_tasks": "gsm8k", "temperatures": "0,0.6,1.0", "top_p": 1.0, "seed": 0,
@@ -67,7 +67,7 @@ PROFILES: dict[str, dict] = {
              "budgets": "16,32,64,128,256,512", "chain_budgets": "15", "budget": 256, "cap": 512,
              "betas": "0,0.05,0.1,0.2,0.4", "grid": "32,48,64,96,128,192,256,384,512",
              "paper_grid": "32,48,64,80,96,128", "paper_budgets": "64,128,256,512", "paper_cap": 512,
-             "paper_curve_grid": "32,48,64,96,128,192,256,384,512", "regime_names": "machine,paper", "val_prompts": 80, "trace_prompts": 2702, "epochs": 8,
+             "paper_curve_grid": "32,48,64,96,128,192,256,384,512", "regime_names": "machine,paper,paper+acceptance", "strengths": "0,0.1,0.2,0.3,0.4,0.5,0.7", "val_prompts": 80, "trace_prompts": 2702, "epochs": 8,
              "data_prompts": 800, "data_tokens": 192, "train_minutes": 40.0, "train_steps": 0, "eval_every": 400,
              "tau_prompts": 4, "data_pools": "tdes,drafter", "repeats": 3,
              "sampling_tasks": "gsm8k,mt-bench", "temperatures": "0,0.6,1.0", "top_p": 1.0, "seed": 0,
@@ -89,6 +89,16 @@ def split_ints(text: str, name: str) -> list[int]:
     except ValueError:
         raise GraftError(f"parameter {name}={text!r}: expected comma-separated integers") from None
     require(values, f"parameter {name} is empty")
+    return values
+
+
+def split_floats(text: str, name: str, lo: float, hi: float) -> list[float]:
+    """A comma list of numbers in [lo, hi] (a notebook parameter), or a one-line error naming it."""
+    try:
+        values = [float(x) for x in str(text).split(",") if x.strip()]
+    except ValueError:
+        raise GraftError(f"parameter {name}={text!r}: expected comma-separated numbers") from None
+    require(values and all(lo <= v <= hi for v in values), f"parameter {name}={text!r}: each value must lie in [{lo:g}, {hi:g}]")
     return values
 
 

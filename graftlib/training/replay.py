@@ -80,7 +80,7 @@ from graftlib.methods.args import (
     sampling_from_args,
 )
 from graftlib.methods.cost_profile import CostProfile, RoundShape
-from graftlib.methods.decoder import Decoder
+from graftlib.methods.decoder import Decoder, WalkedDecoder
 from graftlib.methods.registry import AR_METHODS, CHAIN_METHODS, SELECTOR_METHODS, make_parts, method_setting
 from graftlib.methods.saba import StateTracker
 from graftlib.methods.saba_params import default_params
@@ -377,16 +377,24 @@ def replay_prompts(pair, method: str, budget: int, grid: list[int], items: list,
     require(profile is None or sampling.greedy, "a replay under a cost profile walks the grid: T = 0 only")
     dec = replay_decoder(pair.target, pair.drafter, method, budget, grid, params, repeats, pair.eos_ids, tdes, beta,
                          sampling, WalkReplay if profile is not None else ReplayDecoder)
+    follow = getattr(pair.drafter, "follow", None)  # the drafter-strength construction: drafts along AR's tokens
+    require(follow is None or profile is not None, "a drafter-strength construction replays walked only (pass a cost "
+            "profile): its figures are modeled, never timed")
     setting = dict(pair.describe(), calibration=params.describe(), method=method, budget=budget, grid=dec.grid,
                    max_new_tokens=max_new_tokens, max_prompt_tokens=max_prompt_tokens, repeats=repeats,
                    **method_setting([method], tdes, beta, params),
-                   **sampling.setting(), **({"cost_profile": profile.label} if profile is not None else {}))
+                   **sampling.setting(), **({"cost_profile": profile.label} if profile is not None else {}),
+                   **({"strength": pair.drafter.s, "tau": pair.drafter.tau} if follow is not None else {}))
     sid = setting_id(**setting)
     done = {r["uid"]: r for r in read_records(out) if r.get("setting_id") == sid}
     for item in items:
         if item.uid in done:
             continue
         prompt = format_prompt(item, pair.tokenizer, max_prompt_tokens)
+        if follow is not None:  # greedy AR's continuation, as far as the reference decode and its last block reach
+            walker = WalkedDecoder.for_method(pair.target, pair.drafter.base, "ddtree", 1, pair.eos_ids)
+            follow(walker.continuation(list(prompt.input_ids), [], max_new_tokens + 3 * pair.drafter.block_size),
+                   walker.lm_head)
         res = dec.replay(prompt.input_ids, max_new_tokens, sampling=prompt_sampling(sampling, item.uid))
         if profile is not None:
             res = ReplayResult(res.decode, priced(res.records, profile))
