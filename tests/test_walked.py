@@ -71,3 +71,20 @@ def test_walked_rounds_equal_the_verified_ones_on_the_embedded_pair(embedded_pai
                                                       p.eos_ids).rounds) for text in texts)
     if method == "ddtree":  # long accepted paths: the walk is checked deep into the tree
         assert longest >= 6
+
+
+@pytest.mark.usefixtures("one_thread")
+def test_a_shared_continuation_walks_the_same_rounds_and_another_prompts_is_refused():
+    target, drafter = tiny_target("llama", seed=0, initializer_range=0.1), tiny_drafter(seed=0)
+    prompt, n = random_prompt(4, 9), 24
+    ar = Decoder.for_method(target, None, "ar").decode(prompt, n).tokens
+    first = WalkedDecoder.for_method(target, drafter, "ddtree", 8)
+    alone = first.decode_along(prompt, ar, n)
+    shared = WalkedDecoder.for_method(target, drafter, "dflash", 5).decode_along(prompt, ar, n,
+                                                                               continuation=first.last_continuation)
+    assert rounds(alone) == rounds(first.decode_along(prompt, ar, n, continuation=first.last_continuation))
+    assert rounds(shared) == rounds(WalkedDecoder.for_method(target, drafter, "dflash", 5).decode_along(prompt, ar, n))
+    other = random_prompt(5, 9)
+    with pytest.raises(GraftError, match="another prompt"):
+        WalkedDecoder.for_method(target, drafter, "ddtree", 8).decode_along(other, ar, n,
+                                                                            continuation=first.last_continuation)

@@ -42,7 +42,9 @@ from graftlib.core.verify import LazyArgmax, target_forward
 class Continuation:
     """The greedy tokens after the prompt and the target's features at every position of prompt + them."""
 
-    def __init__(self, tokens: list[int], features: torch.Tensor, prompt_len: int, hidden: torch.Tensor | None = None):
+    def __init__(self, tokens: list[int], features: torch.Tensor, prompt_len: int, hidden: torch.Tensor | None = None,
+                 prompt: tuple[int, ...] = ()):
+        self.prompt = prompt  # the prompt's ids
         self.tokens = tokens  # tokens[i] sits at position prompt_len + i
         self.features = features  # [1, prompt_len + len(tokens), F]
         self.prompt_len = prompt_len
@@ -77,16 +79,26 @@ class WalkedLoop(DecodeLoop):
                                  torch.tensor([[len(seq) - 1]], device=self.device), cache, with_states=True)
             feats.append(self.drafter.context_features(out.hidden_states))
             hidden.append(out.hidden)
-        return Continuation(seq[n:], torch.cat(feats, dim=1), n, torch.cat(hidden, dim=0))
+        return Continuation(seq[n:], torch.cat(feats, dim=1), n, torch.cat(hidden, dim=0), tuple(prompt_ids))
 
     @torch.inference_mode()
     def decode_along(self, prompt_ids: list[int], ar_tokens: list[int], max_new_tokens: int = 256,
-                     record_trees: bool = False, stop_at_eos: bool = True) -> DecodeResult:
-        """The decode's rounds, walked along greedy AR's tokens `ar_tokens` (module doc)."""
+                     record_trees: bool = False, stop_at_eos: bool = True,
+                     continuation: Continuation | None = None) -> DecodeResult:
+        """The decode's rounds, walked along greedy AR's tokens `ar_tokens` (module doc). `continuation`: one this
+        loop's `continuation` made for the same prompt, tokens and length before (several methods walking one
+        prompt share it); `last_continuation` is the one the decode used."""
         require(self.builder is not None, "a walked decode needs a speculative method (not ar)")
         self.check_prompt(prompt_ids, max_new_tokens)
         n = len(prompt_ids)
-        self._cont = self.continuation(prompt_ids, ar_tokens, max_new_tokens + self.drafter.block_size)
+        length = max_new_tokens + self.drafter.block_size
+        if continuation is None:
+            continuation = self.continuation(prompt_ids, ar_tokens, length)
+        k, cont = min(len(ar_tokens), length), continuation.tokens
+        require(continuation.prompt == tuple(prompt_ids) and cont[:k] == list(ar_tokens[:k])
+                and (len(cont) >= length or (cont and cont[-1] in self.eos_ids)),
+                "a walked decode was handed a continuation of another prompt or a shorter length")
+        self._cont = continuation
         follow = getattr(self.drafter, "follow", None)  # a drafter built on the known continuation
         if follow is not None:
             follow(self._cont, self.lm_head)
@@ -96,6 +108,10 @@ class WalkedLoop(DecodeLoop):
         eos = stop_at_eos and st.root in self.eos_ids
         self._speculate(result, st, max_new_tokens, record_trees, stop_at_eos, timer, eos)
         return result
+
+    @property
+    def last_continuation(self) -> Continuation | None:
+        return getattr(self, "_cont", None)
 
     def _walk_rows(self, st: SpecState, a: int) -> torch.Tensor:
         """The features a commit of `a` accepted rows hands on: positions start .. start + a - 1."""

@@ -138,9 +138,10 @@ def hf_generate(pair, prompt_ids: list[int], max_new_tokens: int) -> tuple[list[
 
 def decode_record(pair, run: Run, prompt: BenchPrompt, max_new_tokens: int, tdes: str | None = None,
                   beta: float | None = None, sampling: Sampling = GREEDY, saba: SabaParams | None = None,
-                  ar_tokens: list[int] | None = None) -> dict:
+                  ar_tokens: list[int] | None = None, shared: dict | None = None) -> dict:
     """One decode's record; `ar_tokens` (greedy AR's for this prompt): the run's rounds walked along them
-    (`methods.decoder.WalkedDecoder`), no wall clock (NaN times) and no exactness verdict (`walked`)."""
+    (`methods.decoder.WalkedDecoder`), no wall clock (NaN times) and no exactness verdict (`walked`);
+    `shared`: the walked continuation of this prompt, kept for the prompt's next walked runs (one per prompt)."""
     ids = list(prompt.input_ids)
     if run.method == "hf":
         require(sampling.greedy, "the hf baseline runs greedy only; drop it at --temperature > 0")
@@ -156,7 +157,11 @@ def decode_record(pair, run: Run, prompt: BenchPrompt, max_new_tokens: int, tdes
     if ar_tokens is None:
         res = decoder.decode(ids, max_new_tokens)
     else:
-        res = decoder.decode_along(ids, ar_tokens, max_new_tokens)
+        key = (prompt.uid, max_new_tokens)
+        shared = {} if shared is None else shared
+        res = decoder.decode_along(ids, ar_tokens, max_new_tokens, continuation=shared.get(key))
+        shared.clear()
+        shared[key] = decoder.last_continuation
         res.prefill_s = res.decode_s = math.nan
     rounds = res.rounds
     n_rounds = len(rounds) if rounds else len(res.tokens) - 1
@@ -185,12 +190,12 @@ def decode_record(pair, run: Run, prompt: BenchPrompt, max_new_tokens: int, tdes
 
 def decode_prompt(pair, run: Run, prompt: BenchPrompt, max_new_tokens: int, tdes: str | None = None,
                   beta: float | None = None, sampling: Sampling = GREEDY, saba: SabaParams | None = None,
-                  ar_tokens: list[int] | None = None) -> dict:
+                  ar_tokens: list[int] | None = None, shared: dict | None = None) -> dict:
     """`decode_record` over every turn of `prompt` (`graftlib.lab.turns`); a one-turn prompt's is its own
-    (`ar_tokens`: walked along them, one-turn prompts only)."""
+    (`ar_tokens`: walked along them, one-turn prompts only; `shared`: `decode_record`'s)."""
     if ar_tokens is not None:
         require(not prompt.user_turns, f"{prompt.uid}: a walked decode takes one turn (pass --turns 1)")
-        return decode_record(pair, run, prompt, max_new_tokens, tdes, beta, sampling, saba, ar_tokens)
+        return decode_record(pair, run, prompt, max_new_tokens, tdes, beta, sampling, saba, ar_tokens, shared)
 
     def decode(ids: tuple[int, ...], turn: int) -> dict:
         one = replace(prompt, uid=turn_uid(prompt.uid, turn), input_ids=ids, user_turns=())
@@ -248,6 +253,7 @@ def run_bench(pair, prompts: list[BenchPrompt], runs: list[Run], max_new_tokens:
     def walked(r: Run) -> bool:  # a DFlash-drafted run of a walked bench: modeled only, never timed
         return walk and r.method not in ("ar", "hf") and r.method not in AR_METHODS
 
+    continuations: dict = {}  # the walked continuation of the prompt at hand (`decode_record`)
     warmed: dict[tuple[str, int], dict] = {}
     if warmup and todo:
         policy = WarmUp(new_tokens=min(WarmUp.new_tokens, max_new_tokens))
@@ -262,7 +268,8 @@ def run_bench(pair, prompts: list[BenchPrompt], runs: list[Run], max_new_tokens:
     for i, (p, r) in enumerate(todo):
         bar.set_postfix_str(f"{p.uid} {r.key}")
         ar = done.get((p.uid, "ar"))
-        rec = decode_prompt(pair, r, p, max_new_tokens, tdes, beta, sampling, saba, ar["tokens"] if walked(r) else None)
+        rec = decode_prompt(pair, r, p, max_new_tokens, tdes, beta, sampling, saba, ar["tokens"] if walked(r) else None,
+                            continuations)
         rec.update(
             setting_id=sid, key=r.key, method=r.method, budget=r.budget, task=p.task, uid=p.uid,
             prompt_tokens=len(p.input_ids), truncated_from=p.truncated_from, matches_ar=None,

@@ -25,7 +25,7 @@ workbook's third regime reads; `graft calibrate-strength` is the command.
 import json
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from graftlib.core.errors import require
@@ -51,6 +51,7 @@ class Walked:
     prompts: list[list[int]]
     ar: list[list[int]]
     max_new_tokens: int
+    continuations: dict = field(default_factory=dict)  # prompt index -> its walked continuation, made once
 
 
 def walked_prompts(pair, task: str, split: str, n: int, max_new_tokens: int) -> Walked:
@@ -67,13 +68,14 @@ def walked_rounds(pair, s: float, method: str, budget: int, w: Walked, draft_hoo
     """Every round of `method`@`budget` with the drafter at strength `s` and temperature `tau`, walked over `w`'s
     prompts (`trace`: collects the drafter's blocks, `StrengthDrafter.trace`)."""
     out = []
-    for prompt, ar in zip(w.prompts, w.ar, strict=True):
+    for i, (prompt, ar) in enumerate(zip(w.prompts, w.ar, strict=True)):
         drafter = StrengthDrafter(pair.drafter, s, tau)
         drafter.trace = trace
         dec = WalkedDecoder.for_method(pair.target, drafter, method, budget, pair.eos_ids)
         if draft_hook is not None:
             dec.draft = draft_hook(dec.draft)
-        out += dec.decode_along(prompt, ar, w.max_new_tokens).rounds
+        out += dec.decode_along(prompt, ar, w.max_new_tokens, continuation=w.continuations.get(i)).rounds
+        w.continuations[i] = dec.last_continuation
     return out
 
 
@@ -154,7 +156,9 @@ def continuation_rates(pair, s: float, w: Walked, budget: int = PAPER_BUDGET, ta
     counts = {"spine": [0, 0], "sibling": [0, 0]}  # [next top-1 right, cases]
     for i, (prompt, ar) in enumerate(zip(w.prompts, w.ar, strict=True)):
         drafts.clear()
-        walked_rounds(pair, s, "ddtree", budget, Walked(w.task, [prompt], [ar], w.max_new_tokens), hook, tau)
+        one = Walked(w.task, [prompt], [ar], w.max_new_tokens, {0: w.continuations[i]} if i in w.continuations else {})
+        walked_rounds(pair, s, "ddtree", budget, one, hook, tau)
+        w.continuations[i] = one.continuations[0]
         n = len(prompt)
         for start, top2 in drafts:
             truth = [ar[start + d - n] if start + d - n < len(ar) else -1 for d in range(1, top2.shape[0] + 1)]
