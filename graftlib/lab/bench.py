@@ -39,6 +39,7 @@ from graftlib.core.version import __version__
 from graftlib.lab.machine_costs import deciding, machine_profile
 from graftlib.lab.metrics import decoded_tokens, format_table, summarize, summarize_tasks
 from graftlib.lab.modeled import format_validation, price, reprice, validate
+from graftlib.lab.strength import strengths
 from graftlib.lab.turns import TURNS, decode_turns, judge, matches, turn_uid, user_turns
 from graftlib.methods.args import (
     add_ar_drafter_arg,
@@ -390,6 +391,9 @@ def add_parser(sub) -> None:
     p.add_argument("--max-new-tokens", type=int, default=128)
     p.add_argument("--out", default=None, help="JSONL results file (default results/bench.jsonl)")
     p.add_argument("--no-warmup", action="store_true")
+    p.add_argument("--strength", default=None, metavar="FILE",
+                   help="the DFlash drafter at the task's calibrated strength (a `graft calibrate-strength` file, e.g. "
+                   "graftlib/assets/strength/paper-qwen3-8b.json): a construction, with --walk only (modeled figures)")
     p.add_argument("--shipped-costs", action="store_true",
                    help="price and decide with the shipped cost profile even where it was fitted on another machine or "
                    "pair (default: this machine's, measured once and cached; graftlib.lab.machine_costs)")
@@ -416,6 +420,14 @@ def run(args) -> int:
         if r.method in CHAIN_METHODS and r.budget > block - 1:
             raise GraftError(f"{r.method} budget {r.budget} too large: at most block_size - 1 = {block - 1}")
     prompts = load_prompts(pair, args)
+    extra = {}
+    if args.strength:
+        require(args.walk, "--strength drafts along greedy AR's tokens: pass --walk (its figures are modeled only)")
+        table = strengths(args.strength)
+        require(args.task in table, f"{args.strength} has no calibrated strength for {args.task!r} (it has "
+                f"{', '.join(table)}): run `graft calibrate-strength --tasks {args.task}`")
+        pair = pair.with_strength(*table[args.task])
+        extra = {"strength": pair.drafter.s, "tau": pair.drafter.tau}
     out = Path(args.out) if args.out else results_dir() / "bench.jsonl"
     print(f"graft bench: {len(prompts)} prompts x {len(runs)} runs -> {out} "
           f"({pair.describe()}, drafter_trained={pair.drafter_trained})")
@@ -428,7 +440,7 @@ def run(args) -> int:
     print(f"graft bench: costs of {profile.name} ({profile.id}, {profile.hardware})")
     records = run_bench(pair, prompts, runs, args.max_new_tokens, out, warmup=not args.no_warmup, tdes=tdes,
                         beta=args.beta, sampling=sampling_from_args(args), cost_profile=profile, saba=saba,
-                        walk=args.walk)
+                        walk=args.walk, extra=extra)
     rank, world = rank_world()
     if world > 1:  # a torchrun shard: rank 0 prints the sweep's one table once every rank's records are in
         if rank > 0:

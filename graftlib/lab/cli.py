@@ -11,6 +11,7 @@ import sys
 from graftlib.core.errors import GraftError
 from graftlib.data import prompts
 from graftlib.lab import (
+    archive,
     bench,
     costs,
     device_check,
@@ -37,7 +38,7 @@ from graftlib.training import (
 )
 
 # subcommand modules, in the order shown by --help
-COMMAND_MODULES = (generate, bench, modeled_report, costs, machine_costs, paper_costs, strength, host_overhead, device_check, prepare, ship, calibrate,
+COMMAND_MODULES = (generate, bench, archive, modeled_report, costs, machine_costs, paper_costs, strength, host_overhead, device_check, prepare, ship, calibrate,
                    replay,
                    prompts, drafter_data, corpus, drafter_train, drafter_pipeline, eagle3_train, traces, tdes_train, workbook)
 

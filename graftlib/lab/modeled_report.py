@@ -23,6 +23,7 @@ from graftlib.core.records import append_record
 from graftlib.core.version import __version__
 from graftlib.lab.claims import claims_summary, evaluate_claims, format_claims
 from graftlib.lab.modeled import format_validation, reprice, validate
+from graftlib.lab.paper_costs import PROFILE_NAME, method_errors
 from graftlib.lab.shard import merged_records
 from graftlib.methods.cost_profile import load_profile
 
@@ -50,9 +51,10 @@ def load_bench_records(paths: list[str], settings: list[str] | None = None) -> l
     return records
 
 
-def report(records: list[dict], budget: int | None = None, cap: int | None = None) -> dict:
-    """Validation, claims per task and the claims' summary of priced records."""
-    claims = evaluate_claims(records, budget, cap)
+def report(records: list[dict], budget: int | None = None, cap: int | None = None,
+           model_errors: dict[str, float] | None = None) -> dict:
+    """Validation, claims per task and the claims' summary of priced records (`model_errors`: `evaluate_claims`')."""
+    claims = evaluate_claims(records, budget, cap, model_errors)
     return {"validation": validate(records), "claims": claims, "summary": claims_summary(claims)}
 
 
@@ -82,7 +84,9 @@ def add_parser(sub) -> None:
 def run(args) -> int:
     profile = load_profile(args.cost_profile)
     records = reprice(load_bench_records(args.results, args.setting), profile)
-    rep = report(records, args.budget, args.cap)
+    walked = any(r.get("walked") for r in records)  # no wall clock: the paper profile's own residuals
+    rep = report(records, args.budget, args.cap,
+                 method_errors(profile) if walked and profile.name == PROFILE_NAME else None)
     print(format_validation(rep["validation"]), "", format_claims(rep["claims"]), "", sep="\n")
     for row in rep["summary"]:
         print(f"{row['claim']}  wall-clock: {row['wall-clock']:<46} modeled: {row['modeled']:<34} {row['paper']}")

@@ -168,9 +168,28 @@ def regime_records(pair, regime: Regime, tasks: list[str], n_prompts: int, max_n
     """Tables 1-2's runs (`regime_runs`) in `regime` on the first `n_prompts` eval prompts of each task: the one
     bench of a regime that the Table 1, Table 2, Figure 1(b) and paper_regime notebooks share. They pass the
     same parameters, so the setting and the file (`<results_dir>/regime_<name>.jsonl`) are the same and a
-    notebook finds the records an earlier one decoded (`run_bench` resumes by setting, prompt and run)."""
-    return tasks_bench(pair, regime, tasks, n_prompts, regime_runs(regime, ar_drafted), max_new_tokens,
-                       Path(results_dir) / f"regime_{regime.name}.jsonl", progress=progress)
+    notebook finds the records an earlier one decoded (`run_bench` resumes by setting, prompt and run). A
+    regime with a drafter strength takes EAGLE-3 / OPT-Tree (which do not draft with that drafter) from
+    `ar_drafted_records`, shared with the strength axis."""
+    if regime.strength is None:
+        return tasks_bench(pair, regime, tasks, n_prompts, regime_runs(regime, ar_drafted), max_new_tokens,
+                           Path(results_dir) / f"regime_{regime.name}.jsonl", progress=progress)
+    records = tasks_bench(pair, regime, tasks, n_prompts, regime_runs(regime, False), max_new_tokens,
+                          Path(results_dir) / f"regime_{regime.name}.jsonl", progress=progress)
+    return records + (ar_drafted_records(pair, regime, tasks, n_prompts, max_new_tokens, results_dir, progress)
+                      if ar_drafted else [])
+
+
+def ar_drafted_records(pair, regime: Regime, tasks: list[str], n_prompts: int, max_new_tokens: int, results_dir,
+                       progress: bool = False) -> list[dict]:
+    """EAGLE-3 / OPT-Tree at their releases' budgets with the pair's real drafter, decided and priced in `regime`
+    without its drafter strength, one bench (`<results_dir>/regime_ar_drafted_<profile>.jsonl`) for every regime
+    and strength that shares the profile: their records (AR's stay in the bench file)."""
+    base = replace(regime, name="ar-drafted", strength=None)
+    runs = [Run("ar", None), *(Run(m, REGISTRY[m].release_budget) for m in AR_METHODS)]
+    records = tasks_bench(pair, base, tasks, n_prompts, runs, max_new_tokens,
+                          Path(results_dir) / f"regime_ar_drafted_{regime.profile.name}.jsonl", progress=progress)
+    return [r for r in records if r["method"] in AR_METHODS]
 
 
 def _reduction(rate: float, base: float) -> float:

@@ -12,15 +12,15 @@ the calibrated strength of the task (`strength.STRENGTH_PATH`) is marked on the 
 """
 
 from dataclasses import replace
+from pathlib import Path
 
 from graftlib.lab.bench import Run
 from graftlib.lab.claims import CLAIMS, POOLED, evaluate_claims
 from graftlib.lab.metrics import summarize
 from graftlib.lab.modeled import best_run
 from graftlib.lab.paper_costs import method_errors
-from graftlib.lab.regimes import paper, tasks_bench
+from graftlib.lab.regimes import ar_drafted_records, paper, tasks_bench
 from graftlib.lab.strength import fit_temperature, walked_prompts
-from graftlib.methods.registry import AR_METHODS, REGISTRY
 
 POINTS = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.7)
 
@@ -33,12 +33,11 @@ def axis_runs(budgets, budget: int, cap: int) -> list[Run]:
 def axis_records(pair, task: str, points, n_prompts: int, max_new_tokens: int, out, budgets=(32, 64, 128, 256, 512),
                  budget: int = 128, cap: int = 512, log=print) -> dict[float, list[dict]]:
     """{s: records} on `task`'s first `n_prompts` eval prompts, each s with its temperature (module doc); the key
-    "baselines" holds EAGLE-3 / OPT-Tree (and AR) in the paper regime. Resumable (`run_bench` by setting)."""
+    "baselines" holds EAGLE-3 / OPT-Tree in the paper regime (`regimes.ar_drafted_records`, beside `out`).
+    Resumable (`run_bench` by setting)."""
     base = paper(tuple(budgets), cap, budget)
     val = walked_prompts(pair, task, "val", n_prompts, max_new_tokens)
-    out_records = {"baselines": tasks_bench(pair, base, [task], n_prompts,
-                                            [Run("ar", None), *(Run(m, REGISTRY[m].release_budget) for m in AR_METHODS)],
-                                            max_new_tokens, out)}
+    out_records = {"baselines": ar_drafted_records(pair, base, [task], n_prompts, max_new_tokens, Path(out).parent)}
     for s in points:
         tau = fit_temperature(pair, s, val)["tau"] if s > 0 else 1.0
         regime = replace(base, name="axis", strength={task: (s, tau)})
@@ -59,7 +58,7 @@ def axis_table(records: dict, budget: int = 128, cap: int = 512):
     for s, recs in records.items():
         if s == "baselines":
             continue
-        both = recs + [r for r in base if r["method"] in AR_METHODS]
+        both = recs + base
         summary = {r["key"]: r for r in summarize(both)}
         ddtree = [k for k in summary if k.startswith("ddtree@")]
         row = {"tau": next((r["setting"].get("tau") for r in recs if "tau" in r.get("setting", {})), None),
