@@ -54,11 +54,22 @@ class Walked:
     continuations: dict = field(default_factory=dict)  # prompt index -> its walked continuation, made once
 
 
+def fit_split(task: str, n: int) -> str:
+    """Where a task's strength is fitted: its validation split, or for a set without one (HumanEval) the last `n`
+    eval prompts, which a bench of the first 128 never reads ("eval-tail")."""
+    from graftlib.data.prompts import load_items
+
+    return "val" if len(load_items(task, "val", n)) >= n else "eval-tail"
+
+
 def walked_prompts(pair, task: str, split: str, n: int, max_new_tokens: int) -> Walked:
-    """The first `n` prompts of a task's split with their greedy AR tokens (one AR decode each)."""
+    """The first `n` prompts of a task's split (`eval-tail`: the last `n` eval ones) with their greedy AR tokens
+    (one AR decode each)."""
     from graftlib.data.prompts import format_prompt, load_items
 
-    prompts = [list(format_prompt(it, pair.tokenizer).input_ids) for it in load_items(task, split, n)]
+    items = load_items(task, "eval", 10**6)[-n:] if split == "eval-tail" else load_items(task, split, n)
+    require(len(items) == n, f"{task} has {len(items)} {split} prompts, not the {n} asked for")
+    prompts = [list(format_prompt(it, pair.tokenizer).input_ids) for it in items]
     ar = Decoder.for_method(pair.target, None, "ar", eos_ids=pair.eos_ids)
     return Walked(task, prompts, [ar.decode(p, max_new_tokens).tokens for p in prompts], max_new_tokens)
 
@@ -191,14 +202,15 @@ def calibrate_tasks(pair, tasks=TASKS, n_prompts: int = 10, max_new_tokens: int 
             table[task] = done[task]
             continue
         t0 = time.time()
-        val = walked_prompts(pair, task, "val", n_prompts, max_new_tokens)
+        split = fit_split(task, n_prompts)
+        val = walked_prompts(pair, task, split, n_prompts, max_new_tokens)
         fit = fit_strength(pair, val, paper["DFlash"][task][0])
         temp = fit_temperature(pair, fit["s"], val)
         s, tau = fit["s"], temp["tau"]
         ev = walked_prompts(pair, task, "eval", n_prompts, max_new_tokens)
         rates = {"real": continuation_rates(pair, 0.0, ev), "calibrated": continuation_rates(pair, s, ev, tau=tau)}
         table[task] = {
-            "key": key, "s": s, "tau": tau, "fit_steps": fit["steps"], "calibration": temp,
+            "key": key, "s": s, "tau": tau, "fitted_on": split, "fit_steps": fit["steps"], "calibration": temp,
             **({"bound": fit["bound"]} if "bound" in fit else {}),
             "paper_chain_mat": paper["DFlash"][task][0], "chain_mat_val": fit["mat"],
             "chain_mat_eval": mat(walked_rounds(pair, s, "dflash", chain_budget(pair), ev, tau=tau)),

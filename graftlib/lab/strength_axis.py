@@ -20,7 +20,7 @@ from graftlib.lab.metrics import summarize
 from graftlib.lab.modeled import best_run
 from graftlib.lab.paper_costs import method_errors
 from graftlib.lab.regimes import ar_drafted_records, paper, tasks_bench
-from graftlib.lab.strength import fit_temperature, walked_prompts
+from graftlib.lab.strength import fit_split, fit_temperature, walked_prompts
 
 POINTS = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.7)
 
@@ -36,7 +36,7 @@ def axis_records(pair, task: str, points, n_prompts: int, max_new_tokens: int, o
     "baselines" holds EAGLE-3 / OPT-Tree in the paper regime (`regimes.ar_drafted_records`, beside `out`).
     Resumable (`run_bench` by setting)."""
     base = paper(tuple(budgets), cap, budget)
-    val = walked_prompts(pair, task, "val", n_prompts, max_new_tokens)
+    val = walked_prompts(pair, task, fit_split(task, n_prompts), n_prompts, max_new_tokens)
     out_records = {"baselines": ar_drafted_records(pair, base, [task], n_prompts, max_new_tokens, Path(out).parent)}
     for s in points:
         tau = fit_temperature(pair, s, val)["tau"] if s > 0 else 1.0
