@@ -215,3 +215,29 @@ def test_no_cold_decode_is_timed(tiny_pair, tmp_path, monkeypatch):
     assert all(r["decode_s"] == pytest.approx(0.01 * decoded_tokens(r)) for r in recs)  # every timed decode warm
     assert {r["key"]: r["warmup"]["decodes"] for r in recs} == {"ar": 5, "ddtree@8": 5, "ddtree@6": 5, "dflash@3": 5}
     assert calls[warm_key(Run("ddtree", 6))] == 5 + 2 * 2  # one bucket: warmed once for both budgets
+
+
+def test_a_walked_bench_takes_ar_from_another_setting_and_a_timed_one_never_does(tiny_pair, tmp_path, monkeypatch):
+    from collections import Counter
+
+    from graftlib.lab import bench
+
+    real, calls = bench.decode_prompt, Counter()
+
+    def counted(pair, run, *args, **kwargs):
+        calls[run.method] += 1
+        return real(pair, run, *args, **kwargs)
+
+    monkeypatch.setattr(bench, "decode_prompt", counted)
+    out = tmp_path / "b.jsonl"
+    prompts = [BenchPrompt("custom", f"p{i}", tuple(random_prompt(i, 7))) for i in range(2)]
+    runs = [Run("ar", None), Run("ddtree", 8)]
+    first = run_bench(tiny_pair, prompts, runs, 12, out, progress=False, warmup=False, walk=True, extra={"x": 1})
+    assert calls["ar"] == 4  # bracketed: twice a prompt
+    second = run_bench(tiny_pair, prompts, runs, 12, out, progress=False, warmup=False, walk=True, extra={"x": 2})
+    assert calls["ar"] == 4 and calls["ddtree"] == 4  # AR taken from the first setting, the walked runs decoded
+    ar1, ar2 = ({r["uid"]: r for r in recs if r["key"] == "ar"} for recs in (first, second))
+    assert all(ar2[u]["tokens"] == ar1[u]["tokens"] and ar2[u]["ar_from"] == ar1[u]["setting_id"] for u in ar1)
+    assert {r["setting_id"] for r in second} != {r["setting_id"] for r in first}
+    run_bench(tiny_pair, prompts, runs, 12, out, progress=False, warmup=False, extra={"x": 3})  # verified: timed
+    assert calls["ar"] == 8
