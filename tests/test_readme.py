@@ -61,3 +61,32 @@ def test_the_project_describes_itself_not_the_story_of_its_making():
     hits = [f"{f.relative_to(ROOT)}:{i}" for f in files for i, line in enumerate(f.read_text().splitlines(), 1)
             if STORY.search(line)]
     assert not hits, hits
+
+
+def _table_blocks(text: str) -> list[list[str]]:
+    """Runs of consecutive lines starting with '|' (outside code blocks)."""
+    blocks, current, code = [], [], False
+    for line in text.splitlines():
+        code = code != line.startswith("```")
+        if line.startswith("|") and not code:
+            current.append(line)
+        elif current:
+            blocks.append(current)
+            current = []
+    return blocks + ([current] if current else [])
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
+def test_every_table_has_its_header_and_rows_of_its_width(page):
+    """A table split by a paragraph leaves rows without a header, which a renderer shows as plain text."""
+    for block in _table_blocks(page.read_text()):
+        assert len(block) >= 2 and re.fullmatch(r"\|(\s*:?-{3,}:?\s*\|)+", block[1].replace(" ", "")), (
+            f"{page.name}: a table without its header and separator line: {block[0][:80]}")
+        width = block[0].count("|")
+        assert all(row.count("|") - row.count("\\|") - row.count("`|") >= width - 1 for row in block), page.name
+
+
+def test_a_split_table_is_caught():
+    split = "| a | b |\n|---|---|\n| 1 | 2 |\n\nA paragraph.\n| 3 | 4 |\n"
+    blocks = _table_blocks(split)
+    assert len(blocks) == 2 and not re.fullmatch(r"\|(\s*:?-{3,}:?\s*\|)+", blocks[1][-1])
