@@ -1,4 +1,4 @@
-"""Modeled throughput (issue 18): cost profiles as files, pricing a decode's rounds, the modeled
+"""Modeled throughput: cost profiles as files, pricing a decode's rounds, the modeled
 columns, the ranking rule and the modeled-vs-wall-clock validation."""
 
 import json

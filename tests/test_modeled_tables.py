@@ -1,4 +1,4 @@
-"""Issue 18 in the workbook: the ranking rule over several runs, the paper's claims under both
+"""Modeled figures in the workbook: the ranking rule over several runs, the paper's claims under both
 figures, `graft modeled` (validation MAE and claims of a results file), and the Table 1 / Table 2
 frames and Figure 1(c) curve with their modeled columns. Synthetic records only (no model runs)."""
 

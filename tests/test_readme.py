@@ -90,3 +90,16 @@ def test_a_split_table_is_caught():
     split = "| a | b |\n|---|---|\n| 1 | 2 |\n\nA paragraph.\n| 3 | 4 |\n"
     blocks = _table_blocks(split)
     assert len(blocks) == 2 and not re.fullmatch(r"\|(\s*:?-{3,}:?\s*\|)+", blocks[1][-1])
+
+
+HISTORY = re.compile(r"\b[Ii]ssues? #?\d+|FACTS\.md")
+
+
+def test_no_issue_numbers_or_outside_files_are_cited():
+    """Code, notebooks, docs and scripts explain themselves: no issue numbers, no files outside the repository."""
+    roots = [ROOT / "graftlib", ROOT / "notebooks", ROOT / "docs", ROOT / "experiments", ROOT / "tests"]
+    files = [ROOT / "README.md", ROOT / "Makefile",
+             *(p for r in roots for p in r.rglob("*") if p.suffix in (".py", ".ipynb", ".md", ".sh"))]
+    cited = [f"{p.relative_to(ROOT)}: {m.group(0)}" for p in files if p != Path(__file__)
+             for m in HISTORY.finditer(p.read_text(errors="replace"))]
+    assert not cited, cited[:10]

@@ -6,7 +6,14 @@ import pytest
 
 from graftlib.core.errors import GraftError
 from graftlib.data import prompts as data
-from graftlib.lab.workbook import COMMITTED_FIGURES, FIGURES_DIR, PROFILES, check_params, notebooks, run_workbook
+from graftlib.lab.workbook import (
+    COMMITTED_FIGURES,
+    FIGURES_DIR,
+    PROFILES,
+    check_params,
+    notebooks,
+    run_workbook,
+)
 
 
 @pytest.mark.parametrize("kwargs,message", [

@@ -3,7 +3,7 @@
 Why. A drafter learns what its data shows. The shipped prompt sets (benchmarks and ShareGPT) hold
 little text whose continuation is a copy or a count of the context, and a drafter trained on them
 accepts about one token a round on "hello, hello, hello, ..." although the target's next tokens are
-trivially predictable there (issue 21's note). This set gives both a training pool of such text
+trivially predictable there. This set gives both a training pool of such text
 (`prompts.pool("regular")`) and held-out prompts to measure it (`prompts.load_items("regular")`,
 `graft bench --task regular`).
 

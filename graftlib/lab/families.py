@@ -1,5 +1,5 @@
 """The two drafter families side by side from their training records: DFlash (one block forward per round)
-and EAGLE-3 (one forward per depth), at the training compute each received (issue 16).
+and EAGLE-3 (one forward per depth), at the training compute each received.
 
 Both trainers share `graftlib.training.train_loop`: with the same data and split settings they score exactly
 the same held-out anchors against the same labels (`graftlib.training.anchors`: `same_anchors` names the first

@@ -9,7 +9,7 @@ time-per-output-token / method TPOT, as the outputs are token-identical). A mult
 (`graftlib.lab.turns`) counts as its totals: its decoded tokens are every turn's after the first
 (`decoded_tokens`) over its summed decode time, and its rounds join the pool.
 
-Modeled columns (issue 18, `graftlib.lab.modeled`): the same pooled tokens/s and paired speedup
+Modeled columns (`graftlib.lab.modeled`): the same pooled tokens/s and paired speedup
 from each record's `modeled_s` (its rounds priced by a cost profile, eq. 17) instead of its
 `decode_s`; nan when a record has no modeled time. The records of one summary must share one
 cost profile (`cost_profile`, named in every row), else mixing machines' costs would be silent.

@@ -1,4 +1,4 @@
-"""Modeled throughput of bench records (issue 18): pricing, the ranking rule, and its validation.
+"""Modeled throughput of bench records: pricing, the ranking rule, and its validation.
 
 Every bench record carries, beside its wall-clock `decode_s` / `tokens_per_s`, the modeled time of
 its rounds under a cost profile (`graftlib.methods.cost_profile`, eq. 17 and the AR step cost):
@@ -17,7 +17,7 @@ was measured, so setting ids (and resuming) are as before; a record without roun
 before them) prices to None unless it is an AR/hf decode, and so does an EAGLE-3 / OPT-Tree record
 whose shapes lack the drafter forwards (written before they were recorded: its draft cannot be priced).
 
-Ranking rule (`rank`, issue 18 item 4): two runs a, b are compared on the prompts both decoded.
+Ranking rule (`rank`): two runs a, b are compared on the prompts both decoded.
 The wall-clock ratio TPS_b / TPS_a (pooled, paired per prompt, `metrics.pooled_speedup`) ranks
 them when its bootstrap interval (`metrics.speedup_ci`) excludes 1.0; when the interval contains
 1.0, or there are fewer than 3 prompts and no interval, wall clock cannot tell them apart on this

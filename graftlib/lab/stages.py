@@ -1,4 +1,4 @@
-"""Where a round's time goes: the stage breakdown beside Table 1 (issue 16).
+"""Where a round's time goes: the stage breakdown beside Table 1.
 
 A decode loop round is draft -> build tree -> verify -> commit (`graftlib.core.decode`); a bench
 record keeps each stage's seconds summed over its rounds (`stage_s`), and an AR-drafted decode

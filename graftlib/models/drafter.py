@@ -1,6 +1,6 @@
 """DFlash drafter: graftlib's own implementation, loading z-lab checkpoints without remote code.
 
-One forward predicts a whole block. Conventions (z-lab/dflash, FACTS.md section 1):
+One forward predicts a whole block. Conventions (z-lab/dflash):
 - Context features: the target's hidden states after layers `target_layer_ids` (HF
   `hidden_states[layer_id + 1]`), concatenated on the last dim, then `hidden_norm(fc(x))`.
 - Block input: `[anchor, mask x (block_size - 1)]` embedded with the *target's* frozen embedding

@@ -1,6 +1,6 @@
 """EAGLE-3 drafter: graftlib's own implementation, loading public EAGLE-3 checkpoints without remote code.
 
-Architecture (the public release's layout, FACTS.md section 7; names are the checkpoint's):
+Architecture (the public release's layout, SafeAILab/EAGLE; names are the checkpoint's):
 - `fc` (no bias) fuses three target layers (low / mid / high hidden states, concatenated:
   3 x target_hidden -> hidden). It applies to target features only; the drafter's own output
   hidden state, fed back at the next depth, is already `hidden` wide and skips it.

@@ -1,4 +1,4 @@
-"""Train a DFlash drafter for a target on `graftlib.training.drafter_data` (the DFlash recipe, FACTS.md 1).
+"""Train a DFlash drafter for a target on `graftlib.training.drafter_data` (the DFlash recipe of z-lab/dflash).
 
 Recipe. Anchors `a` are drawn in the response part (`prompt_len <= a <= len - 2`, so every
 anchor has a label). A block is `[tokens[a], mask x (block_size - 1)]` embedded with the

@@ -1,5 +1,5 @@
 """Train graftlib's own EAGLE-3 drafter for a target on `graftlib.training.drafter_data` (the release's
-recipe: SafeAILab/EAGLE, eagle/traineagle3; FACTS.md section 7).
+recipe: SafeAILab/EAGLE, eagle/traineagle3).
 
 Model. A `graftlib.models.eagle3.Eagle3Drafter` shaped like one target layer (widths, heads, norm
 eps, RoPE), `fc` over the three stored target layers (the data's `target_layer_ids` in order: low,
