@@ -46,13 +46,13 @@ def test_the_shipped_profile_where_it_was_fitted_else_one_measured_once_and_cach
     again = machine_profile(shipped_pair, measure=fake, log=lines.append)
     assert first.id == again.id != SHIPPED.id and len(calls) == 1 and cache_path(shipped_pair).is_file()
     assert "fitted on " + SHIPPED.hardware in lines[0] and "Another CPU" in lines[0]
-    # another pair on the shipped machine is measured too (the shipped profile is the embedded pair's)
+    # another pair on the shipped machine prices with the shipped profile, as before
     monkeypatch.setattr(machine_costs, "hardware_id", lambda device, dtype=None: SHIPPED.hardware)
-    machine_profile(tiny_pair, measure=fake, log=lambda *_: None)
-    assert calls == [SHIPPED.fitted_from["target"], "tiny-qwen3"]
+    assert machine_profile(tiny_pair, measure=fake, log=lambda *_: None).id == SHIPPED.id
+    assert calls == [SHIPPED.fitted_from["target"]]
     # an explicit file is never overridden
     path = SHIPPED.save(tmp_path / "mine.json")
-    assert machine_profile(tiny_pair, path, measure=fake).id == SHIPPED.id and len(calls) == 2
+    assert machine_profile(tiny_pair, path, measure=fake).id == SHIPPED.id and len(calls) == 1
     with pytest.raises(GraftError, match="nope.json"):
         machine_profile(tiny_pair, tmp_path / "nope.json", measure=fake)
 

@@ -5,10 +5,11 @@ A modeled figure prices a decode's rounds, and SABA decides its budgets, with a 
 machine (`hardware_id`, e.g. "cpu:2-threads:AMD EPYC"); priced with it, another machine's modeled
 figures describe the first machine, not the reader's. `machine_profile` therefore returns:
   1. the profile at an explicit path, when one is given (a user's choice is never overridden);
-  2. the shipped profile, when this pair is the one it was fitted for (target and drafter names)
-     and this device and dtype are the machine's it was fitted on (the same `hardware_id`);
-  3. else this machine's own profile: read from the cache (`GRAFT_HOME/costs/`, keyed by the
-     hardware id and the pair's fingerprints) or measured once and cached (`measure_profile`).
+  2. the shipped profile, when this device and dtype are the machine's it was fitted on (the same
+     `hardware_id`; another pair there prices with it as before, or with its own `graft prepare` /
+     `graft device-check` profile passed explicitly);
+  3. else this machine's own profile for the pair: read from the cache (`GRAFT_HOME/costs/`, keyed
+     by the hardware id and the pair's fingerprints) or measured once and cached (`measure_profile`).
 `graft machine-costs` measures (or re-measures, `--force`) and caches it, printing it beside the
 shipped one; `graft bench` and the workbook's notebooks call `machine_profile` themselves.
 `measure_profile` fits the profile the way the shipped one was fitted, from warm decodes (each
@@ -47,10 +48,8 @@ FIT_TASK, FIT_PROMPTS, FIT_TOKENS = "gsm8k", 2, 64
 
 
 def fitted_here(profile: CostProfile, pair) -> bool:
-    """Whether `profile` was fitted for this pair on this machine (module doc, case 2)."""
-    made = profile.fitted_from or {}
-    return (profile.hardware == hardware_id(pair.device, pair.target.dtype)
-            and made.get("target") == pair.target_name and made.get("drafter") == pair.drafter_name)
+    """Whether `profile` was fitted on this machine, device and dtype (module doc, case 2)."""
+    return profile.hardware == hardware_id(pair.device, pair.target.dtype)
 
 
 def cache_path(pair) -> Path:
