@@ -69,8 +69,14 @@ def test_committed_figures_are_what_make_main_draws_from_the_shipped_artifacts()
 
 
 def test_by_default_the_notebooks_draw_with_the_shipped_artifacts(monkeypatch):
+    """On the machine the shipped cost profile was fitted on (elsewhere the notebooks price with that machine's,
+    `graftlib.lab.machine_costs`)."""
+    from graftlib.lab import machine_costs
+    from graftlib.methods.cost_profile import default_profile
+
     monkeypatch.delenv("GRAFT_TDES", raising=False)
     monkeypatch.delenv("GRAFT_SABA_PARAMS", raising=False)
+    monkeypatch.setattr(machine_costs, "hardware_id", lambda device, dtype=None: default_profile().hardware)
     used = drawn_with(workbook.PROFILES["quick"])
     keys = ("pair", "tdes", "saba", "saba_paper", "cost_profile", "eagle3", "dflash2")
     assert {k: used[k] for k in keys} == shipped_ids()
