@@ -53,8 +53,7 @@ class StrengthDrafter:
         self.base, self.s, self.tau = base, float(s), float(tau)
         self.trace: list | None = None
         self._start: int | None = None
-        self._hidden: torch.Tensor | None = None  # the continuation's target hidden states [N, H]
-        self._continuation = None
+        self._continuation = None  # the decode's greedy continuation (its `hidden`: the target's states [N, H])
         self._head: torch.Tensor | None = None  # the target's LM head rows of the draft vocabulary [V_draft, H]
 
     def __getattr__(self, name):  # config, block_size, id_map, context_features, new_cache, head_weight, ...
@@ -63,7 +62,7 @@ class StrengthDrafter:
     def follow(self, continuation, lm_head: torch.Tensor) -> None:
         """Draft along `continuation` (`graftlib.core.walked.Continuation`: its `hidden` gives p at every position)."""
         require(continuation.hidden is not None, "the continuation carries no target hidden states")
-        self._hidden, self._continuation = continuation.hidden, continuation
+        self._continuation = continuation
         id_map = self.base.id_map
         self._head = lm_head[id_map] if id_map is not None else lm_head
 
@@ -79,13 +78,14 @@ class StrengthDrafter:
             return logits
         mixed = torch.softmax(logits.float(), dim=-1)
         if self.s > 0.0 or self.trace is not None:
-            if self._hidden is None or self._start is None:
+            if self._continuation is None or self._start is None:
                 raise GraftError(f"a drafter of strength {self.s:g} drafts along a known greedy continuation: decode "
                                  "it walked (graft bench --walk), or hand it one (`follow`)")
             rows = torch.arange(self._start, self._start + mixed.shape[0], device=mixed.device)  # p_{start + d - 1}
-            known = rows < self._hidden.shape[0]
+            states = self._continuation.hidden
+            known = rows < states.shape[0]
             if self.s > 0.0:
-                p = torch.softmax(self._hidden[rows[known]].float() @ self._head.float().T, dim=-1)
+                p = torch.softmax(states[rows[known]].float() @ self._head.float().T, dim=-1)
                 mixed[known] = (1.0 - self.s) * mixed[known] + self.s * p
             if self.trace is not None:
                 self._record(mixed)
