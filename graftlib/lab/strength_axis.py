@@ -15,7 +15,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from graftlib.lab.bench import Run
-from graftlib.lab.claims import CLAIMS, POOLED, evaluate_claims
+from graftlib.lab.claims import CLAIMS, POOLED, evaluate_claims, paper_size
 from graftlib.lab.metrics import summarize
 from graftlib.lab.modeled import best_run
 from graftlib.lab.paper_costs import method_errors
@@ -78,8 +78,6 @@ def axis_table(records: dict, budget: int = 128, cap: int = 512):
 
 def paper_sizes(task: str) -> dict[str, float]:
     """Each claim's size in the paper on `task` (`claims.paper_size`)."""
-    from graftlib.lab.claims import paper_size
-
     return {c.id: paper_size(c, [task]) for c in CLAIMS}
 
 
