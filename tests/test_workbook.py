@@ -103,6 +103,21 @@ def test_every_notebook_has_a_parameters_cell_of_primitives():
             assert not missing, f"{book.name}: profile {profile['profile']} sets no value for {missing}"
 
 
+INTERACTIVE = ("slider",)  # widgets of a notebook run by hand, off in every batch profile; not a setting
+
+
+def test_notebook_defaults_are_the_quick_profiles_settings():
+    """A notebook run by hand with its defaults makes the quick profile's runs (a profile changes counts, never
+    settings), so notebooks that share a bench share it in fact."""
+    import papermill as pm
+
+    quick = PROFILES["quick"]
+    for book in notebooks():
+        declared = pm.inspect_notebook(str(book))
+        differ = {k: (ast.literal_eval(p["default"]), quick[k]) for k, p in declared.items()
+                  if k in quick and k not in INTERACTIVE and ast.literal_eval(p["default"]) != quick[k]}
+        assert not differ, f"{book.name}: defaults differ from the quick profile's: {differ}"
+
 def test_the_notebook_that_reads_the_others_benches_runs_last():
     from graftlib.lab.workbook import LAST
 
