@@ -24,19 +24,21 @@ from pathlib import Path
 from graftlib.training.lineage import eval_records, stages
 
 
-def caption(pair_desc: dict, **counts) -> str:
-    """A figure title's second line in plain words: the pair, the machine and dtype, then `counts`
-    ("prompts per task 2, new tokens 64")."""
+def caption(pair_desc: dict, workbook: str | None = None, **counts) -> str:
+    """A figure title's second line in plain words: the pair, the machine and dtype, then the workbook profile
+    it was drawn under and `counts` ("quick profile: prompts per task 2, new tokens 64")."""
     drafter = pair_desc["drafter"] + ("" if pair_desc["drafter_trained"] else " (untrained)")
     extra = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in counts.items())
+    extra = f"{workbook} profile: {extra}" if workbook else extra
     return (f"{pair_desc['target']} + {drafter} drafter on {pair_desc['hardware']}, {pair_desc['dtype']}"
             + (f"; {extra}" if extra else ""))
 
 
-def figure_title(what: str, pair_desc: dict, **counts) -> str:
-    """A figure's two-line title: what it compares, then `caption`. Ids, cost terms and ranking rules
-    stay out of it (figures/manifest.json names the artifacts, the notes beside a table's CSV its rules)."""
-    return f"{what}\n{caption(pair_desc, **counts)}"
+def figure_title(what: str, pair_desc: dict, workbook: str | None = None, **counts) -> str:
+    """A figure's two-line title: what it compares, then `caption` (with the workbook profile, e.g. "evidence",
+    and the counts). Ids, cost terms and ranking rules stay out of it (figures/manifest.json names the
+    artifacts, the notes beside a table's CSV its rules)."""
+    return f"{what}\n{caption(pair_desc, workbook, **counts)}"
 
 
 def save_figure(fig, name: str, figures_dir: str | Path) -> list[Path]:
@@ -67,6 +69,16 @@ def mismatch_view(record, max_extra_depth: int = 1) -> dict:
     return {"nodes": sorted(keep), "last": last, "t_star": t_star, "hits": hits, "accepted": acc}
 
 
+WHITESPACE = {" ": "\u2423", "\n": "\u23ce", "\t": "\u21e5"}  # open box, return symbol, tab arrow
+
+
+def visible(token: str) -> str:
+    """A token's text as a tree node shows it: whitespace as a visible mark (a space is "\u2423"), other
+    control characters escaped, the empty string as "\u2205"."""
+    text = "".join(WHITESPACE.get(ch, ch if ch.isprintable() else repr(ch)[1:-1]) for ch in token)
+    return text or "\u2205"
+
+
 def draw_mismatch(ax, record, decode_token, max_children: int = 4) -> None:
     """Draw a mismatch round: accepted path (green), p* (bold), t* under the wrong parent (red)."""
     view = mismatch_view(record)
@@ -95,11 +107,11 @@ def draw_mismatch(ax, record, decode_token, max_children: int = 4) -> None:
                 lw=2 if on_path else 1, zorder=1)
     for n in shown:
         color = "tab:red" if n in view["hits"] else "tab:green" if n in view["accepted"] else "white"
-        ax.text(*pos[n], repr(decode_token(tree["tokens"][n]))[1:-1] or "·", ha="center", va="center",
+        ax.text(*pos[n], visible(decode_token(tree["tokens"][n])), ha="center", va="center",
                 fontsize=8, fontweight="bold" if n == view["last"] else "normal",
                 bbox=dict(boxstyle="round", fc=color, ec="black" if n == view["last"] else "0.5", alpha=0.9))
     x_last, y_last = pos[view["last"]]
-    ax.annotate(f"target wants {decode_token(view['t_star'])!r} here", (x_last, y_last - 1),
+    ax.annotate(f"target wants {visible(decode_token(view['t_star']))} here", (x_last, y_last - 1),
                 xytext=(x_last, y_last - 1.35), ha="center", fontsize=7, color="tab:red")
     ax.set_axis_off()
 
@@ -110,6 +122,39 @@ def _ancestors(parents: list[int], n: int) -> list[int]:
         n = parents[n]
         out.append(n)
     return out
+
+
+def plot_mismatch(M, regimes: dict, claim: str, paper_reduction: float, example=None, decode_token=None,
+                  title: str = ""):
+    """Figure 1(b): per regime a panel of the parent-child mismatch rate per task of DDTree and +TDES at the
+    regime's fixed budget and GRAFT at its cap, and one of GRAFT's reduction against DDTree beside the nearest
+    number the paper prints (`paper_reduction`: Table 3's reduction at beta = 0.2 on GSM8K; Figure 1(b) itself
+    prints none), the paper's claim above them; then, if given, a real mismatch round (`draw_mismatch`). `M`:
+    `regimes.mismatch_table` per regime, stacked with a `regime` level. Colours: one per method, the paper green."""
+    import matplotlib.pyplot as plt
+
+    methods = {"DDTree": "#9ecae1", "+TDES": "#4292c6", "GRAFT": "#08519c"}
+    n = len(regimes)
+    fig, axes = plt.subplots(2, n + (example is not None), figsize=(4.2 * n + 4 * (example is not None), 6.4),
+                             squeeze=False)
+    for j, (name, r) in enumerate(regimes.items()):
+        R = M.loc[name]
+        tasks = list(R.index)
+        grouped_bars(axes[0, j], tasks, [(m, R[m], c) for m, c in methods.items()])
+        axes[0, j].set_title(f"mismatch rate (DDTree, +TDES @{r.budget}; GRAFT cap {r.cap})\n{r.label}", fontsize=8)
+        grouped_bars(axes[1, j], tasks, [("GRAFT", R["GRAFT reduction %"], methods["GRAFT"])])
+        axes[1, j].axhline(paper_reduction, color="tab:green", ls="--", lw=1,
+                           label=f"paper: {paper_reduction:.1f}% (Table 3, GSM8K, beta 0.2; Fig. 1(b) prints no numbers)")
+        axes[1, j].axhline(0, color="gray", lw=0.5)
+        axes[1, j].set_title("GRAFT's mismatch reduction vs DDTree (%)", fontsize=8)
+    if example is not None:
+        draw_mismatch(axes[0, n], example, decode_token)
+        axes[0, n].set_title("a real DDTree round: t* is in the tree under another parent", fontsize=8)
+        axes[1, n].set_axis_off()
+    fig.suptitle(f"{title}\nthe paper: {claim}", fontsize=7)
+    fig.tight_layout()
+    legend_below(fig, axes.ravel())
+    return fig
 
 
 def plot_training_run(metrics, summary: dict, name: str):
@@ -227,7 +272,7 @@ def legend_below(fig, axes) -> None:
 
 def grouped_bars(ax, groups: list[str], series: list[tuple]) -> None:
     """Bars per group, one per series `(label, values, color[, (lows, highs)])`, the optional interval
-    drawn as whiskers; a nan value draws no bar (a series without that group). The colour is the
+    drawn as whiskers; a nan value draws no bar (a series without that group), a zero a "0" on the axis. The colour is the
     caller's, so a series keeps it across panels and one legend serves them all."""
     import numpy as np
 
@@ -240,6 +285,8 @@ def grouped_bars(ax, groups: list[str], series: list[tuple]) -> None:
             lo, hi = (np.asarray(b, dtype=float) for b in interval[0])
             yerr = np.nan_to_num(np.vstack([v - lo, hi - v]), nan=0.0)
         ax.bar(x, v, width, yerr=yerr, capsize=2, label=label, color=color, error_kw={"lw": 0.8})
+        for xi in x[v == 0]:  # a zero is a measured value, not a missing bar: say so
+            ax.text(xi, 0, "0", ha="center", va="bottom", fontsize=6, color=color)
     ax.set_xticks(range(len(groups)), groups, fontsize=7)
 
 
@@ -262,6 +309,39 @@ def plot_paper_bars(T, title: str, ours_label: str, paper_label: str):
     fig.suptitle(title, fontsize=7)
     fig.tight_layout()
     legend_below(fig, axes)
+    return fig
+
+
+def plot_ratios(R, title: str, ours_label: str, paper_label: str):
+    """Table 1 as ratios (`tables.table1_ratios`): one column of panels per comparison GRAFT / X, each on its own
+    scale; the top row the TPS ratio per task and pooled (ours wall clock and modeled, each with its 95% interval
+    where it exists, beside the paper's), the bottom row the MAT ratio (ours, per task, beside the paper's). A
+    walked regime has no wall clock: its series is left out. Colours: blue ours by wall clock, orange ours
+    modeled, brown our MAT, green the paper's."""
+    import matplotlib.pyplot as plt
+
+    versus = list(dict.fromkeys(R.versus))
+    fig, axes = plt.subplots(2, len(versus), figsize=(2.6 * len(versus) + 1, 5.2), squeeze=False)
+    wall = R["TPS ratio"].notna().any()
+    for j, label in enumerate(versus):
+        V = R[R.versus == label]
+        tasks = list(V.task)
+        series = ([(f"{ours_label}, wall clock (95% CI)", V["TPS ratio"], "tab:blue", (V.lo, V.hi))] if wall else [])
+        grouped_bars(axes[0, j], tasks, [*series, (f"{ours_label}, modeled (95% CI)", V["m-TPS ratio"], "tab:orange",
+                                                   (V["m-lo"], V["m-hi"])),
+                                         (paper_label, V["paper TPS ratio"], "tab:green")])
+        grouped_bars(axes[1, j], tasks, [(f"{ours_label}, MAT", V["MAT ratio"], "tab:brown"),
+                                         (paper_label, V["paper MAT ratio"], "tab:green")])
+        axes[0, j].set_title(f"GRAFT / {label}: TPS", fontsize=8)
+        axes[1, j].set_title(f"GRAFT / {label}: MAT", fontsize=8)
+        for ax in axes[:, j]:
+            ax.axhline(1.0, color="gray", lw=0.6)
+            ax.tick_params(axis="x", labelsize=6, rotation=30)
+    axes[0, 0].set_ylabel("ratio (1 = equal)")
+    axes[1, 0].set_ylabel("ratio (1 = equal)")
+    fig.suptitle(title, fontsize=7)
+    fig.tight_layout()
+    legend_below(fig, axes.ravel())
     return fig
 
 
@@ -289,42 +369,60 @@ def plot_modeled_bars(T, title: str, ours_label: str, paper_label: str):
 
 
 def plot_components(T, labels: list[str], title: str, ours_label: str, paper_label: str):
-    """Table 2: tokens/s against DDTree per component, ours wall-clock (with its interval) and modeled
-    beside the paper's. `T`: the averaged frame of `tables.table2` (index: the labels), or a modeled-only one
-    without the wall-clock columns (`regimes.regime_components`)."""
+    """Table 2 in three panels, one per point of the paper's: tokens/s against DDTree per component (ours by wall
+    clock with its interval, and modeled, beside the paper's), verified nodes per round (ours beside the paper's:
+    +SABA and GRAFT at about 49 against DDTree's 110) and the share of rounds SABA's AR gate ran as plain AR
+    steps (the paper's methods have none). `T`: the averaged frame of `tables.table2` (index: the labels), or a
+    modeled-only one without the wall-clock columns (`regimes.regime_components`). Colours: blue ours by wall
+    clock, orange ours modeled, brown our round shape, green the paper's."""
     import matplotlib.pyplot as plt
 
     T = T.loc[labels]
-    fig, ax = plt.subplots(figsize=(9, 3.4))
+    nodes = T["nodes"] if "nodes" in T else T["nodes/round"]
+    fig, axes = plt.subplots(1, 3, figsize=(13, 3.6), gridspec_kw={"width_ratios": [1.6, 1, 1]})
     wall = ([(f"{ours_label}, wall clock (95% CI)", T["dTPS %"], "tab:blue", (T["dTPS lo %"], T["dTPS hi %"]))]
             if "dTPS lo %" in T else [])  # a modeled-only table has no wall clock
-    grouped_bars(ax, labels, [*wall, (f"{ours_label}, modeled", T["m-dTPS %"], "tab:orange"),
-                              (paper_label, T["paper dTPS %"], "tab:green")])
-    ax.axhline(0, color="gray", lw=0.5)
-    ax.set_ylabel("tokens/s vs DDTree (%)")
-    legend_outside(ax, ncol=3)
-    ax.set_title(title, fontsize=7)
+    grouped_bars(axes[0], labels, [*wall, (f"{ours_label}, modeled", T["m-dTPS %"], "tab:orange"),
+                                   (paper_label, T["paper dTPS %"], "tab:green")])
+    axes[0].axhline(0, color="gray", lw=0.5)
+    axes[0].set_ylabel("tokens/s vs DDTree (%)")
+    grouped_bars(axes[1], labels, [(f"{ours_label}, round shape", nodes, "tab:brown"),
+                                   (paper_label, T["paper nodes"], "tab:green")])
+    axes[1].set_ylabel("verified nodes per round")
+    grouped_bars(axes[2], labels, [(f"{ours_label}, round shape", T["AR steps %"], "tab:brown")])
+    axes[2].set_ylabel("rounds run as AR steps (%)")
+    for ax, name in zip(axes, ("tokens/s against DDTree", "tree size", "SABA's AR gate"), strict=True):
+        ax.set_title(name, fontsize=8)
+        ax.tick_params(axis="x", labelsize=7, rotation=20)
+    fig.suptitle(title, fontsize=7)
+    fig.tight_layout()
+    legend_below(fig, axes)
     return fig
 
 
-def plot_budget_curve(curve, title: str):
-    """Figure 1(c): tokens/s against the budget per group of rounds, measured (left) and modeled (right,
-    the rounds priced by the cost profile), the best budget of each group starred. `curve`:
-    `tables.budget_curve`. Two panels: on a loaded machine the two differ in level, the shapes are the point."""
+def plot_budget_curve(curve, title: str, measured: bool = True):
+    """Figure 1(c): per group of rounds (hard, medium, easy thirds) against the budget B, the tokens accepted per
+    round (MAT), the tokens per second measured (wall clock; left out where `measured` is False, a walked
+    replay) and modeled (the rounds priced by the cost profile), each group's best budget starred. Every
+    budget of the grid is a labelled tick. `curve`: `tables.budget_curve`."""
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 2, figsize=(10, 3.6), sharex=True)
+    panels = [("mat", "MAT (tokens accepted a round)"), *([("tps", "measured tokens/s (wall clock)")] if measured else []),
+              ("m_tps", "modeled tokens/s (cost profile)")]
+    grid = sorted(set(curve.index.get_level_values("B")))
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.6), sharex=True)
     for group, c in curve.groupby(level=0, observed=True):
-        c = c.droplevel(0)
-        for ax, col in zip(axes, ("tps", "m_tps"), strict=True):
-            line, = ax.plot(c.index, c[col], "o-", label=f"{group} ({c.rounds.max()} rounds)")
-            ax.plot(c[col].idxmax(), c[col].max(), "*", color=line.get_color(), mec="black", ms=13)
-    for ax, name in zip(axes, ("measured (wall clock); star: best B", "modeled (cost profile); star: best B"),
-                        strict=True):
+        c = c.droplevel(0).assign(mat=lambda x: x.a / x.rounds)
+        for ax, (col, _) in zip(axes, panels, strict=True):
+            line, = ax.plot(c.index, c[col], "o-", label=f"{group} rounds ({c.rounds.max()})")
+            if col != "mat":
+                ax.plot(c[col].idxmax(), c[col].max(), "*", color=line.get_color(), mec="black", ms=13)
+    for ax, (_, name) in zip(axes, panels, strict=True):
         ax.set_xscale("log", base=2)
+        ax.set_xticks(grid, [str(b) for b in grid], fontsize=7)
+        ax.minorticks_off()
         ax.set_xlabel("budget B (nodes)")
-        ax.set_ylabel("tokens / s (round-level)")
-        ax.set_title(name, fontsize=8)
+        ax.set_title(name + ("" if name.startswith("MAT") else "; star: best B"), fontsize=8)
     fig.suptitle(title, fontsize=7)
     fig.tight_layout()
     legend_below(fig, axes)
@@ -336,7 +434,9 @@ def plot_beta_sweep(T, title: str, ours_label: str, paper_label: str, tps: str =
     the same axes. The two pairs run at throughputs 10x apart, so MAT and tokens/s are drawn
     relative to the smallest beta of the sweep (beta's effect is the point); the mismatch reduction
     is already relative. `T`: index beta, columns as in the notebook's table3.csv (`regimes.regime_betas`);
-    `tps`: ours tokens/s column ("modeled TPS" for a regime that is modeled only)."""
+    `tps`: ours tokens/s column ("modeled TPS" for a regime that is modeled only); where it is the wall-clock
+    "TPS", the modeled series is drawn beside it. Colours: blue ours by wall clock, orange ours modeled, brown
+    our round shape (MAT, mismatch reduction: no clock), green the paper's."""
     import matplotlib.pyplot as plt
 
     ref = T.index.min()
@@ -348,8 +448,14 @@ def plot_beta_sweep(T, title: str, ours_label: str, paper_label: str, tps: str =
         ours, paper = T[col].astype(float), T[pcol].astype(float)
         if not col.startswith("mismatch"):
             ours, paper = ours / ours.loc[ref], paper / paper.loc[ref]
-        ax.plot(T.index, ours, "o-", label=ours_label)
-        ax.plot(T.index, paper, "s--", color="gray", label=paper_label)
+        wall = col == "TPS"
+        color = "tab:blue" if wall else "tab:orange" if col.startswith("modeled") else "tab:brown"
+        ax.plot(T.index, ours, "o-", color=color, label=f"{ours_label}, wall clock" if wall else
+                f"{ours_label}, modeled" if col.startswith("modeled") else f"{ours_label}, round shape")
+        if wall and "modeled TPS" in T:  # the modeled series beside the measured one: no timing noise
+            modeled = T["modeled TPS"].astype(float)
+            ax.plot(T.index, modeled / modeled.loc[ref], "^-", color="tab:orange", label=f"{ours_label}, modeled")
+        ax.plot(T.index, paper, "s--", color="tab:green", label=paper_label)
         ax.set_xlabel("beta")
         ax.set_ylabel(ylabel, fontsize=8)
     fig.suptitle(title, fontsize=7)
@@ -406,7 +512,7 @@ def plot_edge_scores(tables: dict, title: str):
                 ax.axhline(line, color="gray", lw=0.5)
                 low = min((v for _, values, _ in series for v in values if not math.isnan(v)), default=line)
                 ax.set_ylim(bottom=min(line, low) - 0.05)
-            ax.set_title(f"{name}\n{label}", fontsize=8)
+            ax.set_title(f"{name}\n{label.split(':')[0]}", fontsize=8)  # the regime, not its figures: modeled here
     fig.suptitle(title, fontsize=7)
     fig.tight_layout()
     legend_below(fig, axes.ravel())

@@ -85,6 +85,11 @@ class Regime:
         return pair.with_strength(*self.strength[task])
 
     @property
+    def suffix(self) -> str:
+        """The regime's part of a figure's file name: "" on this machine, "_paper", "_paper_acceptance"."""
+        return "" if self.name == "machine" else "_" + self.name.replace("+", "_")
+
+    @property
     def turns(self) -> str:
         """The prompts' turns: a walked decode takes one (`bench.decode_prompt`), a verified one all."""
         return "1" if self.walk else "all"
@@ -129,6 +134,17 @@ def pick(names: str, regimes: dict[str, Regime], required: str | None = None) ->
     require(chosen and (required is None or required in chosen),
             f"parameter regime_names={names!r}: name {required or 'a regime'} among them")
     return {n: r for n, r in regimes.items() if n in chosen}
+
+
+def named(names: str, costs: CostProfile | None = None, budgets=(4, 8, 16), cap: int = 64, chains=(3, 15),
+          budget: int | None = None, paper_budgets=(64, 128, 256), paper_cap: int = 512,
+          required: str = "machine") -> dict[str, Regime]:
+    """The regimes a notebook's `regime_names` parameter names (`pick`), built from its budgets: this machine's
+    (priced and decided by `costs`), the paper's costs, the paper's costs and acceptance."""
+    builders = {"machine": lambda: machine(budgets, cap, chains, budget, costs),
+                "paper": lambda: paper(paper_budgets, paper_cap),
+                "paper+acceptance": lambda: paper_acceptance(paper_budgets, paper_cap)}
+    return {name: builders[name]() for name in pick(names, dict.fromkeys(builders), required)}
 
 
 def regime_runs(regime: Regime, ar_drafted: bool = True) -> list[Run]:
@@ -285,7 +301,8 @@ def regime_table(records: list[dict], regime: Regime, task: str = "gsm8k"):
 
 def regime_components(records: list[dict], regime: Regime):
     """Table 2 in `regime`, pooled over the records' tasks as the paper averages over its datasets: DDTree and
-    +TDES at the fixed budget, +SABA, GRAFT and CaDDTree at the cap, with nodes per round, MAT, modeled TPS and
+    +TDES at the fixed budget, +SABA, GRAFT and CaDDTree at the cap, with nodes per round, MAT, the share of
+    rounds run as plain AR steps (SABA's AR gate), modeled TPS and
     its change against DDTree (wall clock too where the regime verifies), beside the paper's Table 2. A pandas
     DataFrame indexed by the paper's labels."""
     import pandas as pd
@@ -304,6 +321,7 @@ def regime_components(records: list[dict], regime: Regime):
                        "modeled TPS": r["modeled_tokens_per_s"],
                        "m-dTPS %": 100 * (r["modeled_tokens_per_s"] / base["modeled_tokens_per_s"] - 1),
                        **({} if regime.walk else {"dTPS %": 100 * (r["tokens_per_s"] / base["tokens_per_s"] - 1)}),
+                       "AR steps %": 100 * r["ar_share"],
                        "paper nodes": paper_row[0] if paper_row else None,
                        "paper MAT": paper_row[1] if paper_row else None,
                        "paper dTPS %": paper_row[3] if paper_row else None}
@@ -325,6 +343,13 @@ def needed_mat_line(records: list[dict], regime: Regime, task: str = "gsm8k") ->
             f"the embedded pair has {row['mat']:.2f} ({row['modeled_speedup']:.2f}x modeled)")
 
 
+def regime_claims(records: list[dict], regime: Regime) -> list[dict]:
+    """C1-C9 per task and pooled (`claims.evaluate_claims`) on one regime's records, at its Table 2 budget and cap;
+    a walked regime priced by the paper's profile takes that fit's per-method errors (`paper_costs.method_errors`)."""
+    errors = method_errors(regime.profile) if regime.walk and regime.profile.name == PROFILE_NAME else None
+    return evaluate_claims(records, regime.budget, regime.cap, errors)
+
+
 def claims_by_regime(records: dict[str, list[dict]], regimes: dict[str, Regime]):
     """C1-C9 pooled over the tasks, one verdict column per regime and figure (the machine's by wall clock and
     modeled, a walked regime's modeled only), each cell the verdict with its ratio, interval and the paper's
@@ -336,8 +361,7 @@ def claims_by_regime(records: dict[str, list[dict]], regimes: dict[str, Regime])
     table = {c.id: {"source": c.source, "paper": c.paper} for c in CLAIMS}
     for name, recs in records.items():
         regime = regimes[name]
-        errors = method_errors(regime.profile) if regime.walk and regime.profile.name == PROFILE_NAME else None
-        rows = [r for r in evaluate_claims(recs, regime.budget, regime.cap, errors) if r["task"] == POOLED]
+        rows = [r for r in regime_claims(recs, regime) if r["task"] == POOLED]
         for r in rows:
             for figure in _figures(regime):
                 table[r["claim"]][f"{name} {figure}"] = verdict_cell(r, figure)

@@ -22,6 +22,7 @@ sum(a) / sum(l), with l the measured round latency and, beside it, the round pri
 pandas is imported lazily (the CLI does not need it).
 """
 
+import math
 from collections import defaultdict
 from dataclasses import dataclass
 
@@ -88,6 +89,49 @@ def table1(records: list[dict], paper: dict, methods=TABLE1_METHODS, not_run: di
                          "note": why})
     note = ar_draft_caption([r for r in records if r["key"] in shown])
     return Table(pd.DataFrame(rows), rule_caption([p for o in orders for p in o.pairs]) + note)
+
+
+RATIO_CLAIMS = (("C3", "AR"), ("C2", "DFlash"), ("C1", "DDTree"), ("C8", "EAGLE-3"), ("C9", "OPT-Tree"))
+
+
+def _geomean(values: list[float]) -> float:
+    return math.exp(sum(map(math.log, values)) / len(values)) if values else float("nan")
+
+
+def table1_ratios(records: list[dict], claim_rows: list[dict], paper: dict):
+    """Table 1 as ratios, GRAFT / X for X = AR, DFlash, DDTree (each at its best), EAGLE-3, OPT-Tree, per task and
+    pooled: the TPS ratio under each figure with its 95% interval over prompts (the rows of claims C3, C2, C1,
+    C8, C9, `claims.evaluate_claims`; nan where a figure or interval does not exist), the MAT ratio of the runs
+    the modeled figure chose (per task), and the paper's two ratios (`paper`: method -> task -> (MAT, speedup),
+    Table 1's Qwen3-8B rows; pooled: their geometric mean over the tasks in it). A pandas DataFrame."""
+    import pandas as pd
+
+    mats = {t: {s["key"]: s["mat"] for s in summarize(recs)} for t, recs in by_task(records).items()}
+    nan = float("nan")
+
+    def paper_ratios(task: str, label: str) -> tuple[float, float]:
+        known = [t for t in (mats if task == "all tasks" else [task]) if t in paper["GRAFT"]]
+        ref = {t: (1.0, 1.0) if label == "AR" else paper.get(label, {}).get(t) for t in known}
+        known = [t for t in known if ref[t]]
+        return (_geomean([paper["GRAFT"][t][0] / ref[t][0] for t in known]),
+                _geomean([paper["GRAFT"][t][1] / ref[t][1] for t in known]))
+
+    rows = []
+    for claim, label in RATIO_CLAIMS:
+        for r in claim_rows:
+            if r["claim"] != claim or "ratio modeled" not in r:
+                continue
+            faster, slower = r["runs modeled"].split(" vs ")
+            per_task = mats.get(r["task"], {})
+            mat = per_task[faster] / per_task[slower] if faster in per_task and slower in per_task else nan
+            p_mat, p_tps = paper_ratios(r["task"], label)
+            wall, wall_ci = r.get("ratio wall-clock", nan), r.get("CI95 wall-clock") or (nan, nan)
+            rows.append({"task": r["task"], "versus": label, "runs": r["runs modeled"],
+                         "TPS ratio": wall, "lo": wall_ci[0], "hi": wall_ci[1],
+                         "m-TPS ratio": r["ratio modeled"], "m-lo": (r["CI95 modeled"] or (nan, nan))[0],
+                         "m-hi": (r["CI95 modeled"] or (nan, nan))[1], "MAT ratio": mat,
+                         "paper TPS ratio": p_tps, "paper MAT ratio": p_mat, "prompts": r["prompts"]})
+    return pd.DataFrame(rows)
 
 
 def table2_runs(records: list[dict], budget: int, cap: int) -> dict[str, str]:
