@@ -56,3 +56,22 @@ def test_nothing_to_pack_or_unpack_is_one_line(tmp_path):
         archive.pack(tmp_path, tmp_path / "out")
     with pytest.raises(GraftError, match="no packed records"):
         archive.unpack(tmp_path, tmp_path / "out")
+
+
+def test_restore_resumes_from_the_committed_records_and_keeps_local_ones(tiny_pair, tmp_path, monkeypatch):
+    """A fresh clone's evidence run restores what was committed (and decodes only the rest); a local results file,
+    which holds at least what was packed from it, is never overwritten."""
+    results, packed, fresh = tmp_path / "results", tmp_path / "records", tmp_path / "fresh"
+    prompts = [BenchPrompt("custom", f"p{i}", tuple(random_prompt(i, 9))) for i in range(3)]
+    runs = [Run("ar", None), Run("ddtree", 8)]
+    run_bench(tiny_pair, prompts[:2], runs, 12, results / "bench.jsonl", progress=False, warmup=False)
+    archive.pack(results, packed)
+    assert archive.restore(packed, fresh) == {"bench.jsonl.gz": 4}
+    assert archive.restore(packed, fresh) == {}  # already there: kept
+    decoded = []
+    real = bench.decode_prompt
+    monkeypatch.setattr(bench, "decode_prompt", lambda pair, run, prompt, *a, **k: decoded.append(prompt.uid)
+                        or real(pair, run, prompt, *a, **k))
+    recs = run_bench(tiny_pair, prompts, runs, 12, fresh / "bench.jsonl", progress=False, warmup=False)
+    assert set(decoded) == {"p2"} and len(recs) == 6
+    assert archive.restore(tmp_path / "none", fresh) == {}

@@ -290,3 +290,27 @@ def test_budget_curve_prices_the_replayed_rounds():
     assert list(curve.index.get_level_values(0).unique()) == ["hard", "medium", "easy"]
     with pytest.raises(GraftError, match="largest budget 8"):
         budget_curve(recs, [2, 8], profile)
+
+
+def test_table1_as_ratios_reads_the_claims_and_the_papers_rows():
+    """GRAFT / X per task and pooled: the TPS ratios and intervals are the claims' (C3 = AR, C1 = DDTree's best),
+    the MAT ratio that of the two chosen runs, the paper's ratios Table 1's (pooled: geometric mean)."""
+    from graftlib.lab.tables import table1_ratios
+
+    recs = [r for r in sweep(prompts=10) if r["method"] in ("ar", "dflash", "ddtree", "graft")]
+    rows = evaluate_claims(recs)
+    R = table1_ratios(recs, rows, TABLE1["Qwen3-8B"]).set_index(["versus", "task"])
+    assert list(dict.fromkeys(R.index.get_level_values(0))) == ["AR", "DFlash", "DDTree"]  # no EAGLE-3 run
+    c1 = next(r for r in rows if r["claim"] == "C1" and r["task"] == "gsm8k")
+    row = R.loc[("DDTree", "gsm8k")]
+    assert row["TPS ratio"] == pytest.approx(c1["ratio wall-clock"]) and (row.lo, row.hi) == c1["CI95 wall-clock"]
+    assert row["m-TPS ratio"] == pytest.approx(c1["ratio modeled"])
+    graft, ddtree = (s for s in summarize([r for r in recs if r["task"] == "gsm8k"]) if s["key"] in c1["runs modeled"].split(" vs "))
+    assert row["MAT ratio"] == pytest.approx(graft["mat"] / ddtree["mat"] if graft["key"].startswith("graft")
+                                             else ddtree["mat"] / graft["mat"])
+    paper = TABLE1["Qwen3-8B"]
+    assert row["paper TPS ratio"] == pytest.approx(paper["GRAFT"]["gsm8k"][1] / paper["DDTree"]["gsm8k"][1])
+    assert R.loc[("AR", "mbpp"), "paper MAT ratio"] == pytest.approx(paper["GRAFT"]["mbpp"][0])
+    pooled = R.loc[("AR", POOLED)]
+    assert pooled["paper TPS ratio"] == pytest.approx((paper["GRAFT"]["gsm8k"][1] * paper["GRAFT"]["mbpp"][1]) ** 0.5)
+    assert pooled["MAT ratio"] != pooled["MAT ratio"]  # no MAT ratio pooled over tasks (nan)

@@ -83,6 +83,18 @@ def unpack(archive_dir: str | Path, results_dir: str | Path) -> dict[str, int]:
     return {f.name: unpack_file(f, Path(results_dir) / (f.name.removesuffix(SUFFIX) + ".jsonl")) for f in files}
 
 
+def restore(archive_dir: str | Path, results_dir: str | Path) -> dict[str, int]:
+    """`unpack` of the packed files whose JSONL is not yet in `results_dir` (a local file, which holds at least
+    what was packed from it, is kept): {file name: records}; {} where `archive_dir` has none."""
+    files = sorted(Path(archive_dir).glob("*" + SUFFIX))
+    out = {}
+    for f in files:
+        dst = Path(results_dir) / (f.name.removesuffix(SUFFIX) + ".jsonl")
+        if not dst.exists():
+            out[f.name] = unpack_file(f, dst)
+    return out
+
+
 def add_parser(sub) -> None:
     p = sub.add_parser("records", help="pack an evidence run's records to commit beside its figures, or unpack them")
     p.add_argument("action", choices=["pack", "unpack"])

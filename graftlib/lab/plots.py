@@ -7,7 +7,9 @@ another parent (the paper's Figure 1(a) idea). matplotlib and seaborn are import
 
 Rules every figure follows: a paper series is drawn on the same axes as ours and named in the
 legend (never on an unlabeled second axis); legends sit outside the plot area (`legend_outside`
-under one panel, `legend_below` one legend under a figure of panels), never over data. seaborn draws
+under one panel, `legend_below` one legend under a figure of panels), never over data, and
+`save_figure` refuses a figure whose legend covers an axis label, tick label or title
+(`layout_problems`, from the drawn extents); within a figure a colour has one meaning. seaborn draws
 the generalization bars (`plot_generalization`); matplotlib the rest, `grouped_bars` the bars
 that carry intervals. The `plot_*` functions take the tables the notebooks also write as CSV
 under `figures/`, so a committed figure can be redrawn from its CSV without measuring again.
@@ -21,6 +23,7 @@ notes beside the table's CSV; wall-clock speedups carry their paired bootstrap 9
 import math
 from pathlib import Path
 
+from graftlib.core.errors import GraftError
 from graftlib.training.lineage import eval_records, stages
 
 
@@ -41,7 +44,37 @@ def figure_title(what: str, pair_desc: dict, workbook: str | None = None, **coun
     return f"{what}\n{caption(pair_desc, workbook, **counts)}"
 
 
+def _labels(fig) -> list:
+    """The texts that name a figure's axes: axis labels, tick labels and panel titles of every visible axes."""
+    out = []
+    for ax in fig.axes:
+        if not ax.get_visible() or not ax.axison:
+            continue
+        texts = [ax.xaxis.label, ax.yaxis.label, ax.title, *ax.get_xticklabels(), *ax.get_yticklabels()]
+        out += [t for t in texts if t.get_visible() and t.get_text().strip()]
+    return out
+
+
+def layout_problems(fig) -> list[str]:
+    """Where a legend's box overlaps an axis label, tick label or panel title (their drawn extents): one line each."""
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    legends = [*fig.legends, *(ax.get_legend() for ax in fig.axes if ax.get_legend() is not None)]
+    problems = []
+    for legend in legends:
+        box = legend.get_window_extent(renderer)
+        for text in _labels(fig):
+            if box.overlaps(text.get_window_extent(renderer)):
+                problems.append(f"the legend ({', '.join(t.get_text() for t in legend.get_texts())[:60]}) "
+                                f"overlaps the label {text.get_text()[:40]!r}")
+    return problems
+
+
 def save_figure(fig, name: str, figures_dir: str | Path) -> list[Path]:
+    """`fig` as `<figures_dir>/<name>.png` and `.pdf`; refused, in one line, where a legend covers a label."""
+    problems = layout_problems(fig)
+    if problems:
+        raise GraftError(f"figure {name}: {problems[0]}" + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""))
     out = Path(figures_dir)
     out.mkdir(parents=True, exist_ok=True)
     paths = [out / f"{name}.{ext}" for ext in ("png", "pdf")]
@@ -142,6 +175,7 @@ def plot_mismatch(M, regimes: dict, claim: str, paper_reduction: float, example=
         tasks = list(R.index)
         grouped_bars(axes[0, j], tasks, [(m, R[m], c) for m, c in methods.items()])
         axes[0, j].set_title(f"mismatch rate (DDTree, +TDES @{r.budget}; GRAFT cap {r.cap})\n{r.label}", fontsize=8)
+        axes[0, j].set_ylim(bottom=0)
         grouped_bars(axes[1, j], tasks, [("GRAFT", R["GRAFT reduction %"], methods["GRAFT"])])
         axes[1, j].axhline(paper_reduction, color="tab:green", ls="--", lw=1,
                            label=f"paper: {paper_reduction:.1f}% (Table 3, GSM8K, beta 0.2; Fig. 1(b) prints no numbers)")
@@ -598,8 +632,9 @@ def plot_regimes(T, curve, oracle, title: str, paper_mean: float):
 def plot_oracle_tracking(fixed: dict[str, dict], rows: dict, paper_mean: float, title: str):
     """Figure 6: (a) per budget set, SABA's mean retained share of the same-prefix oracle's throughput beside
     the best fixed budget's (chosen after the fact, its B under the bar) with SABA / best fixed and its
-    interval over prompts, the paper's mean dashed; (b) the distribution of SABA's per-round share. `fixed`:
-    {set name: `regimes.against_fixed`}, `rows`: {set name: its oracle rows as a frame}."""
+    interval over prompts, the paper's mean dashed; (b) the distribution of SABA's per-round share, a colour per
+    budget set (none of (a)'s). `fixed`: {set name: `regimes.against_fixed`}, `rows`: {set name: its oracle rows
+    as a frame}."""
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 2, figsize=(11, 3.6), gridspec_kw={"width_ratios": [1.3, 1]})
@@ -617,8 +652,8 @@ def plot_oracle_tracking(fixed: dict[str, dict], rows: dict, paper_mean: float, 
     axes[0].set_ylim(0, 1.05)
     axes[0].set_ylabel("mean retained oracle throughput")
     axes[0].set_title("(a) SABA against one budget every round", fontsize=8)
-    for n in names:
-        axes[1].hist(rows[n]["retained"], bins=20, range=(0, 1), alpha=0.5, label=f"SABA, {n}")
+    for n, color in zip(names, ("tab:purple", "tab:olive", "tab:cyan", "tab:pink", "tab:brown"), strict=False):
+        axes[1].hist(rows[n]["retained"], bins=20, range=(0, 1), alpha=0.5, color=color, label=f"SABA's rounds, {n}")
     axes[1].axvline(paper_mean, color="black", ls="--", lw=0.8)
     axes[1].set_xlabel("retained oracle throughput per round")
     axes[1].set_ylabel("rounds")

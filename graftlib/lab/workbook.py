@@ -10,8 +10,10 @@ scorer never saw under every profile:
 - `full`: paper-scale prompt counts and lengths, meant for GPUs.
 - `evidence`: the quick profile's settings at evidence counts (10 held-out prompts a task, 128 new tokens);
   the only profile that draws into the committed `figures/`, its records packed into `figures/records/`
-  (`graftlib.lab.archive`), so the committed figures redraw without decoding. Every other profile, and a
-  notebook run by hand, draws into `results/figures/`.
+  (`graftlib.lab.archive`) after each notebook and restored from there before the first, so the committed
+  figures redraw without decoding and an evidence run interrupted (or continued on a fresh clone) resumes
+  from the records committed so far. Every other profile, and a notebook run by hand, draws into
+  `results/figures/`.
 
 `run_workbook` executes each notebook (by name, `LAST` at the end: paper_regime reads the benches and
 replays the item notebooks wrote, `graftlib.lab.regimes`) into `<out>/<name>.ipynb`, keeps going when
@@ -60,7 +62,7 @@ PROFILES: dict[str, dict] = {
               "n_tasks": 3, "budgets": "4,8,16,32", "chain_budgets": "3,7,15", "budget": 16,
               "cap": 64, "betas": "0,0.05,0.1,0.2,0.4", "grid": "2,4,8,12,16,24,32",
               "paper_grid": "32,48,64,80,96,128", "paper_budgets": "64,128,256", "paper_cap": 512,
-              "paper_curve_grid": "32,64,128,256,512", "regime_names": "machine,paper", "strengths": "0,0.2,0.4,0.6", "val_prompts": 2, "trace_prompts": 8, "epochs": 8,
+              "paper_curve_grid": "32,64,128,256,512", "regime_names": "machine,paper,paper+acceptance", "strengths": "0,0.2,0.4,0.6", "val_prompts": 2, "trace_prompts": 8, "epochs": 8,
               "data_prompts": 48, "data_tokens": 64, "train_minutes": 3.0, "train_steps": 0, "eval_every": 100,
               "tau_prompts": 2, "data_pools": "tdes", "repeats": 3,
               "sampling_tasks": "gsm8k", "temperatures": "0,0.6,1.0", "top_p": 1.0, "seed": 0,
@@ -72,7 +74,7 @@ PROFILES: dict[str, dict] = {
              "budgets": "16,32,64,128,256,512", "chain_budgets": "15", "budget": 256, "cap": 512,
              "betas": "0,0.05,0.1,0.2,0.4", "grid": "32,48,64,96,128,192,256,384,512",
              "paper_grid": "32,48,64,80,96,128", "paper_budgets": "64,128,256,512", "paper_cap": 512,
-             "paper_curve_grid": "32,48,64,96,128,192,256,384,512", "regime_names": "machine,paper", "strengths": "0,0.1,0.2,0.3,0.4,0.5,0.7", "val_prompts": 80, "trace_prompts": 2702, "epochs": 8,
+             "paper_curve_grid": "32,48,64,96,128,192,256,384,512", "regime_names": "machine,paper,paper+acceptance", "strengths": "0,0.1,0.2,0.3,0.4,0.5,0.7", "val_prompts": 80, "trace_prompts": 2702, "epochs": 8,
              "data_prompts": 800, "data_tokens": 192, "train_minutes": 40.0, "train_steps": 0, "eval_every": 400,
              "tau_prompts": 4, "data_pools": "tdes,drafter", "repeats": 3,
              "sampling_tasks": "gsm8k,mt-bench", "temperatures": "0,0.6,1.0", "top_p": 1.0, "seed": 0,
@@ -212,6 +214,13 @@ def run_workbook(profile: str = "quick", out: str | Path = "results/notebooks", 
     out.mkdir(parents=True, exist_ok=True)
     values = profile_values(profile, out, extra)
     figures = NOTEBOOK_DIR.parent / values.get("figures_dir", FIGURES_DIR)
+    evidence = values.get("figures_dir") == COMMITTED_FIGURES and values.get("results_dir")
+    if evidence:  # resume from the committed records: what an earlier run decoded is read, not decoded again
+        from graftlib.lab.archive import pack, restore
+
+        restored = restore(figures / "records", NOTEBOOK_DIR.parent / values["results_dir"])
+        if restored:
+            print(f"restored {sum(restored.values())} records in {len(restored)} files from {figures / 'records'}")
     used = None
     rows = []
     bar = tqdm(books, desc=f"workbook {profile}", unit="notebook", disable=not progress, position=0)
@@ -235,11 +244,10 @@ def run_workbook(profile: str = "quick", out: str | Path = "results/notebooks", 
             figures_manifest.record(figures, written, book.stem, profile, used)
         rows.append(row)
         tqdm.write(f"[{row['status']:>6}] {book.stem} ({row['seconds']} s) {row['error']}")
+        results = NOTEBOOK_DIR.parent / values["results_dir"] if evidence else None
+        if results is not None and any(results.glob("*.jsonl")):  # after each notebook: an interruption keeps them
+            pack(results, figures / "records")
     bar.close()
-    if values.get("figures_dir") == COMMITTED_FIGURES and values.get("results_dir"):  # the evidence: its records too
-        from graftlib.lab.archive import pack
-
-        pack(NOTEBOOK_DIR.parent / values["results_dir"], figures / "records")
     lines = ["| notebook | status | seconds | error |", "|---|---|---|---|"]
     lines += [f"| {r['notebook']} | {r['status']} | {r['seconds']} | {r['error']} |" for r in rows]
     (out / "summary.md").write_text(f"profile: {profile}\n\n" + "\n".join(lines) + "\n")

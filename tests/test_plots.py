@@ -1,0 +1,60 @@
+"""Figures show what their data say: no legend over a label, no claim cut short, no token drawn as an empty box."""
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import pandas as pd  # noqa: E402
+import pytest  # noqa: E402
+
+from graftlib.core.errors import GraftError  # noqa: E402
+from graftlib.lab import plots  # noqa: E402
+
+
+def _bars(legend):
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(6, 3))
+    for ax in axes:
+        plots.grouped_bars(ax, ["gsm8k", "mbpp"], [("ours", [1.0, 0.0], "tab:blue"), ("paper", [2.0, 3.0], "tab:green")])
+        ax.set_xlabel("task")
+    legend(fig, axes)
+    return fig
+
+
+def test_a_legend_over_the_axis_labels_is_refused(tmp_path):
+    """A legend pinned over the tick labels is found by its drawn extent and the figure is not written; the
+    workbook's own placement (`legend_below`) passes."""
+    covering = _bars(lambda fig, axes: axes[0].legend(loc="upper center", bbox_to_anchor=(0.5, 0.02)))
+    assert plots.layout_problems(covering)
+    with pytest.raises(GraftError, match="overlaps the label"):
+        plots.save_figure(covering, "covering", tmp_path)
+    assert not list(tmp_path.iterdir())
+    below = _bars(lambda fig, axes: (fig.tight_layout(), plots.legend_below(fig, axes)))
+    assert plots.layout_problems(below) == []
+    assert [p.name for p in plots.save_figure(below, "below", tmp_path)] == ["below.png", "below.pdf"]
+
+
+def test_a_zero_bar_is_drawn_as_a_value():
+    fig = _bars(lambda fig, axes: None)
+    assert [t.get_text() for t in fig.axes[0].texts] == ["0"]
+
+
+def test_the_claims_figure_draws_every_cell_in_full():
+    """Every cell of the claims table, long ones included, is in the figure word for word (wrapped, never cut)."""
+    long = "direction only (1.093x [1.041, 1.150] vs the paper's 1.254x) (tasks: 2 direction only, 1 inside noise)"
+    C = pd.DataFrame({"source": ["Table 1 (i)", "Table 3"],
+                      "paper": ["GRAFT achieves the highest wall-time speedup (vs DDTree)",
+                                "beta = 0.2 gives the highest TPS of beta in {0, 0.05, 0.1, 0.2, 0.4}"],
+                      "machine wall-clock": [long, "opposite (best beta 0)"],
+                      "machine counts": ["3 tasks x 10 prompts x 128 tokens"] * 2}, index=["C1", "T3"])
+    fig = plots.plot_claims(C, "claims")
+    drawn = " ".join(" ".join(c.get_text().get_text().split()) for c in fig.axes[0].tables[0].get_celld().values())
+    for i in C.index:
+        for cell in (C.at[i, "paper"], C.at[i, "machine wall-clock"], C.at[i, "machine counts"]):
+            assert " ".join(cell.split()) in drawn, cell
+
+
+def test_tokens_are_drawn_visibly():
+    assert plots.visible(" ") == "\u2423" and plots.visible(" the") == "\u2423the"
+    assert plots.visible("\n") == "\u23ce" and plots.visible("") == "\u2205" and plots.visible("ab") == "ab"
