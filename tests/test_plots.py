@@ -4,11 +4,11 @@ import matplotlib
 
 matplotlib.use("Agg")
 
-import pandas as pd  # noqa: E402
-import pytest  # noqa: E402
+import pandas as pd
+import pytest
 
-from graftlib.core.errors import GraftError  # noqa: E402
-from graftlib.lab import plots  # noqa: E402
+from graftlib.core.errors import GraftError
+from graftlib.lab import plots
 
 
 def _bars(legend):
@@ -58,3 +58,13 @@ def test_the_claims_figure_draws_every_cell_in_full():
 def test_tokens_are_drawn_visibly():
     assert plots.visible(" ") == "\u2423" and plots.visible(" the") == "\u2423the"
     assert plots.visible("\n") == "\u23ce" and plots.visible("") == "\u2205" and plots.visible("ab") == "ab"
+
+
+def test_whiskers_only_where_an_interval_exists():
+    import matplotlib.pyplot as plt
+
+    _, ax = plt.subplots()
+    plots.grouped_bars(ax, ["a", "b", "c"], [("ours", [1.0, 1.2, 1.1], "tab:blue", ([0.9, 1.2, float("nan")],
+                                                                                  [1.1, 1.2, float("nan")]))])
+    bars = [c for c in ax.containers if hasattr(c, "has_yerr")]
+    assert len(bars) == 1 and len(bars[0].lines[2][0].get_segments()) == 1  # "a" only: "b" is a point, "c" none

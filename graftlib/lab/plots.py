@@ -306,7 +306,7 @@ def legend_below(fig, axes) -> None:
 
 def grouped_bars(ax, groups: list[str], series: list[tuple]) -> None:
     """Bars per group, one per series `(label, values, color[, (lows, highs)])`, the optional interval
-    drawn as whiskers; a nan value draws no bar (a series without that group), a zero a "0" on the axis. The colour is the
+    drawn as whiskers where it exists; a nan value draws no bar (a series without that group), a zero a "0" on the axis. The colour is the
     caller's, so a series keeps it across panels and one legend serves them all."""
     import numpy as np
 
@@ -314,11 +314,13 @@ def grouped_bars(ax, groups: list[str], series: list[tuple]) -> None:
     for i, (label, values, color, *interval) in enumerate(series):
         x = np.arange(len(groups)) + (i - (len(series) - 1) / 2) * width
         v = np.asarray(values, dtype=float)
-        yerr = None
-        if interval:
+        ax.bar(x, v, width, label=label, color=color)
+        if interval:  # whiskers only where an interval exists (not nan, not a single point)
             lo, hi = (np.asarray(b, dtype=float) for b in interval[0])
-            yerr = np.nan_to_num(np.vstack([v - lo, hi - v]), nan=0.0)
-        ax.bar(x, v, width, yerr=yerr, capsize=2, label=label, color=color, error_kw={"lw": 0.8})
+            has = np.isfinite(lo) & np.isfinite(hi) & (hi > lo)
+            if has.any():
+                ax.errorbar(x[has], v[has], yerr=np.vstack([v - lo, hi - v])[:, has], fmt="none", ecolor="black",
+                            capsize=2, lw=0.8)
         for xi in x[v == 0]:  # a zero is a measured value, not a missing bar: say so
             ax.text(xi, 0, "0", ha="center", va="bottom", fontsize=6, color=color)
     ax.set_xticks(range(len(groups)), groups, fontsize=7)
