@@ -14,7 +14,7 @@
 # Takes: ~35 min featurizing on a 2-core AVX512-BF16 CPU (resumable per shard), 30 min training (three arms of
 #   20 CPU-minutes on two cores), ~40 min of benches.
 # Results: runs/drafter-dflash2/{base,dflash2,selector} (+ summary.json), results/drafter-dflash2-<arm>-<task>.jsonl,
-#   results/selector-vs-tdes-{machine,paper}-<task>.jsonl and their tables (graftlib.lab.edge_scores) in
+#   results/selector-vs-tdes-{machine,paper}-<task>.jsonl and their tables (graftlib.lab.run.edge_scores) in
 #   results/selector-vs-tdes-{machine,paper}.csv. `graft ship-dflash2 --from runs/drafter-dflash2/selector/drafter`
 #   ships the selector arm as `--drafter embedded-dflash2` (Table 2's notebook then draws the comparison).
 source "$(dirname "$0")/lib.sh"
@@ -49,11 +49,11 @@ for task in gsm8k mbpp alpaca; do
     --cost-profile graftlib/assets/costs/paper-a100.json \
     --methods ar ddtree@128 ddtree+tdes@128 ddtree+sel@128 ddtree+tdes+sel@128 --out "results/selector-vs-tdes-paper-$task.jsonl"
 done
-# the comparison's tables (graftlib.lab.edge_scores), one per regime, pooled and per task
+# the comparison's tables (graftlib.lab.run.edge_scores), one per regime, pooled and per task
 run "$BIN/python" - <<'PY'
 from graftlib.core.records import read_records
-from graftlib.lab.edge_scores import edge_score_table
-from graftlib.lab.regimes import machine, paper
+from graftlib.lab.run.edge_scores import edge_score_table
+from graftlib.lab.run.regimes import machine, paper
 
 for name, regime in (("machine", machine(budget=16)), ("paper", paper())):
     records = [r for task in ("gsm8k", "mbpp", "alpaca") for r in read_records(f"results/selector-vs-tdes-{name}-{task}.jsonl")]

@@ -94,6 +94,6 @@ train_arm() {
 
 # write_ablation RUNS_DIR OUT [BASELINE COMMAND]: the summary of side-by-side drafter runs.
 write_ablation() {
-  run "$BIN/python" -c "from graftlib.training.drafter_train import write_ablation as w; \
+  run "$BIN/python" -c "from graftlib.training.drafter.dflash_train import write_ablation as w; \
 w('$1', '$2'${3:+, baseline='$3', command='$4'})"
 }

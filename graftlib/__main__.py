@@ -2,6 +2,6 @@
 
 import sys
 
-from graftlib.lab.cli import main
+from graftlib.cli import main
 
 sys.exit(main())

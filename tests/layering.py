@@ -14,7 +14,7 @@ module, else `x`. Parent packages that Python imports implicitly are not edges (
 import ast
 from pathlib import Path
 
-FACE = "face"  # the package's own `__init__` / `__main__`: above every layer
+FACE = "face"  # the package's own `__init__`, `__main__` and `cli` (the `graft` command): above every layer
 
 
 def module_name(path: Path, root: Path) -> str:
@@ -56,9 +56,9 @@ def import_graph(root: Path) -> dict[str, set[str]]:
 
 def layer_of(module: str, layers: tuple[str, ...]) -> str | None:
     """The layer a module belongs to: its first subpackage under the root, FACE for the root's own
-    modules (`__init__`, `__main__`), None for a module outside every layer."""
+    modules (`__init__`, `__main__`, `cli`), None for a module outside every layer."""
     parts = module.split(".")
-    if len(parts) == 1 or (len(parts) == 2 and parts[1] == "__main__"):
+    if len(parts) == 1 or (len(parts) == 2 and parts[1] in ("__main__", "cli")):
         return FACE
     return parts[1] if parts[1] in layers else None
 

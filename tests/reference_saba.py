@@ -5,7 +5,7 @@ term by term as the module docstrings state them. Written for reading, not speed
 import numpy as np
 
 from graftlib.methods.saba import cost, gain
-from graftlib.methods.saba_ext import table_correction
+from graftlib.methods.saba_extensions import table_correction
 from graftlib.methods.saba_params import SabaParams
 
 

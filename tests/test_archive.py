@@ -1,4 +1,4 @@
-"""Committed records (`graftlib.lab.archive`): an evidence run's records pack small and unpack into a results
+"""Committed records (`graftlib.lab.report.archive`): an evidence run's records pack small and unpack into a results
 folder from which a bench redraws without decoding a single prompt."""
 
 import gzip
@@ -9,9 +9,10 @@ from tiny import random_prompt, tiny_drafter, tiny_target
 
 from graftlib.core.errors import GraftError
 from graftlib.core.records import read_records
-from graftlib.lab import archive, bench
-from graftlib.lab.bench import BenchPrompt, Run, run_bench
-from graftlib.lab.metrics import summarize
+from graftlib.lab.report import archive
+from graftlib.lab.report.metrics import summarize
+from graftlib.lab.run import bench
+from graftlib.lab.run.bench import BenchPrompt, Run, run_bench
 from graftlib.models import Pair
 
 

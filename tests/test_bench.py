@@ -10,8 +10,8 @@ from tiny import random_prompt, tiny_drafter, tiny_target
 from graftlib.core.errors import GraftError
 from graftlib.core.records import append_record, read_records, setting_id
 from graftlib.core.timing import WarmUp, warm_up
-from graftlib.lab.bench import BenchPrompt, Run, parse_runs, run_bench, warm_key
-from graftlib.lab.metrics import decoded_tokens, exactness_cell, format_table, summarize
+from graftlib.lab.report.metrics import decoded_tokens, exactness_cell, format_table, summarize
+from graftlib.lab.run.bench import BenchPrompt, Run, parse_runs, run_bench, warm_key
 from graftlib.models import Pair
 
 
@@ -117,7 +117,7 @@ def test_run_bench_checks_exactness_and_resumes(tiny_pair, tmp_path):
 
 
 def test_run_bench_under_torchrun_writes_rank_files_that_merge(tiny_pair, tmp_path, monkeypatch):
-    from graftlib.lab.shard import merged_records
+    from graftlib.lab.run.shard import merged_records
 
     out = tmp_path / "bench.jsonl"
     prompts = [BenchPrompt("custom", f"p{i}", tuple(random_prompt(i, 7))) for i in range(3)]
@@ -197,7 +197,7 @@ def test_no_cold_decode_is_timed(tiny_pair, tmp_path, monkeypatch):
     each record says how many warm-up decodes its run took."""
     from collections import Counter
 
-    from graftlib.lab import bench
+    from graftlib.lab.run import bench
 
     real, calls = bench.decode_prompt, Counter()
 
@@ -220,7 +220,7 @@ def test_no_cold_decode_is_timed(tiny_pair, tmp_path, monkeypatch):
 def test_a_walked_bench_takes_ar_from_another_setting_and_a_timed_one_never_does(tiny_pair, tmp_path, monkeypatch):
     from collections import Counter
 
-    from graftlib.lab import bench
+    from graftlib.lab.run import bench
 
     real, calls = bench.decode_prompt, Counter()
 

@@ -1,4 +1,4 @@
-"""The token corpus (`graftlib.training.corpus`): drafter data exported to tokens and featurized back
+"""The token corpus (`graftlib.training.drafter.corpus`): drafter data exported to tokens and featurized back
 gives the same tokens, uids and split, features and top-k log-probs equal to the ones captured while
 generating (to float tolerance), resumably; plus the warm start of the DFlash trainer from a drafter."""
 
@@ -11,12 +11,12 @@ from test_drafter_train import EOS, LAYERS, items, small_train_config, target  #
 from tiny import tiny_tokenizer, write_target_dir
 
 from graftlib.core.errors import GraftError
-from graftlib.lab.plots import curve_points
-from graftlib.training import corpus as corpus_mod
-from graftlib.training import drafter_data
-from graftlib.training.data_store import load_dataset
-from graftlib.training.drafter_data import DataConfig, build_dataset
-from graftlib.training.drafter_train import train
+from graftlib.lab.workbook.plots import curve_points
+from graftlib.training.drafter import corpus as corpus_mod
+from graftlib.training.drafter import target_data as drafter_data
+from graftlib.training.drafter.dflash_train import train
+from graftlib.training.drafter.store import load_dataset
+from graftlib.training.drafter.target_data import DataConfig, build_dataset
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -152,7 +152,7 @@ def test_warm_start_from_a_drafter(tmp_path, data, target):  # noqa: F811
     cfg = small_train_config(max_steps=4, draft_vocab=0)
     first = train(data, tmp_path / "a", cfg, log=lambda _: None)
     from graftlib.models.drafter import load_drafter, save_drafter
-    from graftlib.training.drafter_train import Trainer, warm_drafter
+    from graftlib.training.drafter.dflash_train import Trainer, warm_drafter
 
     start = warm_drafter(small_train_config(init_drafter=str(first), draft_vocab=0), target, LAYERS)
     saved, _ = load_drafter(str(first), target.config)
@@ -217,7 +217,7 @@ def test_overlapping_data_directories_load_each_response_once(tmp_path, data):
     share task items, and so do the shipped corpora): each uid is loaded once, from the first."""
     import shutil
 
-    from graftlib.training.loop_data import load_data
+    from graftlib.training.drafter.samples import load_data
 
     shutil.copytree(data, tmp_path / "again")
     _, once = load_dataset(data)

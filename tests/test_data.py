@@ -276,7 +276,7 @@ def test_real_smollm2_chat_template(smollm2):
 
 @pytest.mark.usefixtures("fixture_data")
 def test_real_smollm2_second_turn_follows_the_answer(smollm2):
-    """MT-Bench's second turn (graftlib.lab.turns) goes through the real template after the first answer."""
+    """MT-Bench's second turn (graftlib.lab.report.multiturn) goes through the real template after the first answer."""
     item = data.load_items("mt-bench")[0]
     answer = "Aloha! Here is my trip."
     text = conversation_text(smollm2, [item.text, answer, item.followups[0]])

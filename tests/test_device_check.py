@@ -6,9 +6,9 @@ from dataclasses import replace
 
 import pytest
 
+from graftlib.cli import main
 from graftlib.core.paths import ASSETS_DIR
-from graftlib.lab import device_check
-from graftlib.lab.cli import main
+from graftlib.lab.run import device_check
 from graftlib.methods.cost_profile import CostProfile
 
 pytestmark = pytest.mark.usefixtures("one_thread")

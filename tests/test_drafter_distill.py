@@ -16,13 +16,13 @@ from graftlib.core.errors import GraftError
 from graftlib.core.paths import PACKAGE_DIR, portable
 from graftlib.data.prompts import Item
 from graftlib.methods.decoder import Decoder
-from graftlib.training import drafter_data
-from graftlib.training.blocks import pack_blocks
-from graftlib.training.data_store import load_dataset, read_prompts, read_shard, write_prompts
-from graftlib.training.drafter_data import DataConfig, build_dataset, generate_sequences, sampled
-from graftlib.training.drafter_train import TrainConfig, Trainer
-from graftlib.training.loop_data import IGNORE
-from graftlib.training.train_loop import lr_factor
+from graftlib.training.drafter import target_data as drafter_data
+from graftlib.training.drafter.blocks import pack_blocks
+from graftlib.training.drafter.dflash_train import TrainConfig, Trainer
+from graftlib.training.drafter.samples import IGNORE
+from graftlib.training.drafter.store import load_dataset, read_prompts, read_shard, write_prompts
+from graftlib.training.drafter.target_data import DataConfig, build_dataset, generate_sequences, sampled
+from graftlib.training.drafter.trainer import lr_factor
 
 LAYERS = [0, 2]
 EOS = 5
@@ -192,7 +192,7 @@ def test_loop_tau_uses_greedy_heldout_responses_only(target):
 
 
 def test_bf16_autocast_only_where_native(target):
-    from graftlib.training.train_loop import native_bf16
+    from graftlib.training.drafter.trainer import native_bf16
 
     assert native_bf16(torch.device("cuda")) and not native_bf16(torch.device("meta"))
     cpu = native_bf16(torch.device("cpu"))
@@ -207,8 +207,8 @@ def test_bf16_autocast_only_where_native(target):
 
 
 def test_sampled_share_is_independent_of_the_heldout_split():
-    from graftlib.training.data_store import Sequence
-    from graftlib.training.loop_data import heldout_split
+    from graftlib.training.drafter.samples import heldout_split
+    from graftlib.training.drafter.store import Sequence
 
     seqs = [Sequence(torch.tensor([1, 2, 3]), 1, torch.zeros(2, 4), f"u/{i}") for i in range(4000)]
     _, held = heldout_split(seqs, 0.04)
@@ -217,8 +217,8 @@ def test_sampled_share_is_independent_of_the_heldout_split():
 
 
 def test_loop_tau_prompts_spread_over_the_pools():
-    from graftlib.training.data_store import Sequence
-    from graftlib.training.loop_data import spread_by_pool
+    from graftlib.training.drafter.samples import spread_by_pool
+    from graftlib.training.drafter.store import Sequence
 
     uids = ["sharegpt/a", "sharegpt/b", "alpaca/1", "sharegpt/c", "regular/x", "gsm8k/9", "alpaca/2"]
     seqs = [Sequence(torch.tensor([1, 2, 3]), 1, torch.zeros(2, 4), u) for u in uids]
@@ -253,7 +253,7 @@ def test_branches_are_greedy_continuations_of_a_sampled_prefix(tmp_path, target,
     1..branch_tokens tokens (stored as context: prompt_len grows by it) and then the target's greedy
     continuation of that context, with its top-k rows only over the greedy part."""
     from graftlib.data.prompts import format_prompt
-    from graftlib.training.drafter_data import branch_prefix
+    from graftlib.training.drafter.target_data import branch_prefix
 
     tok = tiny_tokenizer()
     cfg = DataConfig(target="tiny", n_prompts=3, shard_size=4, batch_size=3, max_prompt_tokens=40,
@@ -297,8 +297,8 @@ def test_branches_are_greedy_continuations_of_a_sampled_prefix(tmp_path, target,
 
 
 def test_a_prompts_branches_fall_on_one_side_of_the_split():
-    from graftlib.training.data_store import Sequence
-    from graftlib.training.loop_data import heldout_split
+    from graftlib.training.drafter.samples import heldout_split
+    from graftlib.training.drafter.store import Sequence
 
     seqs = [Sequence(torch.tensor([1, 2, 3]), 1, torch.zeros(2, 4), f"u/{i}@branch{j}")
             for i in range(500) for j in (1, 2, 3)]
@@ -312,7 +312,7 @@ def test_a_prompts_branches_fall_on_one_side_of_the_split():
 def test_a_token_tied_with_the_first_choice_is_greedy():
     """bf16 logits tie: a response token whose stored log-prob equals the first choice's counts as greedy
     (argmax and top-k may order a tie differently); a token below the first choice does not."""
-    from graftlib.training.data_store import Sequence
+    from graftlib.training.drafter.store import Sequence
 
     ids = torch.tensor([[7, 8, 9], [4, 5, 6]], dtype=torch.int32)
     logp = torch.tensor([[-0.5, -0.5, -2.0], [-0.1, -3.0, -4.0]], dtype=torch.float16)

@@ -15,9 +15,9 @@ from graftlib.core.errors import GraftError
 from graftlib.methods.decoder import Decoder
 from graftlib.models.drafter import DFlashConfig, init_weights, load_drafter, save_drafter
 from graftlib.models.pair import fingerprint, identify
-from graftlib.training.data_store import load_dataset
-from graftlib.training.drafter_data import DataConfig, build_dataset
-from graftlib.training.drafter_train import Trainer, predecessors, train, warm_drafter
+from graftlib.training.drafter.dflash_train import Trainer, predecessors, train, warm_drafter
+from graftlib.training.drafter.store import load_dataset
+from graftlib.training.drafter.target_data import DataConfig, build_dataset
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

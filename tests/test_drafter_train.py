@@ -14,14 +14,12 @@ from tiny import MASK_ID, prompts_of, tiny_drafter, tiny_target, tiny_tokenizer,
 
 from graftlib.core.errors import GraftError
 from graftlib.data.prompts import Item
-from graftlib.lab.plots import plot_learning_curve
+from graftlib.lab.workbook.plots import plot_learning_curve
 from graftlib.methods.decoder import Decoder
 from graftlib.models.drafter import init_weights, load_drafter
-from graftlib.training import drafter_data
-from graftlib.training.blocks import pack_blocks
-from graftlib.training.data_store import Sequence, load_dataset
-from graftlib.training.drafter_data import DataConfig, build_dataset, generate_sequences
-from graftlib.training.drafter_train import (
+from graftlib.training.drafter import target_data as drafter_data
+from graftlib.training.drafter.blocks import pack_blocks
+from graftlib.training.drafter.dflash_train import (
     TrainConfig,
     Trainer,
     ablation_summary,
@@ -29,9 +27,11 @@ from graftlib.training.drafter_train import (
     train,
     write_ablation,
 )
-from graftlib.training.lineage import read_lineage, stages
-from graftlib.training.loop_data import IGNORE
-from graftlib.training.loop_run import eval_line, run_loop
+from graftlib.training.drafter.lineage import read_lineage, stages
+from graftlib.training.drafter.samples import IGNORE
+from graftlib.training.drafter.store import Sequence, load_dataset
+from graftlib.training.drafter.target_data import DataConfig, build_dataset, generate_sequences
+from graftlib.training.drafter.training_run import eval_line, run_loop
 
 LAYERS = [0, 2]
 EOS = 5
@@ -342,7 +342,7 @@ def test_trained_reduced_vocab_drafter_saves_loads_and_decodes_exactly(tmp_path)
 
 def test_a_warm_started_run_carries_its_lineage(tmp_path):
     """drafter/ holds the run's metrics.jsonl and lineage.jsonl: the parent's stages, then this run's
-    evaluations with step, labels and time cumulative (`graftlib.training.lineage`)."""
+    evaluations with step, labels and time cumulative (`graftlib.training.drafter.lineage`)."""
     tdir = write_target_dir(tmp_path / "target", seed=0, initializer_range=0.1)
     target = tiny_target("llama", seed=0, initializer_range=0.1)
     cfg = DataConfig(target=str(tdir), n_prompts=8, shard_size=4, batch_size=4, max_prompt_tokens=40,
@@ -399,7 +399,7 @@ def test_a_warm_started_run_carries_its_lineage(tmp_path):
 
 
 def test_cli_registers_both_commands():
-    from graftlib.lab.cli import build_parser
+    from graftlib.cli import build_parser
 
     a = build_parser().parse_args(["drafter-data", "--out", "d", "--n-prompts", "10", "--batch-size", "8"])
     assert a.n_prompts == 10 and a.batch_size == 8 and a.max_response_tokens == 384
@@ -463,8 +463,8 @@ def test_flat_packing_trains_identically(target, tiny_data):
 
 def test_pipeline_generates_and_trains_in_one_process(tmp_path):
     """`graft drafter-pipeline` (the GPU run, here on the CPU): prompts file -> in-memory data -> drafter."""
-    from graftlib.training.data_store import write_prompts
-    from graftlib.training.drafter_pipeline import run
+    from graftlib.training.drafter.pipeline import run
+    from graftlib.training.drafter.store import write_prompts
 
     tdir = write_target_dir(tmp_path / "target", initializer_range=0.1)
     write_prompts(tmp_path / "prompts.jsonl", items(12))
@@ -495,8 +495,8 @@ def test_pipeline_generates_and_trains_in_one_process(tmp_path):
 def test_depth_stats_chain_reach_and_hit_rates_on_three_chains():
     """acc_by_depth counts hits at each depth whatever came before; chain_by_depth the chains whose leading
     run of hits reaches the depth; offline tau = 1 + the mean run (chains without a depth-1 label skipped)."""
-    from graftlib.training.loop_data import IGNORE
-    from graftlib.training.train_loop import DepthStats
+    from graftlib.training.drafter.samples import IGNORE
+    from graftlib.training.drafter.trainer import DepthStats
 
     labels = torch.tensor([[1, 2, 3], [1, 2, 3], [1, 2, 3], [IGNORE, 2, 3]])
     top = torch.tensor([[1, 2, 3], [1, 9, 3], [9, 2, 3], [1, 2, 3]])[..., None]  # [N, D, 1]

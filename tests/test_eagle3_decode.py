@@ -323,9 +323,9 @@ def test_bench_and_generate_run_ar_drafted_methods(pairs, tmp_path, capsys):
     --stages` prints the draft step per drafter forward (context, depth 1..7), DDTree's without them."""
     from tiny import write_drafter_dir, write_target_dir
 
-    from graftlib.lab.bench import BenchPrompt, Run, run_bench
-    from graftlib.lab.cli import main
-    from graftlib.lab.stages import round_stages, stage_table
+    from graftlib.cli import main
+    from graftlib.lab.report.round_stages import round_stages, stage_table
+    from graftlib.lab.run.bench import BenchPrompt, Run, run_bench
     from graftlib.models import load_pair
 
     tdir, ddir = write_target_dir(tmp_path / "target", "qwen3", seed=1), write_drafter_dir(tmp_path / "dflash")
@@ -369,7 +369,7 @@ def test_bench_and_generate_run_ar_drafted_methods(pairs, tmp_path, capsys):
 
 
 def test_tables_run_the_releases_settings_or_say_why_not(pairs, tmp_path, monkeypatch):
-    from graftlib.lab.baselines import ar_baseline_runs
+    from graftlib.lab.run.ar_baselines import ar_baseline_runs
     from graftlib.models import Pair, pair
 
     target, drafter, _, _ = pairs["llama"]
@@ -391,7 +391,7 @@ def test_explore_draws_an_ar_drafted_round_alone(pairs, method, budget):
     from types import SimpleNamespace
 
     from graftlib.core.sampling import Sampling
-    from graftlib.lab.explore import explore, plot_round
+    from graftlib.lab.run.explore import explore, plot_round
 
     target, eagle3, prompts, ar = pairs["llama"]
     pair = SimpleNamespace(target=target, eagle3_drafter=lambda: eagle3, eos_ids=[])

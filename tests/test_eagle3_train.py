@@ -13,10 +13,16 @@ from tiny import VOCAB, prompts_of, tiny_target, tiny_tokenizer, write_target_di
 from graftlib.core.errors import GraftError
 from graftlib.models.drafter import init_weights
 from graftlib.models.eagle3 import Eagle3Cache, Eagle3Config, Eagle3Drafter, load_eagle3, save_eagle3
-from graftlib.training.data_store import Sequence
-from graftlib.training.drafter_data import DataConfig, build_dataset, generate_sequences
-from graftlib.training.eagle3_train import Eagle3TrainConfig, Eagle3Trainer, pack_chains, train, unroll
-from graftlib.training.loop_data import IGNORE
+from graftlib.training.drafter.eagle3_train import (
+    Eagle3TrainConfig,
+    Eagle3Trainer,
+    pack_chains,
+    train,
+    unroll,
+)
+from graftlib.training.drafter.samples import IGNORE
+from graftlib.training.drafter.store import Sequence
+from graftlib.training.drafter.target_data import DataConfig, build_dataset, generate_sequences
 
 LAYERS = [0, 1, 2]  # low, mid, high of the 4-layer tiny target
 H, TH = 48, 64
@@ -205,8 +211,8 @@ def test_warm_start_continues_the_weights_and_the_lineage(tmp_path, target, tiny
     """--init-drafter: the run starts from the parent's weights and draft vocabulary (its step-0 evaluation
     is the parent's drafter scored on this run's split), its lineage extends the parent's, and a parent that
     does not fit the run (draft vocabulary, head_init) is refused with a message naming the mismatch."""
-    from graftlib.training import lineage
-    from graftlib.training.eagle3_train import warm_drafter
+    from graftlib.training.drafter import lineage
+    from graftlib.training.drafter.eagle3_train import warm_drafter
 
     write_data(tmp_path, target)
     parent = train(tmp_path / "data", tmp_path / "stage1", small_config(max_steps=4, eval_every=2, draft_vocab=16),
@@ -266,7 +272,7 @@ def test_eval_grouping_fixes_the_heldout_anchors_whatever_the_training_grouping(
 
 
 def test_cli_registers_train_eagle3():
-    from graftlib.lab.cli import build_parser
+    from graftlib.cli import build_parser
 
     a = build_parser().parse_args(["train-eagle3", "--data", "d", "--out", "o", "--minutes", "25", "--ttt-steps", "5",
                                    "--draft-vocab", "4096", "--distill", "0.5", "--clock", "cpu", "--resume",
@@ -277,7 +283,7 @@ def test_cli_registers_train_eagle3():
     with pytest.raises(GraftError, match="clock"):
         small_config(clock="gpu").check()
     with pytest.raises(GraftError, match="three target layers"):
-        from graftlib.training.eagle3_train import make_drafter
+        from graftlib.training.drafter.eagle3_train import make_drafter
 
         make_drafter(small_config(), tiny_target(), [0, 2], torch.arange(VOCAB))
 

@@ -1,4 +1,4 @@
-"""TDES vs DFlash 2's selector vs both (`graftlib.lab.edge_scores`): the runs, the table's figures on hand-made
+"""TDES vs DFlash 2's selector vs both (`graftlib.lab.run.edge_scores`): the runs, the table's figures on hand-made
 records (per task and pooled), the figure, and the one-line error for a drafter without a selector. The
 notebook section runs end to end in the workbook's smoke profile (tests/test_workbook.py)."""
 
@@ -8,9 +8,9 @@ import pandas as pd
 import pytest
 
 from graftlib.core.errors import GraftError
-from graftlib.lab.edge_scores import POOLED, edge_score_records, edge_score_runs, edge_score_table
-from graftlib.lab.plots import plot_edge_scores
-from graftlib.lab.regimes import machine, paper
+from graftlib.lab.run.edge_scores import POOLED, edge_score_records, edge_score_runs, edge_score_table
+from graftlib.lab.run.regimes import machine, paper
+from graftlib.lab.workbook.plots import plot_edge_scores
 
 
 def _record(method, budget, task, uid, accepted, rounds, modeled_s, mismatches, decode_s=1.0, nodes=None):

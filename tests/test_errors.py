@@ -163,7 +163,7 @@ def test_over_long_prompt(pair):
 
 # ------------------------------------------------------------------ CLI
 
-HAVE_GENERATE = importlib.util.find_spec("graftlib.lab.generate") is not None
+HAVE_GENERATE = importlib.util.find_spec("graftlib.lab.run.generate") is not None
 
 
 @pytest.fixture(scope="module")
@@ -173,14 +173,14 @@ def model_dirs(tmp_path_factory):
 
 
 def cli(capsys, *argv):
-    from graftlib.lab.cli import main
+    from graftlib.cli import main
 
     code = main(list(argv))
     out = capsys.readouterr()
     return code, out.out, out.err
 
 
-@pytest.mark.skipif(not HAVE_GENERATE, reason="graftlib.lab.generate (graft generate) not present")
+@pytest.mark.skipif(not HAVE_GENERATE, reason="graftlib.lab.run.generate (graft generate) not present")
 @pytest.mark.parametrize("argv,needle", [
     (["--target", "/nonexistent"], "target '/nonexistent' not found"),
     (["--method", "beam"], "unknown method 'beam'"),
@@ -203,7 +203,7 @@ def test_cli_generate_errors(capsys, model_dirs, argv, needle):
     assert "Traceback" not in err
 
 
-@pytest.mark.skipif(not HAVE_GENERATE, reason="graftlib.lab.generate (graft generate) not present")
+@pytest.mark.skipif(not HAVE_GENERATE, reason="graftlib.lab.run.generate (graft generate) not present")
 def test_cli_generate_runs_exactly(capsys, model_dirs):
     target, drafter = model_dirs
     texts = []

@@ -19,7 +19,7 @@ from tiny import exactness_eagle3, exactness_pair, exactness_prompts
 import graftlib.core.decode as decode_module
 from graftlib.core.exactness import FLOAT32_TOL, NEAR_TIE_ULPS, Verdict, near_tie_tol, verdict
 from graftlib.core.tree import EDGE_SHIFT, Tree
-from graftlib.lab.metrics import exactness_cell, summarize, verdict_of
+from graftlib.lab.report.metrics import exactness_cell, summarize, verdict_of
 from graftlib.methods.decoder import Decoder
 from graftlib.methods.registry import AR_METHODS
 from graftlib.methods.saba_params import SabaParams

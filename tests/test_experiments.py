@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from graftlib.lab.cli import build_parser
+from graftlib.cli import build_parser
 
 ROOT = Path(__file__).resolve().parents[1]
 USER_TARGETS = ("setup", "data", "main", "test", "lab", "lint", "artifacts", "clean")
@@ -139,8 +139,8 @@ def test_gpu_remote_refuses_an_unknown_script():
 def test_tasks_branches_continues_the_committed_corpus():
     """The generation settings of `experiments/tasks-branches.sh` are those the committed branch corpus was made with, so a
     re-run extends it (an export of data made otherwise is refused, hours later) and featurizes into one data dir."""
-    from graftlib.training.corpus import read_corpus
-    from graftlib.training.drafter_data import DataConfig, data_config_from_args
+    from graftlib.training.drafter.corpus import read_corpus
+    from graftlib.training.drafter.target_data import DataConfig, data_config_from_args
 
     commands = graft_commands("tasks-branches")
     parser = build_parser()

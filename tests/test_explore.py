@@ -1,4 +1,4 @@
-"""`graftlib.lab.explore`: one decode with every round kept, for the explore_rounds notebook."""
+"""`graftlib.lab.run.explore`: one decode with every round kept, for the explore_rounds notebook."""
 
 from dataclasses import replace
 from types import SimpleNamespace
@@ -7,7 +7,7 @@ import pytest
 from tiny import exactness_pair, exactness_prompts
 
 from graftlib.core.builders import HeapTreeBuilder
-from graftlib.lab.explore import compare_tree, explore, saba_curves
+from graftlib.lab.run.explore import compare_tree, explore, saba_curves
 from graftlib.methods.decoder import Decoder
 from graftlib.methods.saba_params import default_params
 

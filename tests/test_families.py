@@ -1,4 +1,4 @@
-"""The drafter families side by side (`graftlib.lab.families`): a DFlash and an EAGLE-3 drafter trained on one
+"""The drafter families side by side (`graftlib.lab.workbook.drafter_families`): a DFlash and an EAGLE-3 drafter trained on one
 tiny dataset with the same split settings compare on the same held-out anchors, their rows are their final
 evaluations, a DFlash lineage counts all its stages, and a difference in the split settings is named."""
 
@@ -10,10 +10,11 @@ from tiny import MASK_ID, tiny_target, tiny_tokenizer, write_target_dir
 
 from graftlib.core.errors import GraftError
 from graftlib.data.prompts import Item
-from graftlib.lab.families import families_table, plot_families, same_anchors
-from graftlib.training import drafter_train, eagle3_train
-from graftlib.training.drafter_data import DataConfig, build_dataset
-from graftlib.training.lineage import read_lineage
+from graftlib.lab.workbook.drafter_families import families_table, plot_families, same_anchors
+from graftlib.training.drafter import dflash_train as drafter_train
+from graftlib.training.drafter import eagle3_train
+from graftlib.training.drafter.lineage import read_lineage
+from graftlib.training.drafter.target_data import DataConfig, build_dataset
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -15,8 +15,15 @@ import nbformat
 import pytest
 
 from graftlib.core.paths import PROJECT_DIR
-from graftlib.lab import figures_manifest, workbook
-from graftlib.lab.figures_manifest import check_figures, drawn_with, read_manifest, record, shipped_ids
+from graftlib.lab.workbook import figures_manifest
+from graftlib.lab.workbook import runner as workbook
+from graftlib.lab.workbook.figures_manifest import (
+    check_figures,
+    drawn_with,
+    read_manifest,
+    record,
+    shipped_ids,
+)
 from graftlib.methods.artifacts import ShippedAssets
 from graftlib.models.eagle3 import checkpoint_id
 
@@ -46,7 +53,7 @@ def test_the_eagle3_notebooks_are_those_that_run_or_read_the_eagle3_drafter():
 def test_the_paper_notebooks_are_those_that_decide_in_the_paper_regime():
     import re
 
-    calls = {p.stem for p in workbook.notebooks() if re.search(r"\bpaper\(", p.read_text())}
+    calls = {p.stem for p in workbook.notebooks() if re.search(r"\b(paper|named)\(", p.read_text())}
     assert calls == figures_manifest.PAPER_NOTEBOOKS
 
 
@@ -70,8 +77,8 @@ def test_committed_figures_are_what_make_main_draws_from_the_shipped_artifacts()
 
 def test_by_default_the_notebooks_draw_with_the_shipped_artifacts(monkeypatch):
     """On the machine the shipped cost profile was fitted on (elsewhere the notebooks price with that machine's,
-    `graftlib.lab.machine_costs`)."""
-    from graftlib.lab import machine_costs
+    `graftlib.lab.run.machine_costs`)."""
+    from graftlib.lab.run import machine_costs
     from graftlib.methods.cost_profile import default_profile
 
     monkeypatch.delenv("GRAFT_TDES", raising=False)

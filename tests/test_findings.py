@@ -4,8 +4,8 @@ import pandas as pd
 import pytest
 
 from graftlib.core.errors import GraftError
-from graftlib.lab import regimes as rg
-from graftlib.lab.findings import closing
+from graftlib.lab.report.findings import closing
+from graftlib.lab.run import regimes as rg
 
 
 def _claims() -> pd.DataFrame:

@@ -6,9 +6,9 @@ import dataclasses
 import pytest
 import torch
 
-from graftlib.training.blocks import FlatBlocks, pack_blocks
-from graftlib.training.data_store import Sequence
-from graftlib.training.loop_data import IGNORE
+from graftlib.training.drafter.blocks import FlatBlocks, pack_blocks
+from graftlib.training.drafter.samples import IGNORE
+from graftlib.training.drafter.store import Sequence
 
 
 def _seqs(soft: bool, n: int = 6, feat: int = 5, k: int = 3, seed: int = 0) -> list[Sequence]:

@@ -4,11 +4,11 @@ would make the host wait for a GPU (injected calls, in the loop and alone). No t
 import pytest
 import torch
 
+from graftlib.cli import build_parser
 from graftlib.core.builders import FixedBudget, HeapTreeBuilder
 from graftlib.core.decode import DecodeLoop
 from graftlib.core.timing import SplitLog
-from graftlib.lab.cli import build_parser
-from graftlib.lab.host_overhead import (
+from graftlib.lab.run.host_overhead import (
     FORWARD_STAGES,
     HOST_STAGES,
     METHODS,

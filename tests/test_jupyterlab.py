@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from graftlib.lab.workbook import notebooks
+from graftlib.lab.workbook.runner import notebooks
 
 pytest.importorskip("jupyterlab")
 ROOT = Path(__file__).resolve().parents[1]

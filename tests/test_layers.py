@@ -24,6 +24,33 @@ def test_imports_only_go_down_the_layers():
     assert upward_imports(import_graph(PACKAGE), LAYERS) == []
 
 
+ROOMS = {  # within a layer, its rooms and the rooms each may not import
+    "graftlib.lab.report": ("graftlib.lab.run", "graftlib.lab.workbook"),
+    "graftlib.lab.run": ("graftlib.lab.workbook",),
+    "graftlib.training.drafter": ("graftlib.training.graft", "graftlib.training.prepare", "graftlib.training.ship"),
+    "graftlib.training.graft": ("graftlib.training.drafter", "graftlib.training.prepare", "graftlib.training.ship"),
+}
+
+
+def room_violations(graph: dict[str, set[str]]) -> list[str]:
+    """One line per import of a room from a room it may not import (`ROOMS`)."""
+    out = []
+    for module, targets in sorted(graph.items()):
+        for room, banned in ROOMS.items():
+            if module == room or module.startswith(room + "."):
+                out += [f"{module} imports {t}" for t in sorted(targets) if t.startswith(banned)]
+    return out
+
+
+def test_rooms_import_only_the_rooms_below_them():
+    """lab: report < run < workbook; training: the drafter and graft rooms apart, prepare and ship above both."""
+    graph = import_graph(PACKAGE)
+    assert all(any(m.startswith(r) for m in graph) for r in ROOMS), "a room of ROOMS is missing"
+    assert room_violations(graph) == []
+    assert room_violations({"graftlib.lab.report.claims": {"graftlib.lab.run.bench"}}) == [
+        "graftlib.lab.report.claims imports graftlib.lab.run.bench"]
+
+
 def test_no_import_cycles():
     found = cycles(import_graph(PACKAGE))
     print(f"import cycles: {len(found)}")
@@ -86,12 +113,12 @@ def test_injected_upward_import_inside_a_function_fails(source_copy):
     """core.tree reaching up into the benchmark: reported as upward, and it closes a cycle
     (bench -> methods.decoder -> core.decode -> core.tree -> bench)."""
     with (source_copy / "core" / "tree.py").open("a") as f:
-        f.write("\n\ndef _injected():\n    from graftlib.lab.bench import Run\n    return Run\n")
+        f.write("\n\ndef _injected():\n    from graftlib.lab.run.bench import Run\n    return Run\n")
     graph = import_graph(source_copy)
     assert upward_imports(graph, LAYERS) == [
-        "graftlib.core.tree (core) imports graftlib.lab.bench (lab): an upward import"]
+        "graftlib.core.tree (core) imports graftlib.lab.run.bench (lab): an upward import"]
     found = cycles(graph)
-    assert len(found) == 1 and {"graftlib.core.tree", "graftlib.lab.bench", "graftlib.core.decode"} <= set(found[0])
+    assert len(found) == 1 and {"graftlib.core.tree", "graftlib.lab.run.bench", "graftlib.core.decode"} <= set(found[0])
 
 
 def test_injected_relative_upward_import_fails(source_copy):

@@ -8,11 +8,11 @@ from types import SimpleNamespace
 import pytest
 from tiny import random_prompt, tiny_drafter, tiny_target
 
+from graftlib import cli
 from graftlib.core.errors import GraftError
-from graftlib.lab import cli
-from graftlib.lab.bench import BenchPrompt, Run, run_bench
-from graftlib.lab.metrics import format_table, summarize
-from graftlib.lab.modeled import format_validation, price, rank, reprice, validate
+from graftlib.lab.report.metrics import format_table, summarize
+from graftlib.lab.report.modeled import format_validation, price, rank, reprice, validate
+from graftlib.lab.run.bench import BenchPrompt, Run, run_bench
 from graftlib.methods.cost_profile import CostProfile, RoundShape, default_profile, from_saba, load_profile
 from graftlib.methods.decoder import Decoder
 from graftlib.methods.saba_params import DEFAULT_PATH, SabaParams
@@ -77,7 +77,7 @@ def test_fit_rows_cost_recovers_the_price_of_a_head_row():
     a residual falling with the rows clips h at 0."""
     import numpy as np
 
-    from graftlib.training.saba_fit import fit_rows_cost
+    from graftlib.training.graft.saba_fit import fit_rows_cost
 
     rng = np.random.default_rng(0)
     budgets = np.repeat([2, 8, 32], 200)

@@ -12,10 +12,10 @@ import pytest
 from test_modeled import C_DRAFT, hand_profile, hand_round
 from tiny import eagle3_config, exactness_pair, random_eagle3, random_prompt, tiny_drafter, tiny_target
 
+from graftlib import cli
 from graftlib.core.errors import GraftError
-from graftlib.lab import cli
-from graftlib.lab.costs import ar_draft_cost_curve, dflash_draft_cost, fit_ar_draft
-from graftlib.lab.modeled import price
+from graftlib.lab.report.modeled import price
+from graftlib.lab.run.cost_curves import ar_draft_cost_curve, dflash_draft_cost, fit_ar_draft
 from graftlib.methods.cost_profile import (
     AR_DRAFT_PATH,
     CostProfile,

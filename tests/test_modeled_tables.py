@@ -6,17 +6,23 @@ import json
 
 import pytest
 
+from graftlib import cli
 from graftlib.core.errors import GraftError
 from graftlib.core.records import append_record, read_records
-from graftlib.lab import cli
-from graftlib.lab.baselines import AR_LABELS
-from graftlib.lab.claims import CLAIMS, POOLED, claims_summary, evaluate_claims, format_claims, verdict_cell
-from graftlib.lab.metrics import summarize
-from graftlib.lab.modeled import best_run, order_runs, reprice, validate
-from graftlib.lab.paper import TABLE1, TABLE2
-from graftlib.lab.tables import TABLE1_METHODS, budget_curve, table1, table2
+from graftlib.lab.report.claims import (
+    CLAIMS,
+    POOLED,
+    claims_summary,
+    evaluate_claims,
+    format_claims,
+    verdict_cell,
+)
+from graftlib.lab.report.metrics import summarize
+from graftlib.lab.report.modeled import best_run, order_runs, reprice, validate
+from graftlib.lab.report.paper import AR_LABELS, TABLE1, TABLE2
+from graftlib.lab.report.tables import TABLE1_METHODS, budget_curve, table1, table2
 from graftlib.methods.cost_profile import CostProfile, RoundShape
-from graftlib.training.replay import ReplayRecord
+from graftlib.training.graft.replay import ReplayRecord
 
 NOISE = [1.0, 1.3, 0.75, 1.2, 0.8, 0.95]  # a run that wall clock cannot tell apart from its reference
 NOISE10 = NOISE + [1.1, 0.9, 1.05, 1.0]  # the same over 10 prompts (mean 1.005)
@@ -295,7 +301,7 @@ def test_budget_curve_prices_the_replayed_rounds():
 def test_table1_as_ratios_reads_the_claims_and_the_papers_rows():
     """GRAFT / X per task and pooled: the TPS ratios and intervals are the claims' (C3 = AR, C1 = DDTree's best),
     the MAT ratio that of the two chosen runs, the paper's ratios Table 1's (pooled: geometric mean)."""
-    from graftlib.lab.tables import table1_ratios
+    from graftlib.lab.report.tables import table1_ratios
 
     recs = [r for r in sweep(prompts=10) if r["method"] in ("ar", "dflash", "ddtree", "graft")]
     rows = evaluate_claims(recs)

@@ -1,10 +1,10 @@
-"""The paper's cost regime (`graftlib.lab.paper_costs`): the shipped profile is what the paper's tables give."""
+"""The paper's cost regime (`graftlib.lab.report.paper_costs`): the shipped profile is what the paper's tables give."""
 
 import pytest
 
-from graftlib.lab.cli import main
-from graftlib.lab.paper import TABLE1, TABLE2
-from graftlib.lab.paper_costs import derive, mat_needed, residuals, t_ar, table1_rounds
+from graftlib.cli import main
+from graftlib.lab.report.paper import TABLE1, TABLE2
+from graftlib.lab.report.paper_costs import derive, mat_needed, residuals, t_ar, table1_rounds
 from graftlib.methods.cost_profile import PAPER_PROFILE, CostProfile, RoundShape
 
 

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from graftlib.core.errors import GraftError
-from graftlib.lab import plots
+from graftlib.lab.workbook import plots
 
 
 def _bars(legend):

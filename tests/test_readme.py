@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from graftlib.lab.cli import build_parser
+from graftlib.cli import build_parser
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]

@@ -1,4 +1,4 @@
-"""The two cost regimes (`graftlib.lab.regimes`): what decides and prices each, their runs, the MAT line, and
+"""The two cost regimes (`graftlib.lab.run.regimes`): what decides and prices each, their runs, the MAT line, and
 the figure claims' verdicts on hand-made curves and oracle rows (the notebook runs end to end in the
 workbook's smoke profile, tests/test_workbook.py)."""
 
@@ -6,9 +6,9 @@ import pandas as pd
 import pytest
 
 from graftlib.core.errors import GraftError
-from graftlib.lab.paper import FIGURE6
-from graftlib.lab.paper_costs import mat_needed
-from graftlib.lab.regimes import (
+from graftlib.lab.report.paper import FIGURE6
+from graftlib.lab.report.paper_costs import mat_needed
+from graftlib.lab.run.regimes import (
     GSM8K_SCORER,
     against_fixed,
     figure_claims,
@@ -175,7 +175,7 @@ def test_the_claims_figure_draws_every_cell_whole():
     """No claim or verdict is cut short: each drawn cell, its line breaks undone, is the data's full text."""
     from matplotlib.table import Table
 
-    from graftlib.lab.plots import plot_claims
+    from graftlib.lab.workbook.plots import plot_claims
 
     long = "direction only (1.031x [1.012, 1.050] vs the paper's 1.057x) (tasks: 2 direction only, 1 inside noise)"
     words = "beta = 0.2 gives the highest TPS of beta in {0, 0.05, 0.1, 0.2, 0.4}"

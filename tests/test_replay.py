@@ -13,14 +13,14 @@ from graftlib.methods.decoder import Decoder
 from graftlib.methods.registry import make_parts
 from graftlib.methods.saba import round_costs
 from graftlib.methods.saba_params import SabaParams
-from graftlib.training.calibrate import (
+from graftlib.training.graft.calibrate import (
     fit_params,
     offline_tracking,
     read_replay_records,
     replay_rounds,
     write_records,
 )
-from graftlib.training.replay import (
+from graftlib.training.graft.replay import (
     ReplayDecoder,
     fixed_budget_retained,
     oracle_rows,
@@ -152,7 +152,7 @@ def test_replay_prompts_resumes_and_numbers_rounds(pair, tmp_path):
     from graftlib.core.records import read_records
     from graftlib.data.prompts import Item
     from graftlib.models import Pair
-    from graftlib.training.replay import records_of, replay_prompts
+    from graftlib.training.graft.replay import records_of, replay_prompts
 
     target, drafter = pair
     p = Pair(target, tiny_tokenizer(), drafter, False, "tiny", "tiny")

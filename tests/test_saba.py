@@ -28,9 +28,9 @@ from graftlib.methods.saba import (
     round_cost,
     round_costs,
 )
-from graftlib.methods.saba_ext import GainCorrection, table_correction
+from graftlib.methods.saba_extensions import GainCorrection, table_correction
 from graftlib.methods.saba_params import DEFAULT_PATH, SabaParams, default_params
-from graftlib.training.saba_fit import (
+from graftlib.training.graft.saba_fit import (
     INTERCEPT_FLOOR,
     fit_cost,
     fit_cost_table,

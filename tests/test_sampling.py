@@ -57,7 +57,7 @@ def test_bench_at_t_above_zero_is_seeded_per_prompt_and_keyed_by_its_sampling(tm
     from tiny import random_prompt, tiny_drafter, tiny_target
 
     from graftlib.core.records import read_records
-    from graftlib.lab.bench import BenchPrompt, Run, run_bench
+    from graftlib.lab.run.bench import BenchPrompt, Run, run_bench
     from graftlib.models.pair import Pair
 
     pair = Pair(tiny_target("qwen3"), SimpleNamespace(eos_token_id=None), tiny_drafter(), False, "tiny-qwen3", "tiny")

@@ -14,7 +14,7 @@ from tiny import write_drafter_dir, write_target_dir
 
 from graftlib.core.errors import GraftError
 from graftlib.core.records import append_record, read_records
-from graftlib.lab.shard import merged_records, rank_world, shard, shard_path, wait_for_records
+from graftlib.lab.run.shard import merged_records, rank_world, shard, shard_path, wait_for_records
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE_FILES = Path(__file__).parent / "fixtures" / "data" / "files"
@@ -99,7 +99,7 @@ def test_readme_torchrun_command_prints_one_merged_table(tmp_path):
 
 
 def test_bench_prompt_count_is_n_prompts_and_n_outside_torchrun():
-    from graftlib.lab.cli import build_parser
+    from graftlib.cli import build_parser
 
     parse = build_parser().parse_args
     assert parse(["bench", "--n-prompts", "3"]).n_prompts == 3 and parse(["bench", "--n", "5"]).n_prompts == 5

@@ -17,8 +17,8 @@ import pytest
 import torch
 from tiny import write_drafter_dir, write_target_dir
 
+from graftlib.cli import main
 from graftlib.core.errors import GraftError
-from graftlib.lab.cli import main
 from graftlib.methods.artifacts import ShippedAssets, check_shipped
 from graftlib.methods.saba_params import SabaParams
 from graftlib.methods.tdes import scorer_config, scorer_id
@@ -288,7 +288,7 @@ def test_ship_eagle3_with_its_dflash_reference(tmp_path, tiny_pair):
     drafter shipped without one removes the old reference."""
     from tiny import eagle3_config, random_eagle3, write_eagle3_dir
 
-    from graftlib.training.anchors import REFERENCE, read_reference
+    from graftlib.training.drafter.eval_anchors import REFERENCE, read_reference
     from graftlib.training.ship import ship_drafter
 
     pair, root = tiny_pair

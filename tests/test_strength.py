@@ -68,7 +68,7 @@ def test_a_strength_drafter_needs_the_continuation(models):
 
 
 def _walked(target, n=2, new=40):
-    from graftlib.lab.strength import Walked
+    from graftlib.lab.run.strength import Walked
 
     prompts = [random_prompt(10 + i, 10) for i in range(n)]
     ar = Decoder.for_method(target, None, "ar")
@@ -78,7 +78,7 @@ def _walked(target, n=2, new=40):
 def test_a_strength_is_fitted_to_a_chain_mat_and_the_continuation_rates_are_counted(models):
     from types import SimpleNamespace
 
-    from graftlib.lab.strength import continuation_rates, fit_strength, mat, walked_rounds
+    from graftlib.lab.run.strength import continuation_rates, fit_strength, mat, walked_rounds
 
     target, base = models
     pair = SimpleNamespace(target=target, drafter=base, eos_ids=[])
@@ -98,7 +98,7 @@ def test_a_strength_is_fitted_to_a_chain_mat_and_the_continuation_rates_are_coun
 def test_the_temperature_makes_the_drafter_as_confident_as_it_is_right_and_moves_no_top_1(models):
     from types import SimpleNamespace
 
-    from graftlib.lab.strength import confidence, fit_temperature, mat, walked_rounds
+    from graftlib.lab.run.strength import confidence, fit_temperature, mat, walked_rounds
 
     target, base = models
     pair = SimpleNamespace(target=target, drafter=base, eos_ids=[])

@@ -17,8 +17,8 @@ from graftlib.core.tree import greedy_walk, verify_inputs
 from graftlib.methods.decoder import Decoder
 from graftlib.methods.saba_params import default_params
 from graftlib.methods.tdes import TDESNet, TDESScorer, scorer_id
-from graftlib.training.tdes_train import TDESConfig, build_data, mismatch_pairs, train_tdes
-from graftlib.training.traces import TraceRound, collect_prompt, mismatch_stats
+from graftlib.training.graft.tdes_train import TDESConfig, build_data, mismatch_pairs, train_tdes
+from graftlib.training.graft.traces import TraceRound, collect_prompt, mismatch_stats
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -14,9 +14,9 @@ from graftlib.core.sampling import GREEDY, Sampling
 from graftlib.data.prompts import Item
 from graftlib.methods.saba_params import CPU_GRID, SabaParams
 from graftlib.models import Pair
-from graftlib.training.calibrate import fit_params, read_replay_records
-from graftlib.training.replay import ReplayRecord, fixed_budget_retained
-from graftlib.training.temperature_tracking import (
+from graftlib.training.graft.calibrate import fit_params, read_replay_records
+from graftlib.training.graft.replay import ReplayRecord, fixed_budget_retained
+from graftlib.training.graft.temperature_tracking import (
     BEST_FIXED,
     FIT_AT_T,
     FIT_AT_ZERO,
@@ -92,7 +92,7 @@ ITEMS = [Item("alpaca", f"alpaca/{i}", t, t) for i, t in
 
 
 def test_calibrate_at_temperature_records_its_sampling(tiny_pair, tmp_path, monkeypatch):
-    from graftlib.lab import cli
+    from graftlib import cli
 
     monkeypatch.setattr("graftlib.models.pair.load_pair", lambda *a, **k: tiny_pair)
     monkeypatch.setattr("graftlib.data.prompts.pool", lambda name, limit=None: ITEMS[:limit])

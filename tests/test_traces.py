@@ -4,9 +4,9 @@ import pytest
 import torch
 from tiny import random_prompt, tiny_drafter, tiny_target
 
+from graftlib.cli import build_parser
 from graftlib.core.errors import GraftError
-from graftlib.lab.cli import build_parser
-from graftlib.training.traces import (
+from graftlib.training.graft.traces import (
     TraceRound,
     collect_traces,
     could_continue,

@@ -1,8 +1,8 @@
-"""`graftlib.lab.tree_view`: a round's tree as text, on a hand-built 5-node tree."""
+"""`graftlib.lab.report.tree_view`: a round's tree as text, on a hand-built 5-node tree."""
 
 from types import SimpleNamespace
 
-from graftlib.lab.tree_view import tree_lines
+from graftlib.lab.report.tree_view import tree_lines
 
 # root 'r' -> a (-0.1) -> c (-0.3, accepted) ; a -> d (-0.9); root -> b (-0.5) -> e (-0.7)
 TREE = {"tokens": [0, 1, 2, 3, 4, 5], "parents": [-1, 0, 0, 1, 1, 2], "depths": [0, 1, 1, 2, 2, 3],
@@ -45,7 +45,7 @@ def test_the_drawing_has_the_edges_path_bonus_mismatch_and_comparison():
     import matplotlib.pyplot as plt
     from matplotlib.colors import to_rgba
 
-    from graftlib.lab.tree_view import draw_tree
+    from graftlib.lab.report.tree_view import draw_tree
 
     other = {"tokens": [0, 1, 2, 3, 6], "parents": [-1, 0, 0, 1, 1], "depths": [0, 1, 1, 2, 2]}  # a->f, no e
     fig, ax = plt.subplots()

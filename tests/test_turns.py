@@ -9,9 +9,9 @@ from tiny import MASK_ID, tiny_drafter, tiny_target, tiny_tokenizer
 from graftlib.core.errors import GraftError
 from graftlib.core.records import read_records
 from graftlib.data import prompts as data
-from graftlib.lab import bench
-from graftlib.lab.metrics import decoded_tokens, summarize
-from graftlib.lab.turns import TURN_FIELDS, combine, matches
+from graftlib.lab.report.metrics import decoded_tokens, summarize
+from graftlib.lab.report.multiturn import TURN_FIELDS, combine, matches
+from graftlib.lab.run import bench
 from graftlib.models import Pair
 from graftlib.models.chat import conversation_ids
 

@@ -12,8 +12,8 @@ from graftlib.core.sampling import Sampling
 from graftlib.core.tree import Tree
 from graftlib.methods.cost_profile import CostProfile, RoundShape, with_costs
 from graftlib.methods.saba_params import SabaParams
-from graftlib.training.calibrate import fit_params, offline_tracking, replay_rounds
-from graftlib.training.replay import ReplayDecoder, WalkReplay, priced, walk_ranks
+from graftlib.training.graft.calibrate import fit_params, offline_tracking, replay_rounds
+from graftlib.training.graft.replay import ReplayDecoder, WalkReplay, priced, walk_ranks
 
 GRID = [0, 1, 2, 3, 4, 8, 16, 32]
 PROFILE = CostProfile("test-a100", "test", [0.024, 8e-5, 0.0], [0.019, 0.0], 0.009)

@@ -1,4 +1,4 @@
-"""Walked decoding (`graftlib.core.walked`): the rounds of a decode whose verify is a walk along greedy AR's
+"""Walked decoding (`graftlib.core.ar_path`): the rounds of a decode whose verify is a walk along greedy AR's
 tokens equal those of the verified decode, round by round, on tiny models (both architectures, fixed and
 adaptive methods, SABA's gates) and on the embedded pair (long accepted paths, the shipped TDES and SABA)."""
 

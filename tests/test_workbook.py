@@ -6,7 +6,7 @@ import pytest
 
 from graftlib.core.errors import GraftError
 from graftlib.data import prompts as data
-from graftlib.lab.workbook import (
+from graftlib.lab.workbook.runner import (
     COMMITTED_FIGURES,
     FIGURES_DIR,
     PROFILES,
@@ -119,7 +119,7 @@ def test_notebook_defaults_are_the_quick_profiles_settings():
         assert not differ, f"{book.name}: defaults differ from the quick profile's: {differ}"
 
 def test_the_notebook_that_reads_the_others_benches_runs_last():
-    from graftlib.lab.workbook import LAST
+    from graftlib.lab.workbook.runner import LAST
 
     names = [b.stem for b in notebooks()]
     assert names[-len(LAST):] == list(LAST) and names[:-len(LAST)] == sorted(names[:-len(LAST)])
@@ -127,7 +127,7 @@ def test_the_notebook_that_reads_the_others_benches_runs_last():
 
 def test_figure_titles_are_two_plain_lines():
     """`figure_title`: what is compared, then pair, machine, dtype and counts; nothing else."""
-    from graftlib.lab.plots import figure_title
+    from graftlib.lab.workbook.plots import figure_title
 
     desc = {"target": "smollm2-135m", "drafter": "embedded", "drafter_trained": True,
             "hardware": "2-core AMD EPYC, AVX512-BF16", "dtype": "float32"}
@@ -196,7 +196,7 @@ def test_progress_bars_over_notebooks_and_cells(tmp_path, monkeypatch, capsys):
     cells (on stderr), and one line per finished notebook above them (on stdout)."""
     import nbformat
 
-    from graftlib.lab import workbook
+    from graftlib.lab.workbook import runner as workbook
 
     books = tmp_path / "notebooks"
     books.mkdir()
@@ -214,7 +214,7 @@ def test_progress_bars_over_notebooks_and_cells(tmp_path, monkeypatch, capsys):
 
 
 def test_smoke_figures_never_land_in_the_committed_folder(tmp_path):
-    from graftlib.lab.workbook import profile_values
+    from graftlib.lab.workbook.runner import profile_values
 
     assert profile_values("smoke", tmp_path)["figures_dir"] == str(tmp_path / "figures")
     assert profile_values("smoke", tmp_path, {"figures_dir": "x"})["figures_dir"] == "x"

@@ -2,7 +2,7 @@
 
 A speculative round is six named steps (batch size 1, T = 0); `draft`, `tree_round` (build tree ..
 commit, for a given budget, restorable by a crop) and `advance` (update) are separate methods so
-`graftlib.training.replay` can run the same round with other budgets from a saved `SpecState`:
+`graftlib.training.graft.replay` can run the same round with other budgets from a saved `SpecState`:
   gate        controller.speculate(start): draft this round, or take one plain AR step (budget 0)
   draft       drafter([root, mask x D] at positions start.., new context features) -> logits [D, V]
   build tree  budget = controller.budget(cand, start) (0: an AR step after all); tree = builder.build(..)
@@ -26,7 +26,7 @@ distribution there instead of its argmax, with one seeded generator per decode, 
 follows the child carrying the draw: the output law is AR sampling's (the proof is in
 `graftlib.core.sampling`); T = 0 runs the greedy code path unchanged.
 
-Host-overhead measurements (`graftlib.lab.host_overhead`) pass a `SplitLog` (`decode(splits=)`):
+Host-overhead measurements (`graftlib.lab.run.host_overhead`) pass a `SplitLog` (`decode(splits=)`):
 the loop then charges each sub-step by name (gate, draft_forward, candidates, budget, tree_build,
 verify_inputs, verify_forward, walk, commit, update; `graftlib.core.timing`); without one the
 splits cost nothing. Device syncs per round: one read-back after the draft's top-k
@@ -232,7 +232,7 @@ class DecodeLoop:
 
         Afterwards the target cache holds `st.start + accepted` positions; cropping it back to
         `st.start` (`commit_cache(cache, st.start, [])`) restores the state before the call, so
-        the same round can be replayed with another budget (`graftlib.training.replay`). Budget 0: one AR
+        the same round can be replayed with another budget (`graftlib.training.graft.replay`). Budget 0: one AR
         step (`cand` is not read).
         """
         if budget == 0:

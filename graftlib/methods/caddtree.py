@@ -27,7 +27,7 @@ from graftlib.core.builders import Candidates
 from graftlib.core.errors import require
 from graftlib.core.tree import Tree
 from graftlib.methods.saba import round_cost
-from graftlib.methods.saba_ext import table_correction
+from graftlib.methods.saba_extensions import table_correction
 
 
 def interpolate(curve: dict[int, float], n: int) -> float:

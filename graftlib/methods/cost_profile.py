@@ -33,7 +33,7 @@ A decode's modeled time (`modeled_seconds`) is the sum of its rounds' costs; the
 prompt_len + 1, ... Sums are `math.fsum` (correctly rounded), so the figure depends only on the
 profile's numbers and the rounds. What it leaves out: host work the calibration's rounds did not
 do (the update step between rounds, a scorer heavier than DDTree's heap, e.g. TDES's), which wall
-clock pays; `graftlib.lab.modeled.validate` states the resulting error.
+clock pays; `graftlib.lab.report.modeled.validate` states the resulting error.
 
 File format (`SCHEMA`): JSON with name, hardware, fitted_from (where the numbers come from), c,
 c_ar, c_draft, cost_table (or null) and optionally c_ar_draft. `default_profile()` derives the
@@ -58,14 +58,14 @@ from graftlib.core.errors import GraftError, require
 from graftlib.core.paths import ASSETS_DIR, portable
 from graftlib.core.records import read_json_object, write_json_atomic
 from graftlib.methods.saba import round_cost
-from graftlib.methods.saba_ext import table_correction
+from graftlib.methods.saba_extensions import table_correction
 from graftlib.methods.saba_params import DEFAULT_PATH, SabaParams, checked_rows_cost
 
 SCHEMA = "graft-cost-profile/1"
 AR_DRAFT_SCHEMA = "graft-ar-draft-cost/1"
 AR_DRAFT_PATH = ASSETS_DIR / "costs" / "cpu-ar-draft.json"  # the embedded EAGLE-3 drafter on this CPU
 PAPER_PROFILE = ASSETS_DIR / "costs" / "paper-a100.json"  # the paper's A100 round costs (`graft paper-costs`)
-AR_DRAFT_COMMAND = "graft costs --ar-draft"  # measures c_ar_draft (`graftlib.lab.costs`)
+AR_DRAFT_COMMAND = "graft costs --ar-draft"  # measures c_ar_draft (`graftlib.lab.run.cost_curves`)
 
 
 @dataclass(frozen=True)
@@ -104,7 +104,7 @@ class RoundShape:
     def of(cls, rnd) -> "RoundShape":
         """From a `graftlib.core.decode.RoundRecord` (a declined round has budget 0 and t_draft > 0); an
         AR-drafted round's forwards are its `t_draft_steps` with their `draft_rows`. A round record
-        without them (a DFlash decode's, or `graftlib.training.replay`'s `ReplayRecord`) is a DFlash round."""
+        without them (a DFlash decode's, or `graftlib.training.graft.replay`'s `ReplayRecord`) is a DFlash round."""
         steps, rows = getattr(rnd, "t_draft_steps", None), getattr(rnd, "draft_rows", None)
         require((steps is None) == (rows is None) and (rows is None or len(rows) == len(steps)),
                 f"round record: {steps!r} draft step times but draft rows {rows!r}")
@@ -300,7 +300,7 @@ def from_saba(params: SabaParams, name: str | None = None) -> CostProfile:
 def from_curve(name: str, hardware: str, verify_s: dict[int, float], c_draft: float, host_s: float,
                fitted_from: dict, c_ar_draft: list[float] | None = None) -> CostProfile:
     """A profile from a verify cost curve measured after warm-up (tokens -> median seconds at one
-    prefix, `graftlib.lab.costs.verify_cost_curve`): least squares t(n) = v0 + v1 n (v1 >= 0); the AR
+    prefix, `graftlib.lab.run.cost_curves.verify_cost_curve`): least squares t(n) = v0 + v1 n (v1 >= 0); the AR
     step is the one-token forward, a0 = t(1), a1 = 0 (one prefix measured, so no prefix terms); a
     drafted round of B nodes verifies B + 1 tokens, drafts once and does `host_s` of host work:
     c0 = v0 + v1 + c_draft + host_s, c1 = v1, c2 = 0."""

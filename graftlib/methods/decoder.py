@@ -4,7 +4,7 @@
 `Decoder.for_method(target, drafter, "graft", budget=64, ...)` builds them from the registry
 (`graftlib.methods.registry.make_parts`) over the target's embeddings. Constructing a `Decoder`
 with explicit parts is the same as constructing the loop; `WalkedDecoder.for_method` the same
-loop with its rounds walked along greedy AR's tokens (`graftlib.core.walked`). An AR-drafted method (`eagle3`,
+loop with its rounds walked along greedy AR's tokens (`graftlib.core.ar_path`). An AR-drafted method (`eagle3`,
 `opt-tree`) gets a `TreeDecoder`, the loop whose draft step grows the tree with an EAGLE-3
 drafter (`graftlib.core.ar_drafting.TreeDraftLoop`); `drafter_for(pair, method)` picks the pair's
 drafter a method drafts with. A method that loads a
@@ -14,11 +14,11 @@ models' fingerprints, without names).
 """
 
 from graftlib.core.ar_drafting import TreeDraftLoop
+from graftlib.core.ar_path import WalkedLoop
 from graftlib.core.decode import DecodeLoop
 from graftlib.core.errors import require
 from graftlib.core.hardware import hardware_id
 from graftlib.core.sampling import GREEDY, Sampling
-from graftlib.core.walked import WalkedLoop
 from graftlib.methods.registry import AR_METHODS, FITTED_METHODS, SELECTOR_METHODS, make_parts
 from graftlib.methods.saba_params import SabaParams
 from graftlib.methods.selector import Selector
@@ -50,7 +50,7 @@ class TreeDecoder(TreeDraftLoop, Decoder):
 
 
 class WalkedDecoder(WalkedLoop, Decoder):
-    """A `Decoder` whose rounds are walked along greedy AR's tokens, not verified (`graftlib.core.walked`:
+    """A `Decoder` whose rounds are walked along greedy AR's tokens, not verified (`graftlib.core.ar_path`:
     T = 0, DFlash-drafted methods; `decode_along(prompt_ids, ar_tokens, max_new_tokens)`)."""
 
     @classmethod

@@ -20,7 +20,7 @@ grows with B, so a run of censored confident rounds raises the gain of the deep 
 
 Gain (eq. 16): G_t(B) = 1 - exp(-B / lambda_t), lambda_t = max(phi^T s_t, lam_min), tied to accepted
 lengths by the saturation model E[a_t(B)] = 1 + A_t G_t(B), A_t = clip(alpha^T s_t, 0, D) (the bonus
-token is always emitted), and A_t G_t(B) <= B: a tree of B nodes accepts at most B of them. phi and alpha are fitted on same-prefix replay (`graftlib.training.saba_fit`).
+token is always emitted), and A_t G_t(B) <= B: a tree of B nodes accepts at most B of them. phi and alpha are fitted on same-prefix replay (`graftlib.training.graft.saba_fit`).
 
 Cost (eq. 17): C_t(B) = c0 + c1 B + c2 B prefix_t [+ c3 log2(1 + B)] [+ c4 prefix_t] seconds per round
 (c0 holds the draft step, so C_t is the whole round); a 3-entry c is the paper's, c3 and c4 fit a
@@ -34,7 +34,7 @@ B*_t = argmax a_t(B) / l_t(B) maximizes); the paper's literal G_t(B) / C_t(B) is
 a round is one pass of scalar ops over the grid (numpy's per-call overhead on a dozen budgets costs
 more than the arithmetic). `SabaController` is the budget controller of the decode loop; graftlib's
 extensions (AR gates, gain and cost tables, online gain correction) plug into it from
-`graftlib.methods.saba_ext` and are off in the paper's configuration.
+`graftlib.methods.saba_extensions` and are off in the paper's configuration.
 
 Invariants: the controller returns a budget from its grid (capped at `cap`), or 0 for an AR step
 when a gate declines; a round costs it one pass over the grid (microseconds) and it reads no device
@@ -51,7 +51,7 @@ import numpy as np
 import torch
 
 from graftlib.core.builders import Candidates
-from graftlib.methods.saba_ext import ArGate, GainCorrection, GainTable, ar_utility, table_correction
+from graftlib.methods.saba_extensions import ArGate, GainCorrection, GainTable, ar_utility, table_correction
 from graftlib.methods.saba_params import SabaParams
 
 # ----------------------------------------------------------------------------- state (eq. 15)
@@ -233,7 +233,7 @@ class BudgetGrid:
 
 class SabaController:
     """BudgetController: argmax of U_t over the grid (capped at `cap`), state from `StateTracker`, with
-    the extensions the params switch on (`graftlib.methods.saba_ext`)."""
+    the extensions the params switch on (`graftlib.methods.saba_extensions`)."""
 
     name = "saba"
 

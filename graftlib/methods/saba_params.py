@@ -1,7 +1,7 @@
 """SABA's fitted parameters: the file `graft calibrate` writes, its checks and its content id.
 
 A `SabaParams` holds the paper's model (phi, alpha: eq. 16; c: eq. 17; the grid and window of eqs.
-14-15) and the switches of graftlib's extensions (`graftlib.methods.saba_ext`: c_ar / max_skip /
+14-15) and the switches of graftlib's extensions (`graftlib.methods.saba_extensions`: c_ar / max_skip /
 post_gate / c_draft for the AR gates, gain_prior for the online correction, gain_table and
 cost_table, rows_cost for the cost profile). `c_ar = None`, no tables and `gain_prior = None` are the
 paper's SABA.

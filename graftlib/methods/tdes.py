@@ -21,7 +21,7 @@ one pool in numpy (one product per call, the pool's X_d cached per depth), for t
 evaluation and for the tests' reference heap. beta = 0 makes y = [0 | 1] and every score exactly
 log q (DDTree's tree).
 
-Training (eqs. 7-12) lives in `graftlib.training.tdes_train`.
+Training (eqs. 7-12) lives in `graftlib.training.graft.tdes_train`.
 
 Saved as `<name>.safetensors` (the parameters of f_theta only, fp32, a few hundred kB) and
 `<name>.json` (config: beta, m, depths, vocabulary and embedding size, target name, training

@@ -4,7 +4,7 @@
 off). `Pair.prompt_ids` and the prompt sets' `format_prompt` (`graftlib.data.prompts`) both go
 through it, so a benchmark prompt and a raw `graft generate --prompt` are formatted alike.
 `conversation_text` is the same for a conversation (user, assistant, user, ...: a multi-turn
-benchmark prompt's later turn, `graftlib.lab.turns`); one user message gives `chat_text`'s text,
+benchmark prompt's later turn, `graftlib.lab.report.multiturn`); one user message gives `chat_text`'s text,
 and `conversation_ids` its token ids.
 It imports nothing: the prompt sets use it without loading a model.
 """

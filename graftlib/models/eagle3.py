@@ -31,7 +31,7 @@ positions it may see (its ancestors), so a tree grown depth by depth shares one 
 Checkpoints: `config.json` (LlamaConfig keys plus `draft_vocab_size`, optional `target_hidden_size`,
 an architecture name containing "Eagle3") + `*.safetensors`. Loading is strict: missing, unexpected
 and mis-shaped tensors are named. Only safetensors are read; no remote code. `save_eagle3` writes
-the same layout (graftlib's own drafters: `graftlib.training.eagle3_train`).
+the same layout (graftlib's own drafters: `graftlib.training.drafter.eagle3_train`).
 
 The attention's pieces (`query`, `key_value`, `attend`) and the layer's (`mix`, `finish`) are
 separate methods so that training's unrolled steps (a query sees the prefix up to its own index and

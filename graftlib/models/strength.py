@@ -4,7 +4,7 @@ The paper's claims depend on how much its drafter accepts (Qwen3-8B's DFlash dra
 on GSM8K), which a drafter trained on a 2-core CPU does not reach. This construction stands in for
 a stronger drafter of the same kind. At T = 0 a decode follows greedy AR's tokens, so the target's
 next-token distribution p_j at every position j of the decode is known from the one causal pass a
-walked decode makes anyway (`graftlib.core.walked.Continuation.hidden`). A drafter of strength s in
+walked decode makes anyway (`graftlib.core.ar_path.Continuation.hidden`). A drafter of strength s in
 [0, 1] drafts, at depth d of a block whose root sits at position `start`, the mixture
 
     q_s,d  proportional to  ((1 - s) q_d + s p_{start + d - 1}) ^ (1 / tau)
@@ -20,7 +20,7 @@ alternatives stay the drafter's. Why the temperature: a mixture is less confiden
 cross-entropy is about as confident as it is right, and DDTree's heap ranks paths by these
 probabilities. tau does not move any top-1, so the chain's acceptance depends on s alone; s is fitted
 to the paper's chain and tau so that the mean top-1 probability equals the top-1 accuracy
-(`graftlib.lab.strength`). `trace`, when a list, collects each block's top probabilities before the
+(`graftlib.lab.run.strength`). `trace`, when a list, collects each block's top probabilities before the
 temperature and whether its top-1 is the greedy token, for that fit.
 
 Kept from a real DFlash drafter: one marginal per depth for the whole block, conditioned on the greedy
@@ -28,7 +28,7 @@ path, so a wrong sibling's children are drawn from the greedy path's next margin
 mismatch TDES scores). What it cannot represent: (1) after the greedy path leaves the drafter's own
 spine (its top-1 wrong, the true token a sibling), a real drafter's next marginal still follows its
 spine while p follows the true path, so the construction continues a sibling better than a real
-drafter does (`graftlib.lab.strength.continuation_rates` measures both); (2) the real drafter's
+drafter does (`graftlib.lab.run.strength.continuation_rates` measures both); (2) the real drafter's
 hidden states (SABA's state, TDES's inputs) are the real drafter's; (3) it exists only along a known
 greedy continuation: walked decodes (modeled figures only, never wall clock), or a verified decode
 handed the continuation for an exactness test. Exactness is untouched: the target still verifies
@@ -60,7 +60,7 @@ class StrengthDrafter:
         return getattr(self.base, name)
 
     def follow(self, continuation, lm_head: torch.Tensor) -> None:
-        """Draft along `continuation` (`graftlib.core.walked.Continuation`: its `hidden` gives p at every position)."""
+        """Draft along `continuation` (`graftlib.core.ar_path.Continuation`: its `hidden` gives p at every position)."""
         require(continuation.hidden is not None, "the continuation carries no target hidden states")
         self._continuation = continuation
         id_map = self.base.id_map

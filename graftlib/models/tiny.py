@@ -1,7 +1,7 @@
 """Tiny random models: targets of both architectures (Llama, Qwen3), a matching DFlash drafter, a tokenizer.
 
 What they are for: the fast exactness fixture of the tests (`tests/tiny.py`) and of the device
-check (`graftlib.lab.device_check`, on any device), and a stand-in for a user's own pair (a
+check (`graftlib.lab.run.device_check`, on any device), and a stand-in for a user's own pair (a
 model directory + a z-lab-layout drafter directory, `write_target_dir` / `write_drafter_dir`)
 to try `graft prepare` on in seconds; `exactness_eagle3` adds a random EAGLE-3 drafter for the
 AR-drafted methods, `exactness_dflash2` a random DFlash 2 drafter for the selector methods. Vocabulary 32 on purpose: random drafts are then often

@@ -1,12 +1,14 @@
-"""Training: the pipelines that produce the shipped artifacts (drafter, TDES scorer, SABA calibration).
+"""Training: the pipelines that make the shipped artifacts, in two rooms by artifact:
 
-Drafter data and the DFlash recipe (`drafter_data`, `drafter_train`), the EAGLE-3 recipe on the same
-data (`eagle3_train`), and the machinery both trainers share (`loop_data`: samples and anchors, `train_loop`: the trainer, `loop_run`: the run); DDTree traces and the
-mismatch metric (`traces`); TDES training (`tdes_train`, eqs. 7-12); same-prefix budget replay
-(`replay`), SABA's least-squares fits (`saba_fit`), the calibration that runs them
-(`calibrate`) and its check at T > 0 (`temperature_tracking`: a greedy fit against one refitted
-on sampled replay); `prepare` runs traces, TDES training and calibration for a new pair into one
-folder. Each pipeline but `temperature_tracking` is also a `graft` subcommand.
+  drafter  the drafters' recipe: target data and corpora (`target_data`, `store`, `corpus`), the DFlash
+           and EAGLE-3 trainers (`dflash_train`, `eagle3_train`) on shared machinery (`samples`,
+           `trainer`, `training_run`, `blocks`), their lineage and evaluation anchors, the one-process GPU
+           run (`pipeline`).
+  graft    GRAFT's parts: DDTree traces (`traces`), TDES training (`tdes_train`, eqs. 7-12), same-prefix
+           budget replay (`replay`), SABA's fits and calibration (`saba_fit`, `calibrate`) and its check at
+           T > 0 (`temperature_tracking`).
+Above both: `prepare` (a pair's scorers and calibration in one command) and `ship` (a trained drafter or a
+prepared folder into the shipped assets). The rooms do not import each other.
 
 May import: `graftlib.core`, `graftlib.models`, `graftlib.data`, `graftlib.methods`.
 """

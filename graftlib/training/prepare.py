@@ -45,9 +45,9 @@ from graftlib.methods.cost_profile import PAPER_PROFILE, CostProfile
 from graftlib.methods.saba_params import CPU_GRID, GPU_GRID, PAPER_GRID, SabaParams
 from graftlib.methods.tdes import scorer_config, scorer_id
 from graftlib.models.pair import PairId
-from graftlib.training.calibrate import REGULAR_PROMPTS, calibrate_pair
-from graftlib.training.tdes_train import TDESConfig, train_from_traces
-from graftlib.training.traces import TraceConfig, make_traces
+from graftlib.training.graft.calibrate import REGULAR_PROMPTS, calibrate_pair
+from graftlib.training.graft.tdes_train import TDESConfig, train_from_traces
+from graftlib.training.graft.traces import TraceConfig, make_traces
 
 
 @dataclass

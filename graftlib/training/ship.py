@@ -37,13 +37,13 @@ drafter is stale from then on (`check_shipped` names it), which is why `make art
 first and `graft prepare --ship` next. `graft ship-eagle3 --from DIR` does the same for the EAGLE-3
 drafter of the AR-drafted methods (loaded strictly with the embedded target's embedding; nothing else
 is fitted for it, but figures drawn with it name its id); `--reference DIR` ships beside it the DFlash
-drafter scored on its held-out anchors (`graftlib.training.anchors`), for the families table.
+drafter scored on its held-out anchors (`graftlib.training.drafter.eval_anchors`), for the families table.
 `graft ship-dflash2 --from DIR` ships the embedded DFlash 2 drafter (`--drafter embedded-dflash2`): the embedded
 drafter's weights with a DFlash 2 selector trained on them frozen (`graft train-drafter --parts-only`), refused
 unless its draft weights' fingerprint is the embedded drafter's, so the shipped scorers and calibration hold
 for it. It ships as a selector-only checkpoint (`drafter.DFlashConfig.selector_of`, `dflash2.pack_selector`):
 its config and the packed selector, no copy of the drafter. Table 2's notebook sets TDES beside that selector
-(`graftlib.lab.edge_scores`).
+(`graftlib.lab.run.edge_scores`).
 """
 
 import json
@@ -63,7 +63,7 @@ from graftlib.models.dflash2 import pack_selector
 from graftlib.models.drafter import EMBEDDED_DRAFTER, EMBEDDED_DRAFTER_DIR, SELECTOR_FILE
 from graftlib.models.pair import PairId
 from graftlib.models.target import EMBEDDED_TARGET
-from graftlib.training.anchors import REFERENCE, check_reference, training_record
+from graftlib.training.drafter.eval_anchors import REFERENCE, check_reference, training_record
 
 REGENERATE = "make artifacts"
 # A drafter directory's files that ship (config.json and the weights are required).

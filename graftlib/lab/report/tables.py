@@ -1,0 +1,220 @@
+"""The workbook's Table 1 / Table 2 frames and Figure 1(c)'s curve, wall-clock and modeled side by side.
+
+Table 1 (`table1`): per task, each method at its best budget (chosen after the fact, as DDTree's
+own benchmark does), with MAT, wall-clock tokens/s and speedup over AR with its paired bootstrap
+95% interval over prompts (`metrics.speedup_ci`), the modeled tokens/s and speedup (the rounds
+priced by the cost profile, `graftlib.lab.report.modeled`), a rank and the paper's numbers. Table 2
+(`table2`): per task and averaged over the tasks as in the paper, nodes, MAT, tokens/s and the
+change against DDTree at the same fixed budget, wall-clock (with the paired interval of the
+ratio) and modeled. Both follow the ranking rule (`graftlib.lab.report.modeled`): a method's best budget and the rank come from
+the ranking rule (`modeled.order_runs`: wall clock where a pair's interval excludes 1.0, else the
+deterministic modeled figure), pooled over the tasks' prompts for the averaged rows (the run
+chosen per task relabeled, `modeled.relabeled`). Each returns a `Table`: the frame and a caption
+that names the cost profile and the rule, and counts the pairs each figure decided. The modeled
+columns of the AR-drafted baselines (EAGLE-3, OPT-Tree) price each round's draft per drafter
+forward (the profile's `c_ar_draft`: the context step and one forward per depth, each e0 + e1 rows),
+not as DFlash's one block forward (`c_draft`); the caption says so where such a row was run
+(`ar_draft_caption`).
+
+Figure 1(c) (`budget_curve`): a same-prefix replay's rounds (`graftlib.training.graft.replay`) split into
+thirds by what the largest tree accepts, and per third and budget the tokens per second
+sum(a) / sum(l), with l the measured round latency and, beside it, the round priced by the profile.
+pandas is imported lazily (the CLI does not need it).
+"""
+
+import math
+from collections import defaultdict
+from dataclasses import dataclass
+
+from graftlib.core.errors import require
+from graftlib.lab.report.metrics import by_task, summarize
+from graftlib.lab.report.modeled import best_run, order_runs, rank, relabeled, rule_caption
+from graftlib.lab.report.paper import AR_LABELS
+from graftlib.methods.cost_profile import CostProfile, RoundShape
+from graftlib.methods.registry import AR_METHODS
+
+TABLE1_METHODS = (("ar", "AR"), ("dflash", "DFlash"), ("ddtree", "DDTree"), ("graft", "GRAFT"))
+TABLE2_LABELS = ("DDTree", "+TDES", "+SABA", "GRAFT", "DDTree best fixed", "CaDDTree", "DFlash chain", "AR",
+                 *AR_LABELS.values())  # the AR-drafted baselines' context rows, where they ran
+
+
+@dataclass(frozen=True)
+class Table:
+    frame: object  # pandas.DataFrame
+    caption: str
+
+
+def method_keys(records: list[dict], method: str) -> list[str]:
+    """The run keys of `method` (every budget) in `records`, first seen first."""
+    return list(dict.fromkeys(r["key"] for r in records if r["method"] == method))
+
+
+def ar_draft_caption(records: list[dict]) -> str:
+    """The caption's note on how AR-drafted rows are priced ("" if `records` has none)."""
+    if not any(r["method"] in AR_METHODS for r in records):
+        return ""
+    names = "/".join(AR_LABELS[m] for m in AR_METHODS)
+    return (f" | {names} m-TPS: each round's draft priced per drafter forward (c_ar_draft: the context step + "
+            "one forward per depth, each e0 + e1 x its rows), not as DFlash's one block forward (c_draft)")
+
+
+def _interval(ci) -> tuple[float, float]:
+    return (float("nan"), float("nan")) if ci is None else ci
+
+
+def table1(records: list[dict], paper: dict, methods=TABLE1_METHODS, not_run: dict[str, str] | None = None) -> Table:
+    """Table 1 from bench records of several tasks (module doc); `paper`: method label -> task -> (MAT,
+    speedup); `not_run`: method label -> why it has no run here (its row keeps the paper's numbers)."""
+    import pandas as pd
+
+    require(len(records) > 0, "Table 1: no bench records")
+    rows, orders, shown = [], [], set()
+    for task, recs in by_task(records).items():
+        summary = {r["key"]: r for r in summarize(recs)}
+        chosen = {label: best_run(recs, keys, "rule") for m, label in methods if (keys := method_keys(recs, m))}
+        shown |= set(chosen.values())
+        order = order_runs(recs, list(chosen.values()))
+        orders.append(order)
+        for label, key in chosen.items():
+            s = summary[key]
+            lo, hi = _interval(s["speedup_ci"])
+            p = (1.0, 1.0) if label == "AR" else paper.get(label, {}).get(task, (None, None))
+            rows.append({"task": task, "method": label, "run": key, "budget": s["budget"], "MAT": s["mat"],
+                         "TPS": s["tokens_per_s"], "speedup": s["speedup"], "speedup lo": lo, "speedup hi": hi,
+                         "m-TPS": s["modeled_tokens_per_s"], "m-speedup": s["modeled_speedup"],
+                         "rank": order.position(key), "paper MAT": p[0], "paper speedup": p[1], "note": ""})
+        for label, why in (not_run or {}).items():
+            p = paper.get(label, {}).get(task, (None, None))
+            rows.append({"task": task, "method": label, "run": None, "paper MAT": p[0], "paper speedup": p[1],
+                         "note": why})
+    note = ar_draft_caption([r for r in records if r["key"] in shown])
+    return Table(pd.DataFrame(rows), rule_caption([p for o in orders for p in o.pairs]) + note)
+
+
+RATIO_CLAIMS = (("C3", "AR"), ("C2", "DFlash"), ("C1", "DDTree"), ("C8", "EAGLE-3"), ("C9", "OPT-Tree"))
+
+
+def _geomean(values: list[float]) -> float:
+    return math.exp(sum(map(math.log, values)) / len(values)) if values else float("nan")
+
+
+def table1_ratios(records: list[dict], claim_rows: list[dict], paper: dict):
+    """Table 1 as ratios, GRAFT / X for X = AR, DFlash, DDTree (each at its best), EAGLE-3, OPT-Tree, per task and
+    pooled: the TPS ratio under each figure with its 95% interval over prompts (the rows of claims C3, C2, C1,
+    C8, C9, `claims.evaluate_claims`; nan where a figure or interval does not exist), the MAT ratio of the runs
+    the modeled figure chose (per task), and the paper's two ratios (`paper`: method -> task -> (MAT, speedup),
+    Table 1's Qwen3-8B rows; pooled: their geometric mean over the tasks in it). A pandas DataFrame."""
+    import pandas as pd
+
+    mats = {t: {s["key"]: s["mat"] for s in summarize(recs)} for t, recs in by_task(records).items()}
+    nan = float("nan")
+
+    def paper_ratios(task: str, label: str) -> tuple[float, float]:
+        known = [t for t in (mats if task == "all tasks" else [task]) if t in paper["GRAFT"]]
+        ref = {t: (1.0, 1.0) if label == "AR" else paper.get(label, {}).get(t) for t in known}
+        known = [t for t in known if ref[t]]
+        return (_geomean([paper["GRAFT"][t][0] / ref[t][0] for t in known]),
+                _geomean([paper["GRAFT"][t][1] / ref[t][1] for t in known]))
+
+    rows = []
+    for claim, label in RATIO_CLAIMS:
+        for r in claim_rows:
+            if r["claim"] != claim or "ratio modeled" not in r:
+                continue
+            faster, slower = r["runs modeled"].split(" vs ")
+            per_task = mats.get(r["task"], {})
+            mat = per_task[faster] / per_task[slower] if faster in per_task and slower in per_task else nan
+            p_mat, p_tps = paper_ratios(r["task"], label)
+            wall, wall_ci = r.get("ratio wall-clock", nan), r.get("CI95 wall-clock") or (nan, nan)
+            rows.append({"task": r["task"], "versus": label, "runs": r["runs modeled"],
+                         "TPS ratio": wall, "lo": wall_ci[0], "hi": wall_ci[1],
+                         "m-TPS ratio": r["ratio modeled"], "m-lo": (r["CI95 modeled"] or (nan, nan))[0],
+                         "m-hi": (r["CI95 modeled"] or (nan, nan))[1], "MAT ratio": mat,
+                         "paper TPS ratio": p_tps, "paper MAT ratio": p_mat, "prompts": r["prompts"]})
+    return pd.DataFrame(rows)
+
+
+def table2_runs(records: list[dict], budget: int, cap: int) -> dict[str, str]:
+    """Table 2's label -> run key in one task's records (best fixed budgets by the ranking rule)."""
+    fixed = {"DDTree": f"ddtree@{budget}", "+TDES": f"ddtree+tdes@{budget}", "+SABA": f"ddtree+saba@{cap}",
+             "GRAFT": f"graft@{cap}", "CaDDTree": f"caddtree@{cap}", "AR": "ar"}
+    searched = {"DDTree best fixed": "ddtree", "DFlash chain": "dflash", **{v: k for k, v in AR_LABELS.items()}}
+    keys = {r["key"] for r in records}
+    out = {}
+    for label in TABLE2_LABELS:
+        if label in fixed:
+            if fixed[label] in keys:
+                out[label] = fixed[label]
+        elif candidates := method_keys(records, searched[label]):
+            out[label] = best_run(records, candidates, "rule")
+    require("DDTree" in out, f"Table 2 needs the DDTree run ddtree@{budget} (its reference)")
+    return out
+
+
+def _table2_rows(recs: list[dict], runs: dict[str, str]) -> tuple[list[dict], object]:
+    """Table 2's rows of one task (or of relabeled records pooled over tasks) and their `Order`. Two labels
+    may name one run (DDTree's best fixed budget is often its own): both rows show it, ranked once."""
+    summary = {r["key"]: r for r in summarize(recs)}
+    base = summary[runs["DDTree"]]
+    order = order_runs(recs, list(dict.fromkeys(runs.values())))
+    rows = []
+    for label, key in runs.items():
+        s = summary[key]
+        lo, hi = (float("nan"),) * 2 if key == runs["DDTree"] else _interval(rank(recs, runs["DDTree"], key).wall_ci)
+        rows.append({"method": label, "run": key, "nodes": s["mean_nodes"], "MAT": s["mat"], "TPS": s["tokens_per_s"],
+                     "dTPS %": 100 * (s["tokens_per_s"] / base["tokens_per_s"] - 1),
+                     "dTPS lo %": 100 * (lo - 1), "dTPS hi %": 100 * (hi - 1), "m-TPS": s["modeled_tokens_per_s"],
+                     "m-dTPS %": 100 * (s["modeled_tokens_per_s"] / base["modeled_tokens_per_s"] - 1),
+                     "AR steps %": 100 * s["ar_share"], "rank": order.position(key)})
+    return rows, order
+
+
+def table2(records: list[dict], budget: int, cap: int, paper: dict) -> tuple[Table, Table]:
+    """Table 2 (module doc): (averaged over the tasks, per task). The averaged frame's TPS, nodes, MAT
+    and their changes are means over the tasks, as in the paper; its interval and rank pool every
+    task's prompts. `paper`: label -> (nodes, MAT, TPS, dTPS %)."""
+    import pandas as pd
+
+    require(len(records) > 0, "Table 2: no bench records")
+    tasks = by_task(records)
+    per_task, orders, chosen = [], [], defaultdict(dict)
+    for task, recs in tasks.items():
+        runs = table2_runs(recs, budget, cap)
+        rows, order = _table2_rows(recs, runs)
+        per_task += [dict(r, task=task) for r in rows]
+        orders.append(order)
+        for label, key in runs.items():
+            chosen[label][task] = key
+    labels = [label for label in TABLE2_LABELS if len(chosen[label]) == len(tasks)]
+    pooled_rows, pooled_order = _table2_rows([r for label in labels for r in relabeled(records, chosen[label], label)],
+                                             {label: label for label in labels})
+    pooled = {r["method"]: r for r in pooled_rows}
+    P = pd.DataFrame(per_task)
+    numeric = ["nodes", "MAT", "TPS", "dTPS %", "m-TPS", "m-dTPS %", "AR steps %"]
+    T = P[P.method.isin(labels)].groupby("method", sort=False)[numeric].mean()
+    T["dTPS lo %"] = [pooled[m]["dTPS lo %"] for m in T.index]
+    T["dTPS hi %"] = [pooled[m]["dTPS hi %"] for m in T.index]
+    T["rank"] = [pooled[m]["rank"] for m in T.index]
+    for col, i in (("paper nodes", 0), ("paper MAT", 1), ("paper TPS", 2), ("paper dTPS %", 3)):
+        T[col] = [paper[m][i] if m in paper else None for m in T.index]
+    note = ar_draft_caption([r for r in records if r["key"] in {k for runs in chosen.values() for k in runs.values()}])
+    averaged = ("averaged over tasks; dTPS lo/hi %: paired bootstrap 95% interval of TPS / DDTree's over every task's "
+                "prompts; rank pooled over them | " + rule_caption(pooled_order.pairs) + note)
+    return Table(T, averaged), Table(P[["task", *P.columns.drop("task")]],
+                                     rule_caption([p for o in orders for p in o.pairs]) + note)
+
+
+def budget_curve(replay_records: list, grid: list[int], profile: CostProfile):
+    """Figure 1(c)'s curves (module doc): index (group, B), columns a, l, m_l, tps, m_tps."""
+    import pandas as pd
+
+    R = pd.DataFrame([dict(round=r.round, B=r.budget, a=r.accepted, l=r.latency,
+                           m_l=profile.round_s(RoundShape.of(r))) for r in replay_records if not r.reference])
+    require(len(R) > 0 and max(grid) in set(R.B), f"no replayed rounds at the grid's largest budget {max(grid)}")
+    hard_easy = R[R.B == max(grid)].set_index("round").a
+    R["group"] = R["round"].map(pd.qcut(hard_easy.rank(method="first"), 3, labels=["hard", "medium", "easy"]))
+    curve = R.groupby(["group", "B"], observed=True).agg(a=("a", "sum"), l=("l", "sum"), m_l=("m_l", "sum"),
+                                                        rounds=("round", "nunique"))
+    curve["tps"] = curve.a / curve.l
+    curve["m_tps"] = curve.a / curve.m_l
+    return curve

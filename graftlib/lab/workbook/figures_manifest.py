@@ -1,0 +1,200 @@
+"""The figures manifest: which notebook, profile, drafter and artifacts drew each file under figures/.
+
+`graft workbook` (`graftlib.lab.workbook.runner.run_workbook`) snapshots the figures folder around each
+notebook (`snapshot`, `drawn`): every file the notebook wrote or rewrote (PNG, PDF, CSV, ...) gets
+an entry in `<figures>/manifest.json` (`record`, merged into what is there, so a run of some
+notebooks keeps the others' entries):
+  notebook, profile, sha256 (12 hex digits of the file as written), date, and `drawn_with`:
+    pair          the `PairId` the notebooks loaded (its `drafter_fingerprint` is the drafter's
+                  weights id, `graftlib.models.pair.fingerprint`)
+    tdes          {"default": id, "gsm8k": id}: `tdes.scorer_id` of the scorers the notebooks read
+                  ($GRAFT_TDES or the shipped default; the `gsm8k_scorer` parameter or the shipped one)
+    saba          `SabaParams.id` of the calibration in use ($GRAFT_SABA_PARAMS or the shipped one)
+    saba_paper    `SabaParams.id` of the shipped calibration on the paper's grid under its A100 costs
+                  (`saba_params.PAPER_PATH`, the paper regime of `graftlib.lab.run.regimes`; None without one)
+    cost_profile  `CostProfile.id` of the profile pricing the modeled columns (the `cost_profile`
+                  parameter, else the one derived from the shipped calibration and AR drafter cost)
+    eagle3        `eagle3.checkpoint_id` of the EAGLE-3 drafter the AR-drafted baselines and the drafter
+                  families' comparison read (the pair's; None when it has none)
+    dflash2       the same id of the DFlash 2 drafter whose selector Table 2's notebook sets beside TDES
+                  (the `selector_drafter` parameter, default `embedded-dflash2`, "" the pair's drafter)
+    commit        the graftlib git commit (None outside a git checkout) and whether the tree was dirty
+(`drawn_with` is computed once per run, on the first notebook that draws: it loads the pair.)
+
+`check_figures` is the other half: every file under figures/ (but README.md and the manifest) must
+have an entry, its sha256 must be the file's (nothing redrew it outside the workbook), its profile
+the committed one (`quick`, what `make main` draws) and its `drawn_with` the shipped artifacts'
+ids (`shipped_ids`; the EAGLE-3 drafter's for the notebooks that run EAGLE-3 and OPT-Tree or read
+its training record, `EAGLE3_NOTEBOOKS`; the DFlash 2 drafter's for `DFLASH2_NOTEBOOKS`): the committed figures are what `make main` draws from the committed artifacts.
+It returns one line per problem (empty: none), so a test can show them all.
+"""
+
+import hashlib
+import subprocess
+import time
+from pathlib import Path
+
+from graftlib.core.errors import GraftError
+from graftlib.core.paths import PROJECT_DIR, portable
+from graftlib.core.records import read_json_object, write_json_atomic
+from graftlib.methods.artifacts import ShippedAssets
+from graftlib.methods.cost_profile import from_saba, load_ar_draft_cost, with_ar_draft
+from graftlib.methods.saba_params import PAPER_PATH, SabaParams, default_params
+from graftlib.methods.tdes import GSM8K_PATH, default_scorer_path, scorer_config, scorer_id
+from graftlib.models.eagle3 import checkpoint_id
+from graftlib.models.pair import PairId
+
+SCHEMA = "graft-figures/1"
+MANIFEST = "manifest.json"
+NOT_FIGURES = frozenset({"README.md", MANIFEST})
+COMMITTED_PROFILE = "quick"
+# the notebooks whose figures depend on the EAGLE-3 drafter (they run it, `graftlib.lab.run.ar_baselines.ar_baseline_runs`,
+# or read its training record, `EMBEDDED_EAGLE3_DIR`; tests/test_figures_manifest.py keeps this set equal to them)
+EAGLE3_NOTEBOOKS = frozenset({"fig1b_mismatch", "paper_regime", "sampling_temperature", "table1_main_results",
+                              "table2_components", "train_drafter"})
+# the notebooks that decode with the DFlash 2 drafter's selector (`graftlib.lab.run.edge_scores`)
+DFLASH2_NOTEBOOKS = frozenset({"table2_components"})
+# notebooks that decide with the paper-grid calibration (`saba_paper`): those drawing the paper's regime
+PAPER_NOTEBOOKS = frozenset({"fig1b_mismatch", "fig1c_budget_throughput", "fig5_generalization", "fig6_oracle_tracking",
+                             "paper_regime", "table1_main_results", "table2_components", "table3_beta"})
+
+
+def manifest_path(folder: str | Path) -> Path:
+    return Path(folder) / MANIFEST
+
+
+def snapshot(folder: str | Path) -> dict[str, tuple[int, int]]:
+    """{file name: (mtime ns, size)} of the figure files in `folder` (none when it does not exist)."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        return {}
+    return {p.name: (p.stat().st_mtime_ns, p.stat().st_size) for p in folder.iterdir()
+            if p.is_file() and p.name not in NOT_FIGURES and not p.name.endswith(".partial")}
+
+
+def drawn(before: dict, after: dict) -> list[str]:
+    """The files written or rewritten between two snapshots."""
+    return sorted(name for name, stamp in after.items() if before.get(name) != stamp)
+
+
+def file_hash(path: str | Path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:12]
+
+
+def _git(root: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["git", "-C", str(root), *args], check=False, capture_output=True, text=True, timeout=30)
+
+
+def git_commit(root: Path = PROJECT_DIR) -> dict:
+    """{"commit": HEAD or None, "dirty": bool or None} of the checkout at `root`."""
+    try:
+        head, status = _git(root, "rev-parse", "HEAD"), _git(root, "status", "--porcelain", "--untracked-files=no")
+    except (OSError, subprocess.SubprocessError):
+        return {"commit": None, "dirty": None}
+    if head.returncode != 0:
+        return {"commit": None, "dirty": None}
+    return {"commit": head.stdout.strip(), "dirty": bool(status.stdout.strip()) if status.returncode == 0 else None}
+
+
+def drawn_with(params: dict) -> dict:
+    """What the notebooks of a run with these parameters draw with (module doc); loads the pair once."""
+    from graftlib.lab.run.machine_costs import machine_profile
+    from graftlib.models.drafter import EMBEDDED_DFLASH2, EMBEDDED_DRAFTER, resolve_drafter
+    from graftlib.models.pair import load_pair
+    from graftlib.models.target import EMBEDDED_TARGET
+
+    drafter = params.get("drafter", EMBEDDED_DRAFTER)
+    loaded = load_pair(params.get("target", EMBEDDED_TARGET), drafter, "cpu")
+    try:
+        eagle3 = checkpoint_id(loaded.eagle3_dir())
+    except GraftError:  # no EAGLE-3 drafter for this pair: the baselines show "not run"
+        eagle3 = None
+    return {"pair": loaded.identity().to_dict(),
+            "tdes": {"default": scorer_id(default_scorer_path()),
+                     "gsm8k": scorer_id(params.get("gsm8k_scorer") or GSM8K_PATH)},
+            "saba": default_params().id, "saba_paper": _paper_id(PAPER_PATH),
+            "cost_profile": machine_profile(loaded, params.get("cost_profile") or None).id,
+            "eagle3": eagle3,
+            "dflash2": checkpoint_id(resolve_drafter(params.get("selector_drafter", EMBEDDED_DFLASH2) or drafter)),
+            **git_commit()}
+
+
+def shipped_ids(assets: ShippedAssets | None = None) -> dict:
+    """The ids `drawn_with` names when the notebooks read the shipped artifacts under `assets`."""
+    assets = assets or ShippedAssets()
+    saba = SabaParams.load(assets.saba)
+    return {"pair": scorer_config(assets.tdes("default")).get("pair"),
+            "tdes": {name: scorer_id(path) for name, path in assets.scorers().items()},
+            "saba": saba.id, "saba_paper": _paper_id(assets.saba_paper),
+            "cost_profile": with_ar_draft(from_saba(saba), *load_ar_draft_cost(assets.ar_draft_cost)).id,
+            "eagle3": checkpoint_id(assets.eagle3), "dflash2": checkpoint_id(assets.dflash2)}
+
+
+def _paper_id(path: Path) -> str | None:
+    return SabaParams.load(path).id if path.is_file() else None
+
+
+def read_manifest(folder: str | Path) -> dict:
+    path = manifest_path(folder)
+    if not path.is_file():
+        return {"schema": SCHEMA, "figures": {}}
+    manifest = read_json_object(path, "figures manifest")
+    return manifest if manifest.get("schema") == SCHEMA else {"schema": SCHEMA, "figures": {}}
+
+
+def record(folder: str | Path, names: list[str], notebook: str, profile: str, used: dict) -> None:
+    """Add (or replace) the entries of `names`, drawn by `notebook`, to the folder's manifest."""
+    folder = Path(folder)
+    manifest = read_manifest(folder)
+    date = time.strftime("%Y-%m-%d %H:%M:%S")
+    for name in names:
+        manifest["figures"][name] = {"notebook": notebook, "profile": profile, "sha256": file_hash(folder / name),
+                                     "date": date, "drawn_with": used}
+    manifest["figures"] = dict(sorted(manifest["figures"].items()))
+    write_json_atomic(manifest_path(folder), manifest)
+
+
+def _entry_problems(name: str, entry: dict, folder: Path, shipped: dict, profile: str) -> list[str]:
+    used, out = entry.get("drawn_with") or {}, []
+    if entry.get("sha256") != file_hash(folder / name):
+        out.append(f"{name}: changed since {entry.get('notebook')} drew it (sha256 {entry.get('sha256')})")
+    if entry.get("profile") != profile:
+        out.append(f"{name}: drawn with profile {entry.get('profile')!r}, not {profile!r}")
+    pair = used.get("pair")
+    want = PairId.from_dict(shipped["pair"], "the shipped default TDES scorer")
+    if pair is None or not PairId.from_dict(pair, f"{name} in the figures manifest").same(want):
+        out.append(f"{name}: drawn with the pair {pair}, not the shipped artifacts' {want}")
+    for key, ids in (("saba", shipped["saba"]), ("cost_profile", shipped["cost_profile"]),
+                     ("saba_paper", shipped["saba_paper"])):
+        if used.get(key) != ids and (key != "saba_paper" or entry.get("notebook") in PAPER_NOTEBOOKS):
+            out.append(f"{name}: drawn with {key} {used.get(key)}, the shipped one is {ids}")
+    if entry.get("notebook") in EAGLE3_NOTEBOOKS and used.get("eagle3") != shipped["eagle3"]:
+        out.append(f"{name}: drawn with the EAGLE-3 drafter {used.get('eagle3')}, the shipped one is {shipped['eagle3']}")
+    if entry.get("notebook") in DFLASH2_NOTEBOOKS and used.get("dflash2") != shipped["dflash2"]:
+        out.append(f"{name}: drawn with the DFlash 2 drafter {used.get('dflash2')}, the shipped one is "
+                   f"{shipped['dflash2']}")
+    tdes = used.get("tdes") or {}
+    for scorer, ident in sorted(tdes.items()):
+        if shipped["tdes"].get(scorer) != ident:
+            out.append(f"{name}: drawn with the {scorer} TDES scorer {ident}, the shipped one is "
+                       f"{shipped['tdes'].get(scorer)}")
+    if not tdes:
+        out.append(f"{name}: the manifest names no TDES scorer")
+    return out
+
+
+def check_figures(folder: str | Path, assets: ShippedAssets | None = None,
+                  profile: str = COMMITTED_PROFILE) -> list[str]:
+    """One line per problem of the module doc (empty: every figure is what `make main` draws from the
+    shipped artifacts)."""
+    folder = Path(folder)
+    if not manifest_path(folder).is_file():
+        return [f"{portable(manifest_path(folder))} does not exist: run `make main`"]
+    entries = read_manifest(folder)["figures"]
+    shipped = shipped_ids(assets)
+    files = snapshot(folder)
+    problems = [f"{name}: not in {MANIFEST} (drawn outside the workbook?)" for name in sorted(set(files) - set(entries))]
+    problems += [f"{name}: in {MANIFEST} but not in {portable(folder)}" for name in sorted(set(entries) - set(files))]
+    for name in sorted(set(files) & set(entries)):
+        problems += _entry_problems(name, entries[name], folder, shipped, profile)
+    return problems

@@ -1,0 +1,272 @@
+"""The workbook runner: every notebook of a profile through papermill, failures reported by name.
+
+Profiles (parameter overrides applied to every notebook; each notebook's own defaults are the
+cheap interactive ones). A profile changes counts, never what is run: a notebook's task list is its
+own, and a profile's `n_tasks` takes the first n of it, so Figure 5 stays on tasks its GSM8K-only
+scorer never saw under every profile:
+- `smoke`: CI. Tiny prompt counts and lengths; checks that every notebook runs end to end. Its figures go
+  under the run's `--out` folder (`profile_values`), never over the committed `figures/`.
+- `quick`: the main job (`make main`) on the embedded default, a 2-core CPU, about 42 min.
+- `full`: paper-scale prompt counts and lengths, meant for GPUs.
+- `evidence`: the quick profile's settings at evidence counts (10 held-out prompts a task, 128 new tokens);
+  the only profile that draws into the committed `figures/`, its records packed into `figures/records/`
+  (`graftlib.lab.report.archive`) after each notebook and restored from there before the first, so the committed
+  figures redraw without decoding and an evidence run interrupted (or continued on a fresh clone) resumes
+  from the records committed so far. Every other profile, and a notebook run by hand, draws into
+  `results/figures/`.
+
+`run_workbook` executes each notebook (by name, `LAST` at the end: paper_regime reads the benches and
+replays the item notebooks wrote, `graftlib.lab.run.regimes`) into `<out>/<name>.ipynb`, keeps going when
+one fails, and writes `<out>/summary.md` (name, status, seconds, first error line and cell). While it
+runs two progress bars show where it is: one over the profile's notebooks (the running one named, time
+left estimated from those done) and under it papermill's bar over the running notebook's cells; a line
+per finished notebook is written above them. Notebooks
+validate their parameters in their first cell with `check_params`, so a bad value stops the
+notebook there with one clear message.
+
+Every file a notebook writes under the figures folder (the `figures_dir` parameter, `figures/` by
+default) is recorded in `<figures>/manifest.json` with the notebook, the profile and what it was
+drawn with: the pair's fingerprints, the TDES scorers', SABA calibration's and cost profile's ids and
+the graftlib commit (`graftlib.lab.workbook.figures_manifest`; `check_figures` checks the committed figures
+against the shipped artifacts). The manifest is updated after each notebook, so an interrupted run
+keeps the entries of the notebooks it finished.
+"""
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from graftlib.core.errors import GraftError, require
+from graftlib.core.paths import PROJECT_DIR
+from graftlib.lab.workbook import figures_manifest
+
+NOTEBOOK_DIR = PROJECT_DIR / "notebooks"
+FIGURES_DIR = "results/figures"  # the notebooks' default `figures_dir`: a fresh run's figures, never committed
+COMMITTED_FIGURES = "figures"  # the evidence profile's figures and packed records, the ones committed
+
+# Each notebook receives the profile values of the parameters it declares (and no others).
+PROFILES: dict[str, dict] = {
+    "smoke": {"profile": "smoke", "slider": False, "prompt_index": 0, "prompt_text": "", "show_rounds": "auto", "method": "graft", "temperature": 0.0,
+              "compare": "ddtree",
+              "task": "gsm8k", "pool": "tdes", "n_prompts": 1, "max_new_tokens": 16, "n_tasks": 1,
+              "budgets": "4,16", "chain_budgets": "7", "budget": 8, "cap": 16, "betas": "0,0.2",
+              "grid": "2,4,8", "paper_grid": "32,64", "paper_budgets": "32,64", "paper_cap": 64, "paper_curve_grid": "32,64",
+              "regime_names": "machine,paper,paper+acceptance", "strengths": "0,0.4", "val_prompts": 1, "trace_prompts": 1, "epochs": 1,
+              "data_prompts": 2, "data_tokens": 8, "train_minutes": 0.0, "train_steps": 2, "eval_every": 2,
+              "tau_prompts": 1, "data_pools": "tdes", "repeats": 1,
+              "sampling_tasks": "gsm8k", "temperatures": "0,1.0", "top_p": 1.0, "seed": 0,
+              "saba_prompts": 1, "saba_grid": "2,4", "saba_max_new_tokens": 16, "saba_repeats": 1},
+    "quick": {"profile": "quick", "slider": False, "prompt_index": 0, "prompt_text": "", "show_rounds": "auto", "method": "graft", "temperature": 0.0,
+              "compare": "ddtree",
+              "task": "gsm8k", "pool": "tdes", "n_prompts": 2, "max_new_tokens": 64,
+              "n_tasks": 3, "budgets": "4,8,16,32", "chain_budgets": "3,7,15", "budget": 16,
+              "cap": 64, "betas": "0,0.05,0.1,0.2,0.4", "grid": "2,4,8,12,16,24,32",
+              "paper_grid": "32,48,64,80,96,128", "paper_budgets": "64,128,256", "paper_cap": 512,
+              "paper_curve_grid": "32,64,128,256,512", "regime_names": "machine,paper,paper+acceptance", "strengths": "0,0.2,0.4,0.6", "val_prompts": 2, "trace_prompts": 8, "epochs": 8,
+              "data_prompts": 48, "data_tokens": 64, "train_minutes": 3.0, "train_steps": 0, "eval_every": 100,
+              "tau_prompts": 2, "data_pools": "tdes", "repeats": 3,
+              "sampling_tasks": "gsm8k", "temperatures": "0,0.6,1.0", "top_p": 1.0, "seed": 0,
+              "saba_prompts": 1, "saba_grid": "2,4,8", "saba_max_new_tokens": 32, "saba_repeats": 1},
+    "full": {"profile": "full", "slider": False, "prompt_index": 0, "prompt_text": "", "show_rounds": "auto", "method": "graft", "temperature": 0.0,
+             "compare": "ddtree",
+             "task": "gsm8k", "pool": "tdes", "n_prompts": 128, "max_new_tokens": 2048,
+             "n_tasks": 8,
+             "budgets": "16,32,64,128,256,512", "chain_budgets": "15", "budget": 256, "cap": 512,
+             "betas": "0,0.05,0.1,0.2,0.4", "grid": "32,48,64,96,128,192,256,384,512",
+             "paper_grid": "32,48,64,80,96,128", "paper_budgets": "64,128,256,512", "paper_cap": 512,
+             "paper_curve_grid": "32,48,64,96,128,192,256,384,512", "regime_names": "machine,paper,paper+acceptance", "strengths": "0,0.1,0.2,0.3,0.4,0.5,0.7", "val_prompts": 80, "trace_prompts": 2702, "epochs": 8,
+             "data_prompts": 800, "data_tokens": 192, "train_minutes": 40.0, "train_steps": 0, "eval_every": 400,
+             "tau_prompts": 4, "data_pools": "tdes,drafter", "repeats": 3,
+             "sampling_tasks": "gsm8k,mt-bench", "temperatures": "0,0.6,1.0", "top_p": 1.0, "seed": 0,
+             "saba_prompts": 16, "saba_grid": "32,64,128,256,512", "saba_max_new_tokens": 256, "saba_repeats": 3},
+}
+
+
+# The committed figures: the quick profile's settings at evidence counts (at least 10 held-out prompts a task, 128
+# new tokens), drawn into figures/ with their records packed beside them (figures/records, `graftlib.lab.report.archive`).
+PROFILES["evidence"] = dict(PROFILES["quick"], profile="evidence", n_prompts=10, max_new_tokens=128,
+                            figures_dir=COMMITTED_FIGURES, results_dir="results/evidence")
+
+LAST = ("paper_regime",)  # reads the benches and sweeps the item notebooks decode (same settings, same files)
+
+
+def notebooks() -> list[Path]:
+    """The workbook's notebooks in the order a profile runs them: by name, `LAST` at the end."""
+    return sorted(NOTEBOOK_DIR.glob("[!_]*.ipynb"), key=lambda b: (b.stem in LAST, b.stem))
+
+
+def split_ints(text: str, name: str) -> list[int]:
+    try:
+        values = [int(x) for x in str(text).split(",") if x.strip()]
+    except ValueError:
+        raise GraftError(f"parameter {name}={text!r}: expected comma-separated integers") from None
+    require(values, f"parameter {name} is empty")
+    return values
+
+
+def split_floats(text: str, name: str, lo: float, hi: float) -> list[float]:
+    """A comma list of numbers in [lo, hi] (a notebook parameter), or a one-line error naming it."""
+    try:
+        values = [float(x) for x in str(text).split(",") if x.strip()]
+    except ValueError:
+        raise GraftError(f"parameter {name}={text!r}: expected comma-separated numbers") from None
+    require(values and all(lo <= v <= hi for v in values), f"parameter {name}={text!r}: each value must lie in [{lo:g}, {hi:g}]")
+    return values
+
+
+def check_params(tasks: str | None = None, budgets: str | None = None, chain_budgets: str | None = None,
+                 n_prompts: int | None = None, max_new_tokens: int | None = None, methods: str | None = None,
+                 beta: float | None = None, profile: str | None = None, budget: int | None = None,
+                 cap: int | None = None, betas: str | None = None, grid: str | None = None,
+                 paper_grid: str | None = None, pools: str | None = None,
+                 repeats: int | None = None, unseen_by: tuple[str, ...] = (), n_tasks: int | None = None,
+                 **counts: int | str) -> dict:
+    """Validate notebook parameters; return them parsed (lists for comma strings). `counts`: other
+    integers >= 1 by name (e.g. saba_prompts=1), and budget lists by a name ending in `_grid`.
+    `unseen_by`: tasks that `tasks` may not name (Figure 5's: the task its scorer was trained on);
+    `n_tasks`: only the first n of `tasks` are run (a profile shortens a notebook's list, never changes it)."""
+    from graftlib.data import prompts
+    from graftlib.lab.run.bench import BASELINES
+    from graftlib.methods.registry import MAX_BUDGET, METHODS
+
+    out: dict = {}
+    if profile is not None:
+        require(profile in PROFILES, f"parameter profile={profile!r}: choose from {', '.join(PROFILES)}")
+    if tasks is not None:
+        out["tasks"] = [t.strip() for t in tasks.split(",") if t.strip()]
+        require(out["tasks"], "parameter tasks is empty")
+        for t in out["tasks"]:
+            known = prompts.TASKS + prompts.GENERATED_TASKS
+            require(t in known, f"parameter tasks: unknown task {t!r}; choose from {', '.join(known)}")
+            require(t != "livecodebench", prompts.LIVECODEBENCH_MESSAGE)
+            require(t not in unseen_by, f"parameter tasks: {t!r} is the task the scorer under test was trained on; "
+                    f"name only tasks it never saw")
+        if n_tasks is not None:
+            require(isinstance(n_tasks, int) and n_tasks >= 1, f"parameter n_tasks={n_tasks!r}: must be an integer >= 1")
+            out["tasks"] = out["tasks"][:n_tasks]
+    if pools is not None:
+        out["pools"] = [x.strip() for x in pools.split(",") if x.strip()]
+        require(out["pools"], "parameter data_pools is empty")
+        for x in out["pools"]:
+            require(x in prompts.POOLS and x != "val", f"parameter data_pools: unknown training pool {x!r}; choose from "
+                    f"{', '.join(q for q in prompts.POOLS if q != 'val')}")
+    if methods is not None:
+        out["methods"] = [m.strip() for m in methods.split(",") if m.strip()]
+        for m in out["methods"]:
+            require(m in METHODS + BASELINES, f"parameter methods: unknown method {m!r}; choose from "
+                    f"{', '.join(METHODS + BASELINES)}")
+    lists = {k: v for k, v in counts.items() if k.endswith("_grid")}
+    for name, value in (("budgets", budgets), ("chain_budgets", chain_budgets), ("grid", grid),
+                        ("paper_grid", paper_grid), *lists.items()):
+        if value is not None:
+            out[name] = split_ints(value, name)
+            require(all(1 <= b <= MAX_BUDGET for b in out[name]),
+                    f"parameter {name}={value!r}: budgets must lie in [1, {MAX_BUDGET}]")
+    for name, value in (("budget", budget), ("cap", cap)):
+        if value is not None:
+            require(isinstance(value, int) and 1 <= value <= MAX_BUDGET,
+                    f"parameter {name}={value!r}: must be an integer in [1, {MAX_BUDGET}]")
+    if betas is not None:
+        try:
+            out["betas"] = [float(x) for x in str(betas).split(",") if x.strip()]
+        except ValueError:
+            raise GraftError(f"parameter betas={betas!r}: expected comma-separated numbers") from None
+        require(out["betas"] and all(0.0 <= b <= 10.0 for b in out["betas"]),
+                f"parameter betas={betas!r}: each beta must lie in [0, 10]")
+    for name, value in (("n_prompts", n_prompts), ("max_new_tokens", max_new_tokens), ("repeats", repeats),
+                        *((k, v) for k, v in counts.items() if k not in lists)):
+        if value is not None:
+            require(isinstance(value, int) and value >= 1, f"parameter {name}={value!r}: must be an integer >= 1")
+    if repeats is not None:
+        out["repeats"] = repeats
+    if beta is not None:
+        require(0.0 <= beta <= 10.0, f"parameter beta={beta!r}: must lie in [0, 10]")
+    return out
+
+
+def profile_values(profile: str, out: Path, extra: dict | None = None) -> dict:
+    """The parameter values of a profile's run writing to `out`, `extra` overriding them. The smoke
+    profile draws its figures under `out/figures`; only the evidence profile draws into the committed
+    `figures/`, every other one into the notebooks' default `results/figures/`."""
+    values = dict(PROFILES[profile])
+    if profile == "smoke":
+        values["figures_dir"] = str(Path(out) / "figures")
+    return dict(values, **(extra or {}))
+
+
+def run_workbook(profile: str = "quick", out: str | Path = "results/notebooks", only: list[str] | None = None,
+                 extra: dict | None = None, progress: bool = True,
+                 drawn_with: Callable[[dict], dict] = figures_manifest.drawn_with) -> list[dict]:
+    """Run the profile's notebooks with papermill; return one status row per notebook.
+    `progress`: the bars over notebooks and cells (on stderr); the per-notebook lines are printed anyway.
+    `drawn_with(parameters)`: what the figures are drawn with, for the figures manifest (module doc),
+    called once, after the first notebook that writes a figure."""
+    import papermill as pm
+    from tqdm.auto import tqdm
+
+    require(profile in PROFILES, f"unknown profile {profile!r}: choose from {', '.join(PROFILES)}")
+    books = notebooks()
+    if only:
+        unknown = sorted(set(only) - {b.stem for b in books})
+        require(not unknown, f"unknown notebook(s) {unknown}: choose from {[b.stem for b in books]}")
+        books = [b for b in books if b.stem in only]
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    values = profile_values(profile, out, extra)
+    figures = NOTEBOOK_DIR.parent / values.get("figures_dir", FIGURES_DIR)
+    evidence = values.get("figures_dir") == COMMITTED_FIGURES and values.get("results_dir")
+    if evidence:  # resume from the committed records: what an earlier run decoded is read, not decoded again
+        from graftlib.lab.report.archive import pack, restore
+
+        restored = restore(figures / "records", NOTEBOOK_DIR.parent / values["results_dir"])
+        if restored:
+            print(f"restored {sum(restored.values())} records in {len(restored)} files from {figures / 'records'}")
+    used = None
+    rows = []
+    bar = tqdm(books, desc=f"workbook {profile}", unit="notebook", disable=not progress, position=0)
+    for book in bar:
+        bar.set_postfix_str(book.stem)
+        cells = {"desc": f"  {book.stem}", "position": 1, "leave": False} if progress else False
+        declared = pm.inspect_notebook(str(book))
+        params = {k: v for k, v in values.items() if k in declared}
+        before = figures_manifest.snapshot(figures)
+        t0 = time.time()
+        row = {"notebook": book.stem, "status": "ok", "seconds": 0.0, "error": ""}
+        try:
+            pm.execute_notebook(str(book), str(out / book.name), parameters=params, kernel_name="python3",
+                                cwd=str(NOTEBOOK_DIR.parent), progress_bar=cells)
+        except pm.PapermillExecutionError as e:
+            row.update(status="failed", error=f"cell {e.exec_count}: {e.ename}: {str(e.evalue).splitlines()[0]}")
+        row["seconds"] = round(time.time() - t0, 1)
+        written = figures_manifest.drawn(before, figures_manifest.snapshot(figures))
+        if written:
+            used = used or drawn_with(values)
+            figures_manifest.record(figures, written, book.stem, profile, used)
+        rows.append(row)
+        tqdm.write(f"[{row['status']:>6}] {book.stem} ({row['seconds']} s) {row['error']}")
+        results = NOTEBOOK_DIR.parent / values["results_dir"] if evidence else None
+        if results is not None and any(results.glob("*.jsonl")):  # after each notebook: an interruption keeps them
+            pack(results, figures / "records")
+    bar.close()
+    lines = ["| notebook | status | seconds | error |", "|---|---|---|---|"]
+    lines += [f"| {r['notebook']} | {r['status']} | {r['seconds']} | {r['error']} |" for r in rows]
+    (out / "summary.md").write_text(f"profile: {profile}\n\n" + "\n".join(lines) + "\n")
+    return rows
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("workbook", help="run every notebook of a profile with papermill")
+    p.add_argument("--profile", default="quick", help=f"one of {', '.join(PROFILES)}")
+    p.add_argument("--out", default="results/notebooks", help="folder for executed notebooks + summary.md")
+    p.add_argument("--only", nargs="+", help="notebook names (stems) to run")
+    p.add_argument("--dtype", default=None, choices=["float32", "bfloat16", "float16"],
+                   help="the pair's dtype in every notebook that loads one (default: float32 on a CPU, bfloat16 "
+                   "on CUDA); bfloat16 on a CPU exercises a GPU's numerics (decodes may end in certified ties)")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    rows = run_workbook(args.profile, args.out, args.only, extra={"dtype": args.dtype} if args.dtype else None)
+    failed = [r["notebook"] for r in rows if r["status"] != "ok"]
+    print(f"{len(rows) - len(failed)}/{len(rows)} notebooks ok; summary in {Path(args.out) / 'summary.md'}")
+    return 1 if failed else 0

@@ -1,0 +1,632 @@
+"""Train a DFlash drafter for a target on `graftlib.training.drafter.target_data` (the DFlash recipe of z-lab/dflash).
+
+Recipe. Anchors `a` are drawn in the response part (`prompt_len <= a <= len - 2`, so every
+anchor has a label). A block is `[tokens[a], mask x (block_size - 1)]` embedded with the
+target's frozen embeddings at RoPE positions `a .. a + block_size - 1`; its context is the
+stored target features of positions `< a` (also RoPE positions `0 .. a - 1`). Block position
+k predicts `tokens[a + k]` (labels past the sequence end are ignored), cross-entropy weighted
+by `exp(-(k - 1) / gamma)` (plus, with `distill`, the soft loss on the stored top-k). The anchor
+sampler, schedule, loss mixing, evaluation statistics, checkpoints and the run loop are
+`graftlib.training.drafter.trainer`'s, shared with the EAGLE-3 trainer.
+
+Packing: one row per sampled sequence, up to `blocks_per_seq` blocks side by side, one forward equal to
+the separate single-block forwards the decode loop runs (`graftlib.training.drafter.blocks`).
+
+CPU savers (all options of `TrainConfig`): a reduced draft vocabulary (the most frequent ids of
+the training responses, then of the prompts; stored as the drafter's `d2t` buffer, so decoding
+maps it back; training takes logits over the draft ids only and ignores labels outside it),
+bf16 autocast where the device has native bf16 (`native_bf16`; fp32 on AVX2 CPUs). Optionally
+(`init_from_target`) the drafter's layers start from the target's last layers (Llama/Qwen3 names map
+one to one; q_norm/k_norm start at ones) and `fc` as the identity on the deepest stored layer with
+`hidden_norm` = that next layer's input norm, so the context starts as what the target's next layer sees.
+Measured against random init at equal time (6 CPU
+minutes, same data and held-out split, `experiments/drafter-ablation.sh`), random init reached twice the
+depth-1 top-1 rate (0.26 vs 0.13) and offline chain tau 1.34 vs 1.15, so it is the default; a
+second layer (-37% steps) and a 16k draft vocabulary (-30% steps) were also worse at equal time. The target's embeddings and LM head stay frozen and are
+never saved with the drafter. A warm start (`init_drafter`, `--init-drafter DIR`) begins from a trained
+drafter instead, with its draft vocabulary: a fresh machine that lost the last run's checkpoint continues
+from the committed drafter rather than from random weights (the schedule starts anew; `--resume` is the
+exact continuation of a checkpoint on disk).
+
+DFlash 2's parts (`graftlib.models.dflash2`; `conv_kernel_size`, `selector_rank`): the convolutions train with
+the loss above; the selector adds its own, as the public recipe (vLLM Speculators' `dflash2`) trains it: at
+every labelled block position the candidates are the unary top-`selector_top_k` of the draft logits, the label
+put in place of the last one where it is missing, the predecessor the true token before (teacher forcing; the
+anchor at depth 1), and the loss the depth-weighted cross-entropy over the candidates' scores
+U(b) + T(a, b), times `selector_alpha`. A warm start adds them to a trained drafter (`add_parts`: the
+convolutions as the identity, the selector's codebooks N(0, 0.02^2)), computing the same unary function;
+`parts_only` trains those parts alone (the unary function then stays the warm start's).
+
+Evaluation (every `eval_every` steps, on sequences held out by a hash of their uid): loss and
+per-depth top-1 / top-4 / top-16 hit rates on fixed held-out blocks of the greedy held-out responses
+(`train_loop`'s evaluation anchors), the offline chain tau over those blocks, and
+the number that matters, the in-loop chain tau of `graftlib.methods.decoder.Decoder` (method dflash)
+on a few held-out prompts, checked token for token against the stored greedy response. With a selector also
+its offline walk's tau over the held-out blocks (`sel_offline_tau`: from the anchor, each position's argmax
+of U + T after the token chosen before) and the in-loop tau of method dflash2 (`sel_tau`).
+
+Output directory: `checkpoint/` (drafter + AdamW state + sampler RNG in safetensors, step and
+config in JSON; `--resume` continues it exactly), `metrics.jsonl` (train and eval lines), and
+`drafter/` (the final drafter via `save_drafter`, z-lab layout, bf16 weights, plus `training.json`,
+the run's `metrics.jsonl` and `lineage.jsonl`: the warm start's lineage followed by this run's
+evaluations, `graftlib.training.drafter.lineage`), which `graft ship-drafter` ships as a whole.
+"""
+
+import json
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from graftlib.core.errors import require
+from graftlib.models.dflash2 import SELECTOR_PREFIX
+from graftlib.models.drafter import (
+    EMBEDDED_DRAFTER,
+    EMBEDDED_DRAFTER_DIR,
+    DFlashConfig,
+    DFlashDrafter,
+    init_weights,
+    load_drafter,
+    load_state_strict,
+    save_drafter,
+)
+from graftlib.training.drafter import lineage
+from graftlib.training.drafter.blocks import Batch, FlatBlocks, pack_blocks
+from graftlib.training.drafter.samples import (
+    choose_draft_vocab,
+    draft_index,
+    spread_by_pool,
+    target_layer_shape,
+    to_draft,
+)
+from graftlib.training.drafter.store import Sequence
+from graftlib.training.drafter.trainer import DepthStats, LoopConfig, LoopTrainer, mixed_loss
+from graftlib.training.drafter.training_run import (
+    Run,
+    add_loop_args,
+    begin,
+    loop_config_kwargs,
+    output_dirs,
+    run_command,
+    run_loop,
+    training_record,
+)
+
+
+@dataclass
+class TrainConfig(LoopConfig):
+    layers: int = 1
+    block_size: int | None = None  # None: the embedded drafter's (16)
+    mask_token_id: int | None = None  # None: the embedded drafter's
+    gamma: float = 7.0  # depth decay of the loss weights exp(-(k - 1) / gamma) (DFlash's 7 for block 16)
+    init_from_target: bool = False  # measured: worse at equal time (ablation.json)
+    init_drafter: str | None = None  # warm start: a trained drafter's weights, layers and draft vocabulary
+    fc_init: str = "last"  # "last": identity on the deepest stored layer; "random"
+    draft_head: bool = False  # the drafter's own LM head, trained (DFlashConfig.draft_head; starts as the target's rows)
+    anchor_context: bool = False  # the anchor-context input path (DFlashConfig.anchor_context; starts at zero)
+    conv_kernel_size: int = 0  # DFlash 2's convolution taps (0: none; starts as the identity)
+    selector_rank: int = 0  # DFlash 2's selector rank (0: none)
+    selector_top_k: int = 16  # the selector's candidates per position
+    selector_alpha: float = 1.0  # weight of the selector's loss
+    parts_only: bool = False  # a warm start trains DFlash 2's parts alone, the drafter's other weights frozen
+    tau_prompts: int = 4
+    tau_tokens: int = 64
+
+    def check(self) -> None:
+        super().check()
+        require(self.layers >= 1, f"layers must be >= 1, got {self.layers}")
+        require(self.gamma > 0, f"gamma must be > 0, got {self.gamma}")
+        require(self.fc_init in ("last", "random"), f"fc_init {self.fc_init!r} is not 'last' or 'random'")
+        require(not (self.init_drafter and self.init_from_target),
+                "init_drafter and init_from_target are two different starts: give one")
+        require(self.conv_kernel_size >= 0 and self.selector_rank >= 0 and self.selector_top_k >= 2,
+                "conv_kernel_size and selector_rank must be >= 0 and selector_top_k >= 2")
+        require(not self.parts_only or (self.init_drafter and (self.conv_kernel_size or self.selector_rank)),
+                "parts_only trains DFlash 2's parts of a warm start: give init_drafter and a part")
+
+
+# ----------------------------------------------------------------------------- model
+
+
+def embedded_defaults() -> DFlashConfig:
+    return DFlashConfig.from_dict(json.loads((EMBEDDED_DRAFTER_DIR / "config.json").read_text()))
+
+
+def drafter_config(target_config, cfg: TrainConfig, layer_ids: list[int], draft_vocab_size: int | None) -> DFlashConfig:
+    """A drafter shaped like one target layer (so it can start from one), block/mask from cfg."""
+    tc, base = target_config, embedded_defaults()
+    return DFlashConfig(
+        **target_layer_shape(tc), num_hidden_layers=cfg.layers,
+        block_size=cfg.block_size or base.block_size,
+        mask_token_id=base.mask_token_id if cfg.mask_token_id is None else cfg.mask_token_id,
+        target_layer_ids=list(layer_ids), num_target_layers=tc.num_hidden_layers,
+        draft_vocab_size=draft_vocab_size, draft_head=cfg.draft_head, anchor_context=cfg.anchor_context,
+        **dflash2_parts(cfg),
+    )
+
+
+def dflash2_parts(cfg: TrainConfig) -> dict:
+    """The DFlashConfig keys of the DFlash 2 parts `cfg` asks for."""
+    return {"conv_kernel_size": cfg.conv_kernel_size or None, "selector_rank": cfg.selector_rank or None,
+            "selector_top_k": cfg.selector_top_k}
+
+
+@torch.no_grad()
+def init_from_target(drafter: DFlashDrafter, target, fc_init: str) -> None:
+    """Drafter layer i <- target layer L - n + i; final norm <- target's; fc as in the module doc."""
+    layers = target.model.layers
+    n = len(drafter.layers)
+    for i, layer in enumerate(drafter.layers):
+        src = layers[len(layers) - n + i].state_dict()
+        for name, p in layer.named_parameters():
+            if name in src:
+                require(src[name].shape == p.shape, f"cannot start drafter layer from target: {name} "
+                                                    f"{tuple(src[name].shape)} != {tuple(p.shape)}")
+                p.copy_(src[name])
+            else:
+                assert name.endswith(("q_norm.weight", "k_norm.weight")), name
+                p.fill_(1.0)
+    drafter.norm.weight.copy_(target.model.norm.weight)
+    if fc_init == "last":
+        cfg = drafter.config
+        deepest = max(range(len(cfg.target_layer_ids)), key=lambda j: cfg.target_layer_ids[j])
+        h = cfg.hidden_size
+        drafter.fc.weight.zero_()
+        drafter.fc.weight[:, deepest * h:(deepest + 1) * h] = torch.eye(h)
+        nxt = min(cfg.target_layer_ids[deepest] + 1, len(layers) - 1)
+        drafter.hidden_norm.weight.copy_(layers[nxt].input_layernorm.weight)
+
+
+def make_drafter(cfg: TrainConfig, target, layer_ids: list[int], d2t: torch.Tensor | None) -> DFlashDrafter:
+    torch.manual_seed(cfg.seed)
+    drafter = DFlashDrafter(drafter_config(target.config, cfg, layer_ids, len(d2t) if d2t is not None else None))
+    init_weights(drafter)
+    if cfg.init_from_target:
+        init_from_target(drafter, target, cfg.fc_init)
+    if d2t is not None:
+        drafter.d2t.copy_(d2t)
+    start_parts(drafter, target)
+    return drafter.float().train()
+
+
+@torch.no_grad()
+def start_parts(drafter: DFlashDrafter, target, parts: tuple[str, ...] = ("lm_head", "anchor_proj")) -> None:
+    """The extension parts named in `parts` that the drafter has, at their start: its own head = the
+    target's rows of its draft vocabulary, `anchor_proj` = 0 (the input path adds nothing until trained)."""
+    if "lm_head" in parts and drafter.config.draft_head:
+        rows = drafter.d2t if drafter.config.draft_vocab_size else slice(None)
+        drafter.lm_head.weight.copy_(target.lm_head.weight[rows])
+    if "anchor_proj" in parts and drafter.config.anchor_context:
+        drafter.anchor_proj.weight.zero_()
+
+
+@torch.no_grad()
+def add_parts(drafter: DFlashDrafter, target, cfg: TrainConfig) -> DFlashDrafter:
+    """`drafter` with the extension parts `cfg` asks for and it lacks added at their start (`start_parts`;
+    DFlash 2's convolutions as the identity, its selector as `init_weights` draws it), computing exactly what it
+    computed: a warm start tests them at equal time from a trained drafter."""
+    c = drafter.config
+    want = replace(c, draft_head=c.draft_head or cfg.draft_head, anchor_context=c.anchor_context or cfg.anchor_context,
+                   conv_kernel_size=c.conv_kernel_size or cfg.conv_kernel_size or None,
+                   selector_rank=c.selector_rank or cfg.selector_rank or None,
+                   selector_top_k=cfg.selector_top_k if cfg.selector_rank and not c.selector_rank else c.selector_top_k)
+    if want == c:
+        return drafter
+    grown = DFlashDrafter(want)
+    init_weights(grown)
+    missing, unexpected = grown.load_state_dict(drafter.state_dict(), strict=False)
+    new = tuple(name for name, added in (("lm_head", want.draft_head and not c.draft_head),
+                                         ("anchor_proj", want.anchor_context and not c.anchor_context)) if added)
+    allowed = tuple(f"{n}.weight" for n in new)
+    require(not unexpected and all(k in allowed or "_conv." in k or k.startswith(SELECTOR_PREFIX)
+                                   for k in missing), f"adding parts to the drafter: unexpected {unexpected}, "
+            f"missing {missing}")
+    start_parts(grown, target, new)
+    return grown.to(next(drafter.parameters()).dtype)
+
+
+@torch.no_grad()
+def grow_layers(drafter: DFlashDrafter, n_layers: int) -> DFlashDrafter:
+    """`drafter` with layers appended up to `n_layers`, computing exactly what it computed: the new layers
+    start as the module doc's random init with their residual outputs (`o_proj`, `down_proj`) at zero, so
+    each adds nothing until training moves those. Gradients reach `o_proj` / `down_proj` at once (their
+    inputs are the new layer's non-zero attention and MLP activations), and the rest of the layer from the
+    step after. This is how a warm start tests a deeper drafter at equal time without paying for the
+    shallower one's training again: a one-layer DFlash drafter cannot look up the context with what it
+    reads from its own block (no induction, e.g. 'hello, hello, ...' accepts one draft a round), which a
+    second layer can in principle (not shown yet: a two-layer drafter grown from the shipped one and
+    trained 66 minutes accepted no more there; docs/measurements.md)."""
+    cfg = drafter.config
+    n_old = cfg.num_hidden_layers
+    require(n_layers >= n_old, f"cannot grow a {n_old}-layer drafter to {n_layers} layers")
+    require(cfg.layer_types is None, "growing a drafter with per-layer attention types is not supported")
+    grown = DFlashDrafter(replace(cfg, num_hidden_layers=n_layers))
+    init_weights(grown)
+    missing, unexpected = grown.load_state_dict(drafter.state_dict(), strict=False)
+    require(not unexpected and all(int(k.split(".")[1]) >= n_old for k in missing),
+            f"growing the drafter: unexpected {unexpected}, missing {missing}")
+    for layer in grown.layers[n_old:]:
+        layer.self_attn.o_proj.weight.zero_()
+        layer.mlp.down_proj.weight.zero_()
+    return grown.to(next(drafter.parameters()).dtype)
+
+
+def warm_drafter(cfg: TrainConfig, target, layer_ids: list[int]) -> DFlashDrafter:
+    """The drafter `cfg.init_drafter` (a path, or "embedded") to train on: its weights and draft vocabulary
+    (`d2t`), refused unless its shape is the one `cfg` asks for (layers, draft vocabulary, target layers,
+    block, extension parts), so a warm-started run records the settings it actually trained with. Asked for
+    more layers than it has, it grows (`grow_layers`: the added layers start as no-ops); asked for an extension
+    part it lacks, it gets it at its start (`add_parts`)."""
+    drafter, trained = load_drafter(cfg.init_drafter, target.config)
+    c = drafter.config
+    require(trained, f"init_drafter {cfg.init_drafter}: the directory has no weights to start from")
+    vocab = c.draft_vocab_size or 0
+    want_vocab = cfg.draft_vocab if 0 < cfg.draft_vocab < target.config.vocab_size else 0
+    base = embedded_defaults()
+    if c.num_hidden_layers < cfg.layers:
+        drafter = grow_layers(drafter, cfg.layers)
+    drafter = add_parts(drafter, target, cfg)
+    c = drafter.config
+    diff = [f"{name} {have} (asked {want})" for name, have, want in (
+        ("layers", c.num_hidden_layers, cfg.layers), ("draft vocabulary", vocab, want_vocab),
+        ("own draft head", c.draft_head, cfg.draft_head), ("anchor context", c.anchor_context, cfg.anchor_context),
+        ("convolution taps", c.conv_kernel_size or 0, cfg.conv_kernel_size),
+        ("selector rank", c.selector_rank or 0, cfg.selector_rank),
+        ("target layers", list(c.target_layer_ids), list(layer_ids)),
+        ("block size", c.block_size, cfg.block_size or base.block_size),
+        ("mask token", c.mask_token_id, base.mask_token_id if cfg.mask_token_id is None else cfg.mask_token_id),
+    ) if have != want]
+    require(not diff, f"init_drafter {cfg.init_drafter} does not have this run's shape: {'; '.join(diff)}")
+    return drafter.float().requires_grad_(True).train()
+
+
+# ----------------------------------------------------------------------------- trainer
+
+
+class Trainer(LoopTrainer):
+    """The DFlash drafter, the frozen target parts it needs, and `LoopTrainer`'s loop machinery."""
+
+    def __init__(self, cfg: TrainConfig, target, train: list[Sequence], heldout: list[Sequence],
+                 layer_ids: list[int], eos: list[int], sampled_uids: frozenset[str] = frozenset(),
+                 flat: bool | None = None):
+        super().__init__(cfg, target, train, heldout, sampled_uids)
+        self.eos = eos
+        # flat (default: on an accelerator): every sequence concatenated there once, blocks gathered, not copied
+        use_flat = self.device.type != "cpu" if flat is None else flat
+        self.flat = FlatBlocks(list(train) + list(heldout), self.device) if use_flat else None
+        vocab = target.config.vocab_size
+        if cfg.init_drafter:
+            self.drafter = warm_drafter(cfg, target, layer_ids).to(self.device)
+            self.warm_start = True
+        else:
+            d2t = choose_draft_vocab(train, cfg.draft_vocab, vocab) if 0 < cfg.draft_vocab < vocab else None
+            self.drafter = make_drafter(cfg, target, layer_ids, d2t).to(self.device)
+        if cfg.parts_only:  # the warm start's weights frozen: only DFlash 2's parts train
+            for name, p in self.drafter.named_parameters():
+                p.requires_grad_("_conv." in name or name.startswith(SELECTOR_PREFIX))
+        self.embed = target.get_input_embeddings()
+        self._use_vocab()
+        bs = self.drafter.block_size
+        k = torch.arange(bs, dtype=torch.float32)
+        self.depth_weight = torch.where(k > 0, torch.exp(-(k - 1) / cfg.gamma), torch.zeros(bs)).to(self.device)
+        self.init_optimizer()
+        self.eval_set = self.eval_batches()
+        self.seen_set = self.seen_batches()
+
+    def _use_vocab(self) -> None:
+        """Target-id <-> draft-id maps and the frozen LM head rows of the drafter's vocabulary."""
+        vocab, dev = self.target.config.vocab_size, self.device
+        self.draft_ids = self.drafter.d2t.clone() if self.drafter.config.draft_vocab_size else torch.arange(vocab, device=dev)
+        self.t2d = draft_index(self.draft_ids, vocab)
+        self.frozen_head = self.target.lm_head.weight.detach()[self.draft_ids].to(self.compute_dtype)
+
+    def head(self) -> torch.Tensor:
+        """The draft LM head [V_draft, H]: the drafter's own (trained) or the target's frozen rows."""
+        return self.drafter.lm_head.weight if self.drafter.config.draft_head else self.frozen_head
+
+    def model_state(self) -> dict[str, torch.Tensor]:
+        return self.drafter.state_dict()
+
+    def load_model_state(self, state: dict[str, torch.Tensor], where: str) -> None:
+        load_state_strict(self.drafter, state, where)
+        self._use_vocab()  # the checkpoint's d2t, even if the data grew since
+
+    # -- packing and loss
+
+    def pack(self, seqs: list[Sequence], anchors: list[list[int]]) -> Batch:
+        bs, mask_id = self.drafter.block_size, self.drafter.config.mask_token_id
+        if self.flat is not None:
+            return self.flat.pack_seqs(seqs, anchors, bs, mask_id)
+        return pack_blocks(seqs, anchors, bs, mask_id).to(self.device)
+
+    def hidden(self, batch: Batch) -> torch.Tensor:
+        with torch.no_grad():
+            emb = self.embed(batch.ids) * self.drafter.config.input_embedding_scale
+        with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.bf16):
+            return self.drafter(emb, batch.ctx.to(self.compute_dtype), 0, block_mask=batch.mask,
+                                ctx_positions=batch.ctx_pos, q_positions=batch.q_pos)
+
+    def loss(self, batch: Batch, h: torch.Tensor) -> tuple[torch.Tensor, dict]:
+        """`mixed_loss` over the block's labels in the draft vocabulary, weighted exp(-(k - 1) / gamma)."""
+        labels = to_draft(self.t2d, batch.labels)
+        sel = labels >= 0
+        w = self.depth_weight[batch.depth].expand_as(labels)[sel]
+        with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.bf16):
+            logits = F.linear(h[sel], self.head()).float()
+        soft = (batch.soft_ids[sel], batch.soft_logp[sel]) if batch.soft_ids is not None else None
+        loss, info = mixed_loss(logits, labels[sel], w, self.cfg.distill, soft, self.t2d)
+        if not self.drafter.config.selector_rank:
+            return loss, info
+        sel_loss, sel_info = self.selector_loss(h[sel], predecessors(batch)[sel], logits, labels[sel], w)
+        return loss + self.cfg.selector_alpha * sel_loss, {**info, **sel_info}
+
+    def selector_loss(self, h: torch.Tensor, prev: torch.Tensor, logits: torch.Tensor, labels: torch.Tensor,
+                      w: torch.Tensor) -> tuple[torch.Tensor, dict]:
+        """The selector's weighted CE over the unary top-k (module doc): h [N, H], prev [N] target ids,
+        logits [N, V_draft] (float, with their gradient), labels [N] draft ids, w [N]."""
+        selector = self.drafter.candidate_selector
+        k = min(selector.top_k, logits.shape[-1])
+        cand = logits.detach().topk(k, dim=-1).indices
+        hit = cand == labels[:, None]
+        present = hit.any(-1)
+        cand[:, -1] = torch.where(present, cand[:, -1], labels)
+        target = torch.where(present, hit.int().argmax(-1), k - 1)
+        with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.bf16):
+            trans = selector.transition(h, prev, self.draft_ids[cand])
+        scores = logits.gather(1, cand) + trans.float()
+        per = F.cross_entropy(scores, target, reduction="none")
+        loss = (per * w).sum() / w.sum().clamp(min=1e-9)
+        return loss, {"sel_ce": loss.item(), "sel_acc": (scores.detach().argmax(-1) == target).float().mean().item()}
+
+    def batch_loss(self, batch: Batch) -> tuple[torch.Tensor, dict]:
+        return self.loss(batch, self.hidden(batch))
+
+    # -- evaluation
+
+    @torch.no_grad()
+    def score(self, batches: list) -> dict | None:
+        """Loss, hard CE, per-depth hit rates and offline tau over fixed batches (None: no batches)."""
+        if not batches:
+            return None
+        bs = self.drafter.block_size
+        tot_loss, tot_ce, tot_w = 0.0, 0.0, 0.0
+        stats = DepthStats(bs - 1, self.device)
+        walked = []
+        for batch, pools in batches:
+            h = self.hidden(batch)
+            loss, info = self.loss(batch, h)
+            tot_loss, tot_ce = tot_loss + loss.item() * info["weight"], tot_ce + info["ce"] * info["weight"]
+            tot_w += info["weight"]
+            k = min(max(DepthStats.KS), len(self.draft_ids))
+            with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.bf16):
+                top = self.draft_ids[F.linear(h, self.head()).topk(k, dim=-1).indices]  # [R, Q, k]
+            R = top.shape[0]
+            stats.add(top.view(R, -1, bs, k)[:, :, 1:].reshape(-1, bs - 1, k),
+                      batch.labels.view(R, -1, bs)[:, :, 1:].reshape(-1, bs - 1), pools)
+            if self.drafter.config.selector_rank:
+                walked.append(self.selector_walk(h, batch))
+        out = {"loss": tot_loss / max(tot_w, 1e-9), "ce": tot_ce / max(tot_w, 1e-9), **stats.result()}
+        if walked:
+            accepted = torch.cat(walked)
+            out["sel_offline_tau"] = 1 + accepted.float().mean().item() if len(accepted) else float("nan")
+        return out
+
+    @torch.no_grad()
+    def selector_walk(self, h: torch.Tensor, batch: Batch) -> torch.Tensor:
+        """Accepted drafts of the selector's walk (module doc) on each block of `batch` that has a depth-1
+        label: [n blocks], h [R, Q, H] the drafter's states."""
+        selector, bs = self.drafter.candidate_selector, self.drafter.block_size
+        with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.bf16):
+            values, idx = F.linear(h, self.head()).float().topk(min(selector.top_k, len(self.draft_ids)), dim=-1)
+        H = h.shape[-1]
+        h, values, idx = h.reshape(-1, bs, H), values.reshape(-1, bs, idx.shape[-1]), idx.reshape(-1, bs, idx.shape[-1])
+        labels, anchors = batch.labels.reshape(-1, bs), batch.ids.reshape(-1, bs)[:, 0]
+        keep = labels[:, 1] >= 0
+        h, values, idx, labels, prev = h[keep], values[keep], idx[keep], labels[keep], anchors[keep]
+        alive = torch.ones(len(labels), dtype=torch.bool, device=h.device)
+        accepted = torch.zeros(len(labels), dtype=torch.long, device=h.device)
+        for t in range(1, bs):
+            cand = self.draft_ids[idx[:, t]]
+            with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.bf16):
+                trans = selector.transition(h[:, t], prev, cand)
+            prev = cand.gather(1, (values[:, t] + trans.float()).argmax(-1, keepdim=True))[:, 0]
+            alive &= prev == labels[:, t]
+            accepted += alive
+        return accepted
+
+    def evaluate(self) -> dict:
+        t0 = time.perf_counter()
+        held = self.score(self.eval_set)
+        out = {"kind": "eval", "step": self.step_no, "elapsed_s": round(self.elapsed_s, 1),
+               "heldout_loss": held.pop("loss"), "heldout_ce": held.pop("ce"), **held, **self.loop_tau(),
+               **self.seen_record(self.score(self.seen_set))}
+        out["eval_s"] = round(time.perf_counter() - t0, 1)
+        return out
+
+    def loop_tau(self) -> dict:
+        """Chain tau of the real decode loop on `tau_prompts` held-out greedy prompts spread over the
+        data's pools (`spread_by_pool`), and exactness: `tau_exact` counts decodes equal to the target's
+        own greedy AR decode here (same precision and device), `tau_matches_data` those equal to the
+        stored response (data made by a bf16 or batched target may legitimately differ from it)."""
+        from graftlib.methods.decoder import Decoder
+
+        seqs = spread_by_pool(self.greedy_heldout, self.cfg.tau_prompts)
+        if not seqs:
+            return {}
+        was_training = self.drafter.training
+        self.drafter.eval()
+        dec = Decoder.for_method(self.target, self.drafter, "dflash", self.drafter.block_size - 1, self.eos)
+        ar = Decoder.for_method(self.target, self.drafter, "ar", 1, self.eos)
+        accepted = rounds = exact = matches_data = 0
+        for s in seqs:
+            n = min(self.cfg.tau_tokens, s.response_len)
+            prompt = s.tokens[:s.prompt_len].tolist()
+            res = dec.decode(prompt, n)
+            accepted += sum(r.accepted for r in res.rounds)
+            rounds += len(res.rounds)
+            exact += res.tokens == ar.decode(prompt, n).tokens
+            matches_data += res.tokens == s.tokens[s.prompt_len:s.prompt_len + n].tolist()
+        out = {"tau": accepted / max(rounds, 1), "tau_exact": f"{exact}/{len(seqs)}",
+               "tau_matches_data": f"{matches_data}/{len(seqs)}"}
+        if self.drafter.config.selector_rank:  # the selector's chain in the loop (`graftlib.methods.selector`)
+            sel = Decoder.for_method(self.target, self.drafter, "dflash2", self.drafter.block_size - 1, self.eos)
+            runs = [sel.decode(s.tokens[:s.prompt_len].tolist(), min(self.cfg.tau_tokens, s.response_len))
+                    for s in seqs]
+            out["sel_tau"] = sum(r.accepted for x in runs for r in x.rounds) / max(sum(len(x.rounds) for x in runs), 1)
+        self.drafter.train(was_training)
+        return out
+
+
+def predecessors(batch: Batch) -> torch.Tensor:
+    """[R, Q] the true token before each block position's label: the anchor at depth 1, else the label before
+    (target ids; 0 where there is none, and then there is no label either)."""
+    depth_one = (batch.depth == 1)[None, :]
+    return torch.where(depth_one, batch.ids.roll(1, -1), batch.labels.roll(1, -1)).clamp(min=0)
+
+
+# ----------------------------------------------------------------------------- the run
+
+
+def train(data_dir: str | Path | list[str | Path], out_dir: str | Path, cfg: TrainConfig, resume: bool = False,
+          device: str = "cpu", log=print, command: str | None = None, eval_data: list | None = None) -> Path:
+    """Train a drafter on one or more `graft drafter-data` directories; returns the saved drafter directory,
+    or with `eval_data` only evaluates out/checkpoint there and returns the evaluation record's path."""
+    cfg.check()
+    st = begin(data_dir, out_dir, cfg, resume, device, eval_data, lambda c, run: Trainer(
+        c, run.target, run.train, run.heldout, run.layer_ids, run.eos, run.sampled_uids), log)
+    if st.eval_path:
+        return st.eval_path
+    return fit(st.trainer, st.run, st.ckpt, st.metrics, st.final, log, command)
+
+
+def train_run(run: Run, out_dir: str | Path, cfg: TrainConfig, log=print, command: str | None = None) -> Path:
+    """Train from scratch on a prepared `Run` (generated in this process by
+    `graftlib.training.drafter.pipeline`); returns the saved drafter directory."""
+    cfg.check()
+    ckpt, metrics, final = output_dirs(out_dir, False)
+    t_start = time.perf_counter()
+    trainer = Trainer(cfg, run.target, run.train, run.heldout, run.layer_ids, run.eos, run.sampled_uids)
+    log(f"start-up: trainer {time.perf_counter() - t_start:.0f} s")
+    return fit(trainer, run, ckpt, metrics, final, log, command)
+
+
+def fit(trainer: "Trainer", run: Run, ckpt: Path, metrics: Path, final: Path, log, command: str | None) -> Path:
+    """The run loop, then the drafter saved (bf16, z-lab layout) with its training.json."""
+    cfg = trainer.cfg
+    log(f"training a {cfg.layers}-layer drafter on {len(run.train)} sequences ({int(trainer.weights.sum())} anchors; "
+        f"{len(run.heldout)} held out), layers {run.layer_ids}, draft vocab {len(trainer.draft_ids)}, "
+        f"{cfg.blocks_per_step} blocks/step, {'bf16' if trainer.bf16 else 'fp32'}")
+    if trainer.step_no == 0:  # the warm start's lineage as it is now, not when the run ends (`lineage.save_curves`)
+        lineage.save_parent(final.parent, init_dir(cfg.init_drafter))
+    t_wall = time.perf_counter()
+    last_eval = run_loop(trainer, ckpt, metrics, run.data_info, log)
+    trainer.drafter.eval()
+    save_drafter(trainer.drafter, final, torch.bfloat16)  # shipped like z-lab's: bf16 weights
+    record = training_record(trainer, run, len(trainer.draft_ids), time.perf_counter() - t_wall, last_eval, command)
+    (final / "training.json").write_text(json.dumps(record, indent=1) + "\n")
+    lineage.save_curves(metrics, final, init_dir(cfg.init_drafter))
+    log(f"saved drafter to {final} ({trainer.step_no} steps, {trainer.elapsed_s / 60:.1f} min)")
+    return final
+
+
+def init_dir(init_drafter: str | None) -> str | Path | None:
+    """The directory of the warm start `init_drafter` (a path or "embedded"; None: no warm start)."""
+    return EMBEDDED_DRAFTER_DIR if init_drafter == EMBEDDED_DRAFTER else init_drafter
+
+
+def ablation_summary(run_dirs: list[str | Path], baseline: str = "base") -> list[dict]:
+    """One row per finished training run (its `drafter/training.json`): what differs from the
+    `baseline` run's config, the work done in the same time budget, and the final held-out
+    evaluation (top-1 / top-4 at depths 1, 2, 4, offline and in-loop chain tau). Runs without a
+    finished drafter are skipped, so a partial sweep summarizes what it has."""
+    runs = {Path(d).name: json.loads((Path(d) / "drafter" / "training.json").read_text())
+            for d in run_dirs if (Path(d) / "drafter" / "training.json").is_file()}
+    require(baseline in runs, f"ablation: no finished baseline run named {baseline!r} among {sorted(runs)}")
+    ignore = {"minutes", "max_steps", "eval_every", "log_every", "tau_prompts", "tau_tokens", "eval_blocks"}
+    base_cfg = runs[baseline]["config"]
+    rows = []
+    for name, r in runs.items():
+        e, cfg = r["final_eval"], r["config"]
+        rows.append({
+            "run": name, "changes": {k: v for k, v in cfg.items() if k not in ignore and base_cfg.get(k) != v},
+            "minutes": round(r["train_s"] / 60, 1), "steps": r["steps"], "blocks_seen": r["blocks_seen"],
+            **{f"top1_d{d}": e["acc_by_depth"][d - 1] for d in (1, 2, 4)},
+            **{f"top4_d{d}": e["top4_by_depth"][d - 1] for d in (1, 2, 4)},
+            "heldout_loss": e["heldout_loss"], "offline_tau": e["offline_tau"], "loop_tau": e.get("tau"),
+        })
+    return sorted(rows, key=lambda row: (row["run"] != baseline, -row["offline_tau"]))
+
+
+def write_ablation(root: str | Path, out: str | Path, baseline: str = "base",
+                   command: str = "experiments/drafter-ablation.sh") -> list[dict]:
+    """`ablation_summary` of every run under `root`, saved as JSON at `out` (with the command)."""
+    rows = ablation_summary(sorted(Path(root).iterdir()), baseline)
+    Path(out).write_text(json.dumps({"command": command, "baseline": baseline, "runs": rows}, indent=1) + "\n")
+    return rows
+
+
+def config_from_args(args) -> TrainConfig:
+    """The `TrainConfig` of `add_loop_args` + `add_drafter_args`' options."""
+    return TrainConfig(layers=args.layers, gamma=args.gamma, fc_init=args.fc_init, init_from_target=args.init_from_target,
+                       init_drafter=args.init_drafter, draft_head=args.draft_head, anchor_context=args.anchor_context,
+                       conv_kernel_size=args.conv_kernel_size, selector_rank=args.selector_rank,
+                       selector_top_k=args.selector_top_k, selector_alpha=args.selector_alpha,
+                       parts_only=args.parts_only,
+                       tau_prompts=args.tau_prompts, tau_tokens=args.tau_tokens, **loop_config_kwargs(args))
+
+
+def _main(args) -> int:
+    return run_command(args, train, config_from_args(args))
+
+
+def add_drafter_args(p, d: TrainConfig) -> None:
+    """The DFlash trainer's own options (beside `add_loop_args`')."""
+    p.add_argument("--layers", type=int, default=d.layers, help=f"drafter layers (default {d.layers})")
+    p.add_argument("--gamma", type=float, default=d.gamma,
+                   help=f"depth decay of the loss weights exp(-(k - 1) / gamma); smaller focuses the first depths "
+                        f"(default {d.gamma})")
+    p.add_argument("--tau-prompts", type=int, default=d.tau_prompts, help=f"held-out prompts for loop tau (default {d.tau_prompts})")
+    p.add_argument("--tau-tokens", type=int, default=d.tau_tokens, help=f"tokens per loop-tau prompt (default {d.tau_tokens})")
+    p.add_argument("--fc-init", default=d.fc_init, choices=("last", "random"), help=f"default {d.fc_init}")
+    p.add_argument("--init-from-target", action="store_true",
+                   help="start the layers from the target's last ones (default: random init, which learned ~2x "
+                        "faster at equal time in the shipped drafter's ablation)")
+    p.add_argument("--draft-head", action="store_true",
+                   help="the drafter's own LM head over its draft vocabulary, trained (starts as the target's rows; "
+                        "default: the target's head, frozen)")
+    p.add_argument("--anchor-context", action="store_true",
+                   help="every block position's input adds a projection of the anchor's context feature and "
+                        "embedding (starts at zero; module doc of graftlib.models.drafter)")
+    p.add_argument("--conv-kernel-size", type=int, default=d.conv_kernel_size, metavar="K",
+                   help="DFlash 2's block-local dynamic convolution around every sublayer with K taps (starts as the "
+                        "identity; default 0: none)")
+    p.add_argument("--selector-rank", type=int, default=d.selector_rank, metavar="R",
+                   help="DFlash 2's pairwise path selector of rank R, trained by its CE over the unary top-k "
+                        "(default 0: none)")
+    p.add_argument("--selector-top-k", type=int, default=d.selector_top_k,
+                   help=f"the selector's candidates per position (default {d.selector_top_k})")
+    p.add_argument("--selector-alpha", type=float, default=d.selector_alpha,
+                   help=f"weight of the selector's loss (default {d.selector_alpha})")
+    p.add_argument("--parts-only", action="store_true",
+                   help="train only DFlash 2's parts of the warm start, its other weights frozen (a selector alone then "
+                        "leaves the draft distributions, and the TDES scorer and SABA calibration fitted on them, as "
+                        "they were)")
+    p.add_argument("--init-drafter", default=None, metavar="DIR",
+                   help="warm start from a trained drafter (a directory, or 'embedded' for the shipped one): its "
+                        "weights and draft vocabulary; --draft-vocab must match it; a larger --layers appends "
+                        "layers that start as no-ops (grow_layers). The schedule "
+                        "starts anew (a checkpoint, --resume, continues exactly instead)")
+
+
+def add_parser(subparsers) -> None:
+    d = TrainConfig()
+    p = subparsers.add_parser(
+        "train-drafter", help="train a DFlash drafter on `graft drafter-data` output",
+        description="DFlash recipe (random anchors, packed blocks, depth-weighted CE) with periodic held-out "
+                    "evaluation including the in-loop chain tau; resumable; saves the drafter in the z-lab layout.",
+    )
+    add_loop_args(p, d)
+    add_drafter_args(p, d)
+    p.set_defaults(func=_main)

@@ -1,0 +1,548 @@
+"""Drafter training data: the target's own responses, with its features and next-token distribution
+captured on the way.
+
+What a sequence holds. For one training prompt (`data.pool(cfg.pool)`, default "drafter", never an
+evaluation prompt; or the items of a `--prompts` file), `tokens` = prompt + the target's response
+(stopped at EOS, which is kept, or at `max_response_tokens`), `prompt_len`, and
+- `features`: the target's hidden states after the layers `target_layer_ids` (HF
+  `hidden_states[i + 1]`, concatenated, fp16) for positions `[0, len(tokens) - 1)`. The last token
+  is never fed to the target, and no training block needs its features: a block's context is
+  strictly before its anchor, and an anchor needs at least one label after it.
+- `topk_ids` int32 / `topk_logp` fp16, [response_len, top_k]: row j is the top-k of the target's
+  log-softmax (temperature 1, fp32) at the position that produced response token j, i.e. its
+  distribution over `tokens[prompt_len + j]` given everything before. Distillation reads these
+  (`graftlib.training.drafter.dflash_train`, `distill`). With `top_k = 0` they are absent.
+
+Greedy by default; `sample_share` of the prompts (chosen by a hash of their uid, so stable as the
+set grows) get a response sampled at `sample_temperature` from one seeded generator per shard (the
+sampling issue wants T > 0 text too). Their top-k rows are still the T = 1 distribution. A step draws for the
+rows that sample at it and no others (decided on the host, no sync); older data drew for every
+row at every step of a run with any sampled row (10% of a branch run's time went to it), so one seed gives other
+draws now than then: equally valid data, not the same tokens.
+
+Branches (`branches` = n > 0): more greedy text from a fixed set of prompts. Every prompt is answered
+n times (uids `UID@branchJ`, J = 1..n), each response starting with a short sampled prefix (1 ..
+`branch_tokens` tokens at `sample_temperature`, the length drawn by a hash of the uid) and going on
+greedily. The prefix is stored as part of the prompt (`prompt_len` = prompt + prefix, its features
+kept as context), so the stored response is the target's greedy continuation of that context and
+every training anchor and label lies in greedy text: a task pool whose few thousand prompts are
+already answered (and learned by heart) gives new, different greedy trajectories of the same
+distribution. Responses that end inside their prefix are dropped. The training split holds every
+branch of one prompt on the same side (`base_uid`).
+
+How it is made. `generate_sequences` decodes on the HF decoder body itself by continuous batching:
+`batch_size` rows decode together with a 2D attention mask, per-row position ids and the buffered KV
+cache of `graftlib.core.kvcache`, the LM head on the last position only. When a row's sequence
+finishes (EOS or the cap), the row is free; once an eighth of the batch is free, the next prompts
+(length-sorted, so they pad little) are prefilled together on their own, and each one's K/V is written
+into a free row right-aligned to the cache's end, the row's columns before it masked out
+(`BufferedLayer.write_rows`; positions are the row's own, so RoPE'd keys are valid in any column). A prompt
+admitted several times at once (a prompt's branches sit side by side in the length order) is prefilled once and
+its rows copied.
+The cache grows at the front when a new prompt is wider than it (`shift_front`), and every 16 steps
+drops the leading columns that no live row reaches. So the batch stays full until the prompts run
+out, instead of emptying towards its longest response; then finished rows leave it (their cache
+rows too) once a quarter has finished. The prefill yields the prompt's features, each step the fed
+token's features, written into preallocated per-sequence buffers, so features cost no second pass.
+One host sync per step (which rows finished).
+
+On disk: `graftlib.training.drafter.store` (the index, shards of tokens and top-k, memory-mapped features).
+"""
+
+import hashlib
+import json
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import torch
+
+from graftlib.core.errors import require
+from graftlib.core.kvcache import BufferedLayer, target_cache
+from graftlib.training.drafter.store import (
+    SHARED_KEYS,
+    DataIndex,
+    Sequence,
+    features_path,
+    read_index,
+    read_prompts,
+    write_index,
+    write_prompts,
+    write_shard,
+)
+
+# The target's compute dtype while generating. float32 is the target graftlib decodes with, so its
+# responses are exactly the greedy ones the drafter will be verified against. bfloat16 runs the same
+# weights ~2.5x faster on a CPU with AMX / AVX512-BF16 (batch 128, one thread: 131 vs ~50 response
+# tokens/s) and on GPUs, at the price of rounding: measured on the embedded target, the float32 target's
+# argmax, teacher-forced over bf16 greedy responses, is the stored token at 98.3% of positions. Those
+# responses are still the target's text (as a sampled share is), so they serve as training data; each
+# shard records its dtype, the evaluation's greedy references are checked against the float32 target
+# in the loop (in-loop tau), and `graft drafter-corpus --to-data` recomputes float32 features and
+# top-k from the tokens of any shard.
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
+
+@dataclass
+class DataConfig:
+    target: str = "smollm2-135m"
+    pool: str = "drafter"  # or a --prompts file (its path is recorded as the pool)
+    n_prompts: int = 1024
+    max_prompt_tokens: int = 256  # longer prompts have their question cut (data.format_prompt)
+    max_response_tokens: int = 384
+    batch_size: int = 48
+    shard_size: int = 96  # prompts per shard (one log line and one resumable unit each)
+    top_k: int = 16  # target log-probs stored per response position (0: none)
+    sample_share: float = 0.0  # share of prompts answered by sampling instead of greedy
+    sample_temperature: float = 0.8
+    target_layer_ids: list[int] | None = None  # None: the embedded drafter's
+    max_minutes: float | None = None  # start no new shard after this
+    dtype: str = "float32"  # the target's compute dtype while generating ("bfloat16": see DTYPES)
+    branches: int = 0  # > 0: each prompt answered this many times, a sampled prefix then greedy (module doc)
+    branch_tokens: int = 32  # the longest sampled prefix of a branch
+
+    def check(self) -> None:
+        require(self.n_prompts >= 1, f"n_prompts must be >= 1, got {self.n_prompts}")
+        require(self.shard_size >= 1, f"shard_size must be >= 1, got {self.shard_size}")
+        require(self.batch_size >= 1, f"batch_size must be >= 1, got {self.batch_size}")
+        require(self.max_response_tokens >= 1, f"max_response_tokens must be >= 1, got {self.max_response_tokens}")
+        require(self.top_k >= 0, f"top_k must be >= 0, got {self.top_k}")
+        require(0 <= self.sample_share <= 1, f"sample_share must be in [0, 1], got {self.sample_share}")
+        require(self.sample_temperature > 0, f"sample_temperature must be > 0, got {self.sample_temperature}")
+        require(self.dtype in DTYPES, f"dtype {self.dtype!r} is not one of {sorted(DTYPES)}")
+        require(self.branches >= 0, f"branches must be >= 0, got {self.branches}")
+        require(self.branch_tokens >= 1, f"branch_tokens must be >= 1, got {self.branch_tokens}")
+        require(not (self.branches and self.sample_share),
+                "branches and sample_share do not mix: a branch's prefix is sampled, the rest greedy")
+        require(self.branch_tokens < self.max_response_tokens or not self.branches,
+                f"branch_tokens ({self.branch_tokens}) must be below max_response_tokens ({self.max_response_tokens})")
+
+
+def eos_ids(model, tokenizer) -> list[int]:
+    """The target's EOS ids: generation config plus the tokenizer's."""
+    eos = model.generation_config.eos_token_id
+    ids = list(eos) if isinstance(eos, list) else [eos] if eos is not None else []
+    if tokenizer is not None and tokenizer.eos_token_id is not None and tokenizer.eos_token_id not in ids:
+        ids.append(tokenizer.eos_token_id)
+    return ids
+
+
+def sampled(uid: str, share: float) -> bool:
+    """Whether the prompt `uid` is answered by sampling: a stable hash of the uid, salted so that it is
+    independent of the training split's held-out hash (`drafter_train.heldout_split`), which would
+    otherwise make every held-out response a sampled one whenever heldout < share."""
+    return share > 0 and int(hashlib.sha256(f"sample/{uid}".encode()).hexdigest()[:8], 16) < share * 2 ** 32
+
+
+BRANCH = "@branch"
+
+
+def branch_uid(uid: str, j: int) -> str:
+    """The uid of prompt `uid`'s j-th branch (1-based)."""
+    return f"{uid}{BRANCH}{j}"
+
+
+def base_uid(uid: str) -> str:
+    """The prompt's own uid (a branch's without its suffix): what the training split hashes."""
+    return uid.split(BRANCH, 1)[0]
+
+
+def branch_prefix(uid: str, longest: int) -> int:
+    """The sampled prefix length of branch `uid`: 1 .. `longest`, by a stable hash of the uid."""
+    return 1 + int(hashlib.sha256(f"branch/{uid}".encode()).hexdigest()[:8], 16) % longest
+
+
+def work_items(items: list, cfg: "DataConfig") -> list:
+    """The items to answer: the first `cfg.n_prompts` prompts, each as its `cfg.branches` branches side by
+    side when branching (a shard then holds `shard_size` branches)."""
+    items = items[:cfg.n_prompts]
+    if not cfg.branches:
+        return items
+    return [replace(item, uid=branch_uid(item.uid, j)) for item in items for j in range(1, cfg.branches + 1)]
+
+
+def as_branch(seq: "Sequence", prefix: int) -> "Sequence | None":
+    """`seq` with its first `prefix` response tokens moved into the prompt (their top-k rows dropped);
+    None when the response ends inside the prefix or right after it (no label left to train on)."""
+    if seq.response_len < prefix + 2:
+        return None
+    seq.prompt_len += prefix
+    if seq.topk_ids is not None:
+        seq.topk_ids, seq.topk_logp = seq.topk_ids[prefix:], seq.topk_logp[prefix:]
+    return seq
+
+
+REFILL_SHARE = 8  # a batch of R rows is refilled once R // 8 of them (at least one) have finished
+COMPACT_EVERY, COMPACT_MIN = 16, 64  # every 16 steps, drop the cache's leading columns when >= 64 are no live row's
+SHRINK_SHARE = 4  # with no prompt left to admit, finished rows leave the batch once a quarter has finished
+
+
+def _prefill(model, prompts: list[list[int]], layer_ids: list[int], feature_dtype: torch.dtype, capacity: int):
+    """One left-padded prefill of `prompts`: (its cache, its 2D mask [m, w], the last position's hidden
+    state [m, H], each prompt's features [len(p), F]). A prompt given several times (the branches of one
+    prompt, admitted together) is computed once and its rows copied."""
+    unique = list(dict.fromkeys(map(tuple, prompts)))
+    if len(unique) < len(prompts):
+        cache, mask, last, feats = _prefill(model, [list(p) for p in unique], layer_ids, feature_dtype, capacity)
+        where = {p: j for j, p in enumerate(unique)}
+        rows = [where[tuple(p)] for p in prompts]
+        idx = torch.tensor(rows, device=model.device)
+        for layer in cache.layers:
+            layer.batch_select_indices(idx)
+        return cache, mask[idx], last[idx], [feats[j] for j in rows]
+    device = model.device
+    w = max(len(p) for p in prompts)
+    ids = torch.zeros(len(prompts), w, dtype=torch.long, device=device)
+    mask = torch.zeros_like(ids)
+    for i, p in enumerate(prompts):
+        ids[i, w - len(p):] = torch.tensor(p, device=device)
+        mask[i, w - len(p):] = 1
+    cache = target_cache(model.config, capacity)
+    require(all(isinstance(layer, BufferedLayer) for layer in cache.layers),
+            f"drafter data: {type(model.config).__name__} has sliding-window layers, which batched generation "
+            "with refilled rows does not support (a full-attention target is needed)")
+    out = model.model(input_ids=ids, attention_mask=mask, position_ids=(mask.cumsum(-1) - 1).clamp(min=0),
+                      cache=cache, use_cache=True, output_hidden_states=True)
+    feats = torch.cat([out.hidden_states[i + 1] for i in layer_ids], dim=-1).to(feature_dtype)
+    return cache, mask, out.last_hidden_state[:, -1], [feats[i, w - len(p):] for i, p in enumerate(prompts)]
+
+
+@torch.inference_mode()
+def generate_sequences(model, prompts: list[list[int]], layer_ids: list[int], max_new_tokens: int,
+                       eos: list[int], batch_size: int, progress=None,
+                       feature_dtype: torch.dtype = torch.float16, top_k: int = 0,
+                       temperatures: list[float] | None = None, generator: torch.Generator | None = None,
+                       sampled_tokens: list[int] | None = None) -> list[Sequence]:
+    """Responses for `prompts` (in their order), features and top-k log-probs captured while decoding,
+    by continuous batching (module doc). `temperatures[i]` = 0 (default) decodes prompt i greedily,
+    > 0 samples it: its first `sampled_tokens[i]` response tokens (default: all), the rest greedily;
+    `progress(n, tokens)` is called as sequences finish."""
+    require(batch_size >= 1, f"batch_size must be >= 1, got {batch_size}")
+    require(max_new_tokens >= 1, f"max_response_tokens must be >= 1, got {max_new_tokens}")
+    require(all(len(p) > 0 for p in prompts), "empty prompt: nothing to condition on")
+    if not prompts:
+        return []
+    device, n = model.device, len(prompts)
+    temps = temperatures or [0.0] * n
+    until = sampled_tokens or [max_new_tokens] * n
+    n_feat = len(layer_ids) * model.config.hidden_size
+    k = min(top_k, model.config.vocab_size)
+    # by sequence: response token j, the features of its position (j < r - 1 are kept), its top-k row
+    resp = torch.zeros(n, max_new_tokens, dtype=torch.long, device=device)
+    resp_feat = torch.zeros(n, max_new_tokens, n_feat, dtype=feature_dtype, device=device)
+    top_ids = torch.zeros(n, max_new_tokens, k, dtype=torch.int32, device=device)
+    top_logp = torch.zeros(n, max_new_tokens, k, dtype=torch.float16, device=device)
+    n_resp = torch.zeros(n, dtype=torch.long, device=device)
+    prompt_feat: list[torch.Tensor | None] = [None] * n
+    eos_t = torch.tensor(eos or [-1], device=device)
+    queue = sorted(range(n), key=lambda i: len(prompts[i]))  # prompts of similar length are admitted together
+
+    first, queue = queue[:batch_size], queue[batch_size:]
+    cache, mask, last, feats = _prefill(model, [prompts[i] for i in first], layer_ids, feature_dtype,
+                                        max(len(prompts[i]) for i in first) + max_new_tokens)
+    for i, f in zip(first, feats):
+        prompt_feat[i] = f
+    slot = list(first)  # batch row -> sequence (-1: finished, free for the next prompt); host side
+    fed = [0] * len(slot)  # response tokens the row's sequence has fed to the cache
+    slot_t = torch.tensor(slot, device=device)
+    pos = torch.tensor([len(prompts[i]) for i in first], device=device)  # position of the row's next fed token
+    for step in range(n * max_new_tokens + 1):
+        free = [r for r, s in enumerate(slot) if s < 0]
+        if queue and free and (len(free) >= max(1, len(slot) // REFILL_SHARE) or len(free) == len(slot)):
+            take, queue = queue[:len(free)], queue[len(free):]
+            rows = free[:len(take)]
+            sub, sub_mask, sub_last, feats = _prefill(model, [prompts[i] for i in take], layer_ids, feature_dtype,
+                                                      max(len(prompts[i]) for i in take))
+            width = sub_mask.shape[1] - mask.shape[1]
+            if width > 0:  # the new prompts are longer than the cache: it grows at the front
+                for layer in cache.layers:
+                    layer.shift_front(width)
+                mask = torch.cat([mask.new_zeros(len(slot), width), mask], dim=1)
+            idx = torch.tensor(rows, device=device)
+            for layer, new in zip(cache.layers, sub.layers):
+                layer.write_rows(idx, new.keys, new.values)
+            mask[idx] = 0
+            mask[idx, mask.shape[1] - sub_mask.shape[1]:] = sub_mask
+            last = last.clone()
+            last[idx] = sub_last
+            for r, i, f in zip(rows, take, feats):
+                slot[r], fed[r], prompt_feat[i] = i, 0, f
+            slot_t = torch.tensor(slot, device=device)
+            pos[idx] = torch.tensor([len(prompts[i]) for i in take], device=device)
+        # next tokens of every row ([rows, V] logits); rows of finished sequences compute and drop theirs
+        logits = model.lm_head(last).float()
+        nxt = logits.argmax(-1)
+        seq_of_row = slot_t.clamp(min=0)
+        # rows drawing this step: a live sequence with T > 0 inside its sampled span (fed[r] is the index of the
+        # token it produces now; all host-side, no sync); only their rows are softmaxed and drawn from
+        drawing = [r for r, s in enumerate(slot) if s >= 0 and temps[s] > 0 and fed[r] < until[s]]
+        if drawing:
+            rows_d = torch.tensor(drawing, device=device)
+            t = torch.tensor([temps[slot[r]] for r in drawing], dtype=torch.float32, device=device)
+            probs = torch.softmax(logits[rows_d] / t[:, None], -1)
+            nxt[rows_d] = torch.multinomial(probs, 1, generator=generator)[:, 0]
+        live = slot_t >= 0
+        seq, j = slot_t[live], n_resp[slot_t[live]]
+        resp[seq, j] = nxt[live]
+        if k:
+            logp = torch.log_softmax(logits[live], -1).topk(k, dim=-1)
+            top_ids[seq, j] = logp.indices.to(torch.int32)
+            top_logp[seq, j] = logp.values.to(torch.float16)
+        n_resp[seq] += 1
+        done = live & (torch.isin(nxt, eos_t) | (n_resp[seq_of_row] >= max_new_tokens))
+        finished = done.nonzero()[:, 0].tolist()  # the step's one host sync
+        for r in finished:
+            if progress is not None:
+                progress(1, fed[r] + 1)
+            slot[r] = -1
+        if finished:
+            slot_t = torch.tensor(slot, device=device)
+        if all(s < 0 for s in slot) and not queue:
+            break
+        n_free = sum(s < 0 for s in slot)
+        if not queue and n_free >= max(1, len(slot) // SHRINK_SHARE):  # the tail: finished rows leave the batch
+            keep = [r for r, s in enumerate(slot) if s >= 0]
+            idx = torch.tensor(keep, device=device)
+            for layer in cache.layers:
+                layer.batch_select_indices(idx)
+            mask, pos, nxt, slot, fed = mask[idx], pos[idx], nxt[idx], [slot[r] for r in keep], [fed[r] for r in keep]
+            slot_t = torch.tensor(slot, device=device)
+        # feed the tokens: [rows, 1] at each row's own position, the cache one column wider
+        mask = torch.cat([mask, mask.new_ones(len(slot), 1)], dim=1)
+        out = model.model(input_ids=nxt[:, None], attention_mask=mask, position_ids=pos[:, None], cache=cache,
+                          use_cache=True, output_hidden_states=True)
+        live = slot_t >= 0
+        seq = slot_t[live]
+        resp_feat[seq, n_resp[seq] - 1] = torch.cat([out.hidden_states[i + 1] for i in layer_ids],
+                                                    dim=-1)[live, 0].to(feature_dtype)
+        last = out.last_hidden_state[:, -1]
+        pos += 1
+        fed = [f + 1 for f in fed]
+        if step % COMPACT_EVERY == COMPACT_EVERY - 1:  # columns before every live row's prompt: dropped
+            span = max((len(prompts[s]) + f for s, f in zip(slot, fed) if s >= 0), default=0)
+            cut = mask.shape[1] - span
+            if cut >= COMPACT_MIN:
+                for layer in cache.layers:
+                    layer.shift_front(-cut)
+                mask = mask[:, cut:]
+    n_resp = n_resp.tolist()
+    return [Sequence(torch.cat([torch.tensor(p), resp[i, :n_resp[i]].cpu()]), len(p),
+                     torch.cat([prompt_feat[i], resp_feat[i, :n_resp[i] - 1]]).cpu(),
+                     topk_ids=top_ids[i, :n_resp[i]].cpu() if k else None,
+                     topk_logp=top_logp[i, :n_resp[i]].cpu() if k else None)
+            for i, p in enumerate(prompts)]
+
+
+# ----------------------------------------------------------------------------- building
+
+
+def open_index(out: Path, shared: dict) -> DataIndex:
+    """The directory's index, created on first use; refuses one written with other settings."""
+    index = read_index(out)
+    if index is None:
+        out.mkdir(parents=True, exist_ok=True)
+        index = DataIndex(**shared)
+        write_index(out, index)
+        return index
+    have = index.shared()
+    diff = [f"{k} {have[k]!r} (asked {shared[k]!r})" for k in SHARED_KEYS if have[k] != shared[k]]
+    require(not diff, f"drafter data in {out} was made with other settings: {'; '.join(diff)}; "
+                      "use another --out directory")
+    return index
+
+
+def shard_done(out: Path, entry: dict | None, count: int) -> bool:
+    if entry is None or entry["count"] < count:
+        return False
+    path = out / entry["file"]
+    return path.is_file() and features_path(path).is_file()
+
+
+def generate_chunk(model, tokenizer, chunk: list, first: int, cfg: DataConfig, layer_ids: list[int],
+                   eos: list[int], progress=None) -> tuple[list[Sequence], dict]:
+    """The responses to `chunk` (data.Item; prompt indices `first`..), with their uids, and its log
+    entry (counts, seconds, tokens/s, uids). The generator is seeded by `first`, so a chunk's sampled
+    responses do not depend on what ran before it."""
+    from graftlib.data.prompts import format_prompt
+
+    prompts = [format_prompt(item, tokenizer, cfg.max_prompt_tokens).input_ids for item in chunk]
+    if cfg.branches:
+        temps = [cfg.sample_temperature] * len(chunk)
+        prefix = [branch_prefix(item.uid, cfg.branch_tokens) for item in chunk]
+    else:
+        temps = [cfg.sample_temperature if sampled(item.uid, cfg.sample_share) else 0.0 for item in chunk]
+        prefix = None
+    gen = torch.Generator(model.device).manual_seed(first)
+    t0 = time.perf_counter()
+    seqs = generate_sequences(model, prompts, layer_ids, cfg.max_response_tokens, eos, cfg.batch_size,
+                              progress=progress, top_k=cfg.top_k, temperatures=temps, generator=gen,
+                              sampled_tokens=prefix)
+    seconds = time.perf_counter() - t0
+    for item, seq in zip(chunk, seqs):
+        seq.uid = item.uid
+    made = len(seqs)
+    if prefix is not None:
+        seqs = [b for b in (as_branch(s, k) for s, k in zip(seqs, prefix)) if b is not None]
+    resp = sum(seq.response_len for seq in seqs)
+    return seqs, {"first": first, "count": len(chunk), "n_seqs": len(seqs),
+                  "prompt_tokens": sum(seq.prompt_len for seq in seqs), "response_tokens": resp,
+                  "eos_stops": sum(int(seq.tokens[-1]) in eos for seq in seqs), "sampled": sum(t > 0 for t in temps),
+                  "dropped": made - len(seqs),
+                  "seconds": round(seconds, 2), "tokens_per_s": round(resp / max(seconds, 1e-9), 1),
+                  "batch_size": cfg.batch_size, "device": model.device.type, "dtype": cfg.dtype,
+                  "uids": [seq.uid for seq in seqs]}  # the stored sequences' (a dropped branch has none)
+
+
+def build_dataset(out: str | Path, cfg: DataConfig, model, tokenizer, items: list, layer_ids: list[int],
+                  log=print) -> DataIndex:
+    """Generate the missing shards for the first `cfg.n_prompts` of `items` (data.Item)."""
+    from tqdm import tqdm
+
+    cfg.check()
+    n_layers = model.config.num_hidden_layers
+    bad = [i for i in layer_ids if not 0 <= i < n_layers]
+    require(not bad, f"target_layer_ids {bad} out of range for a {n_layers}-layer target")
+    need = cfg.max_prompt_tokens + cfg.max_response_tokens
+    require(need <= model.config.max_position_embeddings,
+            f"max_prompt_tokens + max_response_tokens = {need} exceeds the target's "
+            f"{model.config.max_position_embeddings} positions")
+    out = Path(out)
+    shared = {"target": cfg.target, "pool": cfg.pool, "target_layer_ids": list(layer_ids),
+              "hidden_size": model.config.hidden_size, "max_prompt_tokens": cfg.max_prompt_tokens,
+              "max_response_tokens": cfg.max_response_tokens, "shard_size": cfg.shard_size, "top_k": cfg.top_k,
+              "sample_share": cfg.sample_share, "sample_temperature": cfg.sample_temperature,
+              "branches": cfg.branches, "branch_tokens": cfg.branch_tokens}
+    index = open_index(out, shared)
+    items = work_items(items, cfg)
+    n = len(items)
+    eos = eos_ids(model, tokenizer)
+    done = {s["file"]: s for s in index.shards}
+    plan = []
+    for first in range(0, n, cfg.shard_size):
+        count = min(cfg.shard_size, n - first)
+        name = f"shard-{first // cfg.shard_size:05d}.safetensors"
+        if not shard_done(out, done.get(name), count):
+            plan.append((name, first, count))
+    log(f"drafter data in {out}: {len(index.shards)} shards done, {len(plan)} to make "
+        f"({n} prompts of pool '{cfg.pool}', layers {list(layer_ids)}, top-{cfg.top_k} log-probs)")
+    t_start = time.perf_counter()
+    bar = tqdm(total=sum(c for _, _, c in plan), unit="prompt", dynamic_ncols=True)
+    for name, first, count in plan:
+        if cfg.max_minutes is not None and time.perf_counter() - t_start > 60 * cfg.max_minutes:
+            log(f"time budget of {cfg.max_minutes} min reached; re-run to continue")
+            break
+        seqs, stats = generate_chunk(model, tokenizer, items[first:first + count], first, cfg, layer_ids, eos,
+                                     progress=lambda k, _: bar.update(k))
+        size = write_shard(out / name, seqs)
+        entry = {"file": name, **stats, "bytes": size}
+        resp = stats["response_tokens"]
+        index.shards = [s for s in index.shards if s["file"] != name] + [entry]
+        write_index(out, index)
+        tot = index.totals()
+        bar.write(f"{name}: {len(seqs)} seqs, {resp} response tokens in {stats['seconds']:.0f} s "
+                  f"({stats['tokens_per_s']:.0f} tok/s); total {tot['n_seqs']} seqs, {tot['response_tokens']} "
+                  f"response tokens, {tot['bytes'] / 2 ** 30:.2f} GiB")
+    bar.close()
+    return index
+
+
+def default_layer_ids() -> list[int]:
+    """The embedded drafter's target layers (its config.json ships without weights)."""
+    from graftlib.models.drafter import EMBEDDED_DRAFTER_DIR, DFlashConfig
+
+    raw = json.loads((EMBEDDED_DRAFTER_DIR / "config.json").read_text())
+    return list(DFlashConfig.from_dict(raw).target_layer_ids)
+
+
+def make_dataset(out: str | Path, cfg: DataConfig, device: str | None = None,
+                 prompts_file: str | Path | None = None) -> DataIndex:
+    """Load the target and the prompts (the pool, or a prompts file), then build (or resume) `out`."""
+    from graftlib.data.prompts import pool
+    from graftlib.models.target import load_target
+
+    layer_ids = cfg.target_layer_ids or default_layer_ids()
+    if prompts_file is not None:
+        items = read_prompts(prompts_file)
+        cfg.pool = f"file:{Path(prompts_file).name}"
+    else:
+        items = pool(cfg.pool, limit=cfg.n_prompts)
+    model, tokenizer = load_target(cfg.target, device=device, dtype=DTYPES[cfg.dtype])
+    return build_dataset(out, cfg, model, tokenizer, items, layer_ids)
+
+
+def _main(args) -> int:
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    if args.export_prompts:
+        from graftlib.data.prompts import pool
+
+        items = pool(args.pool, limit=args.n_prompts)
+        write_prompts(args.export_prompts, items)
+        print(f"wrote {len(items)} prompts of pool '{args.pool}' to {args.export_prompts}")
+        return 0
+    require(args.out, "graft drafter-data needs --out (or --export-prompts FILE)")
+    cfg = data_config_from_args(args, target_layer_ids=args.target_layer_ids, max_minutes=args.max_minutes)
+    index = make_dataset(args.out, cfg, args.device, args.prompts)
+    tot = index.totals()
+    rate = tot["response_tokens"] / max(tot["seconds"], 1e-9)
+    print(f"drafter data: {tot['n_seqs']} sequences, {tot['prompt_tokens']} prompt + {tot['response_tokens']} "
+          f"response tokens in {len(index.shards)} shards ({args.out}; {tot['bytes'] / 2 ** 30:.2f} GiB on disk; "
+          f"generated at {rate:.0f} response tokens/s)")
+    return 0
+
+
+def add_parser(subparsers) -> None:
+    d = DataConfig()
+    p = subparsers.add_parser(
+        "drafter-data", help="generate drafter training data (target responses + features + top-k log-probs)",
+        description="Responses of the target to training-pool prompts (batched greedy; optionally a share "
+                    "sampled), with the target's hidden states of the drafter's layers and its top-k "
+                    "next-token log-probs captured while generating; resumable shards.",
+    )
+    p.add_argument("--out", default=None, help="data directory (re-running skips finished shards)")
+    add_data_args(p, d)
+    p.add_argument("--export-prompts", default=None, metavar="FILE",
+                   help="write the first --n-prompts of --pool to FILE (JSONL, .gz to compress) and stop")
+    p.add_argument("--target-layer-ids", type=int, nargs="+", default=None,
+                   help="target layers whose features are stored (default: the embedded drafter's)")
+    p.add_argument("--max-minutes", type=float, default=None, help="start no new shard after this many minutes")
+    p.add_argument("--device", default=None, help="cpu or cuda (default: cuda if available)")
+    p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
+    p.set_defaults(func=_main)
+
+
+def add_data_args(p, d: DataConfig) -> None:
+    """The generation options shared by `graft drafter-data` and `graft drafter-pipeline` (defaults from `d`)."""
+    p.add_argument("--target", default=d.target, help=f"target model (default {d.target})")
+    p.add_argument("--pool", default=d.pool, help=f"training pool (graftlib.data.prompts.POOLS; default {d.pool!r})")
+    p.add_argument("--prompts", default=None, help="read the prompts from this file instead of --pool "
+                                                   "(JSONL[.gz] written by --export-prompts)")
+    p.add_argument("--n-prompts", type=int, default=d.n_prompts, help=f"first prompts of the pool (default {d.n_prompts})")
+    p.add_argument("--max-prompt-tokens", type=int, default=d.max_prompt_tokens,
+                   help=f"cut longer questions to fit (default {d.max_prompt_tokens})")
+    p.add_argument("--max-response-tokens", type=int, default=d.max_response_tokens,
+                   help=f"response cap (default {d.max_response_tokens})")
+    p.add_argument("--batch-size", type=int, default=d.batch_size, help=f"generation batch (default {d.batch_size})")
+    p.add_argument("--shard-size", type=int, default=d.shard_size, help=f"prompts per shard, or per generation chunk in drafter-pipeline (default {d.shard_size})")
+    p.add_argument("--top-k", type=int, default=d.top_k,
+                   help=f"target log-probs stored per response token for distillation (default {d.top_k}; 0: none)")
+    p.add_argument("--sample-share", type=float, default=d.sample_share,
+                   help=f"share of prompts answered by sampling (default {d.sample_share})")
+    p.add_argument("--sample-temperature", type=float, default=d.sample_temperature,
+                   help=f"temperature of the sampled responses (default {d.sample_temperature})")
+    p.add_argument("--dtype", choices=sorted(DTYPES), default=d.dtype,
+                   help=f"the target's compute dtype while generating (default {d.dtype}; bfloat16: ~2.5x faster "
+                        "on CPUs with AMX, 98%% of tokens the float32 target's greedy ones; recorded per shard)")
+    p.add_argument("--branches", type=int, default=d.branches,
+                   help="answer every prompt this many times, each response a sampled prefix (at --sample-temperature) "
+                        f"then greedy, the prefix stored as context (default {d.branches}: off)")
+    p.add_argument("--branch-tokens", type=int, default=d.branch_tokens,
+                   help=f"the longest sampled prefix of a branch (default {d.branch_tokens})")
+
+
+def data_config_from_args(args, **extra) -> DataConfig:
+    """The `DataConfig` of `add_data_args`' options (plus `extra` fields)."""
+    return DataConfig(target=args.target, pool=args.pool, n_prompts=args.n_prompts,
+                      max_prompt_tokens=args.max_prompt_tokens, max_response_tokens=args.max_response_tokens,
+                      batch_size=args.batch_size, shard_size=args.shard_size, top_k=args.top_k,
+                      sample_share=args.sample_share, sample_temperature=args.sample_temperature,
+                      dtype=args.dtype, branches=args.branches, branch_tokens=args.branch_tokens, **extra)

@@ -1,0 +1,318 @@
+"""`graft calibrate`: fit SABA's cost (eq. 17) and gain (eq. 16) on this machine and save them.
+
+Both models are fitted on the same data: same-prefix replay (`graftlib.training.graft.replay`) of reference
+ddtree trajectories on held-out validation prompts (`data.pool("val")`, never evaluation prompts)
+and `--regular-prompts` of the regular set's validation split (text whose gain keeps growing with B,
+so the fit has seen confident states; `graftlib.data.regular`), over the budget grid plus budget 0
+(one plain AR step).
+
+Cost: (c0, c1, c2, c3, c4) and the AR step's C_AR(P) = a0 + c4 P (`c_ar`, SABA's AR gate), jointly
+by non-negative least squares (`saba_fit.fit_cost`: a node never gets cheaper with the prefix; c4 is
+the prefix term rounds and AR steps share) of the replayed rounds' in-loop latencies (tree build
++ verify + commit, with real candidates, so the LM-head rows of the greedy walk are paid as in
+decoding) on (B, prefix), budget 0 being the AR step; c0 then gets the median draft-step time
+(constant in B), so C_t(B) is the whole round latency; `c_draft` is that median draft time (sunk
+for SABA's post-draft gate). By default the cost table (`saba_fit.fit_cost_table`) then adds each
+grid budget's median residual to eq. 17 (kernel steps in the verify cost; `--cost eq17` leaves it
+out). (A first version timed rounds on random candidates instead: the walk then stops
+at the root, and the fit missed ~10 ms per round of LM-head rows on this CPU.) Those rows still
+vary with the round's acceptance at a given B, which eq. 17 cannot see (it prices B before the rows
+are known): `saba_fit.fit_rows_cost` fits what each row costs beyond the budget's mean
+(`rows_cost`), for the cost profile that prices finished rounds (`graftlib.methods.cost_profile`).
+
+Gain: the replay (`graftlib.training.graft.replay`) of a reference ddtree trajectory on held-out
+validation prompts (`data.pool("val")`, never evaluation prompts) over the budget grid gives
+a_t(B) and s_t per round (B >= 1); (phi, alpha) are fitted by least squares (`saba_fit.fit_gain`),
+and by default the gain table (`saba_fit.fit_gain_table`, one linear model per budget; `--gain eq16`
+leaves it out: the paper's model), and `hist_prior` is the mean accepted length of the reference rounds (while replaying, the first
+round of each trajectory sees hist_t = 2.0, the builtin prior, as no fitted one exists yet).
+
+At T > 0 (`--temperature`, `--top-p`, `--seed`) the reference trajectories sample, each
+validation prompt with its own seed (`core.sampling.prompt_sampling`, as in `graft bench`), and
+every budget of a round replays with the round's random stream (`graftlib.training.graft.replay`): the
+fit then sees a_t(B) and s_t as SABA meets them when decoding at that temperature. The calibration
+records the sampling in `meta["sampling"]`; at T = 0 nothing is added (the greedy calibration is
+written as before).
+
+The saved JSON (`SabaParams`) records hardware, target, drafter, the pair's identity (names and
+weight fingerprints, checked on use: `graftlib.methods.artifacts`), date, grid, prompt count and
+fit quality; its `id` (a hash of the numbers) is what replay records name as their calibration.
+`offline_tracking` scores any parameters on replay records: retained oracle throughput of the
+budgets SABA would have picked, using the measured a_t(B) / l_t(B) (its AR gate, when budget 0 was
+replayed, sees the previous round's conf/degen, as in the decode loop; the post-draft gate sees
+the round's own state and, when it declines, pays the draft time on top of the AR step; the
+online gain correction runs over each prompt's rounds; no probe schedule).
+"""
+
+import json
+import math
+import statistics
+import sys
+from dataclasses import asdict, replace
+from pathlib import Path
+
+import numpy as np
+
+from graftlib.core.builders import FixedBudget, HeapTreeBuilder
+from graftlib.core.errors import require
+from graftlib.core.hardware import hardware_id
+from graftlib.core.records import append_record, read_records, setting_id
+from graftlib.core.sampling import GREEDY, Sampling, prompt_sampling
+from graftlib.data.regular import VAL_COUNT as REGULAR_VAL
+from graftlib.methods.args import add_model_args, add_sampling_args, sampling_from_args
+from graftlib.methods.cost_profile import CostProfile, load_profile, with_costs
+from graftlib.methods.saba import BudgetGrid
+from graftlib.methods.saba_extensions import GainCorrection, ar_utility
+from graftlib.methods.saba_params import CPU_GRID, DEFAULT_PATH, SabaParams
+from graftlib.training.graft.replay import ReplayDecoder, ReplayRecord, WalkReplay, priced
+from graftlib.training.graft.saba_fit import (
+    calibration_meta,
+    fit_cost,
+    fit_cost_table,
+    fit_gain,
+    fit_gain_table,
+    fit_rows_cost,
+)
+
+GAIN_MODELS = ("table", "eq16")
+REGULAR_PROMPTS = 8  # of them replayed by default (`graft calibrate`, `graft prepare`)
+COST_MODELS = ("table", "eq17")
+
+
+def replay_rounds(target, drafter, prompts: list[list[int]], grid: list[int], ref_budget: int,
+                  max_new_tokens: int, eos_ids=None, window: int = 8, hist_prior: float = 2.0,
+                  sampling: Sampling = GREEDY, uids: list[str] | None = None, walk: bool = False,
+                  checkpoint: str | Path | None = None, setting: dict | None = None,
+                  log=None) -> list[ReplayRecord]:
+    """Replay records of reference ddtree@ref_budget trajectories over `grid`; rounds numbered globally.
+    At T > 0 prompt i replays with the seed `prompt_sampling(sampling, uids[i])` (uids: "0", "1", ..).
+    `walk`: the grid's a_t(B) walked, not verified, and untimed (`graftlib.training.graft.replay.WalkReplay`, T = 0).
+    `checkpoint`: a JSONL file that gets each prompt's records as it finishes, keyed by its uid and
+    `setting` (with the grid, budget, length and walk), so an interrupted replay goes on with the next prompt."""
+    uids = uids if uids is not None else [str(i) for i in range(len(prompts))]
+    require(len(uids) == len(prompts), f"{len(uids)} uids for {len(prompts)} prompts")
+    cls = WalkReplay if walk else ReplayDecoder
+    dec = cls(target, drafter, HeapTreeBuilder(), FixedBudget(ref_budget), grid, 1, window, hist_prior,
+              eos_ids, sampling)
+    sid = setting_id(**(setting or {}), grid=dec.grid, ref_budget=ref_budget, max_new_tokens=max_new_tokens, walk=walk,
+                     window=window, hist_prior=hist_prior, **sampling.setting())
+    done = {r["uid"]: r["records"] for r in read_records(checkpoint) if r.get("setting_id") == sid} if checkpoint else {}
+    records: list[ReplayRecord] = []
+    for i, (ids, uid) in enumerate(zip(prompts, uids)):
+        if uid in done:
+            mine = [ReplayRecord(**r) for r in done[uid]]
+        else:
+            mine = dec.replay(ids, max_new_tokens, sampling=prompt_sampling(sampling, uid)).records
+            if checkpoint:
+                append_record(checkpoint, {"setting_id": sid, "uid": uid, "records": [asdict(r) for r in mine]})
+        if log:
+            log(f"  prompt {i + 1}/{len(prompts)} {uid}: {sum(r.reference for r in mine)} rounds"
+                + (" (from the checkpoint)" if uid in done else ""))
+        base = 1 + max((r.round for r in records), default=-1)
+        records += [replace(r, round=base + r.round) for r in mine]
+    return records
+
+
+def fit_params(records: list[ReplayRecord], grid: list[int], depth: int, window: int = 8,
+               utility: str = "throughput", lam_min: float = 0.5, meta: dict | None = None,
+               concave: bool = True, gain_model: str = "table", shared_prefix: bool = True,
+               cost_model: str = "table", profile: CostProfile | None = None) -> SabaParams:
+    """SabaParams from replay records (see module doc); `c_ar` when budget 0 was replayed;
+    `concave=False`, `shared_prefix=False`: without the c3 / c4 cost terms (`saba_fit.fit_cost`);
+    `gain_model="eq16"`: no gain table; `cost_model="eq17"`: no cost table; `profile`: no cost fit,
+    the profile's costs (`cost_profile.with_costs`; the records need no times)."""
+    require(gain_model in GAIN_MODELS, f"gain model must be one of {GAIN_MODELS}, got {gain_model!r}")
+    require(cost_model in COST_MODELS, f"cost model must be one of {COST_MODELS}, got {cost_model!r}")
+    ref = [r for r in records if r.reference and r.budget > 0]
+    on_grid = [r for r in records if not r.reference and r.budget > 0]
+    require(len(ref) > 0 and len(on_grid) > 0, "no replayed rounds to fit the gain on")
+    ar = [r for r in records if not r.reference and r.budget == 0]
+    if profile is None:
+        timed = on_grid + ar
+        budgets, prefixes, latency = ([r.budget for r in timed], [r.prefix_len for r in timed],
+                                      [r.latency - r.t_draft for r in timed])
+        c, c_ar, r2 = fit_cost(budgets, prefixes, latency, concave, shared_prefix)
+        cost_table = fit_cost_table(budgets, prefixes, latency, c) if cost_model == "table" else None
+        rows_cost = fit_rows_cost(budgets, prefixes, latency, [r.accepted for r in timed], c, cost_table)
+        c_draft = statistics.median(r.t_draft for r in ref)
+        c[0] += c_draft
+    else:
+        c, c_ar, c_draft, cost_table, rows_cost, r2 = (profile.c, profile.c_ar, profile.c_draft, profile.cost_table,
+                                                       profile.c_rows, None)
+    phi, alpha, rmse = fit_gain([r.state for r in on_grid], [r.budget for r in on_grid],
+                                [r.accepted for r in on_grid], lam_min, depth)
+    hist_prior = float(np.mean([r.accepted for r in ref]))
+    fit = {"cost_r2": r2, "gain_rmse_tokens": rmse, "cost_points": len(on_grid), "ar_points": len(ar),
+           "rounds": len(ref)}
+    table = None
+    if gain_model == "table":
+        table, fit["gain_table_rmse_tokens"] = fit_gain_table([r.state for r in on_grid],
+                                                              [r.budget for r in on_grid],
+                                                              [r.accepted for r in on_grid])
+    params = SabaParams(phi=phi, alpha=alpha, c=list(c), grid=sorted(b for b in set(grid) if b > 0), window=window,
+                        hist_prior=hist_prior, lam_min=lam_min, utility=utility, c_ar=None if c_ar is None else list(c_ar), c_draft=c_draft,
+                        gain_table=table, cost_table=cost_table, rows_cost=rows_cost,
+                        meta={**(meta or {}), "fit": fit})
+    return params if profile is None else with_costs(params, profile)
+
+
+def offline_tracking(params: SabaParams, records: list[ReplayRecord], depth: int | None = None) -> dict:
+    """Retained oracle throughput of SABA's choices on replay records (measured a_t(B) / l_t(B)); the
+    oracle chooses among the same budgets (the params' grid, and the AR step when it has `c_ar`).
+    `speedup_vs_ar`: the choices' pooled tokens per second over the AR steps' (None without them)."""
+    rounds: dict[int, list[ReplayRecord]] = {}
+    for r in records:
+        if not r.reference:
+            rounds.setdefault(r.round, []).append(r)
+    retained, prev, corr = [], None, GainCorrection(params.gain_prior)
+    tokens = seconds = ar_seconds = 0.0
+    for t in sorted(rounds):
+        recs = rounds[t]
+        by_b = {r.budget: r for r in recs}
+        grid = BudgetGrid(params, sorted(b for b in by_b if b in params.grid) or sorted(b for b in by_b if b > 0))
+        s, prefix = recs[0].state, recs[0].prefix_len
+        if prev is not None and prev[1] >= prefix:  # a new prompt starts: no previous draft, no evidence
+            prev, corr = None, GainCorrection(params.gain_prior)
+        best = max(r.tps for r in recs if r.budget in grid.budgets or (r.budget == 0 and params.c_ar is not None))
+        u_ar = ar_utility(params, prefix) if 0 in by_b else None
+        choice = grid.choose(s, prefix, depth, corr.k)
+        if u_ar is not None and prev is not None and u_ar > grid.choose([*prev[0][:2], *s[2:]], prefix, depth,
+                                                                         corr.k).utility:
+            a, latency = by_b[0].accepted, by_b[0].latency
+        elif u_ar is not None and params.post_gate and u_ar > choice.after_draft:
+            t_draft = max(r.t_draft for r in recs)  # the drafted budgets' draft time (the AR step's is 0)
+            a, latency = by_b[0].accepted, by_b[0].latency + t_draft
+        else:
+            corr.add(choice.extra, by_b[choice.budget].accepted)
+            a, latency = by_b[choice.budget].accepted, by_b[choice.budget].latency
+        prev = (s, prefix)
+        retained.append(a / latency / best)
+        tokens, seconds = tokens + a, seconds + latency
+        ar_seconds += by_b[0].latency if 0 in by_b else math.nan
+    ret = np.array(retained)
+    # pooled: tokens over seconds of the choices, over what AR steps would take per token (same rounds)
+    speedup = (tokens / seconds) / (len(ret) / ar_seconds)
+    return {"rounds": len(ret), "mean_retained": float(ret.mean()), "frac_ge_95": float((ret >= 0.95).mean()),
+            "speedup_vs_ar": None if math.isnan(speedup) else speedup}
+
+
+def write_records(path, records: list[ReplayRecord]) -> None:
+    """Replay records as JSONL (written whole to a temporary file, then renamed)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".partial")
+    tmp.write_text("".join(json.dumps(asdict(r)) + "\n" for r in records))
+    tmp.replace(path)
+
+
+def read_replay_records(path) -> list[ReplayRecord]:
+    path = Path(path)
+    require(path.is_file(), f"replay records not found: {path} (written by `graft calibrate --records PATH`)")
+    return [ReplayRecord(**json.loads(line)) for line in path.read_text().splitlines() if line]
+
+
+# ----------------------------------------------------------------------------- CLI
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("calibrate", help="fit SABA's cost and gain models on this machine (validation prompts)")
+    add_model_args(p)
+    p.add_argument("--grid", nargs="+", type=int, default=list(CPU_GRID), help="SABA budget grid "
+                   "(paper, GPU: 32 48 .. 512)")
+    p.add_argument("--val-prompts", type=int, default=8, help="validation prompts to replay for the gain fit")
+    p.add_argument("--regular-prompts", type=int, default=REGULAR_PROMPTS, help="prompts of the regular set's "
+                   f"validation split replayed beside them, so the fit sees rounds whose gain keeps growing with B "
+                   f"(default {REGULAR_PROMPTS})")
+    p.add_argument("--ref-budget", type=int, default=8, help="budget of the reference ddtree trajectories")
+    p.add_argument("--max-new-tokens", type=int, default=64)
+    p.add_argument("--max-prompt-tokens", type=int, default=384)
+    p.add_argument("--window", type=int, default=8, help="acceptance history window w")
+    p.add_argument("--utility", default="throughput", help="throughput (default) or paper (G/C)")
+    p.add_argument("--gain", default="table", choices=GAIN_MODELS, help="gain model: a per-budget linear "
+                   "table on s_t (default; `graftlib.methods.saba_extensions`), or the paper's eq. 16 alone")
+    p.add_argument("--cost", default="table", choices=COST_MODELS, help="cost model: eq. 17 plus a measured "
+                   "per-budget correction (default; `graftlib.methods.saba_extensions`), or eq. 17 alone")
+    p.add_argument("--out", default=str(DEFAULT_PATH), help="parameters JSON (default: what ddtree+saba loads)")
+    p.add_argument("--records", default=None, help="also write the replay records here (JSONL, one per "
+                   "(round, budget)), to refit variants with `calibrate.fit_params` without measuring again")
+    p.add_argument("--checkpoint", default=None, metavar="JSONL", help="keep each prompt's replay records here as "
+                   "it finishes; a re-run with the same settings goes on with the next prompt")
+    p.add_argument("--from-records", default=None, help="fit on replay records written by --records instead "
+                   "of replaying (no measuring; the records' machine is the calibration's, and --temperature "
+                   "/ --top-p / --seed should name the sampling they were replayed with)")
+    p.add_argument("--cost-profile", default=None, metavar="FILE",
+                   help="decide under this cost profile (e.g. graftlib/assets/costs/paper-a100.json): its costs "
+                   "instead of a cost fit, and the grid's acceptance walked along the greedy continuation instead "
+                   "of verified, so grids up to 512 nodes run in minutes on a CPU (T = 0 only)")
+    add_sampling_args(p)
+    p.set_defaults(func=run)
+
+
+def calibrate_pair(pair, out, grid: list[int], val_prompts: int = 8, ref_budget: int = 8, max_new_tokens: int = 64,
+                   max_prompt_tokens: int = 384, window: int = 8, utility: str = "throughput", gain: str = "table",
+                   cost: str = "table", records: str | None = None, from_records: str | None = None,
+                   command: str | None = None, sampling: Sampling = GREEDY, regular_prompts: int = 0,
+                   profile: CostProfile | None = None, checkpoint: str | None = None, log=print) -> SabaParams:
+    """Replay `val_prompts` validation prompts over `grid` (or read `from_records`), fit, save to `out`.
+    `regular_prompts` adds that many prompts of the regular set's validation split (`graftlib.data.regular`:
+    rounds whose gain keeps growing with B, so the fit has seen confident states; never its eval split).
+    The saved meta names the pair (`Pair.identity()`) and the hardware (`core.hardware.hardware_id`)
+    the calibration belongs to (`graftlib.methods.artifacts`), and at T > 0 its sampling.
+    `checkpoint`: per-prompt replay records (`replay_rounds`), so an interrupted calibration resumes.
+    `profile`: the grid is walked, not verified (`graftlib.training.graft.replay.WalkReplay`, T = 0), and the costs
+    are the profile's (`fit_params`); the records are priced by it (`replay.priced`)."""
+    from graftlib.data.prompts import format_prompt, load_items, pool
+
+    require(val_prompts >= 1, "--val-prompts must be >= 1")
+    require(profile is None or sampling.greedy, "--cost-profile walks the grid along the greedy continuation: T = 0 only")
+    require(0 <= regular_prompts <= REGULAR_VAL, f"--regular-prompts must be in [0, {REGULAR_VAL}], got {regular_prompts}")
+    require(all(b >= 1 for b in grid), f"--grid budgets must be >= 1 (the AR step is always replayed), got {grid}")
+    items = pool("val", val_prompts) + (load_items("regular", "val", regular_prompts) if regular_prompts else [])
+    prompts = [format_prompt(item, pair.tokenizer, max_prompt_tokens).input_ids for item in items]
+    if from_records:
+        replayed = read_replay_records(from_records)
+        require({r.budget for r in replayed if not r.reference} >= {0, *grid},
+                f"records {from_records} do not cover the grid {grid} and the AR step")
+    else:
+        at = "" if sampling.greedy else f" at T = {sampling.temperature} (top-p {sampling.top_p}, seed {sampling.seed})"
+        log(f"replaying {len(prompts)} validation prompts over the grid {grid} and an AR step{at} ...")
+        replayed = replay_rounds(pair.target, pair.drafter, prompts, [0, *grid], ref_budget, max_new_tokens,
+                                 pair.eos_ids, window, sampling=sampling, uids=[item.uid for item in items],
+                                 walk=profile is not None, checkpoint=checkpoint,
+                                 setting={"pair": pair.identity().to_dict(), "max_prompt_tokens": max_prompt_tokens},
+                                 log=log)
+    if profile is not None:
+        replayed = priced(replayed, profile)
+    depth = pair.drafter.block_size - 1
+    meta = calibration_meta(pair.describe(), grid=grid, val_prompts=val_prompts, regular_prompts=regular_prompts,
+                            ref_budget=ref_budget,
+                            max_new_tokens=max_new_tokens, pair=pair.identity().to_dict(),
+                            hardware=hardware_id(pair.device, pair.target.dtype),
+                            command=command or "graft " + " ".join(sys.argv[1:]), **sampling.setting())
+    if records:
+        write_records(records, replayed)
+    params = fit_params(replayed, grid, depth, window, utility, meta=meta, gain_model=gain, cost_model=cost,
+                        profile=profile)
+    params.meta["offline_tracking"] = offline_tracking(params, replayed, depth)
+    params.meta["offline_tracking_uncorrected"] = offline_tracking(replace(params, gain_prior=None), replayed, depth)
+    params.save(out)
+    return SabaParams.load(out)
+
+
+def run(args) -> int:
+    from graftlib.models.pair import load_pair
+
+    profile = load_profile(args.cost_profile) if args.cost_profile else None  # a bad file fails before the models load
+    pair = load_pair(args.target, args.drafter, args.device, args.device_map, dtype=args.dtype)
+    params = calibrate_pair(pair, args.out, args.grid, args.val_prompts, args.ref_budget, args.max_new_tokens,
+                            args.max_prompt_tokens, args.window, args.utility, args.gain, args.cost, args.records,
+                            args.from_records, sampling=sampling_from_args(args), regular_prompts=args.regular_prompts,
+                            profile=profile, checkpoint=args.checkpoint, log=lambda m: print(m, flush=True))
+    fit = params.meta["fit"]
+    r2 = f"R^2 {fit['cost_r2']:.3f}" if fit["cost_r2"] is not None else f"cost profile {profile.name} {profile.id}"
+    print(f"c = {params.c} ({r2}); c_ar = {params.c_ar}; phi = {params.phi}; alpha = {params.alpha} "
+          f"(RMSE {fit['gain_rmse_tokens']:.2f} tokens); hist_prior = {params.hist_prior:.2f}")
+    print(f"in-sample retained oracle throughput: {params.meta['offline_tracking']} "
+          f"(without the online gain correction: {params.meta['offline_tracking_uncorrected']})")
+    print(f"saved {args.out} (id {params.id})")
+    return 0
