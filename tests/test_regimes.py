@@ -8,18 +8,15 @@ import pytest
 from graftlib.core.errors import GraftError
 from graftlib.lab.report.paper import FIGURE6
 from graftlib.lab.report.paper_costs import mat_needed
-from graftlib.lab.run.regimes import (
+from graftlib.lab.report.regime_tables import (
     GSM8K_SCORER,
     against_fixed,
     figure_claims,
-    machine,
     mismatch_table,
     needed_mat_line,
-    paper,
-    pick,
     regime_components,
-    regime_runs,
 )
+from graftlib.lab.run.regimes import machine, paper, pick, regime_runs
 from graftlib.methods.cost_profile import PAPER_PROFILE, CostProfile, default_profile
 from graftlib.methods.saba_params import PAPER_GRID
 

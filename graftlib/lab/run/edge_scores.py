@@ -21,8 +21,9 @@ from pathlib import Path
 from graftlib.core.errors import require
 from graftlib.lab.report.metrics import by_task, summarize
 from graftlib.lab.report.paper import TABLE2
+from graftlib.lab.report.regime_tables import Regime
 from graftlib.lab.run.bench import Run
-from graftlib.lab.run.regimes import Regime, tasks_bench
+from graftlib.lab.run.regimes import tasks_bench
 
 EDGE_SCORES = {"DDTree": "ddtree", "+TDES": "ddtree+tdes", "+selector": "ddtree+sel", "+TDES+selector": "ddtree+tdes+sel"}
 POOLED = "pooled"  # the row pooling every task's prompts
