@@ -38,10 +38,9 @@ import numpy as np
 import torch
 
 from graftlib.core.errors import require
-from graftlib.core.kernels import NO_SELECTOR, build_heap
+from graftlib.core.kernels import build_heap, heap_tables
 from graftlib.core.tree import Tree
 
-NO_TABLES = (np.zeros((0, 0), np.float32),) * 3  # the compiled heap without a scorer: DDTree
 
 
 class Candidates:
@@ -221,18 +220,18 @@ def top_k(logits: torch.Tensor, k: int, id_map: torch.Tensor | None = None,
 
 class BilinearScorer(Protocol):
     """An edge scorer whose scores are bilinear in a parent side and a pool-centred child side (TDES):
-    `bilinear_tables()` -> (P1 [V, M], u0 [D', M], C0 [V, M]) float32, C-contiguous, the last column 1 in
-    P1, 0 in u0 and C0, such that the score of child j of parent token p at depth d is
-    X_d[j] . (P1[p] + u0[d - 1]) with X_d = [C0[ids] - mean C0[ids] | logq] (`graftlib.core.kernels`).
-    `HeapTreeBuilder` runs the compiled heap on them for rounds of at most D' depths."""
+    `bilinear_tables()` -> (parent [V, M], depth [D', M], child [V, M]) float32, C-contiguous, the last column
+    1 in parent, 0 in depth and child, such that the score of child j of parent token p at depth d is
+    X_d[j] . (parent[p] + depth[d - 1]) with X_d = [child[ids] - mean child[ids] | logq]; the compiled heap
+    reads them as `kernels.HeapTables`' TDES fields, for rounds of at most D' depths."""
 
     def bilinear_tables(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]: ...
 
 
 class TransitionScorer(Protocol):
     """A parent-child transition score whose child side depends on the round (a DFlash 2 selector):
-    `transition_tables(cand)` -> (A [V, R], X [D, K, R]) float32, C-contiguous, the score of pool entry j at
-    depth d under parent token p being A[p] . X[d - 1, j] (`graftlib.core.kernels`)."""
+    `transition_tables(cand)` -> (prev [V, R], next [D, K, R]) float32, C-contiguous, the score of pool entry j
+    at depth d under parent token p being prev[p] . next[d - 1, j] (`kernels.HeapTables`' selector fields)."""
 
     def transition_tables(self, cand: "Candidates") -> tuple[np.ndarray, np.ndarray]: ...
 
@@ -291,22 +290,21 @@ class HeapTreeBuilder:
         self.selector = selector
         self.name = name
 
-    def _tables(self, cand: Candidates) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The heap's edge-score tables: three empty ones for DDTree, else the scorer's, which must
-        cover every depth of `cand`."""
-        if self.scorer is None:
-            return NO_TABLES
-        P1, u0, C0 = self.scorer.bilinear_tables()
-        require(u0.shape[0] >= cand.depth, f"the edge scorer was trained for depths 1..{u0.shape[0]}, the "
-                f"draft has {cand.depth}: train it on this drafter's depths")
-        return P1, u0, C0
+    def _tables(self, cand: Candidates):
+        """The heap's edge-score inputs (`kernels.HeapTables`): the scorer's TDES tables, which must cover every
+        depth of `cand`, and the selector's for this round; none of either for DDTree."""
+        tdes = None
+        if self.scorer is not None:
+            tdes = self.scorer.bilinear_tables()
+            require(tdes[1].shape[0] >= cand.depth, f"the edge scorer was trained for depths 1..{tdes[1].shape[0]}, "
+                    f"the draft has {cand.depth}: train it on this drafter's depths")
+        return heap_tables(tdes, None if self.selector is None else self.selector.transition_tables(cand))
 
     def build(self, root_token: int, cand: Candidates, budget: int) -> Tree:
         if cand.depth == 0 or budget <= 0:
             return Tree.root_only(root_token)
-        selector = NO_SELECTOR if self.selector is None else self.selector.transition_tables(cand)
         tokens, parents, depths, scores, n = build_heap(root_token, cand.id_table, cand.logq_table, budget,
-                                                        cand.depth, *self._tables(cand), *selector)
+                                                        cand.depth, self._tables(cand))
         return Tree(tokens[:n].tolist(), parents[:n].tolist(), depths[:n].tolist(), scores[:n].tolist())
 
     def feedback(self, record: dict) -> None:

@@ -6,22 +6,24 @@ algorithm, is `tests/reference_heap.py`. On a CPU right after a forward pass eac
 microseconds and each Python step a cache-cold fraction of one, so the round's heap and TDES scoring are one
 compiled call per round.
 
-`build_heap(root, ids, logq, budget, depth_limit, P1, u0, C0, A, X)` -> (tokens, parents, depths, scores, n):
-node arrays of which the first n are the tree (root first, parents before children). Inputs:
+`build_heap(root, ids, logq, budget, depth_limit, tables)` -> (tokens, parents, depths, scores, n): node arrays
+of which the first n are the tree (root first, parents before children). Inputs:
 - `ids` [D, K] int32/int64 and `logq` [D, K] float32: the draft's per-depth pools, best first
   (`Candidates.id_table` / `logq_table`);
-- the edge-score tables of a `BilinearScorer`, or three empty [0, 0] arrays for DDTree: `P1` [V, M] parent
-  side, `u0` [D', M] depth offsets, `C0` [V, M] child side (TDES's `[k P | 1]`, `[k u | 0]`, `[C | 0]`,
-  graftlib.methods.tdes; the last column carries log q in the batched form and is skipped here). The score of
-  child c_j (pool index j at depth d) under parent token p is
-      S_j = log q_d[j] + f_j - mean_j' f_j',  f_j = C0[c_j] . (P1[p] + u0[d - 1])
+- `tables` (`HeapTables`): what a method adds to DDTree's pools, empty arrays where it adds nothing
+  (`heap_tables`). TDES's bilinear tables (`BilinearScorer.bilinear_tables`, graftlib.methods.tdes):
+  `tdes_parent` [V, M] the parent side `[k P | 1]`, `tdes_depth` [D', M] the depth offsets `[k u | 0]`,
+  `tdes_child` [V, M] the child side `[C | 0]` (the last column carries log q in the batched form and is
+  skipped here). The score of child c_j (pool index j at depth d) under parent token p is
+      S_j = log q_d[j] + f_j - mean_j' f_j',  f_j = tdes_child[c_j] . (tdes_parent[p] + tdes_depth[d - 1])
   = log q_{t,d}(c) + beta f~(p, c, d): the centring over the pool (eq. 5) applied to the scores, which is the
   same as centring the child sides. A node's row of scores is made when the node is added (its best child
   prices its first heap entry);
-- a DFlash 2 selector's tables, or two empty arrays ([0, 0] and [0, 0, 0]): `A` [V, R] its predecessor side
-  (the codebook), `X` [D, K, R] the round's child sides (graftlib.methods.selector: the projected drafter state
-  of depth d times the successor code of pool entry j). They reweight parent p's pool before any TDES term:
-      log q'_d[j] = log q_d[j] + g_j - LSE_j'(log q_d[j'] + g_j') + LSE_j'(log q_d[j']),  g_j = A[p] . X[d - 1, j]
+  A DFlash 2 selector's tables (graftlib.methods.selector): `selector_prev` [V, R] its predecessor side (the
+  codebook), `selector_next` [D, K, R] the round's child sides (the projected drafter state of depth d times
+  the successor code of pool entry j). They reweight parent p's pool before any TDES term:
+      log q'_d[j] = log q_d[j] + g_j - LSE_j'(log q_d[j'] + g_j') + LSE_j'(log q_d[j']),
+      g_j = selector_prev[p] . selector_next[d - 1, j],
   the draft's pool mass redistributed by the selector's transition score T(p, c_j) (no selector: log q).
 
 The heap is `HeapTreeBuilder`'s, step for step: one entry per parent, (-path score, push counter, parent,
@@ -38,11 +40,28 @@ a decode passes; compiled code is cached on disk (`cache=True`: later processes 
 """
 
 import functools
+from typing import NamedTuple
 
 import numba
 import numpy as np
 
-NO_SELECTOR = (np.zeros((0, 0), np.float32), np.zeros((0, 0, 0), np.float32))  # the heap without a selector
+class HeapTables(NamedTuple):
+    """The compiled heap's edge-score inputs (module doc): DDTree's heap reads none, TDES's tables make it
+    GRAFT's edge scoring, the selector's DFlash 2's; an empty array (`heap_tables`) leaves its term out."""
+    tdes_parent: np.ndarray  # [V, M] float32: TDES's parent side [k P | 1]
+    tdes_depth: np.ndarray  # [D', M] float32: TDES's depth offsets [k u | 0]
+    tdes_child: np.ndarray  # [V, M] float32: TDES's child side [C | 0]
+    selector_prev: np.ndarray  # [V, R] float32: the selector's predecessor codebook
+    selector_next: np.ndarray  # [D, K, R] float32: the selector's child sides of this round
+
+
+NO_TDES = (np.zeros((0, 0), np.float32),) * 3
+NO_SELECTOR = (np.zeros((0, 0), np.float32), np.zeros((0, 0, 0), np.float32))
+
+
+def heap_tables(tdes: tuple | None = None, selector: tuple | None = None) -> HeapTables:
+    """`HeapTables` from TDES's (parent, depth, child) tables and a selector's (prev, next), each None if absent."""
+    return HeapTables(*(tdes or NO_TDES), *(selector or NO_SELECTOR))
 
 
 @numba.njit(cache=True)
@@ -94,16 +113,17 @@ def _pop(keys, counts, owners, picks, size) -> int:
 
 
 @numba.njit(cache=True, fastmath=True)
-def _score_row(ids, logq, C0, P1, u0, A, X, token, d, out) -> None:
-    """out[j] = base_j + f_j - mean_j' f_j' with f_j = C0[ids[d, j]] . (P1[token] + u0[d]) over the first M - 1
-    columns (the last one carries log q: 0 in C0), the edge scores of `token`'s children at pool index d (eqs.
-    4-5; float32 dot products, which the compiler may sum in any fixed order); base_j = log q_d[j], reweighted
-    by a selector's tables when given (`_reweight`); no TDES tables: out = base."""
+def _score_row(ids, logq, tables, token, d, out) -> None:
+    """out[j] = base_j + f_j - mean_j' f_j' with f_j = tdes_child[ids[d, j]] . (tdes_parent[token] + tdes_depth[d])
+    over the first M - 1 columns (the last one carries log q: 0 in the child side), the edge scores of
+    `token`'s children at pool index d (eqs. 4-5; float32 dot products, which the compiler may sum in any fixed
+    order); base_j = log q_d[j], reweighted by a selector's tables when given (`_reweight`); no TDES: out = base."""
     K = ids.shape[1]
     for j in range(K):
         out[j] = logq[d, j]
-    if A.shape[0] > 0:
-        _reweight(A, X, token, d, out)
+    if tables.selector_prev.shape[0] > 0:
+        _reweight(tables.selector_prev, tables.selector_next, token, d, out)
+    P1, u0, C0 = tables.tdes_parent, tables.tdes_depth, tables.tdes_child
     if P1.shape[0] == 0:
         return
     m = C0.shape[1] - 1
@@ -160,10 +180,10 @@ def _next_child(row, prev) -> int:
 
 
 @numba.njit(cache=True)
-def build_heap(root, ids, logq, budget, depth_limit, P1, u0, C0, A, X):
-    """The best-first tree of at most `budget` draft nodes and depth `depth_limit` (module doc)."""
+def build_heap(root, ids, logq, budget, depth_limit, tables):
+    """The best-first tree of at most `budget` draft nodes and depth `depth_limit` (module doc; `tables`: `HeapTables`)."""
     D, K = ids.shape
-    scored = P1.shape[0] > 0 or A.shape[0] > 0
+    scored = tables.tdes_parent.shape[0] > 0 or tables.selector_prev.shape[0] > 0
     n_max = budget + 1
     tokens = np.empty(n_max, np.int64)
     parents = np.empty(n_max, np.int64)
@@ -181,7 +201,7 @@ def build_heap(root, ids, logq, budget, depth_limit, P1, u0, C0, A, X):
     n = 1
     if D == 0 or budget <= 0:
         return tokens, parents, depths, scores, n
-    j = _first_child(0, root, 0, ids, logq, P1, u0, C0, A, X, rows, scored)
+    j = _first_child(0, root, 0, ids, logq, tables, rows, scored)
     first = np.float64(logq[0, j]) if not scored else np.float64(rows[0, j])
     size = _push(keys, counts, owners, picks, 0, -first, 0, 0, j)
     counter = 1
@@ -203,7 +223,7 @@ def build_heap(root, ids, logq, budget, depth_limit, P1, u0, C0, A, X):
             size = _push(keys, counts, owners, picks, size, -scores[parent] - nxt, counter, parent, j)
             counter += 1
         if depth < depth_limit and n - 1 < budget:  # first child of the new node
-            j = _first_child(node, tokens[node], depth, ids, logq, P1, u0, C0, A, X, rows, scored)
+            j = _first_child(node, tokens[node], depth, ids, logq, tables, rows, scored)
             first = np.float64(logq[depth, j]) if not scored else np.float64(rows[node, j])
             size = _push(keys, counts, owners, picks, size, neg - first, counter, node, j)
             counter += 1
@@ -211,12 +231,12 @@ def build_heap(root, ids, logq, budget, depth_limit, P1, u0, C0, A, X):
 
 
 @numba.njit(cache=True)
-def _first_child(node, token, d, ids, logq, P1, u0, C0, A, X, rows, scored) -> int:
+def _first_child(node, token, d, ids, logq, tables, rows, scored) -> int:
     """The pool index of `node`'s best child at depth d + 1 (pool index d); with a scorer its children's
     row is scored and kept. DDTree's is the pool's first."""
     if not scored:
         return 0
-    _score_row(ids, logq, C0, P1, u0, A, X, token, d, rows[node])
+    _score_row(ids, logq, tables, token, d, rows[node])
     return np.argmax(rows[node])  # the first maximum: ties to the lower pool index
 
 
@@ -284,12 +304,12 @@ def warm_up() -> None:
     packed = np.zeros((2, 9), np.float32)
     ids, logq = packed.view(np.int32)[:, :4], packed[:, 4:8]
     ids[:] = np.arange(8, dtype=np.int32).reshape(2, 4)
-    tables = (np.zeros((8, 3), np.float32), np.zeros((2, 3), np.float32), np.zeros((8, 3), np.float32))
+    tdes = (np.zeros((8, 3), np.float32), np.zeros((2, 3), np.float32), np.zeros((8, 3), np.float32))
     selector = (np.zeros((8, 2), np.float32), np.zeros((2, 4, 2), np.float32))
-    for scorer in ((np.zeros((0, 0), np.float32),) * 3, tables):
-        for sel in (NO_SELECTOR, selector):
-            build_heap(1, ids, logq, 3, 2, *scorer, *sel)
-        tokens, parents, depths, _, n = build_heap(1, ids, logq, 3, 2, *scorer, *NO_SELECTOR)
+    for scorer in (None, tdes):
+        for sel in (None, selector):
+            build_heap(1, ids, logq, 3, 2, heap_tables(scorer, sel))
+        tokens, parents, depths, _, n = build_heap(1, ids, logq, 3, 2, heap_tables(scorer))
         verify_blob(tokens[:n], parents[:n], depths[:n], 5, 1, 1, 4)
         verify_blob(tokens[:n], parents[:n], depths[:n], 5, 1, 1, 2)
         for bits in (np.uint16, np.uint32):
