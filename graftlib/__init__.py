@@ -5,16 +5,19 @@ cycle exists (`tests/test_layers.py` reads every import with `ast` and checks bo
   core      the exact core: trees, builders, verify, KV cache, timing, the decode loop
   models    target, DFlash drafter, the pair, the chat template
   data      offline prompt sets, splits and pools
-  methods   the method registry (name -> builder + controller), TDES scorer, SABA controller, CaDDTree
+  methods   the method registry (name -> builder + controller), TDES scorer, SABA controller, CaDDTree,
+            and the check that a fitted scorer or calibration is this pair's
+  inputs    what a run is given beside the method: command-line options, artifact folders, cost profiles
   training  drafter data and training, traces, TDES training, replay, SABA fitting and calibration
-  lab       benchmark, costs, metrics, sharding, paper numbers, plots, workbook, the `graft` command
+  lab       report (records -> tables and claims), run (benches, sweeps, commands), workbook (notebooks)
+The `graft` command (`graftlib.cli`) sits above them all.
 This module is the public face above them all. Importing it is cheap: the names below are
 loaded on first use.
 """
 
 from graftlib.core.version import __version__
 
-LAYERS = ("core", "models", "data", "methods", "training", "lab")
+LAYERS = ("core", "models", "data", "methods", "inputs", "training", "lab")
 __all__ = [
     "LAYERS",
     "METHODS",

@@ -17,8 +17,9 @@ from tiny import tiny_drafter, tiny_target
 
 from graftlib.core.errors import GraftError
 from graftlib.core.hardware import hardware_id
-from graftlib.methods.artifacts import HardwareMismatchWarning, artifact_inputs, prepare_command
+from graftlib.inputs.artifacts import artifact_inputs
 from graftlib.methods.decoder import Decoder
+from graftlib.methods.fitted import HardwareMismatchWarning, prepare_command
 from graftlib.methods.saba_params import DEFAULT_PATH, SabaParams, default_params
 from graftlib.methods.tdes import DEFAULT_PATH as TDES_PATH
 from graftlib.methods.tdes import GSM8K_PATH, TDESNet, TDESScorer, scorer_config

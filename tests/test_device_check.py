@@ -8,8 +8,8 @@ import pytest
 
 from graftlib.cli import main
 from graftlib.core.paths import ASSETS_DIR
+from graftlib.inputs.cost_profile import CostProfile
 from graftlib.lab.run import device_check
-from graftlib.methods.cost_profile import CostProfile
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 COSTS = ASSETS_DIR / "costs"

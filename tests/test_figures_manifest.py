@@ -15,6 +15,7 @@ import nbformat
 import pytest
 
 from graftlib.core.paths import PROJECT_DIR
+from graftlib.inputs.artifacts import ShippedAssets
 from graftlib.lab.workbook import figures_manifest
 from graftlib.lab.workbook import runner as workbook
 from graftlib.lab.workbook.figures_manifest import (
@@ -24,7 +25,6 @@ from graftlib.lab.workbook.figures_manifest import (
     record,
     shipped_ids,
 )
-from graftlib.methods.artifacts import ShippedAssets
 from graftlib.models.eagle3 import checkpoint_id
 
 FIGURES = PROJECT_DIR / workbook.FIGURES_DIR
@@ -78,8 +78,8 @@ def test_committed_figures_are_what_make_main_draws_from_the_shipped_artifacts()
 def test_by_default_the_notebooks_draw_with_the_shipped_artifacts(monkeypatch):
     """On the machine the shipped cost profile was fitted on (elsewhere the notebooks price with that machine's,
     `graftlib.lab.run.machine_costs`)."""
+    from graftlib.inputs.cost_profile import default_profile
     from graftlib.lab.run import machine_costs
-    from graftlib.methods.cost_profile import default_profile
 
     monkeypatch.delenv("GRAFT_TDES", raising=False)
     monkeypatch.delenv("GRAFT_SABA_PARAMS", raising=False)

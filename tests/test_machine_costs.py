@@ -7,9 +7,9 @@ import pytest
 from tiny import random_prompt, tiny_drafter, tiny_target
 
 from graftlib.core.errors import GraftError
+from graftlib.inputs.cost_profile import CostProfile, default_profile
 from graftlib.lab.run import machine_costs
 from graftlib.lab.run.machine_costs import cache_path, deciding, machine_profile, measure_profile
-from graftlib.methods.cost_profile import CostProfile, default_profile
 from graftlib.methods.saba_params import default_params
 from graftlib.models import Pair
 

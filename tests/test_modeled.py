@@ -10,10 +10,10 @@ from tiny import random_prompt, tiny_drafter, tiny_target
 
 from graftlib import cli
 from graftlib.core.errors import GraftError
+from graftlib.inputs.cost_profile import CostProfile, RoundShape, default_profile, from_saba, load_profile
 from graftlib.lab.report.metrics import format_table, summarize
 from graftlib.lab.report.modeled import format_validation, price, rank, reprice, validate
 from graftlib.lab.run.bench import BenchPrompt, Run, run_bench
-from graftlib.methods.cost_profile import CostProfile, RoundShape, default_profile, from_saba, load_profile
 from graftlib.methods.decoder import Decoder
 from graftlib.methods.saba_params import DEFAULT_PATH, SabaParams
 from graftlib.models import Pair

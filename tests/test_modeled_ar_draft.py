@@ -14,9 +14,7 @@ from tiny import eagle3_config, exactness_pair, random_eagle3, random_prompt, ti
 
 from graftlib import cli
 from graftlib.core.errors import GraftError
-from graftlib.lab.report.modeled import price
-from graftlib.lab.run.cost_curves import ar_draft_cost_curve, dflash_draft_cost, fit_ar_draft
-from graftlib.methods.cost_profile import (
+from graftlib.inputs.cost_profile import (
     AR_DRAFT_PATH,
     CostProfile,
     RoundShape,
@@ -25,6 +23,8 @@ from graftlib.methods.cost_profile import (
     saba_profile,
     with_ar_draft,
 )
+from graftlib.lab.report.modeled import price
+from graftlib.lab.run.cost_curves import ar_draft_cost_curve, dflash_draft_cost, fit_ar_draft
 from graftlib.methods.decoder import Decoder
 from graftlib.models import Pair
 

@@ -9,6 +9,7 @@ import pytest
 from graftlib import cli
 from graftlib.core.errors import GraftError
 from graftlib.core.records import append_record, read_records
+from graftlib.inputs.cost_profile import CostProfile, RoundShape
 from graftlib.lab.report.claims import (
     CLAIMS,
     POOLED,
@@ -21,7 +22,6 @@ from graftlib.lab.report.metrics import summarize
 from graftlib.lab.report.modeled import best_run, order_runs, reprice, validate
 from graftlib.lab.report.paper import AR_LABELS, TABLE1, TABLE2
 from graftlib.lab.report.tables import TABLE1_METHODS, budget_curve, table1, table2
-from graftlib.methods.cost_profile import CostProfile, RoundShape
 from graftlib.training.graft.replay import ReplayRecord
 
 NOISE = [1.0, 1.3, 0.75, 1.2, 0.8, 0.95]  # a run that wall clock cannot tell apart from its reference

@@ -3,9 +3,9 @@
 import pytest
 
 from graftlib.cli import main
+from graftlib.inputs.cost_profile import PAPER_PROFILE, CostProfile, RoundShape
 from graftlib.lab.report.paper import TABLE1, TABLE2
 from graftlib.lab.report.paper_costs import derive, mat_needed, residuals, t_ar, table1_rounds
-from graftlib.methods.cost_profile import PAPER_PROFILE, CostProfile, RoundShape
 
 
 def test_the_shipped_profile_is_the_derivation():

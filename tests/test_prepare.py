@@ -13,7 +13,7 @@ from tiny import write_drafter_dir, write_target_dir
 
 from graftlib.cli import main
 from graftlib.core.errors import GraftError
-from graftlib.methods.cost_profile import PAPER_PROFILE, CostProfile
+from graftlib.inputs.cost_profile import PAPER_PROFILE, CostProfile
 from graftlib.methods.saba_params import PAPER_GRID, SabaParams
 from graftlib.methods.tdes import scorer_config
 from graftlib.models.pair import load_pair

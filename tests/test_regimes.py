@@ -6,6 +6,7 @@ import pandas as pd
 import pytest
 
 from graftlib.core.errors import GraftError
+from graftlib.inputs.cost_profile import PAPER_PROFILE, CostProfile, default_profile
 from graftlib.lab.report.paper import FIGURE6
 from graftlib.lab.report.paper_costs import mat_needed
 from graftlib.lab.report.regime_tables import (
@@ -17,7 +18,6 @@ from graftlib.lab.report.regime_tables import (
     regime_components,
 )
 from graftlib.lab.run.regimes import machine, paper, pick, regime_runs
-from graftlib.methods.cost_profile import PAPER_PROFILE, CostProfile, default_profile
 from graftlib.methods.saba_params import PAPER_GRID
 
 

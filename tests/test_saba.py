@@ -14,8 +14,8 @@ from tiny import ARCH_SEEDS, tiny_pairs
 from graftlib.core.builders import Candidates, FixedBudget, HeapTreeBuilder
 from graftlib.core.errors import GraftError
 from graftlib.core.paths import portable
+from graftlib.inputs.cost_profile import from_saba
 from graftlib.methods.caddtree import CaDDTree
-from graftlib.methods.cost_profile import from_saba
 from graftlib.methods.decoder import Decoder
 from graftlib.methods.saba import (
     BudgetGrid,

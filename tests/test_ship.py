@@ -19,7 +19,7 @@ from tiny import write_drafter_dir, write_target_dir
 
 from graftlib.cli import main
 from graftlib.core.errors import GraftError
-from graftlib.methods.artifacts import ShippedAssets, check_shipped
+from graftlib.inputs.artifacts import ShippedAssets, check_shipped
 from graftlib.methods.saba_params import SabaParams
 from graftlib.methods.tdes import scorer_config, scorer_id
 from graftlib.models.pair import PairId, load_pair

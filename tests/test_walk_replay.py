@@ -10,7 +10,7 @@ from graftlib.core.builders import Candidates, FixedBudget, HeapTreeBuilder
 from graftlib.core.errors import GraftError
 from graftlib.core.sampling import Sampling
 from graftlib.core.tree import Tree
-from graftlib.methods.cost_profile import CostProfile, RoundShape, with_costs
+from graftlib.inputs.cost_profile import CostProfile, RoundShape, with_costs
 from graftlib.methods.saba_params import SabaParams
 from graftlib.training.graft.calibrate import fit_params, offline_tracking, replay_rounds
 from graftlib.training.graft.replay import ReplayDecoder, WalkReplay, priced, walk_ranks

@@ -32,7 +32,7 @@ ancestors: `DraftPool.best` always names a tree.
 
 `TreeDraftLoop` is the decode loop with this draft step: `draft` grows the pool, `tree_round`
 adds the per-forward times and rows to the round record (`RoundRecord.t_draft_steps` and
-`draft_rows`, the context step first; the modeled cost prices them, `graftlib.methods.cost_profile`),
+`draft_rows`, the context step first; the modeled cost prices them, `graftlib.inputs.cost_profile`),
 `advance` queues the emitted tokens as the next context step's pairs.
 """
 

@@ -19,7 +19,7 @@ drafter-strength construction `graftlib.models.strength`) is handed it before th
 A 512-node round then costs a drafter forward and a heap build instead of a 513-token verify,
 which is how the paper's regime (trees of 32-512 nodes, `graftlib.lab.report.paper_costs`) is decoded on a
 CPU. The records carry no verify times (t_tree, t_verify, t_commit are 0; t_draft is the drafter's
-real time): throughput comes from a cost profile (`graftlib.methods.cost_profile`), never from
+real time): throughput comes from a cost profile (`graftlib.inputs.cost_profile`), never from
 wall clock.
 
 Invariants: T = 0 only; the emitted tokens are the continuation's (exact by construction, so a

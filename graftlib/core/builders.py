@@ -42,7 +42,6 @@ from graftlib.core.kernels import build_heap, heap_tables
 from graftlib.core.tree import Tree
 
 
-
 class Candidates:
     """One draft's per-depth candidate pools: [D, K] token ids and log q, best first.
 

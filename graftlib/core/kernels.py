@@ -45,6 +45,7 @@ from typing import NamedTuple
 import numba
 import numpy as np
 
+
 class HeapTables(NamedTuple):
     """The compiled heap's edge-score inputs (module doc): DDTree's heap reads none, TDES's tables make it
     GRAFT's edge scoring, the selector's DFlash 2's; an empty array (`heap_tables`) leaves its term out."""

@@ -11,5 +11,5 @@
 
 The `graft` command itself is `graftlib.cli`.
 
-May import: every other layer (`graftlib.core`, `models`, `data`, `methods`, `training`).
+May import: every other layer (`graftlib.core`, `models`, `data`, `methods`, `inputs`, `training`).
 """

@@ -9,7 +9,7 @@ loop with its rounds walked along greedy AR's tokens (`graftlib.core.ar_path`). 
 drafter (`graftlib.core.ar_drafting.TreeDraftLoop`); `drafter_for(pair, method)` picks the pair's
 drafter a method drafts with. A method that loads a
 fitted artifact (a TDES scorer, a SABA calibration) checks it against this pair and machine
-(`graftlib.methods.artifacts`): `pair` is the pair's `PairId` (`Pair.identity()`; default: the
+(`graftlib.inputs.artifacts`): `pair` is the pair's `PairId` (`Pair.identity()`; default: the
 models' fingerprints, without names).
 """
 

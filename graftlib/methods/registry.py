@@ -21,7 +21,7 @@ a SABA calibration, `Method.policy` the AR-drafted ones (`graftlib.core.ar_draft
 policy, with `release_budget` the budget of its release's settings); `method_setting` names those
 inputs in every result's setting. Given the pair and hardware at hand (`pair`, `hardware`), a method
 checks the scorer and calibration it loads against the ones they were fitted for
-(`graftlib.methods.artifacts`): another pair's is refused.
+(`graftlib.inputs.artifacts`): another pair's is refused.
 """
 
 from collections.abc import Callable, Iterable
@@ -32,10 +32,10 @@ import torch
 from graftlib.core.builders import BudgetController, ChainBuilder, FixedBudget, HeapTreeBuilder, TreeBuilder
 from graftlib.core.errors import require
 from graftlib.core.paths import portable
-from graftlib.methods.artifacts import check_calibration, check_scorer
 from graftlib.methods.caddtree import CaDDTree
 from graftlib.methods.eagle_tree import RELEASE_BUDGET as EAGLE_RELEASE_BUDGET
 from graftlib.methods.eagle_tree import EagleTree
+from graftlib.methods.fitted import check_calibration, check_scorer
 from graftlib.methods.opt_tree import RELEASE_BUDGET as OPT_RELEASE_BUDGET
 from graftlib.methods.opt_tree import OptTree
 from graftlib.methods.saba import SabaController
@@ -153,7 +153,7 @@ def make_parts(method: str, budget: int, block_size: int, tdes: str | None = Non
     `graftlib.methods.tdes.default_scorer_path()`) and its weight for `ddtree+tdes` and `graft`; `saba`
     (SabaParams) the calibration of `ddtree+saba`, `graft` and `caddtree` (default:
     `graftlib.methods.saba_params.default_params()`); `embed` the target's input embeddings [V, E] (TDES's tables);
-    `pair` / `hardware` what the scorer and calibration must have been fitted for (`graftlib.methods.artifacts`;
+    `pair` / `hardware` what the scorer and calibration must have been fitted for (`graftlib.inputs.artifacts`;
     None: no check); `selector` a DFlash 2 drafter's (`Selector.of`) for `SELECTOR_METHODS`."""
     require(method in REGISTRY, f"unknown method {method!r}: choose from {', '.join(METHODS)}")
     require(beta is None or 0 <= beta <= 10, f"beta must be in [0, 10], got {beta}")

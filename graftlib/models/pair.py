@@ -11,7 +11,7 @@ The EAGLE-3 drafter of the AR-drafted methods (`graftlib.models.eagle3`) is load
 from `EMBEDDED_EAGLE3_DIR`; with neither it raises a GraftError that names the missing drafter and
 how to get one. `Pair.eagle3_describe()` names it (path and weights hash) in a result's setting.
 `Pair.identity()` (a `PairId`) is what artifacts fitted for a pair (a TDES scorer, a SABA
-calibration; `graftlib.methods.artifacts`) record and are checked against: the names as given
+calibration; `graftlib.inputs.artifacts`) record and are checked against: the names as given
 and a `fingerprint` of each model's weights. Unlike `weights_id` the fingerprint does not depend
 on the device or dtype the weights were loaded in (it hashes a sample rounded to bfloat16), so the
 embedded pair is the same pair in float32 on a CPU and in bfloat16 on a GPU.

@@ -10,5 +10,5 @@
 Above both: `prepare` (a pair's scorers and calibration in one command) and `ship` (a trained drafter or a
 prepared folder into the shipped assets). The rooms do not import each other.
 
-May import: `graftlib.core`, `graftlib.models`, `graftlib.data`, `graftlib.methods`.
+May import: `graftlib.core`, `graftlib.models`, `graftlib.data`, `graftlib.methods`, `graftlib.inputs`.
 """

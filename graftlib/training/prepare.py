@@ -1,7 +1,7 @@
 """`graft prepare`: a pair's TDES scorers and SABA calibration in one command, into that pair's folder.
 
 The shipped scorers and calibration belong to the embedded pair on a 2-core CPU; another pair (or
-machine) needs its own, and `graftlib.methods.artifacts` refuses another pair's scorer and
+machine) needs its own, and `graftlib.inputs.artifacts` refuses another pair's scorer and
 calibration (and warns about another machine's calibration). The steps, each the existing
 command's own function:
   1. traces   `graft traces` (`traces.make_traces`): DDTree decodes of the `tdes` pool
@@ -39,9 +39,10 @@ from graftlib.core.paths import portable
 from graftlib.core.records import write_json_atomic
 from graftlib.core.version import __version__
 from graftlib.data.prompts import TDES_TASKS
-from graftlib.methods.args import add_model_args
-from graftlib.methods.artifacts import MANIFEST_SCHEMA, ArtifactDir, ShippedAssets, default_dir
-from graftlib.methods.cost_profile import PAPER_PROFILE, CostProfile
+from graftlib.inputs.artifacts import MANIFEST_SCHEMA, ArtifactDir, ShippedAssets
+from graftlib.inputs.cli_args import add_model_args
+from graftlib.inputs.cost_profile import PAPER_PROFILE, CostProfile
+from graftlib.methods.fitted import default_dir
 from graftlib.methods.saba_params import CPU_GRID, GPU_GRID, PAPER_GRID, SabaParams
 from graftlib.methods.tdes import scorer_config, scorer_id
 from graftlib.models.pair import PairId

@@ -1,6 +1,6 @@
 """`graft ship-artifacts` (and `graft prepare --ship`): a `graft prepare` folder into the shipped assets.
 
-The shipped scorers and calibration (`graftlib.methods.artifacts.ShippedAssets`) belong to the
+The shipped scorers and calibration (`graftlib.inputs.artifacts.ShippedAssets`) belong to the
 embedded pair, and a retrained embedded drafter makes them stale. `make artifacts` refreshes them
 all from one folder: `graft prepare --task-scorers gsm8k --ship` makes the folder, then `ship`
 copies
@@ -57,7 +57,7 @@ from safetensors.torch import load_file, save_file
 from graftlib.core.errors import require
 from graftlib.core.paths import portable
 from graftlib.core.records import read_json_object
-from graftlib.methods.artifacts import ArtifactDir, ShippedAssets
+from graftlib.inputs.artifacts import ArtifactDir, ShippedAssets
 from graftlib.methods.tdes import scorer_config, scorer_paths
 from graftlib.models.dflash2 import pack_selector
 from graftlib.models.drafter import EMBEDDED_DRAFTER, EMBEDDED_DRAFTER_DIR, SELECTOR_FILE

@@ -6,5 +6,5 @@ rounds priced by a cost profile, the ranking rule), `claims` (the paper's throug
 verdicts), `tables` (Tables 1-2 and Figure 1(c)'s frames), `round_stages` (where a round's time goes),
 `findings` (what a paper item shows), `archive` (the committed records: `graft records`).
 
-May import: `graftlib.core`, `models`, `data`, `methods`, `training`; nothing else of `graftlib.lab`.
+May import: `graftlib.core`, `models`, `data`, `methods`, `inputs`, `training`; nothing else of `graftlib.lab`.
 """

@@ -1,7 +1,7 @@
 """Modeled throughput of bench records: pricing, the ranking rule, and its validation.
 
 Every bench record carries, beside its wall-clock `decode_s` / `tokens_per_s`, the modeled time of
-its rounds under a cost profile (`graftlib.methods.cost_profile`, eq. 17 and the AR step cost):
+its rounds under a cost profile (`graftlib.inputs.cost_profile`, eq. 17 and the AR step cost):
   modeled_s             fsum of the rounds' modeled costs (AR and hf: new_tokens - 1 AR steps,
                         per turn of a multi-turn record, each from its own prompt length)
   modeled_tokens_per_s  decoded tokens (`metrics.decoded_tokens`) / modeled_s, the same tokens as
@@ -43,9 +43,9 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from graftlib.core.errors import require
+from graftlib.inputs.cost_profile import CostProfile, RoundShape
 from graftlib.lab.report.metrics import by_task, decoded_tokens, pooled_speedup, speedup_ci, summarize
 from graftlib.lab.report.multiturn import turn_entries
-from graftlib.methods.cost_profile import CostProfile, RoundShape
 from graftlib.methods.registry import AR_METHODS
 
 AR_LIKE = ("ar", "hf")

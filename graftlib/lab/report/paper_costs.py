@@ -34,8 +34,8 @@ import numpy as np
 
 from graftlib.core.errors import require
 from graftlib.core.paths import portable
+from graftlib.inputs.cost_profile import PAPER_PROFILE, CostProfile
 from graftlib.lab.report.paper import TABLE1, TABLE2, TABLE3
-from graftlib.methods.cost_profile import PAPER_PROFILE, CostProfile
 from graftlib.methods.eagle_tree import RELEASE_BUDGET as EAGLE3_NODES
 from graftlib.methods.eagle_tree import EagleTree
 

@@ -14,6 +14,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from graftlib.core.errors import require
+from graftlib.inputs.cost_profile import CostProfile
 from graftlib.lab.report.claims import (
     CLAIMS,
     MIN_PROMPTS,
@@ -27,7 +28,6 @@ from graftlib.lab.report.claims import (
 from graftlib.lab.report.metrics import by_task, ratio_ci, summarize
 from graftlib.lab.report.paper import FIGURE6, TABLE1, TABLE2
 from graftlib.lab.report.paper_costs import MODEL, PROFILE_NAME, mat_needed, method_errors
-from graftlib.methods.cost_profile import CostProfile
 from graftlib.methods.saba_params import SabaParams
 
 LABELS = {"ar": "AR", "dflash": "DFlash", "ddtree": "DDTree", "ddtree+tdes": "+TDES", "ddtree+saba": "+SABA",

@@ -27,10 +27,10 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from graftlib.core.errors import require
+from graftlib.inputs.cost_profile import CostProfile, RoundShape
 from graftlib.lab.report.metrics import by_task, summarize
 from graftlib.lab.report.modeled import best_run, order_runs, rank, relabeled, rule_caption
 from graftlib.lab.report.paper import AR_LABELS
-from graftlib.methods.cost_profile import CostProfile, RoundShape
 from graftlib.methods.registry import AR_METHODS
 
 TABLE1_METHODS = (("ar", "AR"), ("dflash", "DFlash"), ("ddtree", "DDTree"), ("graft", "GRAFT"))

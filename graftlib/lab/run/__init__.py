@@ -6,5 +6,5 @@ decode round by round), `generate`, `device_check`, `strength` (the drafter-stre
 `regimes` (the cost regimes, their runs and sweeps), `edge_scores` (TDES beside DFlash 2's selector),
 `strength_axis`, and `modeled_check` (`graft modeled`: a results file's modeled figure and claims).
 
-May import: `graftlib.core`, `models`, `data`, `methods`, `training`, `graftlib.lab.report`.
+May import: `graftlib.core`, `models`, `data`, `methods`, `inputs`, `training`, `graftlib.lab.report`.
 """

@@ -39,12 +39,7 @@ from graftlib.core.records import append_record, setting_id
 from graftlib.core.sampling import GREEDY, Sampling, prompt_sampling
 from graftlib.core.timing import WarmUp, warm_up
 from graftlib.core.version import __version__
-from graftlib.lab.report.metrics import decoded_tokens, format_table, summarize, summarize_tasks
-from graftlib.lab.report.modeled import format_validation, price, reprice, validate
-from graftlib.lab.report.multiturn import TURNS, decode_turns, judge, matches, turn_uid, user_turns
-from graftlib.lab.run.machine_costs import deciding, machine_profile
-from graftlib.lab.run.strength import strengths
-from graftlib.methods.args import (
+from graftlib.inputs.cli_args import (
     add_ar_drafter_arg,
     add_method_args,
     add_model_args,
@@ -52,7 +47,12 @@ from graftlib.methods.args import (
     method_inputs,
     sampling_from_args,
 )
-from graftlib.methods.cost_profile import CostProfile, RoundShape, default_profile, load_profile
+from graftlib.inputs.cost_profile import CostProfile, RoundShape, default_profile, load_profile
+from graftlib.lab.report.metrics import decoded_tokens, format_table, summarize, summarize_tasks
+from graftlib.lab.report.modeled import format_validation, price, reprice, validate
+from graftlib.lab.report.multiturn import TURNS, decode_turns, judge, matches, turn_uid, user_turns
+from graftlib.lab.run.machine_costs import deciding, machine_profile
+from graftlib.lab.run.strength import strengths
 from graftlib.methods.decoder import Decoder, WalkedDecoder, drafter_for
 from graftlib.methods.registry import (
     ADAPTIVE_METHODS,
@@ -221,7 +221,7 @@ def run_bench(pair, prompts: list[BenchPrompt], runs: list[Run], max_new_tokens:
               walk: bool = False) -> list[dict]:
     """Decode every prompt with every run (interleaved), append records, return this setting's records.
     `tdes` / `beta`: the TDES scorer and weight of the `ddtree+tdes` and `graft` runs, `saba` the SABA
-    calibration of the adaptive ones (None: the shipped ones; `graftlib.methods.artifacts`). Under torchrun
+    calibration of the adaptive ones (None: the shipped ones; `graftlib.inputs.artifacts`). Under torchrun
     (`graftlib.lab.run.shard`) this rank decodes its share of the prompts into its own file next to `out`;
     records already in `out` or in any rank file count as done, so shards merge on reading. At T > 0
     (`sampling`) every method decodes a prompt with the prompt's own seed (`prompt_sampling`); the

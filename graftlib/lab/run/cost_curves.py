@@ -12,7 +12,7 @@ and the cache is cropped back afterwards. Medians are reported.
 
 `graft costs --ar-draft` measures instead the AR drafter's forwards (the pair's EAGLE-3 drafter,
 `--eagle3`), which price AR-drafted rounds in a cost profile (`c_ar_draft`,
-`graftlib.methods.cost_profile`). Protocol (`ar_draft_cost_curve`): the drafter's cache holds
+`graftlib.inputs.cost_profile`). Protocol (`ar_draft_cost_curve`): the drafter's cache holds
 `prefix_len` positions; per repeat, for every (frontier width w, context rows n) in shuffled order,
 the draft step itself (`ARTreeDrafter.grow`, so each timed forward is the decode's: forward, draft
 logits, top-k, pool and tree mask) grows a tree whose context step feeds n pending pairs and whose
@@ -52,15 +52,15 @@ from graftlib.core.records import append_record, write_json_atomic
 from graftlib.core.timing import StageTimer
 from graftlib.core.tree import verify_inputs
 from graftlib.core.verify import LazyArgmax, commit_cache, target_forward
-from graftlib.methods.args import add_ar_drafter_arg, add_model_args
-from graftlib.methods.caddtree import interpolate
-from graftlib.methods.cost_profile import (
+from graftlib.inputs.cli_args import add_ar_drafter_arg, add_model_args
+from graftlib.inputs.cost_profile import (
     AR_DRAFT_COMMAND,
     AR_DRAFT_SCHEMA,
     CostProfile,
     saba_profile,
     with_ar_draft,
 )
+from graftlib.methods.caddtree import interpolate
 from graftlib.methods.eagle_tree import EagleTree
 
 

@@ -45,13 +45,14 @@ from graftlib.core.hardware import hardware_id
 from graftlib.core.paths import portable, results_dir
 from graftlib.core.records import write_json_atomic
 from graftlib.core.version import __version__
+from graftlib.inputs.artifacts import ArtifactDir, artifact_inputs
+from graftlib.inputs.cost_profile import CostProfile, from_curve, from_saba, with_ar_draft
 from graftlib.lab.report.metrics import format_table, summarize
 from graftlib.lab.run.bench import Run, run_bench, task_prompts
 from graftlib.lab.run.cost_curves import ar_draft_cost_curve, fit_ar_draft, verify_cost_curve
 from graftlib.lab.run.host_overhead import format_host_table, host_overhead_table
-from graftlib.methods.artifacts import ArtifactDir, artifact_inputs, slug
-from graftlib.methods.cost_profile import CostProfile, from_curve, from_saba, with_ar_draft
 from graftlib.methods.decoder import Decoder, drafter_for
+from graftlib.methods.fitted import slug
 from graftlib.methods.registry import AR_METHODS, SELECTOR_METHODS
 from graftlib.methods.saba_params import SabaParams
 from graftlib.models.target import DTYPES

@@ -9,8 +9,7 @@ one per depth (`RoundRecord.t_draft_steps`), so an EAGLE-3 round reads beside a 
 import statistics
 
 from graftlib.core.errors import require
-from graftlib.lab.report.tree_view import tree_lines
-from graftlib.methods.args import (
+from graftlib.inputs.cli_args import (
     add_ar_drafter_arg,
     add_method_args,
     add_model_args,
@@ -18,6 +17,7 @@ from graftlib.methods.args import (
     method_inputs,
     sampling_from_args,
 )
+from graftlib.lab.report.tree_view import tree_lines
 from graftlib.methods.decoder import Decoder, drafter_for
 from graftlib.methods.registry import AR_METHODS, METHODS
 

@@ -1,7 +1,7 @@
 """The cost profile of the machine a run is on: the shipped one where it was fitted, else measured once.
 
 A modeled figure prices a decode's rounds, and SABA decides its budgets, with a cost profile
-(`graftlib.methods.cost_profile`). The shipped CPU profile was fitted for the embedded pair on one
+(`graftlib.inputs.cost_profile`). The shipped CPU profile was fitted for the embedded pair on one
 machine (`hardware_id`, e.g. "cpu:2-threads:AMD EPYC"); priced with it, another machine's modeled
 figures describe the first machine, not the reader's. `machine_profile` therefore returns:
   1. the profile at an explicit path, when one is given (a user's choice is never overridden);
@@ -32,13 +32,13 @@ from graftlib.core.errors import GraftError
 from graftlib.core.hardware import hardware_id
 from graftlib.core.paths import graft_home, portable
 from graftlib.core.timing import WarmUp, warm_up
+from graftlib.inputs.cli_args import add_model_args
+from graftlib.inputs.cost_profile import CostProfile, default_profile, with_costs
 from graftlib.lab.run.cost_curves import (
     ar_draft_cost_curve,
     fit_ar_draft,
 )
-from graftlib.methods.args import add_model_args
-from graftlib.methods.artifacts import slug
-from graftlib.methods.cost_profile import CostProfile, default_profile, with_costs
+from graftlib.methods.fitted import slug
 from graftlib.methods.saba_params import SabaParams, default_params
 
 CPU_BUDGETS = (4, 16, 64)  # a CPU's DDTree budgets (the machine regime's cap is 64)

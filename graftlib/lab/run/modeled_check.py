@@ -21,11 +21,11 @@ from graftlib.core.errors import GraftError, require
 from graftlib.core.paths import portable, results_dir
 from graftlib.core.records import append_record
 from graftlib.core.version import __version__
+from graftlib.inputs.cost_profile import load_profile
 from graftlib.lab.report.claims import claims_summary, evaluate_claims, format_claims
 from graftlib.lab.report.modeled import format_validation, reprice, validate
 from graftlib.lab.report.paper_costs import PROFILE_NAME, method_errors
 from graftlib.lab.run.shard import merged_records
-from graftlib.methods.cost_profile import load_profile
 
 
 def load_bench_records(paths: list[str], settings: list[str] | None = None) -> list[dict]:

@@ -22,6 +22,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from graftlib.core.errors import require
+from graftlib.inputs.cost_profile import PAPER_PROFILE, CostProfile, default_profile, with_costs
 from graftlib.lab.report.metrics import by_task, summarize
 from graftlib.lab.report.paper import TABLE3
 from graftlib.lab.report.regime_tables import Regime, mismatch_reduction
@@ -29,7 +30,6 @@ from graftlib.lab.report.tables import budget_curve
 from graftlib.lab.run.bench import Run, run_bench, task_prompts
 from graftlib.lab.run.machine_costs import deciding
 from graftlib.lab.run.strength import STRENGTH_PATH, strengths
-from graftlib.methods.cost_profile import PAPER_PROFILE, CostProfile, default_profile, with_costs
 from graftlib.methods.registry import AR_METHODS, REGISTRY
 from graftlib.methods.saba_params import PAPER_PATH, SabaParams, default_params
 from graftlib.training.graft.replay import (

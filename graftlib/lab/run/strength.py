@@ -31,8 +31,8 @@ from pathlib import Path
 from graftlib.core.errors import require
 from graftlib.core.paths import ASSETS_DIR, portable
 from graftlib.core.records import write_json_atomic
+from graftlib.inputs.cli_args import add_model_args
 from graftlib.lab.report.paper import TABLE1
-from graftlib.methods.args import add_model_args
 from graftlib.methods.decoder import Decoder, WalkedDecoder
 from graftlib.models.strength import StrengthDrafter
 

@@ -37,8 +37,8 @@ from pathlib import Path
 from graftlib.core.errors import GraftError
 from graftlib.core.paths import PROJECT_DIR, portable
 from graftlib.core.records import read_json_object, write_json_atomic
-from graftlib.methods.artifacts import ShippedAssets
-from graftlib.methods.cost_profile import from_saba, load_ar_draft_cost, with_ar_draft
+from graftlib.inputs.artifacts import ShippedAssets
+from graftlib.inputs.cost_profile import from_saba, load_ar_draft_cost, with_ar_draft
 from graftlib.methods.saba_params import PAPER_PATH, SabaParams, default_params
 from graftlib.methods.tdes import GSM8K_PATH, default_scorer_path, scorer_config, scorer_id
 from graftlib.models.eagle3 import checkpoint_id

@@ -18,7 +18,7 @@ out). (A first version timed rounds on random candidates instead: the walk then 
 at the root, and the fit missed ~10 ms per round of LM-head rows on this CPU.) Those rows still
 vary with the round's acceptance at a given B, which eq. 17 cannot see (it prices B before the rows
 are known): `saba_fit.fit_rows_cost` fits what each row costs beyond the budget's mean
-(`rows_cost`), for the cost profile that prices finished rounds (`graftlib.methods.cost_profile`).
+(`rows_cost`), for the cost profile that prices finished rounds (`graftlib.inputs.cost_profile`).
 
 Gain: the replay (`graftlib.training.graft.replay`) of a reference ddtree trajectory on held-out
 validation prompts (`data.pool("val")`, never evaluation prompts) over the budget grid gives
@@ -35,7 +35,7 @@ records the sampling in `meta["sampling"]`; at T = 0 nothing is added (the greed
 written as before).
 
 The saved JSON (`SabaParams`) records hardware, target, drafter, the pair's identity (names and
-weight fingerprints, checked on use: `graftlib.methods.artifacts`), date, grid, prompt count and
+weight fingerprints, checked on use: `graftlib.inputs.artifacts`), date, grid, prompt count and
 fit quality; its `id` (a hash of the numbers) is what replay records name as their calibration.
 `offline_tracking` scores any parameters on replay records: retained oracle throughput of the
 budgets SABA would have picked, using the measured a_t(B) / l_t(B) (its AR gate, when budget 0 was
@@ -59,8 +59,8 @@ from graftlib.core.hardware import hardware_id
 from graftlib.core.records import append_record, read_records, setting_id
 from graftlib.core.sampling import GREEDY, Sampling, prompt_sampling
 from graftlib.data.regular import VAL_COUNT as REGULAR_VAL
-from graftlib.methods.args import add_model_args, add_sampling_args, sampling_from_args
-from graftlib.methods.cost_profile import CostProfile, load_profile, with_costs
+from graftlib.inputs.cli_args import add_model_args, add_sampling_args, sampling_from_args
+from graftlib.inputs.cost_profile import CostProfile, load_profile, with_costs
 from graftlib.methods.saba import BudgetGrid
 from graftlib.methods.saba_extensions import GainCorrection, ar_utility
 from graftlib.methods.saba_params import CPU_GRID, DEFAULT_PATH, SabaParams
@@ -257,7 +257,7 @@ def calibrate_pair(pair, out, grid: list[int], val_prompts: int = 8, ref_budget:
     `regular_prompts` adds that many prompts of the regular set's validation split (`graftlib.data.regular`:
     rounds whose gain keeps growing with B, so the fit has seen confident states; never its eval split).
     The saved meta names the pair (`Pair.identity()`) and the hardware (`core.hardware.hardware_id`)
-    the calibration belongs to (`graftlib.methods.artifacts`), and at T > 0 its sampling.
+    the calibration belongs to (`graftlib.inputs.artifacts`), and at T > 0 its sampling.
     `checkpoint`: per-prompt replay records (`replay_rounds`), so an interrupted calibration resumes.
     `profile`: the grid is walked, not verified (`graftlib.training.graft.replay.WalkReplay`, T = 0), and the costs
     are the profile's (`fit_params`); the records are priced by it (`replay.priced`)."""

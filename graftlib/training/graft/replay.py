@@ -72,14 +72,14 @@ from graftlib.core.sampling import GREEDY, Sampling, prompt_sampling
 from graftlib.core.timing import StageTimer
 from graftlib.core.tree import EDGE_SHIFT, child_edges
 from graftlib.core.verify import commit_cache
-from graftlib.methods.args import (
+from graftlib.inputs.cli_args import (
     add_method_args,
     add_model_args,
     add_sampling_args,
     method_inputs,
     sampling_from_args,
 )
-from graftlib.methods.cost_profile import CostProfile, RoundShape
+from graftlib.inputs.cost_profile import CostProfile, RoundShape
 from graftlib.methods.decoder import Decoder, WalkedDecoder
 from graftlib.methods.registry import AR_METHODS, CHAIN_METHODS, SELECTOR_METHODS, make_parts, method_setting
 from graftlib.methods.saba import StateTracker

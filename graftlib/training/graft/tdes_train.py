@@ -268,7 +268,7 @@ def train_from_traces(traces, out, cfg: TDESConfig, target: str | None = None, t
     """Train a scorer on a trace directory (`tasks`: those tasks' rounds only) and save it at `out`.
     `embed`: the target's embeddings when already loaded (default: loaded on the CPU by name). The
     config records the traces' target, drafter, pair identity and hardware (checked on use by
-    `graftlib.methods.artifacts`) and the command."""
+    `graftlib.inputs.artifacts`) and the command."""
     index, rounds = load_traces(traces, tasks)
     name = target or index.get("target")
     require(name not in (None, "?"), "the traces do not name their target: pass --target")

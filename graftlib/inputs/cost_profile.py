@@ -265,7 +265,7 @@ class CostProfile:
         path = Path(path)
         d = read_json_object(path, "cost profile")
         require(not ({"phi", "alpha"} <= set(d)), f"cost profile file {path} is a SABA calibration, not a cost profile: "
-                "convert it with graftlib.methods.cost_profile.from_saba(SabaParams.load(path)).save(out)")
+                "convert it with graftlib.inputs.cost_profile.from_saba(SabaParams.load(path)).save(out)")
         d.pop("id", None)
         fields = set(cls.__dataclass_fields__)
         unknown, missing = set(d) - fields, {"name", "hardware", "c", "c_ar", "c_draft"} - set(d)
@@ -355,7 +355,7 @@ def with_costs(params: SabaParams, profile: CostProfile) -> SabaParams:
     cost side (eq. 17's c, the cost table, c_ar, c_draft, rows_cost) replaced by the profile's, its
     gain side (phi, alpha, the gain table, hist_prior, the grid) kept, as the gain does not depend on
     the machine. `meta["cost_profile"]` names the profile, and the calibration is then no longer
-    this machine's alone (`graftlib.methods.artifacts` does not warn about the hardware)."""
+    this machine's alone (`graftlib.inputs.artifacts` does not warn about the hardware)."""
     return replace(params, c=list(profile.c), c_ar=list(profile.c_ar), c_draft=profile.c_draft,
                    cost_table=profile.cost_table, rows_cost=profile.c_rows,
                    meta={**params.meta, "cost_profile": profile.label})

@@ -13,8 +13,8 @@ import argparse
 
 from graftlib.core.paths import portable
 from graftlib.core.sampling import Sampling
-from graftlib.methods.artifacts import artifact_inputs
-from graftlib.methods.cost_profile import CostProfile, with_costs
+from graftlib.inputs.artifacts import artifact_inputs
+from graftlib.inputs.cost_profile import CostProfile, with_costs
 from graftlib.methods.saba_params import SabaParams, default_params
 from graftlib.models.drafter import EMBEDDED_DRAFTER
 from graftlib.models.eagle3 import EMBEDDED_EAGLE3_DIR
