@@ -36,7 +36,7 @@ tree up to near-ties in score; tests check the heap exactly on tables whose prod
 
 `verify_blob` builds `graftlib.core.tree.verify_inputs`'s upload (`hidden_rows`, its mask block, also writes a host
 mask buffer in place); `gather_positions`, the tree commit of a host KV cache. `warm_up()` compiles every kernel for the types
-a decode passes; compiled code is cached on disk (`cache=True`: later processes load it in ~0.1 s).
+a decode passes; compiled code is cached on disk (`cache=True`), so later processes load it instead of compiling.
 """
 
 import functools

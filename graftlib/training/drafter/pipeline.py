@@ -2,7 +2,7 @@
 
 Why one process: on a GPU held for minutes, not hours, the separate steps cost more than they do.
 `graft drafter-data` writes shards that `graft train-drafter` reads back (gigabytes of features
-to disk and back: minutes of start-up, measured 4 min for 5.4 GiB on an H200 machine), and the
+to disk and back: minutes of start-up), and the
 saved data cannot leave the machine anyway. Here the target is loaded once, in float32 (the
 dtype the drafter meets when decoding; a bf16 generation made every stored greedy response
 disagree with the float32 decode loop's, so the in-loop tau had no reference), responses are

@@ -17,7 +17,7 @@ Greedy by default; `sample_share` of the prompts (chosen by a hash of their uid,
 set grows) get a response sampled at `sample_temperature` from one seeded generator per shard (the
 sampling issue wants T > 0 text too). Their top-k rows are still the T = 1 distribution. A step draws for the
 rows that sample at it and no others (decided on the host, no sync); older data drew for every
-row at every step of a run with any sampled row (10% of a branch run's time went to it), so one seed gives other
+row at every step of a run with any sampled row, so one seed gives other
 draws now than then: equally valid data, not the same tokens.
 
 Branches (`branches` = n > 0): more greedy text from a fixed set of prompts. Every prompt is answered

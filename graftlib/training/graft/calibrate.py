@@ -14,8 +14,8 @@ decoding) on (B, prefix), budget 0 being the AR step; c0 then gets the median dr
 (constant in B), so C_t(B) is the whole round latency; `c_draft` is that median draft time (sunk
 for SABA's post-draft gate). By default the cost table (`saba_fit.fit_cost_table`) then adds each
 grid budget's median residual to eq. 17 (kernel steps in the verify cost; `--cost eq17` leaves it
-out). (A first version timed rounds on random candidates instead: the walk then stops
-at the root, and the fit missed ~10 ms per round of LM-head rows on this CPU.) Those rows still
+out). Rounds are timed on real drafts, not random candidates, so the LM-head rows a walk reads are
+priced as they occur. Those rows still
 vary with the round's acceptance at a given B, which eq. 17 cannot see (it prices B before the rows
 are known): `saba_fit.fit_rows_cost` fits what each row costs beyond the budget's mean
 (`rows_cost`), for the cost profile that prices finished rounds (`graftlib.inputs.cost_profile`).
@@ -31,8 +31,7 @@ At T > 0 (`--temperature`, `--top-p`, `--seed`) the reference trajectories sampl
 validation prompt with its own seed (`core.sampling.prompt_sampling`, as in `graft bench`), and
 every budget of a round replays with the round's random stream (`graftlib.training.graft.replay`): the
 fit then sees a_t(B) and s_t as SABA meets them when decoding at that temperature. The calibration
-records the sampling in `meta["sampling"]`; at T = 0 nothing is added (the greedy calibration is
-written as before).
+records the sampling in `meta["sampling"]`; at T = 0 nothing is added.
 
 The saved JSON (`SabaParams`) records hardware, target, drafter, the pair's identity (names and
 weight fingerprints, checked on use: `graftlib.inputs.artifacts`), date, grid, prompt count and
