@@ -10,7 +10,7 @@ from tiny import random_prompt, tiny_drafter, tiny_target
 
 from graftlib.core.errors import GraftError
 from graftlib.methods.decoder import Decoder
-from graftlib.methods.registry import make_parts
+from graftlib.methods.registry import MethodInputs, make_parts
 from graftlib.methods.saba import round_costs
 from graftlib.methods.saba_params import SabaParams
 from graftlib.training.graft.calibrate import (
@@ -58,7 +58,7 @@ def test_replay_reproduces_rounds_and_keeps_state(pair, method, budget, params):
         assert any(r.budget == 0 for r in plain.rounds) and any(r.budget for r in plain.rounds)
     if params is POST_GATED:
         assert any(r.budget == 0 and r.t_draft > 0 for r in plain.rounds)
-    res = replay_decoder(target, drafter, method, budget, GRID, params).replay(prompt, MAX_NEW)
+    res = replay_decoder(target, drafter, method, budget, GRID, MethodInputs(saba=params)).replay(prompt, MAX_NEW)
     assert res.decode.tokens == ar == plain.tokens  # replays left cache and prefix exactly as before
     assert [r.accepted for r in res.decode.rounds] == [r.accepted for r in plain.rounds]
     refs = [r for r in res.records if r.reference]
@@ -90,7 +90,7 @@ def test_replay_reproduces_rounds_and_keeps_state(pair, method, budget, params):
 
 def test_replay_repeats_and_errors(pair):
     target, drafter = pair
-    dec = replay_decoder(target, drafter, "ddtree", 4, [2, 4], SabaParams(), repeats=2)
+    dec = replay_decoder(target, drafter, "ddtree", 4, [2, 4], MethodInputs(saba=SabaParams()), repeats=2)
     res = dec.replay(random_prompt(3, 5), 12)
     assert res.records and all(r.latency > 0 for r in res.records)
     with pytest.raises(GraftError, match="grid"):

@@ -15,6 +15,7 @@ from graftlib.core.paths import portable
 from graftlib.core.sampling import Sampling
 from graftlib.inputs.artifacts import artifact_inputs
 from graftlib.inputs.cost_profile import CostProfile, with_costs
+from graftlib.methods.registry import MethodInputs
 from graftlib.methods.saba_params import SabaParams, default_params
 from graftlib.models.drafter import EMBEDDED_DRAFTER
 from graftlib.models.eagle3 import EMBEDDED_EAGLE3_DIR
@@ -54,15 +55,15 @@ def add_method_args(p: argparse.ArgumentParser) -> None:
                    "the shipped CPU profile, the shipped calibration's own costs)")
 
 
-def method_inputs(args: argparse.Namespace) -> tuple[str | None, SabaParams | None]:
-    """(TDES scorer path, SABA calibration) from --tdes / --artifacts / --saba (None, None: the shipped
-    ones), the calibration deciding under --cost-profile when one is given."""
+def method_inputs(args: argparse.Namespace) -> MethodInputs:
+    """The methods' inputs (TDES scorer path and beta, SABA calibration) from --tdes / --beta / --artifacts /
+    --saba (None each: the shipped ones), the calibration deciding under --cost-profile when one is given."""
     tdes, saba = artifact_inputs(args.artifacts, args.tdes)
     if args.saba:
         saba = SabaParams.load(args.saba)
     if args.cost_profile:
         saba = with_costs(saba or default_params(), CostProfile.load(args.cost_profile))
-    return tdes, saba
+    return MethodInputs(tdes, getattr(args, "beta", None), saba)
 
 
 def add_sampling_args(p: argparse.ArgumentParser) -> None:

@@ -49,6 +49,23 @@ Parts = tuple[TreeBuilder | None, BudgetController | None]
 
 
 @dataclass(frozen=True)
+class MethodInputs:
+    """What every run of a bench or a replay shares beyond its method and budget: the TDES scorer path and beta
+    of `ddtree+tdes` and `graft`, the SABA calibration of the adaptive methods (None each: the shipped ones)."""
+
+    tdes: str | None = None
+    beta: float | None = None
+    saba: SabaParams | None = None
+
+    def setting(self, methods: Iterable[str], eagle3: dict | None = None) -> dict:
+        """`method_setting` of `methods` with these inputs."""
+        return method_setting(methods, self.tdes, self.beta, self.saba, eagle3=eagle3)
+
+
+SHIPPED_INPUTS = MethodInputs()  # the shipped scorer, its beta and the shipped calibration
+
+
+@dataclass(frozen=True)
 class MethodArgs:
     """What a method's factory may use: the budget (or cap), the drafter's block size, the TDES
     scorer path and beta, the SABA calibration (None: the default), the target's embeddings, and

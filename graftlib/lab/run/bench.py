@@ -61,9 +61,9 @@ from graftlib.methods.registry import (
     FITTED_METHODS,
     METHODS,
     REGISTRY,
-    method_setting,
+    SHIPPED_INPUTS,
+    MethodInputs,
 )
-from graftlib.methods.saba_params import SabaParams
 
 BASELINES = ("hf",)
 
@@ -140,9 +140,8 @@ def hf_generate(pair, prompt_ids: list[int], max_new_tokens: int) -> tuple[list[
     return out[0, len(prompt_ids):].tolist(), t_first - t0, t1 - t_first
 
 
-def decode_record(pair, run: Run, prompt: BenchPrompt, max_new_tokens: int, tdes: str | None = None,
-                  beta: float | None = None, sampling: Sampling = GREEDY, saba: SabaParams | None = None,
-                  ar_tokens: list[int] | None = None, shared: dict | None = None) -> dict:
+def decode_record(pair, run: Run, prompt: BenchPrompt, max_new_tokens: int, inputs: MethodInputs = SHIPPED_INPUTS,
+                  sampling: Sampling = GREEDY, ar_tokens: list[int] | None = None, shared: dict | None = None) -> dict:
     """One decode's record; `ar_tokens` (greedy AR's for this prompt): the run's rounds walked along them
     (`methods.decoder.WalkedDecoder`), no wall clock (NaN times) and no exactness verdict (`walked`);
     `shared`: the walked continuation of this prompt, kept for the prompt's next walked runs (one per prompt)."""
@@ -156,7 +155,7 @@ def decode_record(pair, run: Run, prompt: BenchPrompt, max_new_tokens: int, tdes
                     stage_s={k: 0.0 for k in ("draft", "tree", "verify", "commit")})
     kind = WalkedDecoder if ar_tokens is not None else Decoder
     decoder = kind.for_method(pair.target, drafter_for(pair, run.method), run.method, run.budget or 1, pair.eos_ids,
-                              tdes, beta, prompt_sampling(sampling, prompt.uid), saba,
+                              inputs.tdes, inputs.beta, prompt_sampling(sampling, prompt.uid), inputs.saba,
                               pair.identity() if run.method in FITTED_METHODS else None)
     if ar_tokens is None:
         res = decoder.decode(ids, max_new_tokens)
@@ -192,18 +191,17 @@ def decode_record(pair, run: Run, prompt: BenchPrompt, max_new_tokens: int, tdes
     return rec
 
 
-def decode_prompt(pair, run: Run, prompt: BenchPrompt, max_new_tokens: int, tdes: str | None = None,
-                  beta: float | None = None, sampling: Sampling = GREEDY, saba: SabaParams | None = None,
-                  ar_tokens: list[int] | None = None, shared: dict | None = None) -> dict:
+def decode_prompt(pair, run: Run, prompt: BenchPrompt, max_new_tokens: int, inputs: MethodInputs = SHIPPED_INPUTS,
+                  sampling: Sampling = GREEDY, ar_tokens: list[int] | None = None, shared: dict | None = None) -> dict:
     """`decode_record` over every turn of `prompt` (`graftlib.lab.report.multiturn`); a one-turn prompt's is its own
     (`ar_tokens`: walked along them, one-turn prompts only; `shared`: `decode_record`'s)."""
     if ar_tokens is not None:
         require(not prompt.user_turns, f"{prompt.uid}: a walked decode takes one turn (pass --turns 1)")
-        return decode_record(pair, run, prompt, max_new_tokens, tdes, beta, sampling, saba, ar_tokens, shared)
+        return decode_record(pair, run, prompt, max_new_tokens, inputs, sampling, ar_tokens, shared)
 
     def decode(ids: tuple[int, ...], turn: int) -> dict:
         one = replace(prompt, uid=turn_uid(prompt.uid, turn), input_ids=ids, user_turns=())
-        return decode_record(pair, run, one, max_new_tokens, tdes, beta, sampling, saba)
+        return decode_record(pair, run, one, max_new_tokens, inputs, sampling)
 
     return decode_turns(decode, pair.tokenizer, prompt.input_ids, prompt.user_turns)
 
@@ -215,13 +213,12 @@ def warm_key(run: Run) -> tuple[str, int]:
 
 
 def run_bench(pair, prompts: list[BenchPrompt], runs: list[Run], max_new_tokens: int, out: Path,
-              warmup: bool = True, progress: bool = True, extra: dict | None = None, tdes: str | None = None,
-              beta: float | None = None, sampling: Sampling = GREEDY,
-              cost_profile: CostProfile | None = None, saba: SabaParams | None = None,
+              inputs: MethodInputs = SHIPPED_INPUTS, warmup: bool = True, progress: bool = True,
+              extra: dict | None = None, sampling: Sampling = GREEDY, cost_profile: CostProfile | None = None,
               walk: bool = False) -> list[dict]:
     """Decode every prompt with every run (interleaved), append records, return this setting's records.
-    `tdes` / `beta`: the TDES scorer and weight of the `ddtree+tdes` and `graft` runs, `saba` the SABA
-    calibration of the adaptive ones (None: the shipped ones; `graftlib.inputs.artifacts`). Under torchrun
+    `inputs` (`MethodInputs`): the TDES scorer and beta of the `ddtree+tdes` and `graft` runs and the SABA
+    calibration of the adaptive ones (None each: the shipped ones; `graftlib.inputs.artifacts`). Under torchrun
     (`graftlib.lab.run.shard`) this rank decodes its share of the prompts into its own file next to `out`;
     records already in `out` or in any rank file count as done, so shards merge on reading. At T > 0
     (`sampling`) every method decodes a prompt with the prompt's own seed (`prompt_sampling`); the
@@ -239,7 +236,7 @@ def run_bench(pair, prompts: list[BenchPrompt], runs: list[Run], max_new_tokens:
     require(len(prompts) > 0, "no prompts to benchmark")
     eagle3 = pair.eagle3_describe() if any(r.method in AR_METHODS for r in runs) else None
     setting = dict(pair.describe(), max_new_tokens=max_new_tokens, ar_timing="bracketed",  # the protocol above
-                   **method_setting([r.method for r in runs], tdes, beta, saba, eagle3=eagle3), **(extra or {}),
+                   **inputs.setting([r.method for r in runs], eagle3=eagle3), **(extra or {}),
                    **sampling.setting(),
                    **({"turns": "all"} if any(p.user_turns for p in prompts) else {}), **({"walk": True} if walk else {}))
     require(not walk or sampling.greedy, "--walk follows greedy AR's tokens: T = 0 only")
@@ -264,7 +261,7 @@ def run_bench(pair, prompts: list[BenchPrompt], runs: list[Run], max_new_tokens:
         for r in ordered:
             if warm_key(r) not in warmed and not walked(r):
                 def one(r=r):
-                    rec = decode_prompt(pair, r, todo[0][0], policy.new_tokens, tdes, beta, sampling, saba)
+                    rec = decode_prompt(pair, r, todo[0][0], policy.new_tokens, inputs, sampling)
                     return rec["decode_s"] / max(1, decoded_tokens(rec))
                 warmed[warm_key(r)] = warm_up(one, policy)
     reusable = reusable_ar(out, setting, sampling) if all(walked(r) or r.method == "ar" for r in runs) and walk else {}
@@ -279,7 +276,7 @@ def run_bench(pair, prompts: list[BenchPrompt], runs: list[Run], max_new_tokens:
             bar.update()
             continue
         ar = done.get((p.uid, "ar"))
-        rec = decode_prompt(pair, r, p, max_new_tokens, tdes, beta, sampling, saba, ar["tokens"] if walked(r) else None,
+        rec = decode_prompt(pair, r, p, max_new_tokens, inputs, sampling, ar["tokens"] if walked(r) else None,
                             continuations)
         rec.update(
             setting_id=sid, key=r.key, method=r.method, budget=r.budget, task=p.task, uid=p.uid,
@@ -344,15 +341,14 @@ def bracket(first: dict, second: dict) -> dict:
 
 
 def bench_records(pair, tasks: list[str], runs: list[Run], n_prompts: int, max_new_tokens: int, out: Path,
-                  tdes: str | None = None, beta: float | None = None, progress: bool = False,
-                  sampling: Sampling = GREEDY, cost_profile: CostProfile | None = None,
-                  turns: str = "all", saba: SabaParams | None = None) -> list[dict]:
+                  inputs: MethodInputs = SHIPPED_INPUTS, progress: bool = False, sampling: Sampling = GREEDY,
+                  cost_profile: CostProfile | None = None, turns: str = "all") -> list[dict]:
     """`run_bench` over several tasks (first `n_prompts` eval prompts each); every task's records."""
     records = []
     for task in tasks:
         prompts = task_prompts(pair, task, n_prompts, turns=turns)
-        records += run_bench(pair, prompts, runs, max_new_tokens, out, progress=progress, extra={"task": task},
-                             tdes=tdes, beta=beta, sampling=sampling, cost_profile=cost_profile, saba=saba)
+        records += run_bench(pair, prompts, runs, max_new_tokens, out, inputs, progress=progress, extra={"task": task},
+                             sampling=sampling, cost_profile=cost_profile)
     return records
 
 
@@ -460,16 +456,15 @@ def run(args) -> int:
     out = Path(args.out) if args.out else results_dir() / "bench.jsonl"
     print(f"graft bench: {len(prompts)} prompts x {len(runs)} runs -> {out} "
           f"({pair.describe()}, drafter_trained={pair.drafter_trained})")
-    tdes, saba = method_inputs(args)
+    inputs = method_inputs(args)
     if args.cost_profile is None and not args.shipped_costs:
         profile = machine_profile(pair)
-        saba = deciding(saba, profile)
+        inputs = replace(inputs, saba=deciding(inputs.saba, profile))
         if any(r.method in AR_METHODS for r in runs):
             profile.require_ar_draft()
     print(f"graft bench: costs of {profile.name} ({profile.id}, {profile.hardware})")
-    records = run_bench(pair, prompts, runs, args.max_new_tokens, out, warmup=not args.no_warmup, tdes=tdes,
-                        beta=args.beta, sampling=sampling_from_args(args), cost_profile=profile, saba=saba,
-                        walk=args.walk, extra=extra)
+    records = run_bench(pair, prompts, runs, args.max_new_tokens, out, inputs, warmup=not args.no_warmup,
+                        sampling=sampling_from_args(args), cost_profile=profile, walk=args.walk, extra=extra)
     rank, world = rank_world()
     if world > 1:  # a torchrun shard: rank 0 prints the sweep's one table once every rank's records are in
         if rank > 0:

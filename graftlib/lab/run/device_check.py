@@ -53,7 +53,7 @@ from graftlib.lab.run.cost_curves import ar_draft_cost_curve, fit_ar_draft, veri
 from graftlib.lab.run.host_overhead import format_host_table, host_overhead_table
 from graftlib.methods.decoder import Decoder, drafter_for
 from graftlib.methods.fitted import slug
-from graftlib.methods.registry import AR_METHODS, SELECTOR_METHODS
+from graftlib.methods.registry import AR_METHODS, SELECTOR_METHODS, MethodInputs
 from graftlib.methods.saba_params import SabaParams
 from graftlib.models.target import DTYPES
 from graftlib.models.tiny import (
@@ -241,8 +241,8 @@ def bench_section(cfg: CheckConfig, pair, out: Path, prepared: bool) -> dict:
     if profile is None or profile.c_ar_draft is not None:  # the shipped profile prices AR-drafted rounds
         runs += [Run(m, b) for m, b in cfg.ar_tree_runs]
     prompts = task_prompts(pair, "gsm8k", cfg.bench_prompts, max_prompt_tokens=cfg.prompt_tokens)
-    records = run_bench(pair, prompts, runs, cfg.bench_tokens, out / "bench.jsonl", progress=False, tdes=tdes,
-                        saba=saba, cost_profile=profile, extra={"task": "gsm8k"})
+    records = run_bench(pair, prompts, runs, cfg.bench_tokens, out / "bench.jsonl", MethodInputs(tdes, saba=saba),
+                        progress=False, cost_profile=profile, extra={"task": "gsm8k"})
     rows = summarize(records)
     return {"artifacts": "prepared" if prepared else "shipped", "prompts": len(prompts), "tokens": cfg.bench_tokens,
             "rows": rows, "table": format_table(rows)}

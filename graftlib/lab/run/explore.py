@@ -23,7 +23,7 @@ from graftlib.core.builders import Candidates
 from graftlib.core.errors import require
 from graftlib.core.sampling import GREEDY, Sampling
 from graftlib.methods.decoder import Decoder
-from graftlib.methods.registry import AR_METHODS
+from graftlib.methods.registry import AR_METHODS, MethodInputs
 from graftlib.methods.saba import BudgetGrid, SabaController
 from graftlib.methods.saba_params import SabaParams
 from graftlib.training.graft.replay import ReplayDecoder, oracle_rows, replay_decoder
@@ -78,7 +78,7 @@ def explore(pair, prompt_ids: list[int], method: str = "graft", budget: int = 64
         none = [None] * n
         return Exploration(res.tokens, res.rounds, none, list(none), [{"best_budget": None, "retained": None}] * n,
                            _starts(res.rounds), [{} for _ in range(n)])
-    dec = replay_decoder(pair.target, pair.drafter, method, budget, list(grid), params, eos_ids=pair.eos_ids,
+    dec = replay_decoder(pair.target, pair.drafter, method, budget, list(grid), MethodInputs(saba=params), eos_ids=pair.eos_ids,
                          sampling=sampling, cls=_Keeping)
     res = dec.replay(prompt_ids, max_new_tokens, record_trees=True)
     rounds = res.decode.rounds

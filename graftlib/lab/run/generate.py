@@ -62,10 +62,10 @@ def run(args) -> int:
     require(args.method in METHODS, f"unknown method {args.method!r}: choose from {', '.join(METHODS)}")
     require(args.prompt.strip() != "", "empty prompt: pass some text with --prompt")
     sampling = sampling_from_args(args)
-    tdes, saba = method_inputs(args)
+    inputs = method_inputs(args)
     pair = load_pair(args.target, args.drafter, args.device, args.device_map, args.eagle3, args.dtype)
     decoder = Decoder.for_method(pair.target, drafter_for(pair, args.method), args.method, args.budget, pair.eos_ids,
-                                 tdes, args.beta, sampling, saba, pair.identity())
+                                 inputs.tdes, inputs.beta, sampling, inputs.saba, pair.identity())
     res = decoder.decode(pair.prompt_ids(args.prompt), args.max_new_tokens, record_trees=args.show_tree)
     print(pair.tokenizer.decode(res.tokens, skip_special_tokens=True))
     print()

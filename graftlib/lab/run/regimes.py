@@ -30,7 +30,7 @@ from graftlib.lab.report.tables import budget_curve
 from graftlib.lab.run.bench import Run, run_bench, task_prompts
 from graftlib.lab.run.machine_costs import deciding
 from graftlib.lab.run.strength import STRENGTH_PATH, strengths
-from graftlib.methods.registry import AR_METHODS, REGISTRY
+from graftlib.methods.registry import AR_METHODS, REGISTRY, MethodInputs
 from graftlib.methods.saba_params import PAPER_PATH, SabaParams, default_params
 from graftlib.training.graft.replay import (
     oracle_rows,
@@ -113,8 +113,8 @@ def regime_bench(pair, regime: Regime, prompts: list, runs: list[Run], max_new_t
         require(len(tasks) == 1, f"the {regime.name} regime benches one task at a time, got {sorted(tasks)}")
         pair = regime.pair_for(pair, tasks.pop())
         extra.update(strength=pair.drafter.s, tau=pair.drafter.tau)
-    return run_bench(pair, prompts, runs, max_new_tokens, out, progress=progress, extra=extra,
-                     tdes=tdes, beta=beta, cost_profile=regime.profile, saba=regime.saba, walk=regime.walk)
+    return run_bench(pair, prompts, runs, max_new_tokens, out, MethodInputs(tdes, beta, regime.saba), progress=progress,
+                     extra=extra, cost_profile=regime.profile, walk=regime.walk)
 
 
 def tasks_bench(pair, regime: Regime, tasks: list[str], n_prompts: int, runs: list[Run], max_new_tokens: int, out,
@@ -223,8 +223,7 @@ def regime_oracle(pair, regime: Regime, items: list, max_new_tokens: int, grid: 
     latencies)."""
     params = within_grid(regime.saba or default_params(), grid)
     lines = replay_prompts(regime.pair_for(pair, items[0].task), "graft", max(grid), grid, items, max_new_tokens, out,
-                           params,
-                           repeats=1 if regime.walk else repeats, profile=regime.profile if regime.walk else None)
+                           MethodInputs(saba=params), repeats=1 if regime.walk else repeats, profile=regime.profile if regime.walk else None)
     records, prompt = records_of(lines), round_prompts(lines)
     rows = {"modeled": oracle_rows(priced(records, regime.profile))}
     if not regime.walk:

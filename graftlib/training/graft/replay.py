@@ -81,7 +81,15 @@ from graftlib.inputs.cli_args import (
 )
 from graftlib.inputs.cost_profile import CostProfile, RoundShape
 from graftlib.methods.decoder import Decoder, WalkedDecoder
-from graftlib.methods.registry import AR_METHODS, CHAIN_METHODS, SELECTOR_METHODS, make_parts, method_setting
+from graftlib.methods.registry import (
+    AR_METHODS,
+    CHAIN_METHODS,
+    SELECTOR_METHODS,
+    SHIPPED_INPUTS,
+    MethodInputs,
+    make_parts,
+    method_setting,
+)
 from graftlib.methods.saba import StateTracker
 from graftlib.methods.saba_params import default_params
 from graftlib.methods.selector import Selector
@@ -273,18 +281,17 @@ def priced(records: list[ReplayRecord], profile: CostProfile) -> list[ReplayReco
     return out
 
 
-def replay_decoder(target, drafter, method: str, budget: int, grid: list[int], params=None, repeats: int = 1,
-                   eos_ids: list[int] | None = None, tdes: str | None = None,
-                   beta: float | None = None, sampling: Sampling = GREEDY,
+def replay_decoder(target, drafter, method: str, budget: int, grid: list[int], inputs: MethodInputs = SHIPPED_INPUTS,
+                   repeats: int = 1, eos_ids: list[int] | None = None, sampling: Sampling = GREEDY,
                    cls: type[ReplayDecoder] = ReplayDecoder) -> ReplayDecoder:
     """A replay decoder (`cls`: ReplayDecoder or a subclass) for `method` (fixed budget, or an adaptive
-    method capped at `budget`)."""
+    method capped at `budget`) with the methods' `inputs` (the SABA calibration defaulting to the shipped one)."""
     require(method not in AR_METHODS, f"replay runs methods drafted by one DFlash forward, not {method!r} (its tree "
             "grows with the drafter, so the candidates cannot be held fixed across budgets)")
-    params = params or default_params()
+    params = inputs.saba or default_params()
     require(method not in ("ar", *CHAIN_METHODS), f"replay needs a tree method, got {method!r}")
     selector = Selector.of(drafter, method) if method in SELECTOR_METHODS else None
-    builder, controller = make_parts(method, budget, drafter.block_size, tdes, beta, params,
+    builder, controller = make_parts(method, budget, drafter.block_size, inputs.tdes, inputs.beta, params,
                                      target.get_input_embeddings().weight.detach(), selector=selector)
     return cls(target, drafter, builder, controller, grid, repeats, params.window, params.hist_prior, eos_ids,
                sampling)
@@ -362,9 +369,8 @@ def add_parser(sub) -> None:
 
 
 def replay_prompts(pair, method: str, budget: int, grid: list[int], items: list, max_new_tokens: int, out,
-                   params=None, tdes: str | None = None, beta: float | None = None, repeats: int = 1,
-                   max_prompt_tokens: int | None = 512, log=None, sampling: Sampling = GREEDY,
-                   profile: CostProfile | None = None) -> list[dict]:
+                   inputs: MethodInputs = SHIPPED_INPUTS, repeats: int = 1, max_prompt_tokens: int | None = 512,
+                   log=None, sampling: Sampling = GREEDY, profile: CostProfile | None = None) -> list[dict]:
     """Replay `items` (data.Item) and append one JSON line per prompt to `out`; prompts already in
     `out` for the same setting (pair, calibration, method, budget, grid, TDES, sampling at T > 0, ...)
     are skipped, so an interrupted sweep resumes. Returns this setting's lines for `items`. At T > 0
@@ -373,16 +379,16 @@ def replay_prompts(pair, method: str, budget: int, grid: list[int], items: list,
     setting names."""
     from graftlib.data.prompts import format_prompt
 
-    params = params or default_params()
+    params = inputs.saba or default_params()
     require(profile is None or sampling.greedy, "a replay under a cost profile walks the grid: T = 0 only")
-    dec = replay_decoder(pair.target, pair.drafter, method, budget, grid, params, repeats, pair.eos_ids, tdes, beta,
-                         sampling, WalkReplay if profile is not None else ReplayDecoder)
+    dec = replay_decoder(pair.target, pair.drafter, method, budget, grid, replace(inputs, saba=params), repeats,
+                         pair.eos_ids, sampling, WalkReplay if profile is not None else ReplayDecoder)
     follow = getattr(pair.drafter, "follow", None)  # the drafter-strength construction: drafts along AR's tokens
     require(follow is None or profile is not None, "a drafter-strength construction replays walked only (pass a cost "
             "profile): its figures are modeled, never timed")
     setting = dict(pair.describe(), calibration=params.describe(), method=method, budget=budget, grid=dec.grid,
                    max_new_tokens=max_new_tokens, max_prompt_tokens=max_prompt_tokens, repeats=repeats,
-                   **method_setting([method], tdes, beta, params),
+                   **method_setting([method], inputs.tdes, inputs.beta, params),
                    **sampling.setting(), **({"cost_profile": profile.label} if profile is not None else {}),
                    **({"strength": pair.drafter.s, "tau": pair.drafter.tau} if follow is not None else {}))
     sid = setting_id(**setting)
@@ -438,14 +444,14 @@ def run(args) -> int:
     from graftlib.models.pair import load_pair
 
     sampling = sampling_from_args(args)
-    tdes, params = method_inputs(args)
-    params = within_grid(params or default_params(), args.grid)
+    inputs = method_inputs(args)
+    params = within_grid(inputs.saba or default_params(), args.grid)
     profile = CostProfile.load(args.cost_profile) if args.cost_profile else None
     pair = load_pair(args.target, args.drafter, args.device, args.device_map, dtype=args.dtype)
     items = load_items(args.task, args.split, args.prompts)
     out = args.out or results_dir() / "replay.jsonl"
-    lines = replay_prompts(pair, args.method, args.budget, args.grid, items, args.max_new_tokens, out, params,
-                           tdes, args.beta, args.repeats, args.max_prompt_tokens, log=print,
+    lines = replay_prompts(pair, args.method, args.budget, args.grid, items, args.max_new_tokens, out,
+                           replace(inputs, saba=params), args.repeats, args.max_prompt_tokens, log=print,
                            sampling=sampling, profile=profile)
     s = tracking_summary(oracle_rows(records_of(lines)))
     print(f"all: rounds={s['rounds']} mean retained oracle throughput={s['mean_retained']:.3f} "

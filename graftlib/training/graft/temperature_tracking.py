@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 from graftlib.core.errors import require
 from graftlib.core.sampling import Sampling
+from graftlib.methods.registry import MethodInputs
 from graftlib.methods.saba_params import SabaParams
 from graftlib.training.graft.calibrate import fit_params, offline_tracking
 from graftlib.training.graft.replay import (
@@ -74,7 +75,7 @@ def retained_oracle(params: SabaParams, records: list[ReplayRecord], depth: int 
 def replayed(pair, items: list, sampling: Sampling, cfg: TrackingConfig, out) -> list[ReplayRecord]:
     """Replay records of `items` at `sampling` (resumable lines in `out`, keyed by their setting)."""
     lines = replay_prompts(pair, "ddtree", cfg.ref_budget, [0, *cfg.grid], items, cfg.max_new_tokens, out,
-                           params=SabaParams(), repeats=cfg.repeats, max_prompt_tokens=cfg.max_prompt_tokens,
+                           MethodInputs(saba=SabaParams()), repeats=cfg.repeats, max_prompt_tokens=cfg.max_prompt_tokens,
                            sampling=sampling)
     return records_of(lines)
 
