@@ -30,9 +30,8 @@ reference choice B_t: TPS_t(B_t) / TPS_t(B*_t) (B_t's grid measurement when B_t 
 else the reference round's own).
 
 Walk replay (`WalkReplay`, `priced`): a_t(B) for budgets too large to verify on this machine. The
-replay above verifies every budget of its grid with the target, which on a CPU costs about a second
-for a 512-node tree: the paper's grid (B = 32, 48, .. 512, `saba_params.PAPER_GRID`) would take an
-hour per few prompts. At T = 0 it need not:
+replay above verifies every budget of its grid with the target, which for the paper's grid (B = 32,
+48, .. 512, `saba_params.PAPER_GRID`) is beyond a CPU's time. At T = 0 it need not:
 - the reference decode equals greedy AR (every method is exact), so along any root path that has
   matched the reference's continuation so far, the target's argmax at the next node is the
   continuation's next token; a tree's accepted length is then its walk along that continuation,
