@@ -68,3 +68,18 @@ def test_whiskers_only_where_an_interval_exists():
                                                                                   [1.1, 1.2, float("nan")]))])
     bars = [c for c in ax.containers if hasattr(c, "has_yerr")]
     assert len(bars) == 1 and len(bars[0].lines[2][0].get_segments()) == 1  # "a" only: "b" is a point, "c" none
+
+
+def test_a_legend_under_one_panel_clears_its_labels_after_the_layout():
+    """`legend_outside` sits below the panel's tick labels and x label, however tall they are, also after
+    `tight_layout` resizes the panels."""
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 3, figsize=(10, 3))
+    for ax in axes:
+        ax.plot([1, 2], [1, 2], label="a long series name")
+        ax.set_xticks([1, 2], ["two\\nline", "ticks"])
+        ax.set_xlabel("step")
+        plots.legend_outside(ax)
+    fig.tight_layout()
+    assert plots.layout_problems(fig) == []

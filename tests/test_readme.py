@@ -92,7 +92,7 @@ def test_a_split_table_is_caught():
     assert len(blocks) == 2 and not re.fullmatch(r"\|(\s*:?-{3,}:?\s*\|)+", blocks[1][-1])
 
 
-HISTORY = re.compile(r"\b[Ii]ssues? #?\d+|FACTS\.md")
+HISTORY = re.compile(r"\b[Ii]ssues? #?\d+|\bFACTS\b|\.\./shared")
 
 
 def test_no_issue_numbers_or_outside_files_are_cited():

@@ -1,6 +1,6 @@
 """CaDDTree-style cost-aware stopping: DDTree's heap that sizes its own tree.
 
-Rule (FACTS section 3): pop prefixes best-first exactly like `HeapTreeBuilder` (DDTree, eq. 3),
+Rule: pop prefixes best-first exactly like `HeapTreeBuilder` (DDTree, eq. 3),
 keeping Phi_n = sum over the n selected nodes of exp(path log-prob) (the drafter's estimate of
 the expected accepted drafts, TEV-style). With the ratio
   R(n) = (1 + Phi_n + delta) / (C_draft + C_verify(n + 1; prefix)),

@@ -1,6 +1,6 @@
 """Numbers reported in the GRAFT paper, for side-by-side display in the workbook.
 
-Source: ../shared/papers/GRAFT.txt (Tables 1-3, Figure 6 text). Values are copied as printed;
+Source: the GRAFT paper (Tables 1-3, Figure 6 text). Values are copied as printed;
 LCB = LiveCodeBench (not shipped offline here). Keys: model -> method -> task -> (MAT, speedup).
 """
 

@@ -210,7 +210,7 @@ def plot_training_run(metrics, summary: dict, name: str):
     legend_outside(axes[0])
     axes[1].plot(steps, [r.get("tau", float("nan")) for r in ev], "o-", label="in-loop chain tau (held-out prompts)")
     axes[1].plot(steps, [r["offline_tau"] for r in ev], "s--", label="offline tau (held-out blocks)")
-    axes[1].axhline(1.72, color="gray", ls=":", label="feasibility run, GSM8K only (FACTS 6)")
+    axes[1].axhline(1.72, color="gray", ls=":", label="feasibility run, GSM8K only")
     axes[1].set_xlabel("step")
     legend_outside(axes[1])
     for key, label in (("acc_by_depth", "top-1"), ("top4_by_depth", "top-4"), ("top16_by_depth", "top-16")):
@@ -286,9 +286,18 @@ def plot_learning_curve(runs: dict, title: str, depths: tuple = (1, 2, 4, 8)):
 
 
 def legend_outside(ax, **kw):
-    """The axes' legend under its plot area (below the x label), so it never covers data nor, in a
-    row of panels, the next panel."""
-    return ax.legend(**dict(dict(loc="upper center", bbox_to_anchor=(0.5, -0.2), fontsize=7, frameon=False), **kw))
+    """The axes' legend under its plot area, below its tick labels and x label (measured from their drawn
+    extent, in points, so a later layout keeps the gap): it covers no data, no label and, in a row of
+    panels, not the next panel. Call it after the axes' labels are set."""
+    from matplotlib.transforms import ScaledTranslation
+
+    fig = ax.figure
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    below = (ax.get_window_extent(renderer).y0 - ax.get_tightbbox(renderer).y0) / fig.dpi + 4 / 72  # inches
+    shift = ax.transAxes + ScaledTranslation(0, -below, fig.dpi_scale_trans)
+    return ax.legend(**dict(dict(loc="upper center", bbox_to_anchor=(0.5, 0.0), bbox_transform=shift, fontsize=7,
+                                 frameon=False), **kw))
 
 
 def legend_below(fig, axes) -> None:
