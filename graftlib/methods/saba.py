@@ -255,7 +255,7 @@ class SabaController:
         self.predicted_extra = 0.0  # E[a_t(B_t)] - 1 of the last drafted round, uncorrected
 
     def speculate(self, prefix_len: int) -> bool:
-        """The pre-draft AR gate (`saba_ext`): False = run this round as one plain AR step. It judges the
+        """The pre-draft AR gate (`saba_extensions`): False = run this round as one plain AR step. It judges the
         last draft's conf/degen with hist_t now."""
         scheduled = self.gate.pending()
         if scheduled is not None:

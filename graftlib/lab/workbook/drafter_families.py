@@ -7,7 +7,7 @@ difference), so the final evaluations in the two drafters' `training.json` compa
 drafter, trained in stages on the corpora one run can featurize, ships with the DFlash drafter scored on its
 anchors (`anchors.REFERENCE`, read by `anchors.read_reference`): pass it as `scored` to show that evaluation in
 the DFlash row, whose compute stays its own lineage's. The per-depth column to compare is "chain dK": the share of
-held-out chains that accept K drafts or more (`train_loop.DepthStats.chain_by_depth`), and its sum, the
+held-out chains that accept K drafts or more (`trainer.DepthStats.chain_by_depth`), and its sum, the
 offline chain tau (1 + drafts accepted in a row; on greedy data the chain decode's). The "top-1 dK" hit
 rates are each family's own quantity: DFlash predicts every depth from the anchor at once, the EAGLE-3
 unroll is teacher-forced (depth K sees the true tokens before it, a conditional rate), so EAGLE-3's top-1

@@ -37,7 +37,7 @@ convolutions as the identity, the selector's codebooks N(0, 0.02^2)), computing 
 
 Evaluation (every `eval_every` steps, on sequences held out by a hash of their uid): loss and
 per-depth top-1 / top-4 / top-16 hit rates on fixed held-out blocks of the greedy held-out responses
-(`train_loop`'s evaluation anchors), the offline chain tau over those blocks, and
+(`trainer`'s evaluation anchors), the offline chain tau over those blocks, and
 the number that matters, the in-loop chain tau of `graftlib.methods.decoder.Decoder` (method dflash)
 on a few held-out prompts, checked token for token against the stored greedy response. With a selector also
 its offline walk's tau over the held-out blocks (`sel_offline_tau`: from the anchor, each position's argmax

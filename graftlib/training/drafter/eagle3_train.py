@@ -11,18 +11,18 @@ head, so this gives EAGLE-3 the same starting point for its own, trainable head 
 it at random, with far more compute).
 
 Draft vocabulary (the release's `d2t` / `t2d`): the `draft_vocab` target ids most frequent in the
-training responses (`loop_data.choose_draft_vocab`, as the DFlash trainer), sorted by id;
+training responses (`samples.choose_draft_vocab`, as the DFlash trainer), sorted by id;
 `d2t[i] = id_i - i` (offsets), `t2d` marks them. Labels outside it carry no loss.
 
 Training-time test (the release unrolls `length = 7` steps). For an anchor a (the last committed
-token; `loop_data`'s anchors), step 0's input at index i = a - 1 is (fc(feature i), token a) and
+token; `samples`' anchors), step 0's input at index i = a - 1 is (fc(feature i), token a) and
 its output predicts token a + 1. Step j >= 1 feeds step j - 1's output hidden state back with the
 stored token a + j (on an accepted path the drafted tokens are the target's) at RoPE position
 i + j and predicts token a + 1 + j. A step-j query attends to the step-0 keys of indices <= i (the
 committed prefix, made from target features) and to its own chain's keys of steps 1..j: what the
 decode loop's `Eagle3Cache` holds for a chain of drafts (tests/test_eagle3_train.py checks the
 unroll against the cached forward). Loss: sum over steps of `step_weight ** j` (0.8, the release's)
-times `train_loop.mixed_loss` (hard CE on the stored token; with `distill`, soft CE on the stored
+times `trainer.mixed_loss` (hard CE on the stored token; with `distill`, soft CE on the stored
 top-k mapped into the draft vocabulary), normalized by the weights.
 
 Packing. One row per sampled sequence: the context is computed once per row (fc, embeddings and the
@@ -37,13 +37,13 @@ against the DFlash trainer's ~60 blocks (16 positions each), and at equal CPU ti
 every depth up to 15 (`graftlib/assets/drafters/smollm2-135m-eagle3/training.json`).
 
 Evaluation (every `eval_every` steps): the unroll to `eval_depth` steps (default 15, the DFlash
-block's depth) on `train_loop`'s fixed held-out anchors (the same anchors and labels as the DFlash
+block's depth) on `trainer`'s fixed held-out anchors (the same anchors and labels as the DFlash
 trainer's with the same split settings): per-depth top-1/4/16 hit rates against the stored greedy
 tokens, the offline chain tau (1 + drafts accepted in a row), and the held-out loss over the trained
 steps. On a greedy response the teacher-forced chain sees exactly the inputs of a chain decode, so
 the offline tau is the chain decode's; the in-loop tau belongs to the decode loop (methods eagle3).
 
-Output directory: `checkpoint/` (`train_loop` checkpoints; the target's embedding is not stored),
+Output directory: `checkpoint/` (`trainer` checkpoints; the target's embedding is not stored),
 `metrics.jsonl`, and `drafter/`: config.json + model.safetensors in the public EAGLE-3 layout
 (`save_eagle3`, bf16, no embed_tokens; `load_eagle3(path, target_embed=)` loads it strictly), plus
 `training.json`, `metrics.jsonl` and `lineage.jsonl` (`graftlib.training.drafter.lineage`: the evaluations of every

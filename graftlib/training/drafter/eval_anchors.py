@@ -1,6 +1,6 @@
 """Which drafters' final evaluations scored the same held-out anchors, and the shipped DFlash reference.
 
-Both trainers (`drafter_train`, `eagle3_train`) share `train_loop`: with the same data directories (in
+Both trainers (`dflash_train`, `eagle3_train`) share `trainer`: with the same data directories (in
 the same order), `heldout`, `seed`, `eval_blocks` and held-out grouping (`eval_blocks_per_seq`, by
 default `blocks_per_seq`) they score exactly the same held-out anchors against the same labels (the
 target's greedy tokens), so two `training.json` final evaluations compare entry by entry. `same_anchors`

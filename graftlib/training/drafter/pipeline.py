@@ -7,7 +7,7 @@ saved data cannot leave the machine anyway. Here the target is loaded once, in f
 dtype the drafter meets when decoding; a bf16 generation made every stored greedy response
 disagree with the float32 decode loop's, so the in-loop tau had no reference), responses are
 generated in large batches for `data_minutes`, and the sequences go straight to
-`drafter_train.train_run`, whose `FlatBlocks` packs batches on the device.
+`dflash_train.train_run`, whose `FlatBlocks` packs batches on the device.
 
 Variants (`--variants d1:0.5:1 h1:0:1 d2:0.5:2`) are trained one after another on the same
 sequences for the same time each: the distillation-vs-hard-labels and capacity comparisons at
@@ -19,8 +19,8 @@ training pools' (never an evaluation prompt), read from a `--prompts` file expor
 that has the prompt sets (`graft drafter-data --export-prompts FILE`).
 
 Invariant: nothing here changes what is generated or how it is trained; the same `DataConfig`
-and `TrainConfig` on disk-backed data give the same recipe (`drafter_data.generate_sequences`,
-`drafter_train.Trainer`).
+and `TrainConfig` on disk-backed data give the same recipe (`target_data.generate_sequences`,
+`dflash_train.Trainer`).
 """
 
 import json

@@ -1,5 +1,5 @@
 """The drafter trainers' samples: data directories loaded, the held-out split, the draft vocabulary,
-and the anchors both trainers draw (`graftlib.training.drafter.trainer` holds the trainer, `loop_run` the run).
+and the anchors both trainers draw (`graftlib.training.drafter.trainer` holds the trainer, `training_run` the run).
 
 Both trainers read the same `graft drafter-data` sequences and draw the same unit: an *anchor* `a` in
 the response (`prompt_len <= a <= len - 2`), the last committed token of a decode round, with at least

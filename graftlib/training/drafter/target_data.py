@@ -128,7 +128,7 @@ def eos_ids(model, tokenizer) -> list[int]:
 
 def sampled(uid: str, share: float) -> bool:
     """Whether the prompt `uid` is answered by sampling: a stable hash of the uid, salted so that it is
-    independent of the training split's held-out hash (`drafter_train.heldout_split`), which would
+    independent of the training split's held-out hash (`samples.heldout_split`), which would
     otherwise make every held-out response a sampled one whenever heldout < share."""
     return share > 0 and int(hashlib.sha256(f"sample/{uid}".encode()).hexdigest()[:8], 16) < share * 2 ** 32
 

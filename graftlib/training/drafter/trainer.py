@@ -1,4 +1,4 @@
-"""Shared machinery of graftlib's drafter trainers: DFlash (`drafter_train`) and EAGLE-3 (`eagle3_train`).
+"""Shared machinery of graftlib's drafter trainers: DFlash (`dflash_train`) and EAGLE-3 (`eagle3_train`).
 
 Samples. Both trainers read the same `graft drafter-data` sequences and draw the same unit: an
 *anchor* `a` in the response (`prompt_len <= a <= len - 2`), the last committed token of a decode
