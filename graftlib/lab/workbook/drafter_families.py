@@ -84,7 +84,7 @@ def plot_families(drafters: dict[str, str | Path], title: str, scored: dict[str,
             ax.plot(depths, ev["chain_by_depth"], "^:", ms=3, color=f"C{i}", label=f"{name}: chain reaches depth")
     ax.set_xlabel("depth (draft position after the last committed token)")
     ax.set_ylabel("hit rate vs the target's greedy token (held-out)", fontsize=8)
-    legend_outside(ax, bbox_to_anchor=(0.5, -0.2))
+    legend_outside(ax)
     fig.suptitle(title, fontsize=8)
     fig.tight_layout()
     return fig

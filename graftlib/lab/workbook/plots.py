@@ -276,7 +276,7 @@ def plot_learning_curve(runs: dict, title: str, depths: tuple = (1, 2, 4, 8)):
     for ax, ylabel in zip(axes, ("held-out loss", "top-1 hit rate vs the target (held-out)", "tau (tokens / round)")):
         ax.set_xlabel("tokens seen (M labels)")
         ax.set_ylabel(ylabel, fontsize=8)
-        legend_outside(ax, bbox_to_anchor=(0.5, -0.24))
+        legend_outside(ax)
     if first:
         top = axes[0].secondary_xaxis("top", functions=(lambda m: m * first, lambda s: s / first))
         top.set_xlabel("steps", fontsize=8)
