@@ -37,7 +37,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass
 
 from graftlib.core.errors import require
-from graftlib.lab.report.metrics import by_task, pooled_speedup
+from graftlib.lab.report.metrics import by_task, geomean, pooled_speedup
 from graftlib.lab.report.modeled import best_run, rank, relabeled
 from graftlib.lab.report.paper import TABLE1, TABLE2
 
@@ -85,8 +85,7 @@ def paper_size(claim: Claim, tasks: list[str]) -> float:
         return claim.size
     rows = TABLE1[PAPER_MODEL]
     known = [t for t in tasks if t in rows["GRAFT"]] or list(rows["GRAFT"])
-    logs = [math.log(rows["GRAFT"][t][1] / rows[claim.size][t][1]) for t in known]
-    return math.exp(sum(logs) / len(logs))
+    return geomean([rows["GRAFT"][t][1] / rows[claim.size][t][1] for t in known])
 
 
 def sized_verdict(ratio: float, ci: tuple[float, float] | None, size: float, min_task_prompts: int,

@@ -24,6 +24,10 @@ from graftlib.core.errors import require
 from graftlib.lab.report.multiturn import turn_entries
 
 
+def geomean(values: list[float]) -> float:
+    """The geometric mean of positive `values`; nan for none."""
+    return math.exp(sum(map(math.log, values)) / len(values)) if values else float("nan")
+
 def decoded_tokens(rec: dict) -> int:
     """Tokens a record decoded after each turn's first (that one comes from the prefill)."""
     return sum(t["new_tokens"] - 1 for t in turn_entries(rec))

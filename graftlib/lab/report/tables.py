@@ -22,13 +22,12 @@ sum(a) / sum(l), with l the measured round latency and, beside it, the round pri
 pandas is imported lazily (the CLI does not need it).
 """
 
-import math
 from collections import defaultdict
 from dataclasses import dataclass
 
 from graftlib.core.errors import require
 from graftlib.inputs.cost_profile import CostProfile, RoundShape
-from graftlib.lab.report.metrics import by_task, summarize
+from graftlib.lab.report.metrics import by_task, geomean, summarize
 from graftlib.lab.report.modeled import best_run, order_runs, rank, relabeled, rule_caption
 from graftlib.lab.report.paper import AR_LABELS
 from graftlib.methods.registry import AR_METHODS
@@ -94,10 +93,6 @@ def table1(records: list[dict], paper: dict, methods=TABLE1_METHODS, not_run: di
 RATIO_CLAIMS = (("C3", "AR"), ("C2", "DFlash"), ("C1", "DDTree"), ("C8", "EAGLE-3"), ("C9", "OPT-Tree"))
 
 
-def _geomean(values: list[float]) -> float:
-    return math.exp(sum(map(math.log, values)) / len(values)) if values else float("nan")
-
-
 def table1_ratios(records: list[dict], claim_rows: list[dict], paper: dict):
     """Table 1 as ratios, GRAFT / X for X = AR, DFlash, DDTree (each at its best), EAGLE-3, OPT-Tree, per task and
     pooled: the TPS ratio under each figure with its 95% interval over prompts (the rows of claims C3, C2, C1,
@@ -113,8 +108,8 @@ def table1_ratios(records: list[dict], claim_rows: list[dict], paper: dict):
         known = [t for t in (mats if task == "all tasks" else [task]) if t in paper["GRAFT"]]
         ref = {t: (1.0, 1.0) if label == "AR" else paper.get(label, {}).get(t) for t in known}
         known = [t for t in known if ref[t]]
-        return (_geomean([paper["GRAFT"][t][0] / ref[t][0] for t in known]),
-                _geomean([paper["GRAFT"][t][1] / ref[t][1] for t in known]))
+        return (geomean([paper["GRAFT"][t][0] / ref[t][0] for t in known]),
+                geomean([paper["GRAFT"][t][1] / ref[t][1] for t in known]))
 
     rows = []
     for claim, label in RATIO_CLAIMS:
