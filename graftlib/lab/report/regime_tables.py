@@ -164,13 +164,17 @@ def claims_by_regime(records: dict[str, list[dict]], regimes: dict[str, Regime])
     size (`claims.verdict_cell`), and a counts column per regime. A walked regime's model error is its
     profile's against the paper's rows where it is the paper's profile (`paper_costs.method_errors`). A pandas
     DataFrame indexed by claim."""
+    return claims_table({name: regime_claims(recs, regimes[name]) for name, recs in records.items()}, regimes)
+
+
+def claims_table(rows: dict[str, list[dict]], regimes: dict[str, Regime]):
+    """`claims_by_regime`'s table from each regime's claim rows (`regime_claims`) already computed."""
     import pandas as pd
 
     table = {c.id: {"source": c.source, "paper": c.paper} for c in CLAIMS}
-    for name, recs in records.items():
+    for name, regime_rows in rows.items():
         regime = regimes[name]
-        rows = [r for r in regime_claims(recs, regime) if r["task"] == POOLED]
-        for r in rows:
+        for r in (r for r in regime_rows if r["task"] == POOLED):
             for figure in _figures(regime):
                 table[r["claim"]][f"{name} {figure}"] = verdict_cell(r, figure)
             table[r["claim"]][f"{name} counts"] = counts_text(r)
