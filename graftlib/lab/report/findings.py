@@ -26,8 +26,6 @@ ITEM_CLAIMS = {  # the claims each paper item tests (`graftlib.lab.report.claims
     "Figure 6": ("F6", "F6b"),
     "All items": ("C1", "C2", "C3", "C4", "C5", "C6", "C7", "C8", "C9", "F1b", "F1c", "F5", "F6", "F6b", "T3"),
 }
-HEADS = {"machine": "this machine", "paper": "the paper's costs",
-         "paper+acceptance": "the paper's costs and acceptance (a construction)"}
 CONSTRUCTION = ("its DFlash drafter is the drafter-strength construction calibrated per task to the paper's chain "
                 "MAT (docs/strength.md): the paper's acceptance stood in for, not measured")
 
@@ -51,7 +49,7 @@ class Closing:
     def markdown(self) -> str:
         """The notebook's closing cell: a table of claims by column, then what contradicts the paper and the caveat."""
         cols = list(dict.fromkeys(f"{r.regime} {r.figure}" for r in self.frame.itertuples()))
-        names = {f"{r.regime} {r.figure}": f"{HEADS.get(r.regime, r.regime)}, {r.figure}" for r in self.frame.itertuples()}
+        names = {f"{r.regime} {r.figure}": f"{r.label.split(':')[0]}, {r.figure}" for r in self.frame.itertuples()}
         head = ["claim", "the paper says", *(names[c] for c in cols)]
         lines = [f"## What {self.item} shows", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
         for claim, rows in self.frame.groupby("claim", sort=False):
