@@ -12,16 +12,8 @@ import sys
 from graftlib.core.errors import GraftError
 from graftlib.data import prompts
 from graftlib.lab.report import archive, paper_costs
-from graftlib.lab.run import (
-    bench,
-    cost_curves,
-    device_check,
-    generate,
-    host_overhead,
-    machine_costs,
-    modeled_check,
-    strength,
-)
+from graftlib.lab.run import bench, device_check, generate, strength
+from graftlib.lab.run.costs import cost_curves, host_overhead, machine_costs, modeled_check
 from graftlib.lab.workbook import runner
 from graftlib.training import prepare, ship
 from graftlib.training.drafter import corpus, dflash_train, eagle3_train, pipeline, target_data

@@ -8,7 +8,7 @@ from graftlib.cli import build_parser
 from graftlib.core.builders import FixedBudget, HeapTreeBuilder
 from graftlib.core.decode import DecodeLoop
 from graftlib.core.timing import SplitLog
-from graftlib.lab.run.host_overhead import (
+from graftlib.lab.run.costs.host_overhead import (
     FORWARD_STAGES,
     HOST_STAGES,
     METHODS,

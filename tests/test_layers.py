@@ -150,3 +150,41 @@ def test_public_face():
     assert "graft" in graftlib.METHODS
     with pytest.raises(AttributeError):
         graftlib.no_such_name  # noqa: B018
+
+
+MAX_MODULES, MAX_DOCSTRING, MAX_FUNCTION = 12, 25, 80  # what a reader takes in at once
+
+
+def house_problems(root: Path) -> list[str]:
+    """One line per folder (but `core/`) with more than MAX_MODULES modules directly in it, module docstring
+    over MAX_DOCSTRING lines and function over MAX_FUNCTION lines under the package dir `root`."""
+    import ast
+    from collections import Counter
+
+    out = []
+    folders = Counter(p.parent for p in root.rglob("*.py") if p.name != "__init__.py")
+    out += [f"{d.relative_to(root)}/ holds {n} modules" for d, n in sorted(folders.items())
+            if n > MAX_MODULES and d != root / "core"]
+    for path in sorted(root.rglob("*.py")):
+        tree = ast.parse(path.read_text())
+        doc = ast.get_docstring(tree, clean=False) or ""
+        if len(doc.splitlines()) > MAX_DOCSTRING:
+            out.append(f"{path.relative_to(root)}: a {len(doc.splitlines())}-line module docstring")
+        out += [f"{path.relative_to(root)}: {node.name} is {node.end_lineno - node.lineno + 1} lines"
+                for node in ast.walk(tree) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+                and node.end_lineno - node.lineno + 1 > MAX_FUNCTION]
+    return out
+
+
+def test_folders_modules_and_functions_stay_small():
+    assert house_problems(PACKAGE) == []
+
+
+def test_house_problems_are_reported(tmp_path):
+    pkg = tmp_path / "pkg"
+    for i in range(MAX_MODULES + 1):
+        write(pkg, f"room/m{i}.py", "")
+    write(pkg, "long_doc.py", '"""' + "line\n" * (MAX_DOCSTRING + 1) + '"""\n')
+    write(pkg, "long_fn.py", "def f():\n" + "    x = 1\n" * MAX_FUNCTION)
+    assert house_problems(pkg) == ["room/ holds 13 modules", "long_doc.py: a 26-line module docstring",
+                                   "long_fn.py: f is 81 lines"]

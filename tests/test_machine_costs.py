@@ -1,4 +1,4 @@
-"""The cost profile of the machine at hand (`graftlib.lab.run.machine_costs`): the shipped one where it was fitted,
+"""The cost profile of the machine at hand (`graftlib.lab.run.costs.machine_costs`): the shipped one where it was fitted,
 else measured once per machine and pair and cached, and SABA deciding with it."""
 
 from types import SimpleNamespace
@@ -8,8 +8,8 @@ from tiny import random_prompt, tiny_drafter, tiny_target
 
 from graftlib.core.errors import GraftError
 from graftlib.inputs.cost_profile import CostProfile, default_profile
-from graftlib.lab.run import machine_costs
-from graftlib.lab.run.machine_costs import cache_path, deciding, machine_profile, measure_profile
+from graftlib.lab.run.costs import machine_costs
+from graftlib.lab.run.costs.machine_costs import cache_path, deciding, machine_profile, measure_profile
 from graftlib.methods.saba_params import default_params
 from graftlib.models import Pair
 

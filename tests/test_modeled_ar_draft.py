@@ -24,7 +24,7 @@ from graftlib.inputs.cost_profile import (
     with_ar_draft,
 )
 from graftlib.lab.report.modeled import price
-from graftlib.lab.run.cost_curves import ar_draft_cost_curve, dflash_draft_cost, fit_ar_draft
+from graftlib.lab.run.costs.cost_curves import ar_draft_cost_curve, dflash_draft_cost, fit_ar_draft
 from graftlib.methods.decoder import Decoder
 from graftlib.models import Pair
 

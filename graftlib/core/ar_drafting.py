@@ -5,21 +5,6 @@ features and its own KV cache, so a round's draft is a loop of drafter forwards,
 each over the frontier nodes a tree policy picks. Build tree, verify, accept, commit and update
 stay the decode loop's own (`graftlib.core.decode`): an AR-drafted tree is verified like DDTree's.
 
-Pairing and positions. The drafter's input at position i is (the target feature of position i,
-token i + 1); its output there predicts token i + 2. Before a round the target cache holds
-`start` positions and the root (the previous round's bonus token) sits at position `start`.
-- Context step: the pending pairs, i.e. the features the drafter has not seen
-  (`SpecState.features`, positions start - n .. start - 1) with the token after each
-  (`ARDraftState.tokens`; the last one is the root), go through the drafter. Afterwards its cache
-  holds exactly `start` positions (the invariant the tests check against a drafter run from
-  scratch), and the output at the root's pair gives the depth-1 candidates.
-- Depth step: a tree node at depth d >= 1 is the pair (its parent's drafter output, its token) at
-  position start - 1 + d; a forward over the frontier nodes appends their K/V with a tree mask
-  (a node sees the committed context, its ancestors and itself) and gives their children.
-- After the last depth the cache is cropped back to `start`: tree nodes never outlive their round.
-  The next context step feeds the accepted path's pairs with the *target's* features of the
-  accepted nodes (as the EAGLE release does), so the drafter always conditions on committed truth.
-
 `DraftPool` (plain data, like `graftlib.core.tree.Tree`) holds every node proposed in the round:
 tokens, parents, depths and the path log-prob log q (the sum of the draft log-probs on its edges),
 the nodes forwarded (whose children are in the pool), and per drafter forward its seconds and its
@@ -34,6 +19,8 @@ ancestors: `DraftPool.best` always names a tree.
 adds the per-forward times and rows to the round record (`RoundRecord.t_draft_steps` and
 `draft_rows`, the context step first; the modeled cost prices them, `graftlib.inputs.cost_profile`),
 `advance` queues the emitted tokens as the next context step's pairs.
+
+Details: docs/internals.md, `graftlib.core.ar_drafting`.
 """
 
 from dataclasses import dataclass, field

@@ -1,10 +1,8 @@
 """Tree builders and budget controllers behind two small interfaces (HF CandidateGenerator-style).
 
-`Candidates` is what one drafter forward offers: per depth d = 1..D the top-K token ids and
-their draft log-probs log q_{t,d} (sorted, best first), plus the raw signals a budget
-controller may read (top-1 probabilities, drafter hidden states and their Gram entries). The
-top-k runs on the device and packs everything a round's host side needs into one tensor
-(`top_k`); `Candidates.from_top_k` reads it back in one transfer, so drafting costs one device sync.
+`Candidates` is what one drafter forward offers: per depth d = 1..D the top-K token ids and their draft
+log-probs log q_{t,d} (best first), plus the signals a budget controller may read (top-1 probabilities,
+drafter hidden states); it comes back from the device in one transfer (`Candidates.from_top_k`).
 
 `TreeBuilder.build(root_token, cand, budget) -> Tree` turns them into a tree of at most
 `budget` draft nodes (root not counted). `BudgetController.speculate(prefix_len) -> bool` says
@@ -21,14 +19,10 @@ Builders here:
   S(v) = log q_{t,d}(c) + beta * f~(p, c, d) (eq. 4, 13) and visits children in that order,
   so the heap stays exact best-first under the new scores; with a `TransitionScorer` (a DFlash 2
   selector, `graftlib.methods.selector`) each parent's pool is first reweighted by the selector's
-  transition score T(p, c), with or without TDES on top. Neither == DDTree. It runs compiled,
-  scoring inside the heap (`graftlib.core.kernels.build_heap`); the plain heap it is tested
-  against is `tests/reference_heap.py`.
+  transition score T(p, c), with or without TDES on top. Neither == DDTree. It runs compiled
+  (`graftlib.core.kernels.build_heap`); its plain reference is `tests/reference_heap.py`.
 
-Host cost model (what `graft host-overhead` measures): right after a forward pass every library
-call (numpy, torch) costs several microseconds on a CPU, and every Python object made per pool
-entry costs its allocation and its later deallocation, so the round's host side makes one compiled
-call per tree and reads pools as flat tables.
+Details: docs/internals.md, `graftlib.core.builders`.
 """
 
 import math

@@ -11,36 +11,17 @@ commit, for a given budget, restorable by a crop) and `advance` (update) are sep
   commit      compact the target KV cache to the accepted nodes; emit their tokens + the bonus
   update      the accepted nodes' target features feed the next draft; feedback hooks
 
-Budget 0 is the AR step inside the speculative loop: the root alone through the target (no mask,
-no draft, exactly `_autoregress`'s step), emitting one token; its target features join the ones
-the drafter has not seen yet, so the next draft's context is complete. An adaptive controller
-(SABA's gates) uses it for rounds where drafting is not expected to pay for itself: before the
-draft (no draft step), or after it (the draft is thrown away; the drafter cache keeps the
-context it consumed, which the next draft needs anyway).
+Exactness: every emitted token is the target's argmax given the committed prefix, so the output equals
+greedy AR (up to floating-point near-ties between multi-token and one-token forwards, which tests certify).
+At T > 0 (`graftlib.core.sampling`) the verdict at a node is a seeded draw from the target's processed
+distribution and the same walk follows it: the output law is AR sampling's. Budget 0 is one plain AR step.
 
-Exactness: every emitted token is the target's argmax given the committed prefix, so the output
-equals greedy AR decoding (up to floating-point near-ties between multi-token and one-token
-forwards; tests check that any difference is such a tie). At T > 0 (`sampling`, a
-`graftlib.core.sampling.Sampling`) the verdict at a node is a draw from the target's processed
-distribution there instead of its argmax, with one seeded generator per decode, and the same walk
-follows the child carrying the draw: the output law is AR sampling's (the proof is in
-`graftlib.core.sampling`); T = 0 runs the greedy code path unchanged.
+`DecodeLoop.decode(prompt_ids)` returns a `DecodeResult`: the tokens and one `RoundRecord` per round.
+The loop knows only the `TreeBuilder` / `BudgetController` interfaces (`graftlib.core.builders`) and the
+`Drafter` protocol; methods by name are built in `graftlib.methods.registry`, and an AR drafter's
+depth-by-depth draft step is `graftlib.core.ar_drafting.TreeDraftLoop`.
 
-Host-overhead measurements (`graftlib.lab.run.host_overhead`) pass a `SplitLog` (`decode(splits=)`):
-the loop then charges each sub-step by name (gate, draft_forward, candidates, budget, tree_build,
-verify_inputs, verify_forward, walk, commit, update; `graftlib.core.timing`); without one the
-splits cost nothing. Device syncs per round: one read-back after the draft's top-k
-(`Candidates.from_top_k`) and, off the CPU, one after the verify argmax (`eager_verdicts`).
-
-`DecodeLoop` holds the models and the method's parts; `decode(prompt_ids)` returns a
-`DecodeResult` with the tokens and one `RoundRecord` per round (accepted length including the
-bonus token, budget, nodes, prefix length, stage times; optionally the tree and verdicts).
-
-Layering: the loop knows the `TreeBuilder` / `BudgetController` interfaces
-(`graftlib.core.builders`) and the `Drafter` protocol (`graftlib.core.drafting`), never a method
-or a concrete model. An autoregressive drafter (EAGLE-3) grows its tree depth by depth in the
-draft step: `graftlib.core.ar_drafting.TreeDraftLoop` is this loop with that draft step. Methods by name (`ddtree`, `graft`, ...) are built one layer up, in
-`graftlib.methods.registry`; `graftlib.methods.decoder.Decoder` is this loop with `for_method`.
+Details: docs/internals.md, `graftlib.core.decode`.
 """
 
 from dataclasses import asdict, dataclass, field

@@ -1,42 +1,21 @@
 """Compiled host kernels (numba) of a speculative round: the draft-tree heap, with a bilinear edge scorer
 inside it (DDTree eq. 3; TDES eqs. 4-5, 13), and the verify blob.
 
-`HeapTreeBuilder` (graftlib.core.builders) calls the heap; its plain Python reference, node for node the same
-algorithm, is `tests/reference_heap.py`. On a CPU right after a forward pass each library call costs several
-microseconds and each Python step a cache-cold fraction of one, so the round's heap and TDES scoring are one
-compiled call per round.
+`HeapTreeBuilder` (graftlib.core.builders) calls the heap, one compiled call per round (library and Python
+calls cost microseconds each on a CPU after a forward); its plain reference is `tests/reference_heap.py`.
 
-`build_heap(root, ids, logq, budget, depth_limit, tables)` -> (tokens, parents, depths, scores, n): node arrays
-of which the first n are the tree (root first, parents before children). Inputs:
-- `ids` [D, K] int32/int64 and `logq` [D, K] float32: the draft's per-depth pools, best first
-  (`Candidates.id_table` / `logq_table`);
-- `tables` (`HeapTables`): what a method adds to DDTree's pools, empty arrays where it adds nothing
-  (`heap_tables`). TDES's bilinear tables (`BilinearScorer.bilinear_tables`, graftlib.methods.tdes):
-  `tdes_parent` [V, M] the parent side `[k P | 1]`, `tdes_depth` [D', M] the depth offsets `[k u | 0]`,
-  `tdes_child` [V, M] the child side `[C | 0]` (the last column carries log q in the batched form and is
-  skipped here). The score of child c_j (pool index j at depth d) under parent token p is
-      S_j = log q_d[j] + f_j - mean_j' f_j',  f_j = tdes_child[c_j] . (tdes_parent[p] + tdes_depth[d - 1])
-  = log q_{t,d}(c) + beta f~(p, c, d): the centring over the pool (eq. 5) applied to the scores, which is the
-  same as centring the child sides. A node's row of scores is made when the node is added (its best child
-  prices its first heap entry);
-  A DFlash 2 selector's tables (graftlib.methods.selector): `selector_prev` [V, R] its predecessor side (the
-  codebook), `selector_next` [D, K, R] the round's child sides (the projected drafter state of depth d times
-  the successor code of pool entry j). They reweight parent p's pool before any TDES term:
-      log q'_d[j] = log q_d[j] + g_j - LSE_j'(log q_d[j'] + g_j') + LSE_j'(log q_d[j']),
-      g_j = selector_prev[p] . selector_next[d - 1, j],
-  the draft's pool mass redistributed by the selector's transition score T(p, c_j) (no selector: log q).
+`build_heap(root, ids, logq, budget, depth_limit, tables)` -> (tokens, parents, depths, scores, n): the first n
+nodes are the tree (root first, parents before children). `ids`, `logq` [D, K]: the draft's per-depth pools,
+best first. `tables` (`HeapTables`): what a method adds to DDTree's pools (empty where it adds nothing):
+TDES's bilinear sides `tdes_parent` [V, M], `tdes_depth` [D', M], `tdes_child` [V, M], giving child c_j of
+parent p at depth d the score
+    S_j = log q_d[j] + f_j - mean_j' f_j',  f_j = tdes_child[c_j] . (tdes_parent[p] + tdes_depth[d - 1])
+= log q_{t,d}(c) + beta f~(p, c, d) (eqs. 4-5, 13); and a DFlash 2 selector's `selector_prev` [V, R],
+`selector_next` [D, K, R], which first redistribute parent p's pool mass by the transition score T(p, c_j).
+The heap pops in exact best-first order, ties by push order, as DDTree's does; `verify_blob` and
+`gather_positions` build the verify upload and the host cache's commit; compiled code is cached on disk.
 
-The heap is `HeapTreeBuilder`'s, step for step: one entry per parent, (-path score, push counter, parent,
-child's pool index), popped in that order (ties by push order); popping adds the child and pushes its next
-sibling and its own best child. A parent's children rank by score, ties to the lower pool index: DDTree's
-order is the pool's own (the pools are sorted), a scorer's row is argmax'd for the first child and scanned for
-the next one after the last taken (`_next_child`). Path scores add in float64 as the reference's Python floats
-do; a scorer's rows are float32 dot products, which may round differently from numpy's batched ones (the same
-tree up to near-ties in score; tests check the heap exactly on tables whose products are exact).
-
-`verify_blob` builds `graftlib.core.tree.verify_inputs`'s upload (`hidden_rows`, its mask block, also writes a host
-mask buffer in place); `gather_positions`, the tree commit of a host KV cache. `warm_up()` compiles every kernel for the types
-a decode passes; compiled code is cached on disk (`cache=True`), so later processes load it instead of compiling.
+Details: docs/internals.md, `graftlib.core.kernels`.
 """
 
 import functools

@@ -5,19 +5,11 @@ then top-p (the smallest set of most likely tokens whose mass reaches p, the fir
 kept), renormalized. `Sampling.probs` is that function, used by the AR baseline and by every
 speculative method alike; T = 0 is greedy (argmax) and leaves every code path as it was.
 
-Why the speculative output is exactly the target's distribution. Every graftlib method (DFlash
-chain, DDTree, +TDES, +SABA, GRAFT, CaDDTree) builds its candidate set deterministically from the
-draft (top-k per depth, the chain's argmax per depth): given the committed prefix and the draft,
-the tree is fixed before the target is consulted. `LazySample` draws, at an accepted node i, the
-target's token x_i ~ probs(target logits at i) with the decode's seeded generator, and the walk
-(`tree.greedy_walk`, unchanged) moves to the child carrying x_i or stops and emits x_i as the
-bonus. Each emitted token is thus a draw from the target's processed distribution conditioned on
-exactly the tokens before it (node i's hidden state sees its root path only, by the tree mask),
-and which tokens the tree happened to hold only decides how many of those draws one target
-forward pays for: the output law equals AR sampling's, token by token. This reaches the target
-mass of the children, the most any lossless rule can accept from a fixed candidate set. (Rejection
-sampling over siblings accepts more only when the candidates are themselves drawn from the draft
-distribution, as in AR-drafter trees; with the draft's top-k it has no draw to correct.)
+Why the output law is the target's: every method builds its candidate set deterministically from the draft,
+so the tree is fixed before the target is consulted. `LazySample` draws at an accepted node i the target's
+token x_i ~ probs(target logits at i), and the walk (`tree.greedy_walk`) moves to the child carrying x_i or
+stops and emits x_i as the bonus: each emitted token is a draw from the target's distribution given exactly
+the tokens before it, and the tree only decides how many draws one forward pays for.
 
 Randomness: one `torch.Generator` per decode, seeded from `Sampling.seed`, on the target's device,
 consumed only by `LazySample` rows in the order the walk visits them, so a seed reproduces a decode
@@ -25,6 +17,8 @@ run to run on the same device. A run over many prompts seeds each from the run's
 prompt's uid (`prompt_sampling`), so every method and command (bench, replay, calibrate) decodes
 a prompt with the same stream. The tree may be built from tempered draft log-probs
 (`Sampling.temper`), which changes which candidates are drafted, never the output law.
+
+Details: docs/internals.md, `graftlib.core.sampling`.
 """
 
 import hashlib

@@ -8,7 +8,7 @@ comparable.
 Splits (optional, for host-overhead measurements): a `StageTimer` made with a `SplitLog` also
 charges the time since the previous split to the name given at each `split(name)` (the loop
 names its sub-steps: candidates, tree build, verify inputs, walk, commit, ...), and any events
-counted on the log in between (host<->device synchronizations, `graftlib.lab.run.host_overhead`).
+counted on the log in between (host<->device synchronizations, `graftlib.lab.run.costs.host_overhead`).
 Without a log `split` returns at once and never synchronizes, so the loop pays nothing for it.
 The log's clock is wall time unless given another (`time.thread_time`: a CPU run's host work
 without the preemptions of a shared machine).

@@ -8,29 +8,16 @@ suffix. `format_prompt` wraps `text` in the target's chat template (thinking dis
 truncate the question part of very long prompts (SWE-bench) to a token limit, keeping the task
 template and the chat template intact and recording both token counts.
 
-Splits (deterministic, no clock or hash seeds involved):
-  1. each set, in file order, is shuffled with `random.Random(0).shuffle`;
-  2. eval = the first `EVAL_COUNTS[task]` items of that order (all of them if the set is
-     smaller: aime25 ships 15, humaneval/mt-bench/aime24 are evaluation-only);
-  3. the rest, in the same order, loses every item whose content hash (sha256 of the
-     whitespace-normalised `text` or `source`) equals that of any evaluation item of any task,
-     or of an earlier kept item (exact duplicates across and within sets are kept once);
-  4. val = the first `VAL_PER_TASK` survivors, train = the remaining survivors.
-ShareGPT (first user turn of each conversation) is training-only and filtered the same way
-against all eval, val and task-train hashes. Invariant: no training or validation item shares
-a content hash with any evaluation item; val and train share none either.
+Splits (deterministic): each set is shuffled with `random.Random(0)`; eval = its first `EVAL_COUNTS[task]`
+items; the rest loses every item whose content hash (sha256 of the whitespace-normalised text) equals an
+evaluation item's of any task or an earlier kept item's; val = the first `VAL_PER_TASK` survivors, train
+the rest. Invariant: no training or validation item shares a content hash with any evaluation item.
 
-Pools (`pool(name)`), concatenated in `TASKS` order then shuffled with Random(0) so that
-`limit` takes a mixed sample: "tdes" = train of the paper's seven non-AIME tasks that ship
-(livecodebench is absent and all 164 humaneval items are evaluation items, so code comes from
-mbpp's remainder; AIME stays evaluation-only); "tdes-gsm8k" = gsm8k train in its split order
-(cross-task figure); "val" = every task's val (SABA fitting); "sharegpt"; "drafter" = every
-task's train + sharegpt; "regular" = the train split of the generated set below.
+Pools (`pool(name)`): "tdes" (train of the paper's non-AIME tasks that ship), "tdes-gsm8k", "val" (SABA
+fitting), "sharegpt", "drafter" (every task's train + ShareGPT) and "regular" (a generated set of highly
+regular text, `graftlib.data.regular`, outside the paper's `TASKS`).
 
-Generated set "regular" (`GENERATED_TASKS`, not one of the paper's `TASKS`): highly regular text
-(counting, repetition, enumerations, tables; `graftlib.data.regular`), made by graftlib itself, no
-package; eval / val / train as `load_items` splits, disjoint by content hash. It stays out of the
-"drafter" pool, whose order fixes the shards of existing drafter data.
+Details: docs/internals.md, `graftlib.data.prompts`.
 """
 
 from __future__ import annotations

@@ -6,44 +6,18 @@ rounds with costs measured once on the machine gives a throughput that is the sa
 digit on every run (the "expected walltime" of Leviathan et al., per round instead of on average).
 
 A profile holds SABA's cost model (`graftlib.methods.saba`, eq. 17 and its graftlib extensions):
-  drafted round   C(B, P) = c0 + c1 B + c2 B P [+ c3 log2(1 + B)] [+ c4 P] + delta_B     (eq. 17 + table)
-                  the whole round: draft (c_draft, part of c0), tree, verify, commit;
-  AR step         C_AR(P) = a0 + a1 P   (`c_ar`);
-  declined round  c_draft + C_AR(P)     (drafted, then run as an AR step: the draft is paid).
-An AR-drafted round (EAGLE-3's dynamic tree, OPT-Tree; `RoundShape.draft_steps` >= 1) drafts with
-n drafter forwards (the context step, then one per expanded depth) of r rows in all instead of
-DFlash's one block forward, so its draft is priced per forward (`c_ar_draft` = [e0, e1], one
-forward of w input rows costs e0 + e1 w, fitted to the AR drafter's measured forwards by
-`graft costs --ar-draft`; the width matters on a CPU: 10 rows cost about twice 1 row):
-  AR-drafted round     C(B, P) - c_draft + n e0 + r e1
-  ... declined         C_AR(P) + n e0 + r e1.
-A profile without `c_ar_draft` refuses to price an AR-drafted round (`GraftError` naming the
-command that measures it), never falling back to c_draft.
-  rows term            + h (rows - ref(B))   (`c_rows`, when the profile has it and the round's rows are known)
-                  a drafted round's greedy walk reads `rows` = accepted LM-head rows (one matvec each on a
-                  CPU); C(B, P) holds the calibration's mean ref(B) of them, so a round accepting more
-                  pays more (`saba_fit.fit_rows_cost`). The rows come from the round record's `accepted`
-                  (a bench record's per-round `accepted` list beside its `round_shapes`).
-delta_B is the per-budget cost table (linear in B between its budgets, flat beyond; none: 0).
-B is the round's verified node count (`RoundRecord.nodes`; the calibration's trees fill their
-budget, so there B = nodes), P its prefix (`RoundRecord.prefix_len`, tokens in the target cache).
+  drafted round   C(B, P) = c0 + c1 B + c2 B P [+ c3 log2(1 + B)] [+ c4 P] + delta_B
+  AR step         C_AR(P) = a0 + a1 P   (`c_ar`);  declined round: c_draft + C_AR(P)
+  AR-drafted      the draft priced per drafter forward (`c_ar_draft` = [e0, e1]); a profile without it
+                  refuses to price such a round, never falling back to c_draft
+B is the round's verified node count, P its prefix; delta_B the per-budget cost table.
 
-A decode's modeled time (`modeled_seconds`) is the sum of its rounds' costs; the AR baseline's
-(`ar_modeled_seconds`) is one AR step per token after the first, at prefixes prompt_len,
-prompt_len + 1, ... Sums are `math.fsum` (correctly rounded), so the figure depends only on the
-profile's numbers and the rounds. What it leaves out: host work the calibration's rounds did not
-do (the update step between rounds, a scorer heavier than DDTree's heap, e.g. TDES's), which wall
-clock pays; `graftlib.lab.report.modeled.validate` states the resulting error.
+A decode's modeled time (`modeled_seconds`) is the `math.fsum` of its rounds' costs; AR's is one AR step per
+token after the first. It leaves out host work the calibration's rounds did not do (e.g. TDES's scorer),
+which wall clock pays (`graftlib.lab.report.modeled.validate` states the error). Invariant: a profile's `id`
+hashes its cost numbers only, so two files with the same numbers price every decode identically.
 
-File format (`SCHEMA`): JSON with name, hardware, fitted_from (where the numbers come from), c,
-c_ar, c_draft, cost_table (or null) and optionally c_ar_draft. `default_profile()` derives the
-CPU profile from the shipped SABA calibration (`graftlib/assets/saba/default.json`, measured on
-this 2-core CPU) and the shipped AR drafter cost (`AR_DRAFT_PATH`, the embedded EAGLE-3 drafter's
-forwards measured on the same CPU, `with_ar_draft`); a profile for another machine (e.g. an H200
-one written by a GPU device check, `from_saba(params).save(path)`) is another file of the same
-schema. Invariant: `id` hashes the cost numbers only, so two files with the same numbers price
-every decode identically and share an id; `c_ar_draft` enters the hash only when present, so a
-profile without it keeps the id it had before AR-drafted rounds were priced.
+Details: docs/internals.md, `graftlib.inputs.cost_profile`.
 """
 
 import hashlib
@@ -65,7 +39,7 @@ SCHEMA = "graft-cost-profile/1"
 AR_DRAFT_SCHEMA = "graft-ar-draft-cost/1"
 AR_DRAFT_PATH = ASSETS_DIR / "costs" / "cpu-ar-draft.json"  # the embedded EAGLE-3 drafter on this CPU
 PAPER_PROFILE = ASSETS_DIR / "costs" / "paper-a100.json"  # the paper's A100 round costs (`graft paper-costs`)
-AR_DRAFT_COMMAND = "graft costs --ar-draft"  # measures c_ar_draft (`graftlib.lab.run.cost_curves`)
+AR_DRAFT_COMMAND = "graft costs --ar-draft"  # measures c_ar_draft (`graftlib.lab.run.costs.cost_curves`)
 
 
 @dataclass(frozen=True)
@@ -300,7 +274,7 @@ def from_saba(params: SabaParams, name: str | None = None) -> CostProfile:
 def from_curve(name: str, hardware: str, verify_s: dict[int, float], c_draft: float, host_s: float,
                fitted_from: dict, c_ar_draft: list[float] | None = None) -> CostProfile:
     """A profile from a verify cost curve measured after warm-up (tokens -> median seconds at one
-    prefix, `graftlib.lab.run.cost_curves.verify_cost_curve`): least squares t(n) = v0 + v1 n (v1 >= 0); the AR
+    prefix, `graftlib.lab.run.costs.cost_curves.verify_cost_curve`): least squares t(n) = v0 + v1 n (v1 >= 0); the AR
     step is the one-token forward, a0 = t(1), a1 = 0 (one prefix measured, so no prefix terms); a
     drafted round of B nodes verifies B + 1 tokens, drafts once and does `host_s` of host work:
     c0 = v0 + v1 + c_draft + host_s, c1 = v1, c2 = 0."""

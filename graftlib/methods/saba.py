@@ -1,44 +1,25 @@
 """SABA: State-Aware Budget Allocation, the paper's method (eqs. 14-17) and its controller.
 
-State (eq. 15), from the round's `Candidates` and the acceptance history:
-  conf_t  = (1/D) sum_d q_{t,d}(c^(1)_{t,d})                       mean top-1 draft probability
-  degen_t = (1/(D-1)) sum_d r_{t,d} + (r_{t,D-1} - r_{t,1}),  r_{t,d} = cos(h_{t,d}, h_{t,d+1})
-            (0 when D < 2 or the hidden states are missing)
-  hist_t  = mean accepted length a (bonus included) over the last w = 8 drafted rounds (fewer: the
-            mean of those there are; none: the prior `hist_prior`, the calibration trajectories' mean)
-  s_t = [conf_t, degen_t, hist_t, 1] (a bias term, so phi^T s_t has an intercept).
+State (eq. 15): s_t = [conf_t, degen_t, hist_t, 1], with conf_t the mean top-1 draft probability over depths,
+degen_t the drafter hidden states' mean cosine between adjacent depths plus its end-to-end drift, and hist_t
+the mean accepted length (bonus included) of the last w = 8 drafted rounds (`hist_prior` before any).
+Censoring (graftlib's reading of hist_t): a round whose walk ends at a leaf is a lower bound, so hist_t adds
+to it the draft's own forecast of the tokens beyond the leaf (`RoundRecord.censored`).
 
-Censoring (graftlib's reading of hist_t). A round whose walk ends at a leaf of its tree accepted every
-node on its path (`RoundRecord.censored`): its a_t says only that the gain is at least that, and a
-history of such rounds at a small budget would keep hist_t, and with it E[a_t(B)] of every B, at the
-small tree's limit, so SABA would never learn that a larger tree pays. hist_t therefore averages
-a*_t: a_t for a round that ended at a mismatch, and for a censored round a_t plus the draft's own
-forecast of the tokens beyond the leaf, sum_{d > d*} prod_{j = d*+1..d} q_{t,j}(c^(1)) (the top-1
-chain's expected acceptance were q calibrated; up to D - d* when the drafter is sure deep into the
-block). hist_t enters E[a_t(B)] through eq. 16 (phi, alpha) or the gain table, whose weight on it
-grows with B, so a run of censored confident rounds raises the gain of the deep trees.
+Gain (eq. 16): G_t(B) = 1 - exp(-B / lambda_t), lambda_t = max(phi^T s_t, lam_min), tied to accepted lengths by
+E[a_t(B)] = 1 + A_t G_t(B), A_t = clip(alpha^T s_t, 0, D), A_t G_t(B) <= B; phi and alpha are fitted on
+same-prefix replay (`graftlib.training.graft.saba_fit`).
+Cost (eq. 17): C_t(B) = c0 + c1 B + c2 B prefix_t [+ c3 log2(1 + B)] [+ c4 prefix_t] seconds per round (c0 holds
+the draft step); a 3-entry c is the paper's, c3 and c4 fit a CPU.
+Utility (eq. 14): B_t = argmax_B U_t(B) over the grid, ties to the smallest budget; the default
+U_t(B) = (1 + A_t G_t(B)) / C_t(B) is tokens per second (what the oracle maximizes), utility="paper" the
+paper's literal G_t(B) / C_t(B).
 
-Gain (eq. 16): G_t(B) = 1 - exp(-B / lambda_t), lambda_t = max(phi^T s_t, lam_min), tied to accepted
-lengths by the saturation model E[a_t(B)] = 1 + A_t G_t(B), A_t = clip(alpha^T s_t, 0, D) (the bonus
-token is always emitted), and A_t G_t(B) <= B: a tree of B nodes accepts at most B of them. phi and alpha are fitted on same-prefix replay (`graftlib.training.graft.saba_fit`).
-
-Cost (eq. 17): C_t(B) = c0 + c1 B + c2 B prefix_t [+ c3 log2(1 + B)] [+ c4 prefix_t] seconds per round
-(c0 holds the draft step, so C_t is the whole round); a 3-entry c is the paper's, c3 and c4 fit a
-CPU's concave verify and the prefix cost it shares with the AR step.
-
-Utility (eq. 14): B_t = argmax_B U_t(B) over the grid, ties to the smallest budget. The default
-U_t(B) = (1 + A_t G_t(B)) / C_t(B) (utility="throughput", tokens per second, what the oracle
-B*_t = argmax a_t(B) / l_t(B) maximizes); the paper's literal G_t(B) / C_t(B) is utility="paper".
-
-`BudgetGrid` is the one evaluator of U_t: every term that depends only on the grid is computed once,
-a round is one pass of scalar ops over the grid (numpy's per-call overhead on a dozen budgets costs
-more than the arithmetic). `SabaController` is the budget controller of the decode loop; graftlib's
-extensions (AR gates, gain and cost tables, online gain correction) plug into it from
-`graftlib.methods.saba_extensions` and are off in the paper's configuration.
-
-Invariants: the controller returns a budget from its grid (capped at `cap`), or 0 for an AR step
-when a gate declines; a round costs it one pass over the grid (microseconds) and it reads no device
-tensor (the draft's state comes back with the candidates).
+`BudgetGrid` is the one evaluator of U_t (grid-only terms computed once, a round one pass of scalar ops).
+`SabaController` is the decode loop's budget controller; graftlib's extensions (AR gates, gain and cost
+tables, online gain correction) plug in from `graftlib.methods.saba_extensions`, off in the paper's setting.
+Invariants: the controller returns a budget from its grid (capped at `cap`), or 0 for an AR step when a gate
+declines; it reads no device tensor. Details: docs/internals.md, `graftlib.methods.saba`.
 """
 
 import functools

@@ -6,27 +6,18 @@ with linear g_p, g_c: R^E -> R^m, depth embeddings u_d (d = 1..D) and s = softpl
 Centred over the candidate children C_{p,d} (eq. 5): f~ = f - mean_{c' in C_{p,d}} f(p, c', d).
 Edge score (eq. 4): S_TDES(v) = log q_{t,d}(c) + beta * f~(p, c, d); path score = the sum (eq. 13).
 
-Inference (`TDESScorer`, a `BilinearScorer`): the projections depend on the token id only, so the
-tables P = g_p(E), C = g_c(E) ([V, m] each) are computed once for the whole vocabulary when the
-scorer is made or loaded (one [V, E] x [E, m] product, tens of ms for V = 49152). Centring over
-the pool cancels u_d on the child side ((C[c] + u_d) - mean (C[c'] + u_d) = C[c] - mean C[c']), so
-with the pool's child side and a parent's side
-    X_d = [C[C_d] - mean C[C_d] | log q_d]   [K, m + 1]      (`child_sides`)
-    y   = [beta s / sqrt(m) (P[p] + u_d) | 1]   [m + 1]      (`parent_side`)
-every edge score of the parent is one product, log q + beta f~ = X_d y; the scorer keeps
-[beta s / sqrt(m) P | 1] and [C | 0] as tables, so a side is one gather plus, for the child side,
-its centring and log q. The tree builder hands these tables to the compiled heap, which scores
-inside it (`bilinear_tables`, `graftlib.core.kernels`); `child_scores` computes the same scores of
-one pool in numpy (one product per call, the pool's X_d cached per depth), for training's
-evaluation and for the tests' reference heap. beta = 0 makes y = [0 | 1] and every score exactly
-log q (DDTree's tree).
+Inference (`TDESScorer`, a `BilinearScorer`): the projections depend on the token id only, so P = g_p(E) and
+C = g_c(E) are tables over the vocabulary, made once; centring cancels u_d on the child side, so every edge
+score of a parent is one product log q + beta f~ = X_d y with X_d = [C[C_d] - mean C[C_d] | log q_d] and
+y = [beta s / sqrt(m) (P[p] + u_d) | 1]. The compiled heap scores with these tables (`bilinear_tables`);
+`child_scores` is the same in numpy. beta = 0 gives exactly log q (DDTree's tree).
 
 Training (eqs. 7-12) lives in `graftlib.training.graft.tdes_train`.
 
-Saved as `<name>.safetensors` (the parameters of f_theta only, fp32, a few hundred kB) and
-`<name>.json` (config: beta, m, depths, vocabulary and embedding size, target name, training
-summary, the command); `--out DIR` uses DIR/tdes.*. Loading takes the target's embedding table and
-rebuilds P and C from it, refusing a table of another shape.
+Saved as `<name>.safetensors` (f_theta's parameters, fp32) and `<name>.json` (beta, m, depths, sizes, target,
+training summary, the command); loading rebuilds P and C from the target's embeddings.
+
+Details: docs/internals.md, `graftlib.methods.tdes`.
 """
 
 import hashlib

@@ -5,27 +5,20 @@ Layout and arithmetic are those of the public DFlash 2 drafters (z-lab's `DFlash
 `dflash2`; checkpoint keys `layers.{i}.attention_conv.*`, `layers.{i}.mlp_conv.*`, `candidate_selector.*`;
 config keys `conv_kernel_size`, `conv_group_size`, `selector_rank`, `selector_top_k` in `dflash_config`).
 
-Convolution (`BlockConv`), around each sublayer (attention, MLP) of every draft layer: the sublayer's normed
-input x becomes conv_in(x), its output y becomes conv_out(y), with
+Convolution (`BlockConv`), around each sublayer (attention, MLP) of every draft layer:
     conv(x)_t = sum_{tap < K} (base[tap] + delta_t[tap, group]) * x_{t - tap}
-per channel: `base` [K, H] a learned kernel, `delta_t` [K, H / group_size] a token-dependent one that one
-projection of the sublayer's input gives for both sides (`kernel_projection` [2 K G, H]). Taps never cross a
-block boundary: x_{t - tap} counts only when t and t - tap are in the same block (position in block >= tap),
-so a packed training row of many blocks computes what each block alone does, and a decode's one block sees no
-context through it. Identity initialisation (`identity_`: base = [1, 0, ...], projection 0) makes a warm start
-compute the plain drafter's function exactly.
+with a learned kernel `base` and a token-dependent `delta_t` from one projection of the sublayer's input. Taps
+never cross a block boundary, so a packed row of many blocks computes what each block alone does; identity
+initialisation (`identity_`) makes a warm start compute the plain drafter's function exactly.
 
-Selector (`CandidateSelector`): at block position t the drafter's final state h_t scores a candidate b after
-predecessor a as
-    S_t(a, b) = U_t(b) + <A(a) * W h_t, B(b)>                      (the transition score T_t(a, b))
-with U_t the unary draft logits, A / B the predecessor / successor codebooks [V, r] and W [r, H]. The public
-walk takes the unary top-k at each position and, from the anchor, the argmax of S_t(a, .) with a the token it
-chose before (`walk`). graftlib's builders use the same score on its candidate pools (`graftlib.methods.
-selector`): the chain walks it, the heap reweights each parent's children by it.
+Selector (`CandidateSelector`): at block position t a candidate b after predecessor a scores
+S_t(a, b) = U_t(b) + <A(a) * W h_t, B(b)> (U_t the unary draft logits, A / B codebooks [V, r]); the public walk
+takes from the anchor the argmax of S_t(a, .) after the token chosen before (`walk`).
 
-A selector trained on a frozen drafter ships without a copy of that drafter (`pack_selector`): its tensors alone,
-the successor codebook cut to the draft vocabulary's rows (candidates are always drafted tokens, so no other row
-is ever read); `unpack_selector` puts the rows back in place (the others zero) for the public shapes.
+`pack_selector` / `unpack_selector`: a selector trained on a frozen drafter ships alone, its successor codebook
+cut to the draft vocabulary's rows (no other row is ever read).
+
+Details: docs/internals.md, `graftlib.models.dflash2`.
 """
 
 import torch

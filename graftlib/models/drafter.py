@@ -1,46 +1,27 @@
 """DFlash drafter: graftlib's own implementation, loading z-lab checkpoints without remote code.
 
-One forward predicts a whole block. Conventions (z-lab/dflash):
-- Context features: the target's hidden states after layers `target_layer_ids` (HF
-  `hidden_states[layer_id + 1]`), concatenated on the last dim, then `hidden_norm(fc(x))`.
-- Block input: `[anchor, mask x (block_size - 1)]` embedded with the *target's* frozen embedding
-  (times `input_embedding_scale`, default 1). Block position k predicts the token at
-  `start + k`; outputs 1..block_size-1 are the drafts for depths 1..D.
-- Each layer is a Qwen3 decoder layer whose attention takes queries from the block only and
-  keys/values from `cat(ctx_features, block_hidden)` through the same k/v projections, with
-  `k_norm` on both. The block is bidirectional and sees all context (sliding-window layers of
-  newer drafters see the last `sliding_window` positions, causally). RoPE: keys at positions
-  `[start - ctx_new, start + q_len)`, queries at the last `q_len`.
-- Output: the drafter's final `norm`, then the *target's* LM head (optionally a reduced draft
-  vocabulary, `draft_vocab`, mapped back to target ids), `* output_multiplier`, optional softcap.
+One forward predicts a whole block (z-lab/dflash conventions): the context is the target's hidden states after
+`target_layer_ids`, concatenated, through `hidden_norm(fc(x))`; the block `[anchor, mask x (block_size - 1)]` is
+embedded with the target's frozen embedding; each Qwen3-style layer takes queries from the block and keys /
+values from context + block (bidirectional in the block; sliding-window layers causal); the output goes
+through the drafter's `norm` and the target's LM head (optionally a reduced draft vocabulary, `draft_vocab`).
+Block position k predicts the token at `start + k`: outputs 1..D are the drafts of depths 1..D.
 
-graftlib extensions (config keys inside `dflash_config`, absent = off, so z-lab checkpoints load as
-they are), both aimed at what a one-layer drafter cannot compose in one attention step:
-- `draft_head`: the drafter's own LM head `lm_head.weight` [V_draft, H], trained, instead of the
-  target's frozen rows (EAGLE-3 trains its own head; a warm start begins from the target's rows).
-- `anchor_context`: every block position's input adds `anchor_proj(cat(ctx[start - 1], e_anchor))`,
-  the normed context feature of the anchor's predecessor with the anchor's embedding, so the first
-  layer's queries hold what EAGLE-3's input concatenation holds instead of reaching it only through
-  attention (a warm start begins with `anchor_proj` at zero: the same function). Invariant: the
-  decode path's last new context row is position `start - 1`, so a draft call needs >= 1 new
-  context row; packed training takes each block's anchor context from `ctx_positions`.
+graftlib extensions (`dflash_config` keys, absent = off, so z-lab checkpoints load as they are): `draft_head`
+(the drafter's own trained LM head) and `anchor_context` (each block position's input adds a projection of
+the anchor's predecessor's context feature and the anchor's embedding; zero at a warm start).
 
 State: the context K/V (already rotated) lives in an explicit `DraftCache` passed to every call,
 never on the module. A draft call appends the new context's K/V and discards the block's
 (the z-lab "crop back to start"), so the cache always covers exactly the committed prefix.
 
-DFlash 2 (`architectures: ["DFlash2DraftModel"]`): the same drafter with a block-local dynamic convolution
-around every sublayer (`conv_kernel_size`, `conv_group_size`) and a pairwise candidate selector
-(`selector_rank`, `selector_top_k`), `graftlib.models.dflash2`; either part may be present alone in a graftlib
-checkpoint (the embedded drafter's experiments), the public ones carry both. Attention masks follow the public
-rule: `is_causal` absent, sliding-window layers are causal and full ones bidirectional; `is_causal: false`
-makes the sliding windows two-sided, `true` every layer causal.
+DFlash 2 (`architectures: ["DFlash2DraftModel"]`): the same drafter with `graftlib.models.dflash2`'s block-local
+convolution and candidate selector, either of which may be present alone in a graftlib checkpoint.
 
-Checkpoints: `config.json` + `*.safetensors` with the z-lab state-dict names (no embed_tokens,
-no lm_head). Loading reports missing, unexpected and mis-shaped tensors by name. A selector trained on a
-frozen drafter may ship alone (`selector_of` in `dflash_config`: the drafter's directory, relative to the
-checkpoint's; its only weights `SELECTOR_FILE`, packed by `dflash2.pack_selector`): loading reads the drafter's
-weights from there and the selector's from here, to the same state a full checkpoint would give.
+Checkpoints: `config.json` + `*.safetensors` with the z-lab names (no embed_tokens, no lm_head); loading names
+missing, unexpected and mis-shaped tensors. A selector may ship alone (`selector_of` names its drafter).
+
+Details: docs/internals.md, `graftlib.models.drafter`.
 """
 
 import json

@@ -1,24 +1,10 @@
 """EAGLE-3 drafter: graftlib's own implementation, loading public EAGLE-3 checkpoints without remote code.
 
-Architecture (the public release's layout, SafeAILab/EAGLE; names are the checkpoint's):
-- `fc` (no bias) fuses three target layers (low / mid / high hidden states, concatenated:
-  3 x target_hidden -> hidden). It applies to target features only; the drafter's own output
-  hidden state, fed back at the next depth, is already `hidden` wide and skips it.
-- One decoder layer `midlayer`: `hidden_norm` on the (fused or fed-back) hidden state,
-  `input_layernorm` on the token embedding, their concatenation [emb, hidden] (2 x hidden) is the
-  input of the q/k/v projections; attention with RoPE over the drafter's own KV cache (causal, plus
-  a tree mask over draft nodes); the residual is the hidden state (not the embedding); then
-  `post_attention_layernorm` and a SiLU-gated MLP with a second residual.
-- `norm`, then `lm_head` over a reduced draft vocabulary of `draft_vocab_size` ids; the buffer
-  `d2t` maps them back as an OFFSET (target id = draft id + d2t[draft id]); `t2d` marks the target
-  ids that have a draft id.
-- `embed_tokens` is the target's input embedding; checkpoints may carry it or not (then the
-  target's is used: `load_eagle3(..., target_embed=...)`).
-- Target features: the outputs of three target layers (`target_layer_ids`, HF `hidden_states[id + 1]`,
-  the DFlash drafter's convention), concatenated. The release takes the inputs of layers 2, L // 2
-  and L - 3 of an L-layer target, i.e. ids [1, L // 2 - 1, L - 4], and its config.json names none;
-  a graftlib checkpoint may name its layers in `target_layer_ids` (the embedded target's drafter
-  data stores layers [2, 15, 28]). `fit(target_config)` checks the pair and fixes the layers.
+Architecture (SafeAILab/EAGLE's public layout and names): `fc` fuses three target layers' hidden states
+(target features only; the drafter's own fed-back state skips it); one decoder layer `midlayer` whose q/k/v
+read [input_layernorm(embedding), hidden_norm(hidden)] with RoPE over the drafter's own KV cache (causal,
+plus a tree mask); `norm` and `lm_head` over a reduced draft vocabulary whose `d2t` buffer maps draft ids
+back as offsets. `fit(target_config)` checks the pair and fixes the three target layers.
 
 Pairing. The drafter's input at position i is (feature of position i, embedding of token i + 1) and
 its output there predicts token i + 2: the token is the one the feature's position produced.
@@ -28,14 +14,13 @@ Draft trees: a call may append tree nodes whose `extra_mask` row names the earli
 positions it may see (its ancestors), so a tree grown depth by depth shares one cache
 (`graftlib.core.ar_drafting`); `Eagle3Cache.crop` drops them again.
 
-Checkpoints: `config.json` (LlamaConfig keys plus `draft_vocab_size`, optional `target_hidden_size`,
-an architecture name containing "Eagle3") + `*.safetensors`. Loading is strict: missing, unexpected
-and mis-shaped tensors are named. Only safetensors are read; no remote code. `save_eagle3` writes
-the same layout (graftlib's own drafters: `graftlib.training.drafter.eagle3_train`).
+Checkpoints: `config.json` (LlamaConfig keys, `draft_vocab_size`, an "Eagle3" architecture) + safetensors,
+loaded strictly; `save_eagle3` writes the same layout.
 
-The attention's pieces (`query`, `key_value`, `attend`) and the layer's (`mix`, `finish`) are
-separate methods so that training's unrolled steps (a query sees the prefix up to its own index and
-its own chain, not the cache) run the very same code as the cached decode forward.
+The attention's and layer's pieces are separate methods so that training's unrolled steps run the very code
+of the cached decode forward.
+
+Details: docs/internals.md, `graftlib.models.eagle3`.
 """
 
 import hashlib

@@ -1,35 +1,18 @@
 """The paper's throughput claims, checked on bench records: a verdict of direction and of size.
 
-The GRAFT paper (Tables 1-2 and their text, the abstract) makes nine claims that a benchmark on
-any pair can test, each "run X decodes faster than run Y" by a size (`CLAIMS`, the paper's words):
-  C1 GRAFT > DDTree at its best fixed budget        Table 1 (i), per task GRAFT / DDTree speedup
-  C2 GRAFT > DFlash at its best chain length        Table 1 (i), per task GRAFT / DFlash
-  C3 GRAFT > AR                                     abstract: 2.13-6.36x (the range's lower end)
-  C4 +TDES > DDTree, the same fixed budget          Table 2: +5.7% TPS
-  C5 +SABA > DDTree at that budget                  Table 2: +12.8% TPS with fewer nodes
-  C6 GRAFT > DDTree at that budget                  Table 2: +19.4% TPS
-  C7 GRAFT > +SABA                                  Table 2: 263.5 / 248.8 TPS
-  C8 GRAFT > EAGLE-3 (its dynamic tree)             Table 1 (i), per task GRAFT / EAGLE-3
-  C9 GRAFT > OPT-Tree                               Table 1 (i), per task GRAFT / OPT-Tree
-Table 1's sizes are the Qwen3-8B rows, per task where the task is in Table 1, their geometric mean
-pooled. Roles name runs (`role_keys`): `ddtree`, `+tdes`, `+saba`, `graft` at Table 2's budgets,
-`ddtree-best` / `dflash-best` / `eagle3` / `opt-tree` the best of the method's runs per task, chosen
-after the fact by the figure under test (as the paper's per-task best budgets).
+Nine claims of the paper (Tables 1-2, the abstract), each "run X decodes faster than run Y" by a size
+(`CLAIMS`): C1 GRAFT > DDTree at its best budget, C2 > DFlash at its best chain, C3 > AR (2.13x, the range's
+lower end), C4 +TDES > DDTree (+5.7%), C5 +SABA > DDTree (+12.8%), C6 GRAFT > DDTree (+19.4%), C7 GRAFT >
++SABA, C8 > EAGLE-3, C9 > OPT-Tree. Table 1's sizes are its Qwen3-8B rows per task, pooled by geometric
+mean. Roles name runs (`role_keys`); a method's "best" run is chosen per task after the fact.
 
-Verdicts (`sized_verdict`), per claim, task (and pooled over the tasks, the chosen runs relabeled so
-the pairing stays per prompt) and figure, on ratio = TPS_X / TPS_Y paired per prompt:
-  not tested      fewer than `MIN_PROMPTS` paired prompts on some task, or a run missing
-  inside noise    the 95% bootstrap interval over prompts contains 1.0; for the modeled figure also
-                  a margin |ratio - 1| within the model's own error on these two runs
-  opposite        outside noise, below 1
-  direction only  outside noise, above 1, short of the paper's size
-  reproduced      outside noise, above 1, the ratio at or above the paper's size
-Both figures get the same interval over prompts: wall clock from `decode_s`, the modeled figure from
-`modeled_s` (timing noise removed, the prompts' sampling kept). The model's error on runs X, Y is
-|(1 + r_X) / (1 + r_Y) - 1| with r = modeled speedup over AR / wall-clock speedup - 1, measured on
-the same records where they were verified and timed; a walked run has no wall clock, so the caller
-passes each method's error (the paper regime: the paper-cost fit's residuals,
-`paper_costs.method_errors`), else the model's error is taken as 0 and the row says "unmeasured".
+Verdicts (`sized_verdict`) on ratio = TPS_X / TPS_Y paired per prompt, per claim, task and figure:
+`not tested` (fewer than `MIN_PROMPTS` paired prompts, or a run missing), `inside noise` (the 95% bootstrap
+interval over prompts contains 1.0; for the modeled figure also a margin within the model's own error
+|(1 + r_X) / (1 + r_Y) - 1| on these runs), `opposite`, `direction only` (above 1, short of the paper's
+size), `reproduced` (at or above it). Both figures get the same interval over prompts.
+
+Details: docs/internals.md, `graftlib.lab.report.claims`.
 """
 
 import math

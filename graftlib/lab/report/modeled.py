@@ -1,21 +1,10 @@
 """Modeled throughput of bench records: pricing, the ranking rule, and its validation.
 
-Every bench record carries, beside its wall-clock `decode_s` / `tokens_per_s`, the modeled time of
-its rounds under a cost profile (`graftlib.inputs.cost_profile`, eq. 17 and the AR step cost):
-  modeled_s             fsum of the rounds' modeled costs (AR and hf: new_tokens - 1 AR steps,
-                        per turn of a multi-turn record, each from its own prompt length)
-  modeled_tokens_per_s  decoded tokens (`metrics.decoded_tokens`) / modeled_s, the same tokens as
-                        the wall-clock figure
-  cost_profile          {"name", "id"} of the profile that priced it
-A speculative record also keeps `round_shapes` ([budget, nodes, prefix_len, drafted] per round,
-+ [draft_steps, draft_rows] for an AR-drafted round: EAGLE-3, OPT-Tree) and the per-round `accepted`
-list (each drafted round's LM-head rows, for a profile with a rows term), so `reprice` can price the
-same rounds under another profile (another machine) without decoding. An AR-drafted round's draft
-is priced per drafter forward (the profile's `c_ar_draft`; a profile without it refuses), not as
-DFlash's one c_draft. The profile is not part of the record's setting: it does not change what
-was measured, so pricing never changes a setting id. A record without round shapes prices to None
-unless it is an AR/hf decode, and so does an EAGLE-3 / OPT-Tree record whose shapes lack the drafter
-forwards (its draft cannot be priced).
+Every bench record carries, beside its wall clock, the modeled time of its rounds under a cost profile
+(`graftlib.inputs.cost_profile`): `modeled_s`, `modeled_tokens_per_s` (same tokens as the wall-clock
+figure) and `cost_profile`. Its `round_shapes` and per-round `accepted` let `reprice` price the same rounds
+under another profile without decoding. The profile is not part of the setting: pricing never changes a
+setting id.
 
 Ranking rule (`rank`): two runs a, b are compared on the prompts both decoded.
 The wall-clock ratio TPS_b / TPS_a (pooled, paired per prompt, `metrics.pooled_speedup`) ranks
@@ -23,19 +12,11 @@ them when its bootstrap interval (`metrics.speedup_ci`) excludes 1.0; when the i
 1.0, or there are fewer than 3 prompts and no interval, wall clock cannot tell them apart on this
 machine and the deterministic modeled ratio ranks them. `Ranking.caption` says which and why.
 
-Several runs (`order_runs`, a table's rank column): every pair is compared by `rank`, and the runs
-are ordered by how many of the others each one beats (a tie counts half), then by modeled
-tokens/s, then by wall-clock tokens/s. When wall clock separates every pair this is the
-wall-clock order, when it separates none it is the modeled order (both are transitive over the
-same prompts); in between, each pair is decided by the figure the rule picks for it, and
-`Order.caption` counts how many pairs each figure decided. `best_run` picks a method's best
-budget after the fact by a named figure (`FIGURES`). `relabeled` renames the run chosen per task
-(e.g. DDTree's best budget, which differs across tasks) to one key, so the rule pools it over tasks.
+Several runs (`order_runs`) are ordered by how many of the others each beats under `rank`, then by modeled
+and wall-clock TPS; `best_run` picks a method's best budget after the fact by a named figure; `validate`
+tables the modeled speedup beside wall clock, with the mean absolute error.
 
-Validation (`validate`): per task and run, the wall-clock speedup vs the baseline with its
-bootstrap interval and the modeled one, their difference, and the mean absolute error over runs x
-tasks (absolute, in x, and relative, in % of the wall-clock speedup; the baseline's own rows are
-left out, they are 1 both).
+Details: docs/internals.md, `graftlib.lab.report.modeled`.
 """
 
 import math

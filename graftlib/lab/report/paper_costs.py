@@ -4,30 +4,15 @@ The decodes themselves (accepted lengths, trees) do not depend on the machine at
 costs do. This module turns the round latencies the paper implies (Qwen3-8B on one A100, batch 1)
 into a `CostProfile`, so rounds decoded anywhere can be priced, and budgets decided, in that regime.
 
-Derivation (`derive`; every number from `graftlib.lab.report.paper`):
-- the AR step: GSM8K's GRAFT runs at 276.17 tokens/s (Table 3, beta = 0.2) and 5.28x AR (Table 1),
-  so AR decodes 52.3 tokens/s: t_AR = 5.28 / 276.17 s = 19.1 ms, `c_ar` = [t_AR, 0];
-- a round's latency is MAT / TPS. Table 2's rows (nine-task averages) give four (nodes, latency)
-  points: DDTree 110.2 nodes in 34.1 ms, +TDES 110.2 in 34.3, +SABA 49.1 in 28.9, GRAFT 48.9 in
-  28.9. C(B) = c0 + c1 B is the least-squares line through the two rows without TDES (DDTree and
-  +SABA: two points, so the line goes through them); the TDES rows are the check (their excess is
-  the scorer's host time, which the paper puts at 0.3 ms a round);
-- Table 1's GSM8K rows give each method's round as MAT x t_AR / speedup (the chain 28.5 ms,
-  DDTree 36.1, GRAFT 29.2, EAGLE-3 43.5, OPT-Tree 51.9); their node counts are not printed, so they
-  are checks: the chain verifies 15 nodes (the 16-token block), and DDTree's and GRAFT's rows are
-  read back as the node counts the line implies;
-- the draft step `c_draft`: the chain's round is one draft plus one causal verify of 16 tokens,
-  and on an A100 an 8B model's forward over 16 tokens is memory-bound like the 1-token AR step, so
-  c_draft = chain round - t_AR (an assumption: the paper does not time the drafter);
-- the AR drafter (EAGLE-3, OPT-Tree): an EAGLE-3 round at the release's settings drafts with
-  depth + 1 = 8 forwards and verifies 59 nodes, so one drafter forward costs
-  e0 = (EAGLE-3 round - (c0 - c_draft + 59 c1)) / 8 (`c_ar_draft` = [e0, 0]: on a GPU the forward's
-  width is about free); the OPT-Tree row is read back as the forwards it implies.
-What the paper does not give, and the choice made: no prefix terms (c2 = c4 = 0, a1 = 0: every row
-is an average over prompts), no cost table, no LM-head rows term.
+Derivation (`derive`; every number from `graftlib.lab.report.paper`): the AR step from GSM8K's GRAFT TPS and
+speedup (t_AR = 19.1 ms); the round line C(B) = c0 + c1 B through Table 2's DDTree and +SABA rows (the TDES
+rows are checks); the draft step as the chain's round less one AR step; the AR drafter's forward from the
+EAGLE-3 row. No prefix terms, cost table or rows term: the paper gives none.
 
 `graft paper-costs` prints every row beside the profile's value and writes the profile
 (graftlib/assets/costs/paper-a100.json is its output; tests/test_paper_costs.py re-derives it).
+
+Details: docs/internals.md, `graftlib.lab.report.paper_costs`.
 """
 
 import numpy as np

@@ -1,33 +1,23 @@
 """`graft device-check` (`experiments/device-check.sh`): one prepared run of the figures a device must show.
 
-Sections, in this order; each is timed, its warnings are kept, its errors are recorded (never
-fatal), and one that would start after the time budget (`minutes`) is skipped:
-  exactness  every method of the registry against greedy AR on this device, in the run's dtype
-             (default: the device's, bfloat16 on CUDA): the tiny random pairs (Llama, Qwen3, with
-             a random EAGLE-3 drafter for the AR-drafted methods) and, unless `tiny`, the embedded
-             pair with the shipped scorer and calibration (on another machine the calibration's
-             hardware warning is recorded). Each decode's verdict (`graftlib.core.exactness`):
-             exact, tie (a certified near-tie of the target's top-2 logits, at the tolerance of
-             the dtype and logit scale) or mismatch (a bug: the check fails);
-  costs      the verify cost curve for 1..512 tokens (`graftlib.lab.run.cost_curves.verify_cost_curve`);
-  host       the host overhead per round and device syncs per round (`graftlib.lab.run.host_overhead`);
-  prepare    `graft prepare` on the pair (`graftlib.training.prepare`), by default on a GPU and for
-             the tiny pair: the pair's own scorer and calibration on this device, and the device's
-             cost profile (`cost_profile.from_saba(...).save`) with its AR drafter forward cost
-             (`graftlib.lab.run.cost_curves.ar_draft_cost_curve`, what prices EAGLE-3 / OPT-Tree rounds);
-  bench      `graft bench` of ar / dflash / ddtree@16,64 / graft / opt-tree@8 on gsm8k (10 prompts x
-             128 tokens), wall-clock and modeled speedups side by side; graft and the modeled
-             columns use the prepared artifacts and profile when prepare ran, else the shipped ones.
-(The bench comes last so that graft runs with this device's own calibration.)
-The pair is the embedded one, or with `tiny` a tiny random Qwen3 target and a z-lab-layout drafter
-written as directories into the output folder and loaded by path, as a user's own pair would be
-(the CPU test runs every section on it in seconds).
+Sections, in this order; each is timed, its warnings kept, its errors recorded (never fatal), and one that
+would start after the time budget (`minutes`) is skipped:
+  exactness  every registry method against greedy AR in the run's dtype, on tiny random pairs and (unless
+             `tiny`) the embedded pair; a mismatch that is not a certified tie fails the check;
+  costs      the verify cost curve for 1..512 tokens; host: the host overhead and syncs per round;
+  prepare    `graft prepare` on the pair (`graftlib.training.prepare`): its scorer, calibration and the
+             device's cost profile with its AR drafter forward cost;
+  bench      ar / dflash / ddtree@16,64 / graft / opt-tree@8 on GSM8K (10 x 128), wall clock and modeled,
+             last so that graft runs with this device's own calibration.
+With `tiny` the pair is a tiny random Qwen3 target and a z-lab-layout drafter loaded by path.
 
 Output (`out`): device-check.json (settings, hardware, every section's status, seconds, warnings,
 result or error; rewritten after each section, so an interrupted run keeps what it finished),
 bench.jsonl, artifacts/, cost-profile.json (`device_profile`: the verify curve after warm-up, the
 draft step, host time and AR drafter forwards; what the bench prices rounds with) and
 cost-profile-saba.json (the calibration's own fit); the table is printed.
+
+Details: docs/internals.md, `graftlib.lab.run.device_check`.
 """
 
 import time
@@ -49,8 +39,8 @@ from graftlib.inputs.artifacts import ArtifactDir, artifact_inputs
 from graftlib.inputs.cost_profile import CostProfile, from_curve, from_saba, with_ar_draft
 from graftlib.lab.report.metrics import format_table, summarize
 from graftlib.lab.run.bench import Run, run_bench, task_prompts
-from graftlib.lab.run.cost_curves import ar_draft_cost_curve, fit_ar_draft, verify_cost_curve
-from graftlib.lab.run.host_overhead import format_host_table, host_overhead_table
+from graftlib.lab.run.costs.cost_curves import ar_draft_cost_curve, fit_ar_draft, verify_cost_curve
+from graftlib.lab.run.costs.host_overhead import format_host_table, host_overhead_table
 from graftlib.methods.decoder import Decoder, drafter_for
 from graftlib.methods.fitted import slug
 from graftlib.methods.registry import AR_METHODS, SELECTOR_METHODS, MethodInputs
@@ -186,7 +176,7 @@ def costs_section(cfg: CheckConfig, pair) -> dict:
 
 
 def host_section(cfg: CheckConfig, pair) -> dict:
-    """`graftlib.lab.run.host_overhead`: host time per round by stage and device syncs per round, on a tiny
+    """`graftlib.lab.run.costs.host_overhead`: host time per round by stage and device syncs per round, on a tiny
     random pair on this device (the forwards nearly free), DDTree / +TDES / GRAFT at B = 8, 32, 64, 256
     (`host_budgets`; 8 and 64 in a quick run)."""
     table = host_overhead_table(cfg.device, budgets=cfg.host_budgets, rounds=cfg.host_rounds, repeats=cfg.host_repeats)

@@ -1,35 +1,18 @@
 """The workbook runner: every notebook of a profile through papermill, failures reported by name.
 
-Profiles (parameter overrides applied to every notebook; each notebook's own defaults are the
-cheap interactive ones). A profile changes counts, never what is run: a notebook's task list is its
-own, and a profile's `n_tasks` takes the first n of it, so Figure 5 stays on tasks its GSM8K-only
-scorer never saw under every profile:
-- `smoke`: CI. Tiny prompt counts and lengths; checks that every notebook runs end to end. Its figures go
-  under the run's `--out` folder (`profile_values`), never over the committed `figures/`.
-- `quick`: the main job (`make main`) on the embedded default, sized for a 2-core CPU.
-- `full`: paper-scale prompt counts and lengths, meant for GPUs.
-- `evidence`: the quick profile's settings at evidence counts (10 held-out prompts a task, 128 new tokens);
-  the only profile that draws into the committed `figures/`, its records packed into `figures/records/`
-  (`graftlib.lab.report.archive`) after each notebook and restored from there before the first, so the committed
-  figures redraw without decoding and an evidence run interrupted (or continued on a fresh clone) resumes
-  from the records committed so far. Every other profile, and a notebook run by hand, draws into
-  `results/figures/`.
+Profiles (parameter overrides for every notebook; each notebook's own defaults are the quick profile's) change
+counts, never what is run: a profile's `n_tasks` takes the first n of a notebook's own task list, so Figure 5
+stays on tasks its GSM8K-only scorer never saw. `smoke` (CI), `quick` (`make main`, sized for a 2-core CPU),
+`full` (paper scale, for GPUs) and `evidence` (quick's settings at 10 held-out prompts x 128 tokens: the only
+profile that draws into the committed `figures/`, packing its records into `figures/records/` after each
+notebook and restoring them before the first, so it redraws without decoding and resumes where it stopped).
 
-`run_workbook` executes each notebook (by name, `LAST` at the end: paper_regime reads the benches and
-replays the item notebooks wrote, `graftlib.lab.run.regimes`) into `<out>/<name>.ipynb`, keeps going when
-one fails, and writes `<out>/summary.md` (name, status, seconds, first error line and cell). While it
-runs two progress bars show where it is: one over the profile's notebooks (the running one named, time
-left estimated from those done) and under it papermill's bar over the running notebook's cells; a line
-per finished notebook is written above them. Notebooks
-validate their parameters in their first cell with `check_params`, so a bad value stops the
-notebook there with one clear message.
+`run_workbook` executes each notebook (by name, `LAST` at the end) into `<out>/<name>.ipynb`, keeps going when one
+fails, writes `<out>/summary.md`, and records every figure a notebook writes in the figures manifest
+(`graftlib.lab.workbook.figures_manifest`) after each notebook. Notebooks check their parameters in their
+first cell (`check_params`): a bad value stops there with one clear message.
 
-Every file a notebook writes under the figures folder (the `figures_dir` parameter, `figures/` by
-default) is recorded in `<figures>/manifest.json` with the notebook, the profile and what it was
-drawn with: the pair's fingerprints, the TDES scorers', SABA calibration's and cost profile's ids and
-the graftlib commit (`graftlib.lab.workbook.figures_manifest`; `check_figures` checks the committed figures
-against the shipped artifacts). The manifest is updated after each notebook, so an interrupted run
-keeps the entries of the notebooks it finished.
+Details: docs/internals.md, `graftlib.lab.workbook.runner`.
 """
 
 import time

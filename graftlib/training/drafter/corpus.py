@@ -1,30 +1,20 @@
 """The token corpus of drafter data: what `graft drafter-data` generated, without what can be recomputed.
 
-Generating the target's responses is the expensive part of drafter data: one decode step per token
-(~150 tokens/s on a 2-core CPU at batch 128). The features and top-k log-probs are a function of the
-tokens: one causal forward over prompt + response gives both. A corpus keeps the tokens only (4 bytes
-a token, against ~3.5 kB with the fp16 features of three layers and top-16 log-probs), so it can be
-committed (`data/corpus/<target>[-<pool>]`, one corpus per pool's settings) and carried to a fresh machine, where `featurize` turns
-it back into a data directory of `graftlib.training.drafter.target_data`'s format, for any stored layers and
-top-k.
+Generating the target's responses is the expensive part of drafter data; the features and top-k log-probs
+are a function of the tokens (one causal forward over prompt + response). A corpus keeps the tokens only
+(4 bytes a token), so it is committed (`data/corpus/<target>[-<pool>]`) and `featurize` turns it back into a
+`graftlib.training.drafter.target_data` directory on any machine, for any stored layers and top-k.
 
 `export(data_dir, corpus)`: the data index's shared settings and per-shard entries (generation stats,
 uids) in `index.json`, and per shard `shard-NNNNN.tokens.safetensors` (`tokens` int32, `lengths`,
 `prompt_lens` int64). Shards already exported are skipped, so exporting a growing data directory
 adds only its new shards.
 
-`featurize(corpus, out)`: the missing shards of `out` only (resumable, as drafter-data). Sequences
-are sorted by length and right-padded into batches of at most `max_batch_tokens` tokens (`batch_tokens`). With causal
-attention a real position never sees the pads after it, so no mask is needed and every real
-position's output is that of an unpadded forward. One forward per batch with hidden states gives the
-features of positions `[0, n - 1)` of the stored layers; the LM head runs on the response-producing
-positions only, and their log-softmax (T = 1, fp32) gives the top-k rows. Each shard entry keeps the generation's stats
-(`seconds`, `tokens_per_s`: what the data cost to make) and adds `featurize_s` and `top1_match`: the
-share of greedy responses' tokens that are the recomputed top-1. That share is 1 up to near-ties,
-because a prefill and the batched decode that generated the tokens round differently.
-`--dtype bfloat16` featurizes with the target's weights in bf16 (the generation's `DTYPES`; recorded as
-the entry's `featurize_dtype`): faster on CPUs with AMX and on GPUs, with features and log-probs
-rounded accordingly (`top1_match` then also counts the float32/bf16 argmax disagreements).
+`featurize(corpus, out)`: the missing shards of `out` only (resumable). Sequences sorted by length are
+right-padded into batches (causal attention: no mask needed); each shard entry records `top1_match`, the
+share of the stored greedy tokens that are the recomputed top-1 (1 up to near-ties).
+
+Details: docs/internals.md, `graftlib.training.drafter.corpus`.
 """
 
 import time

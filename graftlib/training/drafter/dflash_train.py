@@ -1,53 +1,22 @@
 """Train a DFlash drafter for a target on `graftlib.training.drafter.target_data` (the DFlash recipe of z-lab/dflash).
 
-Recipe. Anchors `a` are drawn in the response part (`prompt_len <= a <= len - 2`, so every
-anchor has a label). A block is `[tokens[a], mask x (block_size - 1)]` embedded with the
-target's frozen embeddings at RoPE positions `a .. a + block_size - 1`; its context is the
-stored target features of positions `< a` (also RoPE positions `0 .. a - 1`). Block position
-k predicts `tokens[a + k]` (labels past the sequence end are ignored), cross-entropy weighted
-by `exp(-(k - 1) / gamma)` (plus, with `distill`, the soft loss on the stored top-k). The anchor
-sampler, schedule, loss mixing, evaluation statistics, checkpoints and the run loop are
-`graftlib.training.drafter.trainer`'s, shared with the EAGLE-3 trainer.
+Recipe: anchors `a` in the response; a block `[tokens[a], mask x (block_size - 1)]` embedded with the target's
+frozen embeddings, its context the stored target features of positions `< a`; block position k predicts
+`tokens[a + k]` with cross-entropy weighted by `exp(-(k - 1) / gamma)` (plus, with `distill`, the soft loss on
+the stored top-k). Sampling, schedule, loss mixing, evaluation and checkpoints are `trainer`'s.
 
-Packing: one row per sampled sequence, up to `blocks_per_seq` blocks side by side, one forward equal to
-the separate single-block forwards the decode loop runs (`graftlib.training.drafter.blocks`).
+Packing: one row per sampled sequence, several blocks side by side, one forward equal to the separate
+single-block forwards of the decode loop (`graftlib.training.drafter.blocks`).
 
-CPU savers (all options of `TrainConfig`): a reduced draft vocabulary (the most frequent ids of
-the training responses, then of the prompts; stored as the drafter's `d2t` buffer, so decoding
-maps it back; training takes logits over the draft ids only and ignores labels outside it),
-bf16 autocast where the device has native bf16 (`native_bf16`; fp32 on AVX2 CPUs). Optionally
-(`init_from_target`) the drafter's layers start from the target's last layers (Llama/Qwen3 names map
-one to one; q_norm/k_norm start at ones) and `fc` as the identity on the deepest stored layer with
-`hidden_norm` = that next layer's input norm, so the context starts as what the target's next layer sees.
-Random init is the default (the ablation at equal time, `experiments/drafter-ablation.sh`, is in
-docs/measurements.md). The target's embeddings and LM head stay frozen and are
-never saved with the drafter. A warm start (`init_drafter`, `--init-drafter DIR`) begins from a trained
-drafter instead, with its draft vocabulary: a fresh machine that lost the last run's checkpoint continues
-from the committed drafter rather than from random weights (the schedule starts anew; `--resume` is the
-exact continuation of a checkpoint on disk).
+DFlash 2's parts (`conv_kernel_size`, `selector_rank`): the convolutions train with the loss above, the
+selector with its own (depth-weighted cross-entropy over the unary top-k candidates' scores U(b) + T(a, b));
+a warm start adds them computing the same function, `parts_only` trains them alone.
 
-DFlash 2's parts (`graftlib.models.dflash2`; `conv_kernel_size`, `selector_rank`): the convolutions train with
-the loss above; the selector adds its own, as the public recipe (vLLM Speculators' `dflash2`) trains it: at
-every labelled block position the candidates are the unary top-`selector_top_k` of the draft logits, the label
-put in place of the last one where it is missing, the predecessor the true token before (teacher forcing; the
-anchor at depth 1), and the loss the depth-weighted cross-entropy over the candidates' scores
-U(b) + T(a, b), times `selector_alpha`. A warm start adds them to a trained drafter (`add_parts`: the
-convolutions as the identity, the selector's codebooks N(0, 0.02^2)), computing the same unary function;
-`parts_only` trains those parts alone (the unary function then stays the warm start's).
+Output: `checkpoint/` (exact `--resume`), `metrics.jsonl`, and `drafter/` (z-lab layout, bf16, with
+`training.json`, `metrics.jsonl` and `lineage.jsonl`), which `graft ship-drafter` ships. Evaluation: per-depth
+hit rates and the offline chain tau on fixed held-out blocks, and the in-loop chain tau of method dflash.
 
-Evaluation (every `eval_every` steps, on sequences held out by a hash of their uid): loss and
-per-depth top-1 / top-4 / top-16 hit rates on fixed held-out blocks of the greedy held-out responses
-(`trainer`'s evaluation anchors), the offline chain tau over those blocks, and
-the number that matters, the in-loop chain tau of `graftlib.methods.decoder.Decoder` (method dflash)
-on a few held-out prompts, checked token for token against the stored greedy response. With a selector also
-its offline walk's tau over the held-out blocks (`sel_offline_tau`: from the anchor, each position's argmax
-of U + T after the token chosen before) and the in-loop tau of method dflash2 (`sel_tau`).
-
-Output directory: `checkpoint/` (drafter + AdamW state + sampler RNG in safetensors, step and
-config in JSON; `--resume` continues it exactly), `metrics.jsonl` (train and eval lines), and
-`drafter/` (the final drafter via `save_drafter`, z-lab layout, bf16 weights, plus `training.json`,
-the run's `metrics.jsonl` and `lineage.jsonl`: the warm start's lineage followed by this run's
-evaluations, `graftlib.training.drafter.lineage`), which `graft ship-drafter` ships as a whole.
+Details: docs/internals.md, `graftlib.training.drafter.dflash_train`.
 """
 
 import json

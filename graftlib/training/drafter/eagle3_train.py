@@ -1,55 +1,21 @@
 """Train graftlib's own EAGLE-3 drafter for a target on `graftlib.training.drafter.target_data` (the release's
 recipe: SafeAILab/EAGLE, eagle/traineagle3).
 
-Model. A `graftlib.models.eagle3.Eagle3Drafter` shaped like one target layer (widths, heads, norm
-eps, RoPE), `fc` over the three stored target layers (the data's `target_layer_ids` in order: low,
-mid, high; [2, 15, 28] for SmolLM2-135M), the target's frozen input embedding (shared, never
-saved) and its own `lm_head` over a reduced draft vocabulary. Layers start at random (like the
-DFlash trainer's default); `lm_head` and the final `norm` start from the target's LM head rows of
-the draft ids and final norm (`head_init="target"`): the DFlash drafter reads the target's frozen
-head, so this gives EAGLE-3 the same starting point for its own, trainable head (the release starts
-it at random, with far more compute).
+Model: a `graftlib.models.eagle3.Eagle3Drafter` shaped like one target layer, `fc` over the three stored target
+layers, the target's frozen input embedding, and its own `lm_head` over a reduced draft vocabulary (the most
+frequent response ids), which starts from the target's LM head rows (`head_init="target"`).
 
-Draft vocabulary (the release's `d2t` / `t2d`): the `draft_vocab` target ids most frequent in the
-training responses (`samples.choose_draft_vocab`, as the DFlash trainer), sorted by id;
-`d2t[i] = id_i - i` (offsets), `t2d` marks them. Labels outside it carry no loss.
+Training-time test (the release unrolls 7 steps): for an anchor a, step 0 reads (fc(feature a - 1), token a)
+and predicts a + 1; step j feeds step j - 1's output state back with the stored token a + j and predicts
+a + 1 + j, attending to the committed prefix and its own chain, as the decode loop's `Eagle3Cache` holds it.
+Loss: sum over steps of 0.8^j times `trainer.mixed_loss`, normalized.
 
-Training-time test (the release unrolls `length = 7` steps). For an anchor a (the last committed
-token; `samples`' anchors), step 0's input at index i = a - 1 is (fc(feature i), token a) and
-its output predicts token a + 1. Step j >= 1 feeds step j - 1's output hidden state back with the
-stored token a + j (on an accepted path the drafted tokens are the target's) at RoPE position
-i + j and predicts token a + 1 + j. A step-j query attends to the step-0 keys of indices <= i (the
-committed prefix, made from target features) and to its own chain's keys of steps 1..j: what the
-decode loop's `Eagle3Cache` holds for a chain of drafts (tests/test_eagle3_train.py checks the
-unroll against the cached forward). Loss: sum over steps of `step_weight ** j` (0.8, the release's)
-times `trainer.mixed_loss` (hard CE on the stored token; with `distill`, soft CE on the stored
-top-k mapped into the draft vocabulary), normalized by the weights.
+Packing: the context once per sequence row, the unroll on its sampled anchors only.
 
-Packing. One row per sampled sequence: the context is computed once per row (fc, embeddings and the
-step-0 K/V of indices 0..max i), and the unroll runs on the row's `blocks_per_seq` sampled anchors
-only (queries [rows, anchors]), so an anchor costs `ttt_steps` single-token passes of the layer and
-head, not a whole-sequence pass per step as in the release (which trains every position).
+Output: `checkpoint/`, `metrics.jsonl` and `drafter/` in the public EAGLE-3 layout (`save_eagle3`, bf16, no
+embed_tokens) with `training.json` and `lineage.jsonl`; `--init-drafter DIR` warm-starts a trained drafter.
 
-Steps on a CPU. The default stays the release's 7: depths past the unroll are never trained on the
-drafter's own outputs, and a draft tree of the embedded pair reaches depth 7 and more. Its cost is
-affordable: on this 2-core CPU (one thread, fp32) a 7-step trainer drew ~100 anchors per CPU-second
-against the DFlash trainer's ~60 blocks (16 positions each), and at equal CPU time it scored higher at
-every depth up to 15 (`graftlib/assets/drafters/smollm2-135m-eagle3/training.json`).
-
-Evaluation (every `eval_every` steps): the unroll to `eval_depth` steps (default 15, the DFlash
-block's depth) on `trainer`'s fixed held-out anchors (the same anchors and labels as the DFlash
-trainer's with the same split settings): per-depth top-1/4/16 hit rates against the stored greedy
-tokens, the offline chain tau (1 + drafts accepted in a row), and the held-out loss over the trained
-steps. On a greedy response the teacher-forced chain sees exactly the inputs of a chain decode, so
-the offline tau is the chain decode's; the in-loop tau belongs to the decode loop (methods eagle3).
-
-Output directory: `checkpoint/` (`trainer` checkpoints; the target's embedding is not stored),
-`metrics.jsonl`, and `drafter/`: config.json + model.safetensors in the public EAGLE-3 layout
-(`save_eagle3`, bf16, no embed_tokens; `load_eagle3(path, target_embed=)` loads it strictly), plus
-`training.json`, `metrics.jsonl` and `lineage.jsonl` (`graftlib.training.drafter.lineage`: the evaluations of every
-stage behind the weights). A warm start (`init_drafter`, `--init-drafter DIR`) continues a trained
-drafter's weights and draft vocabulary with a fresh schedule, as the DFlash trainer's does: the embedded
-drafter's training is a chain of such stages, each a complete run that could ship.
+Details: docs/internals.md, `graftlib.training.drafter.eagle3_train`.
 """
 
 import json

@@ -1,52 +1,25 @@
 """Drafter training data: the target's own responses, with its features and next-token distribution
 captured on the way.
 
-What a sequence holds. For one training prompt (`data.pool(cfg.pool)`, default "drafter", never an
-evaluation prompt; or the items of a `--prompts` file), `tokens` = prompt + the target's response
-(stopped at EOS, which is kept, or at `max_response_tokens`), `prompt_len`, and
-- `features`: the target's hidden states after the layers `target_layer_ids` (HF
-  `hidden_states[i + 1]`, concatenated, fp16) for positions `[0, len(tokens) - 1)`. The last token
-  is never fed to the target, and no training block needs its features: a block's context is
-  strictly before its anchor, and an anchor needs at least one label after it.
-- `topk_ids` int32 / `topk_logp` fp16, [response_len, top_k]: row j is the top-k of the target's
-  log-softmax (temperature 1, fp32) at the position that produced response token j, i.e. its
-  distribution over `tokens[prompt_len + j]` given everything before. Distillation reads these
-  (`graftlib.training.drafter.dflash_train`, `distill`). With `top_k = 0` they are absent.
+A sequence holds, for one training prompt (never an evaluation prompt): `tokens` = prompt + the target's
+response (to EOS or `max_response_tokens`), `prompt_len`, `features` (the target's hidden states after
+`target_layer_ids`, fp16, positions `[0, len - 1)`) and the top-k of the target's log-softmax at every
+response position (`topk_ids`, `topk_logp`; distillation reads them).
 
-Greedy by default; `sample_share` of the prompts (chosen by a hash of their uid, so stable as the
-set grows) get a response sampled at `sample_temperature` from one seeded generator per shard (the
-sampling issue wants T > 0 text too). Their top-k rows are still the T = 1 distribution. A step draws for the
-rows that sample at it and no others (decided on the host, no sync); older data drew for every
-row at every step of a run with any sampled row, so one seed gives other
-draws now than then: equally valid data, not the same tokens.
+Greedy by default; `sample_share` of the prompts (by a hash of the uid) get a response sampled at
+`sample_temperature`.
 
-Branches (`branches` = n > 0): more greedy text from a fixed set of prompts. Every prompt is answered
-n times (uids `UID@branchJ`, J = 1..n), each response starting with a short sampled prefix (1 ..
-`branch_tokens` tokens at `sample_temperature`, the length drawn by a hash of the uid) and going on
-greedily. The prefix is stored as part of the prompt (`prompt_len` = prompt + prefix, its features
-kept as context), so the stored response is the target's greedy continuation of that context and
-every training anchor and label lies in greedy text: a task pool whose few thousand prompts are
-already answered (and learned by heart) gives new, different greedy trajectories of the same
-distribution. Responses that end inside their prefix are dropped. The training split holds every
-branch of one prompt on the same side (`base_uid`).
+Branches (`branches` = n > 0): each prompt is answered n times, each response after a short sampled prefix
+(stored as part of the prompt) and greedy from there, so every training label lies in greedy text.
 
-How it is made. `generate_sequences` decodes on the HF decoder body itself by continuous batching:
-`batch_size` rows decode together with a 2D attention mask, per-row position ids and the buffered KV
-cache of `graftlib.core.kvcache`, the LM head on the last position only. When a row's sequence
-finishes (EOS or the cap), the row is free; once an eighth of the batch is free, the next prompts
-(length-sorted, so they pad little) are prefilled together on their own, and each one's K/V is written
-into a free row right-aligned to the cache's end, the row's columns before it masked out
-(`BufferedLayer.write_rows`; positions are the row's own, so RoPE'd keys are valid in any column). A prompt
-admitted several times at once (a prompt's branches sit side by side in the length order) is prefilled once and
-its rows copied.
-The cache grows at the front when a new prompt is wider than it (`shift_front`), and every 16 steps
-drops the leading columns that no live row reaches. So the batch stays full until the prompts run
-out, instead of emptying towards its longest response; then finished rows leave it (their cache
-rows too) once a quarter has finished. The prefill yields the prompt's features, each step the fed
-token's features, written into preallocated per-sequence buffers, so features cost no second pass.
-One host sync per step (which rows finished).
+`generate_sequences` decodes on the HF decoder body by continuous batching (`_Batch`'s named steps: admit,
+next tokens, record, release, shrink, feed, compact): finished rows are refilled with length-sorted prompts
+prefilled together and written right-aligned into free cache rows, so the batch stays full; features are
+captured on the way, and each step costs one host sync.
 
 On disk: `graftlib.training.drafter.store` (the index, shards of tokens and top-k, memory-mapped features).
+
+Details: docs/internals.md, `graftlib.training.drafter.target_data`.
 """
 
 import hashlib

@@ -6,34 +6,19 @@ round, with at least one label after it. One anchor's drafts (a DFlash block; an
 unrolled from it) count as one *block*. Rows (sequences) are drawn in proportion to their anchor
 count, up to `blocks_per_seq` anchors without replacement inside a row (`sample_anchors`).
 
-What lives here, so that the trainers differ only in their model, packing and forward:
-- `LoopConfig`: the settings both share (schedule, budget, split, evaluation, checkpoints); the budget
-  counts wall time or, with `clock="cpu"`, this process's CPU time (runs sharing a loaded machine then
-  still get, and compare at, equal compute);
-- the samples (anchors, the held-out split, the draft vocabulary) are `graftlib.training.drafter.samples`'s;
-- `lr_factor` (warmup-stable-decay, cosine or linear), `native_bf16`;
-- `mixed_loss`: (1 - distill) * hard CE + distill * soft CE on the stored top-k, weighted per label;
-- `DepthStats`: per-depth top-1/4/16 hit rates and the offline chain tau;
-- `LoopTrainer`: AdamW (`weight_decay` on the weight matrices), the optimizer step, the sampler's generator,
-  fixed evaluation anchors, exact checkpoint / resume; `feature_dropout` drops context features of the
-  training batches (both trainers read them as `batch.ctx`), a regularizer: a drafter trained for hours on
-  a few million response tokens learns them by heart (top-1 at depth 1 0.66 on its training
-  chat, 0.36 on unseen chat);
-- the run (its loop, record and command line) is `graftlib.training.drafter.training_run`'s.
+What lives here, so that the trainers differ only in model, packing and forward: `LoopConfig` (schedule,
+budget in wall or CPU time, split, evaluation, checkpoints), `lr_factor`, `mixed_loss` ((1 - distill) hard
+CE + distill soft CE on the stored top-k), `DepthStats` (per-depth hit rates, offline chain tau) and
+`LoopTrainer` (AdamW, the step, fixed evaluation anchors, exact checkpoint / resume, `feature_dropout`).
 
-Evaluation anchors are drawn once (seed + 1) from the held-out *greedy* sequences (a sampled
-response is no reference for the target's greedy token; `Sequence.greedy` checks each against its
-stored top-1; all held-out sequences if none is greedy).
-Their labels are the stored tokens, i.e. the target's greedy tokens. With the same `heldout`,
-`seed`, `eval_blocks` and `blocks_per_seq`, the two trainers score exactly the same anchors against
-the same labels, so their numbers compare side by side.
+Evaluation anchors are drawn once from the held-out greedy sequences: with the same split settings the two
+trainers score exactly the same anchors against the same labels.
 
-Checkpoints (`checkpoint/`): the trained module (`model.safetensors`, what the trainer's
-`model_state` gives), the AdamW state, the sampler's generator and torch's global one (feature dropout
-draws from it) (`optimizer.safetensors`), step, time,
-blocks and labels seen (the tokens predicted with a loss), and config (`state.json`); written under a temporary name, then renamed. Resuming refuses a
-checkpoint trained with other settings, except those in `RESUMABLE_CHANGES`, and then continues
-exactly as an uninterrupted run would (the trainers' tests compare the tensors).
+Checkpoints (`checkpoint/`): module, AdamW and generator states, counters and config, written under a
+temporary name and renamed; resuming refuses other settings (but `RESUMABLE_CHANGES`) and then continues
+exactly as an uninterrupted run would.
+
+Details: docs/internals.md, `graftlib.training.drafter.trainer`.
 """
 
 import json

@@ -10,25 +10,12 @@ and the cache is cropped back afterwards. Medians are reported.
 
 `graft costs` prints both tables and writes one JSON record to results/costs.jsonl.
 
-`graft costs --ar-draft` measures instead the AR drafter's forwards (the pair's EAGLE-3 drafter,
-`--eagle3`), which price AR-drafted rounds in a cost profile (`c_ar_draft`,
-`graftlib.inputs.cost_profile`). Protocol (`ar_draft_cost_curve`): the drafter's cache holds
-`prefix_len` positions; per repeat, for every (frontier width w, context rows n) in shuffled order,
-the draft step itself (`ARTreeDrafter.grow`, so each timed forward is the decode's: forward, draft
-logits, top-k, pool and tree mask) grows a tree whose context step feeds n pending pairs and whose
-`depth` depth steps forward w nodes each (`FixedWidth`; children top_k = 10, EAGLE-3's release, at
-least w), and the cache is cropped back. Widths: EAGLE-3's release forwards 10 nodes per depth,
-OPT-Tree's up to its 50 nodes; the context step's n is the previous round's accepted tokens (1 to
-depth + 2). Medians per width and per n; `fit_ar_draft` fits one line e0 + e1 rows through them
-(the cost of a forward grows with its rows: on this CPU 10 rows cost about twice 1 row). For
-comparison, DFlash's draft step (`dflash_draft_cost`: the decode loop's `draft`, block forward +
-top-k of 8, context of n = 4 pending features) is timed among the trees, to set beside the
-profile's `c_draft`; on a loaded machine (slower than when the profile was measured)
-`--scale-to-profile` multiplies the fit by c_draft / that time, i.e. prices an AR drafter's forward
-at its measured ratio to DFlash's draft step, which load moves less than either time (both small
-CPU-bound forwards, interleaved). `--ar-draft-out` writes the AR drafter cost file (`AR_DRAFT_SCHEMA`, what
-`default_profile()` reads from `AR_DRAFT_PATH`), `--profile-out` a cost profile: `--cost-profile`'s
-(default the shipped CPU one) with this `c_ar_draft`.
+`graft costs --ar-draft` measures instead the AR drafter's forwards (`ar_draft_cost_curve`: the draft step
+itself, per frontier width and context rows, shuffled, cropped back) and fits one line e0 + e1 rows through
+the medians (`fit_ar_draft`), what prices AR-drafted rounds in a cost profile (`c_ar_draft`);
+`--scale-to-profile` prices it at its measured ratio to DFlash's draft step, which load moves less.
+
+Details: docs/internals.md, `graftlib.lab.run.costs.cost_curves`.
 """
 
 import os

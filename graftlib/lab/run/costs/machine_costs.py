@@ -34,7 +34,7 @@ from graftlib.core.paths import graft_home, portable
 from graftlib.core.timing import WarmUp, warm_up
 from graftlib.inputs.cli_args import add_model_args
 from graftlib.inputs.cost_profile import CostProfile, default_profile, with_costs
-from graftlib.lab.run.cost_curves import (
+from graftlib.lab.run.costs.cost_curves import (
     ar_draft_cost_curve,
     fit_ar_draft,
 )
