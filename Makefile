@@ -44,6 +44,7 @@ DRAFTER ?=
 artifacts: data
 	$(if $(DRAFTER),$(BIN)/graft ship-drafter --from $(DRAFTER))
 	$(BIN)/graft prepare --device cpu --threads $(ARTIFACTS_THREADS) $(if $(ARTIFACTS_DIR),--out $(ARTIFACTS_DIR)) --task-scorers gsm8k --ship
+	$(BIN)/graft prepare --device cpu --threads $(ARTIFACTS_THREADS) --strength graftlib/assets/strength/paper-qwen3-8b.json --task-scorers gsm8k --ship
 	$(MAKE) main
 
 # JupyterLab on the repository with the notebooks' kernel (`python3` in their metadata), registered in the venv so

@@ -77,15 +77,15 @@ def test_committed_figures_are_what_make_main_draws_from_the_shipped_artifacts()
 
 def test_by_default_the_notebooks_draw_with_the_shipped_artifacts(monkeypatch):
     """On the machine the shipped cost profile was fitted on (elsewhere the notebooks price with that machine's,
-    `graftlib.lab.run.machine_costs`)."""
+    `graftlib.lab.run.costs.machine_costs`)."""
     from graftlib.inputs.cost_profile import default_profile
-    from graftlib.lab.run import machine_costs
+    from graftlib.lab.run.costs import machine_costs
 
     monkeypatch.delenv("GRAFT_TDES", raising=False)
     monkeypatch.delenv("GRAFT_SABA_PARAMS", raising=False)
     monkeypatch.setattr(machine_costs, "hardware_id", lambda device, dtype=None: default_profile().hardware)
     used = drawn_with(workbook.PROFILES["quick"])
-    keys = ("pair", "tdes", "saba", "saba_paper", "cost_profile", "eagle3", "dflash2")
+    keys = ("pair", "tdes", "saba", "saba_paper", "saba_paper_acceptance", "cost_profile", "eagle3", "dflash2")
     assert {k: used[k] for k in keys} == shipped_ids()
     assert used["commit"] is None or len(used["commit"]) == 40
 
@@ -130,7 +130,7 @@ def test_check_figures_names_every_figure_that_is_not_make_mains(tmp_path, asset
     assert len(missing) == 1 and "manifest.json does not exist: run `make main`" in missing[0]
     shipped = shipped_ids(assets)
     names = ["ok.png", "edited.csv", "full.png", "drafter.png", "saba.png", "scorer.pdf", "cost.png", "gone.png",
-             "eagle3.png", "no-eagle3.png", "dflash2.png"]
+             "eagle3.png", "no-eagle3.png", "dflash2.png", "acceptance.png", "before-acceptance.png"]
     for name in names:
         (figs / name).write_text(name)
     record(figs, names, "nb", "quick", shipped)
@@ -144,6 +144,9 @@ def test_check_figures_names_every_figure_that_is_not_make_mains(tmp_path, asset
     record(figs, ["eagle3.png"], "table1_main_results", "quick", {**shipped, "eagle3": "0" * 12})
     record(figs, ["no-eagle3.png"], "fig5_generalization", "quick", {**shipped, "eagle3": "0" * 12})  # not read
     record(figs, ["dflash2.png"], "table2_components", "quick", {**shipped, "dflash2": "0" * 12})
+    record(figs, ["acceptance.png"], "table1_main_results", "quick", {**shipped, "saba_paper_acceptance": "0" * 12})
+    before = {k: v for k, v in shipped.items() if k != "saba_paper_acceptance"}  # drawn before those parts existed
+    record(figs, ["before-acceptance.png"], "table1_main_results", "quick", before)
     (figs / "edited.csv").write_text("edited by hand")
     (figs / "gone.png").unlink()
     (figs / "stray.png").write_text("drawn outside the workbook")
@@ -153,7 +156,8 @@ def test_check_figures_names_every_figure_that_is_not_make_mains(tmp_path, asset
                 "drafter.png: drawn with the pair", "saba.png: drawn with saba 000000000000",
                 "scorer.pdf: drawn with the gsm8k TDES scorer 000000000000", "cost.png: drawn with cost_profile",
                 "eagle3.png: drawn with the EAGLE-3 drafter 000000000000",
-                "dflash2.png: drawn with the DFlash 2 drafter 000000000000"]
+                "dflash2.png: drawn with the DFlash 2 drafter 000000000000",
+                "acceptance.png: drawn with saba_paper_acceptance 000000000000"]
     assert len(problems) == len(expected), problems
     for start in expected:
         assert any(p.startswith(start) for p in problems), (start, problems)

@@ -184,3 +184,19 @@ def test_the_claims_figure_draws_every_cell_whole():
     assert drawn[(1, 0)] == "T3 (Table 3): " + C.at["T3", "paper"]
     assert drawn[(1, 1)] == long and drawn[(1, 2)] == C.at["T3", "paper counts"]
     assert "\n" in table.get_celld()[(1, 1)].get_text().get_text()  # wrapped, not cut
+
+
+def test_the_paper_acceptance_regime_takes_the_parts_fitted_on_the_construction(tmp_path):
+    """Its TDES scorers and SABA calibration are the shipped `paper-acceptance` ones (missing: one line naming the
+    command that makes them); the other regimes take the scorer they are given."""
+    from graftlib.inputs.artifacts import ShippedAssets
+    from graftlib.lab.run.regimes import paper_acceptance
+
+    repo, assets = ShippedAssets(), ShippedAssets(tmp_path)
+    with pytest.raises(GraftError, match="graft prepare --strength .* --task-scorers gsm8k --ship"):
+        paper_acceptance(assets=assets)
+    r = paper_acceptance(assets=repo)
+    assert r.scorer() == str(repo.tdes("paper-acceptance")) and r.scorer("x.safetensors") == r.scorer()
+    assert r.scorer(task="gsm8k") == str(repo.tdes("paper-acceptance-gsm8k"))
+    assert r.saba.id != paper().saba.id and r.saba.c == paper().saba.c  # its own fit, deciding at the paper's costs
+    assert paper().scorer() is None and paper().scorer("x.safetensors", "gsm8k") == "x.safetensors"

@@ -355,3 +355,56 @@ def test_ship_dflash2_needs_a_selector_on_the_same_drafts(tmp_path, tiny_pair):
         ship_drafter(tmp_path / "other-drafts", pair.target, dest, "dflash2", log=quiet, drafts_of=plain)
     with pytest.raises(GraftError, match="has no DFlash 2 candidate selector"):
         ship_drafter(plain, pair.target, dest, "dflash2", log=quiet, drafts_of=plain)
+
+
+def strength_file(path, s: float = 0.9, tau: float = 0.5):
+    """A drafter-strength file for the tiny pair: every task at (s, tau)."""
+    from graftlib.data.prompts import TASKS
+    from graftlib.models.strength import SCHEMA
+
+    path.write_text(json.dumps({"schema": SCHEMA, "tasks": {t: {"s": s, "tau": tau} for t in TASKS}}))
+    return path
+
+
+def test_prepare_on_the_strength_construction_fits_every_part_on_it_and_ships_as_paper_acceptance(
+        folder, tiny_pair, tmp_path):
+    from graftlib.inputs.cost_profile import PAPER_PROFILE, CostProfile
+    from graftlib.models.strength import TaskStrengths
+
+    pair, _ = tiny_pair
+    file = strength_file(tmp_path / "strength.json")
+    out, cfg = tmp_path / "construction", replace(SIZES, strength=str(file), paper_prompts=1)
+    m = prepare(pair, out, cfg, command="graft prepare --strength FILE (test)", log=quiet)
+    strength = TaskStrengths(file).describe()
+    assert m["strength"] == strength and "saba" not in m["steps"]  # a construction is never timed: no step 3
+    assert statuses(m) == {"traces": "made", "tdes": "made", "tdes-gsm8k": "made", "saba-paper": "made"}
+    index = json.loads((out / "traces" / "index.json").read_text())
+    real = json.loads((folder / "traces" / "index.json").read_text())
+    assert index["strength"] == strength["strength_id"] and "strength" not in real
+    mat = [sum(s["mat"] * s["rounds"] for s in i["shards"]) / sum(s["rounds"] for s in i["shards"]) for i in (index, real)]
+    assert mat[0] > mat[1] + 0.5, mat  # the same prompts drafted at strength 0.9 accept far deeper
+    paper = SabaParams.load(out / "saba-paper-a100.json")
+    assert paper.meta["strength_id"] == strength["strength_id"] and paper.meta["regular_prompts"] == 0
+    assert paper.meta["cost_profile"] == CostProfile.load(PAPER_PROFILE).label
+    assert set(statuses(prepare(pair, out, cfg, log=quiet)).values()) == {"kept"}  # resumable
+
+    assets = ShippedAssets(tmp_path / "assets")
+    written = {p.relative_to(assets.root).as_posix() for p in ship(out, pair.identity(), assets, log=quiet)}
+    assert written == {"saba/paper-acceptance.json", "tdes/paper-acceptance.json", "tdes/paper-acceptance.safetensors",
+                       "tdes/paper-acceptance-gsm8k.json", "tdes/paper-acceptance-gsm8k.safetensors"}
+    assert SabaParams.load(assets.saba_paper_acceptance).id == m["steps"]["saba-paper"]["id"]
+    assert scorer_id(assets.acceptance_scorers()["gsm8k"]) == m["steps"]["tdes-gsm8k"]["id"]
+    assert check_shipped(assets, pair.identity()) == []
+
+
+def test_a_folder_of_another_drafter_strength_is_refused(folder, tiny_pair, tmp_path):
+    pair, _ = tiny_pair
+    cfg = replace(SIZES, strength=str(strength_file(tmp_path / "strength.json")), paper_prompts=1)
+    with pytest.raises(GraftError, match="fitted with the real drafter, not at the drafter strengths of"):
+        prepare(pair, folder, cfg, log=quiet)
+    with pytest.raises(GraftError, match="--paper-prompts must be > 0"):
+        prepare(pair, tmp_path / "new", replace(cfg, paper_prompts=0), log=quiet)
+    bad = tmp_path / "partial.json"
+    bad.write_text(json.dumps({"schema": "graft-drafter-strength/1", "tasks": {"alpaca": {"s": 0.5, "tau": 1.0}}}))
+    with pytest.raises(GraftError, match="has no calibrated drafter strength for 'gsm8k'"):
+        prepare(pair, tmp_path / "partial", replace(cfg, strength=str(bad)), log=quiet)

@@ -1,31 +1,20 @@
 """Walked decoding: a speculative decode at T = 0 whose verify step is a walk along the known greedy output.
 
-At T = 0 every method emits greedy AR's tokens, so what a decode does round by round (its trees,
-accepted lengths, budgets, mismatches) is fixed by the prompt, the drafter and the method; only its
-seconds depend on the machine. `WalkedLoop` computes those rounds without verifying a tree:
-- the continuation: greedy AR's tokens after the prompt (given, e.g. a benchmark's AR run, and
-  extended here by one-token greedy steps to `max_new_tokens + block_size` tokens, so the last
-  round has as much to walk as a verify would read);
-- the target's features: one causal forward over prompt + continuation (teacher forcing) gives the
-  hidden states of every position, so the features a verify would hand the drafter for the
-  accepted nodes (`DecodeLoop.tree_round`'s commit) are rows of that one pass;
-- a round: the gate, the draft (the real drafter forward on those features) and the budget choice
-  run unchanged; the tree is built as ever, and accepting is the walk of the tree along the
-  continuation (`tree.greedy_walk` with the continuation's next token at every node of the matched
-  path, which is what the target's argmax is there); the commit hands the accepted rows' features
-  on. SABA's feedback, CaDDTree's stopping and the records (mismatch, censoring) see the same data.
-A drafter that reads the continuation itself (a `follow(continuation, lm_head)` method, such as the
-drafter-strength construction `graftlib.models.strength`) is handed it before the first round.
-A 512-node round then costs a drafter forward and a heap build instead of a 513-token verify,
-which is how the paper's regime (trees of 32-512 nodes, `graftlib.lab.report.paper_costs`) is decoded on a
-CPU. The records carry no verify times (t_tree, t_verify, t_commit are 0; t_draft is the drafter's
-real time): throughput comes from a cost profile (`graftlib.inputs.cost_profile`), never from
-wall clock.
+At T = 0 every method emits greedy AR's tokens, so a decode's rounds (trees, accepted lengths, budgets,
+mismatches) are fixed by the prompt, the drafter and the method; only their seconds depend on the machine.
+`WalkedLoop` computes those rounds without verifying a tree: greedy AR's continuation (given, extended to
+`max_new_tokens + block_size` tokens), one causal target forward over prompt + continuation for the
+features a verify would hand the drafter, and per round the gate, the real draft, the budget choice and the
+tree as ever, accepting by the walk of the tree along the continuation (`tree.greedy_walk`). A drafter
+with a `follow(continuation, lm_head)` method (`graftlib.models.strength`) is handed the continuation
+first. The records carry no verify times: throughput comes from a cost profile, never from wall clock.
 
 Invariants: T = 0 only; the emitted tokens are the continuation's (exact by construction, so a
 walked decode is no exactness test); its rounds equal a verified decode's wherever the teacher-forced
 features equal the verify's up to rounding that moves no drafter top-k (tests/test_walked.py checks
 the rounds against `DecodeLoop.decode` on tiny models and on the embedded pair).
+
+Details: docs/internals.md, `graftlib.core.ar_path`.
 """
 
 import torch
@@ -137,6 +126,16 @@ class WalkedLoop(DecodeLoop):
     def ar_round(self, st: SpecState, timer: StageTimer) -> RoundOutcome:
         record = RoundRecord(1, 0, 0, st.start, 0.0, 0.0, 0.0, 0.0)
         return RoundOutcome(record, [self._cont.at(st.start + 1)], self._walk_rows(st, 1))
+
+
+def follow_greedy(target, drafter, prompt_ids: list[int], length: int, eos_ids=None) -> Continuation:
+    """Hand `drafter` (one with a `follow` method, `graftlib.models.strength`) greedy AR's first `length` tokens
+    after `prompt_ids` (fewer at an EOS) with the target's states along them, so that it drafts along them in
+    the next decode of that prompt, walked or verified; return that continuation."""
+    loop = WalkedLoop(target, drafter, eos_ids=eos_ids)
+    cont = loop.continuation(list(prompt_ids), [], length)
+    drafter.follow(cont, loop.lm_head)
+    return cont
 
 
 class _PathTokens:

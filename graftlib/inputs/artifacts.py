@@ -4,12 +4,14 @@ The folder `graft prepare` writes (`ArtifactDir`), one per pair (`graftlib.metho
 traces/ (`graft traces`), tdes.safetensors + tdes.json (`graft train-tdes`), per-task scorers
 tdes-<task>.safetensors + .json (on the same traces), saba.json (`graft calibrate`), saba-paper-a100.json
 (SABA on the paper's grid under its A100 costs) and manifest.json (the pair, the hardware, each step's
-settings and outputs). `--artifacts DIR` (`graftlib.inputs.cli_args`) points the decoding commands at it
+settings and outputs). A folder made with `--strength FILE` holds the same parts fitted on the drafter-strength
+construction (`graftlib.models.strength`), without saba.json: a construction is never timed. `--artifacts DIR` (`graftlib.inputs.cli_args`) points the decoding commands at it
 (`artifact_inputs`).
 
 The shipped artifacts (`ShippedAssets`, a root that defaults to graftlib/assets and is a parameter so
 tests never write into the repository): tdes/<name>.safetensors + .json (`default`: all tasks, `gsm8k`:
-GSM8K only), saba/default.json and saba/paper-a100.json, all fitted for the embedded pair (`make
+GSM8K only; `paper-acceptance` and `paper-acceptance-gsm8k`: the same on the construction), saba/default.json,
+saba/paper-a100.json and saba/paper-acceptance.json (the construction's), all fitted for the embedded pair (`make
 artifacts` refreshes them from one `graft prepare` folder, `graftlib.training.ship`). `check_shipped`
 lists every shipped scorer or calibration that records no pair or another pair than the embedded one (by
 fingerprints, so a retrained drafter makes every artifact fitted for the old one show up).
@@ -29,6 +31,7 @@ from graftlib.models.eagle3 import EMBEDDED_EAGLE3_DIR
 from graftlib.models.pair import PairId
 
 MANIFEST_SCHEMA = "graft-artifacts/1"
+ACCEPTANCE = "paper-acceptance"  # the shipped names of the parts fitted on the drafter-strength construction
 
 
 @dataclass(frozen=True)
@@ -86,6 +89,15 @@ class ShippedAssets:
     @property
     def saba_paper(self) -> Path:
         return self.root / "saba" / "paper-a100.json"
+
+    @property
+    def saba_paper_acceptance(self) -> Path:
+        """SABA on the paper's grid under its A100 costs, fitted on the drafter-strength construction."""
+        return self.root / "saba" / f"{ACCEPTANCE}.json"
+
+    def acceptance_scorers(self) -> dict[str, Path]:
+        """The TDES scorers fitted on the construction: "default" (all tasks) and "gsm8k" (Figure 5)."""
+        return {"default": self.tdes(ACCEPTANCE), "gsm8k": self.tdes(f"{ACCEPTANCE}-gsm8k")}
 
     def calibrations(self) -> list[Path]:
         """Every shipped SABA calibration: default.json (this CPU's) and those deciding under another

@@ -1,44 +1,40 @@
 """A drafter of calibrated strength: a block-parallel drafter's marginals moved toward the target's own.
 
-The paper's claims depend on how much its drafter accepts (Qwen3-8B's DFlash drafter: chain MAT 5.8
-on GSM8K), which a drafter trained on a 2-core CPU does not reach. This construction stands in for
-a stronger drafter of the same kind. At T = 0 a decode follows greedy AR's tokens, so the target's
-next-token distribution p_j at every position j of the decode is known from the one causal pass a
-walked decode makes anyway (`graftlib.core.ar_path.Continuation.hidden`). A drafter of strength s in
-[0, 1] drafts, at depth d of a block whose root sits at position `start`, the mixture
+The paper's claims depend on how much its drafter accepts, which a drafter trained on a 2-core CPU does not
+reach; this construction stands in for a stronger drafter of the same kind. At T = 0 a decode follows greedy
+AR's tokens, so the target's next-token distribution p_j at every position j is known from the causal pass
+a walked decode makes anyway. A drafter of strength s drafts at depth d of a block rooted at `start`
 
     q_s,d  proportional to  ((1 - s) q_d + s p_{start + d - 1}) ^ (1 / tau)
 
-over the draft vocabulary (p renormalized to it), where q_d is the real drafter's marginal. s = 0,
-tau = 1 is the real drafter; s = 1 a drafter that knows the target's distribution at every position
-of the greedy path. Why a mixture in probability: it is the law of a drafter that, position by
-position, knows the target's distribution with probability s and otherwise guesses as the real one;
-its top-1 turns to the target's token first where the target is confident, as a better drafter's
-does; and every token the real drafter proposes keeps its place in the pool, so the trees'
-alternatives stay the drafter's. Why the temperature: a mixture is less confident than it is right
-(its top-1 holds about s of the mass where the real drafter was wrong), while a drafter trained by
-cross-entropy is about as confident as it is right, and DDTree's heap ranks paths by these
-probabilities. tau does not move any top-1, so the chain's acceptance depends on s alone; s is fitted
-to the paper's chain and tau so that the mean top-1 probability equals the top-1 accuracy
-(`graftlib.lab.run.strength`). `trace`, when a list, collects each block's top probabilities before the
-temperature and whether its top-1 is the greedy token, for that fit.
+over the draft vocabulary, q_d being the real drafter's marginal (s = 0, tau = 1: the real drafter). A mixture
+is the law of a drafter that knows the target's distribution with probability s; its top-1 turns right
+first where the target is confident, and the real drafter's pool keeps its place. tau makes it as confident
+as it is right (a trained drafter is) and moves no top-1; s is fitted to the paper's chain, tau to the
+top-1 accuracy (`graftlib.lab.run.strength`).
 
-Kept from a real DFlash drafter: one marginal per depth for the whole block, conditioned on the greedy
-path, so a wrong sibling's children are drawn from the greedy path's next marginal (the parent-child
-mismatch TDES scores). What it cannot represent: (1) after the greedy path leaves the drafter's own
-spine (its top-1 wrong, the true token a sibling), a real drafter's next marginal still follows its
-spine while p follows the true path, so the construction continues a sibling better than a real
-drafter does (`graftlib.lab.run.strength.continuation_rates` measures both); (2) the real drafter's
-hidden states (SABA's state, TDES's inputs) are the real drafter's; (3) it exists only along a known
-greedy continuation: walked decodes (modeled figures only, never wall clock), or a verified decode
-handed the continuation for an exactness test. Exactness is untouched: the target still verifies
-every token, so a verified decode equals AR whatever the drafts are.
+Kept from a real DFlash drafter: one marginal per depth for the whole block, conditioned on the greedy path,
+so a wrong sibling's children come from the greedy path's next marginal (the mismatch TDES scores). Cannot
+represent: a real drafter's spine after the path leaves it (the construction continues a sibling better;
+`continuation_rates` measures both), its own hidden states for SABA and TDES (the real drafter's are used),
+or any decode off a known greedy continuation: walked decodes only, modeled figures, never wall clock.
+Exactness is untouched: a verified decode with it equals AR.
+
+Details: docs/internals.md, `graftlib.models.strength`.
 """
+
+import hashlib
+import json
+from pathlib import Path
 
 import torch
 
+from graftlib.core.ar_path import follow_greedy
 from graftlib.core.errors import GraftError, require
+from graftlib.core.paths import ASSETS_DIR, portable
 
+SCHEMA = "graft-drafter-strength/1"
+STRENGTH_PATH = ASSETS_DIR / "strength" / "paper-qwen3-8b.json"  # the shipped calibration for the embedded pair
 MIN_PROB = 1e-30  # log of an exact zero of the mixture (a token neither side can propose)
 TRACE_TOP = 256  # the mixture's top probabilities a trace keeps per depth (the temperature fit's sum)
 
@@ -48,13 +44,18 @@ class StrengthDrafter:
     `draft_logits` mixed. `follow(continuation, lm_head)` hands it the decode's greedy continuation."""
 
     def __init__(self, base, s: float, tau: float = 1.0):
-        require(0.0 <= s <= 1.0, f"drafter strength s={s!r}: must lie in [0, 1]")
-        require(tau > 0.0, f"drafter temperature tau={tau!r}: must be > 0")
-        self.base, self.s, self.tau = base, float(s), float(tau)
+        self.base = base
+        self.set_strength(s, tau)
         self.trace: list | None = None
         self._start: int | None = None
         self._continuation = None  # the decode's greedy continuation (its `hidden`: the target's states [N, H])
         self._head: torch.Tensor | None = None  # the target's LM head rows of the draft vocabulary [V_draft, H]
+
+    def set_strength(self, s: float, tau: float = 1.0) -> None:
+        """Draft at strength `s` and temperature `tau` from now on (a run over several tasks, one per task)."""
+        require(0.0 <= s <= 1.0, f"drafter strength s={s!r}: must lie in [0, 1]")
+        require(tau > 0.0, f"drafter temperature tau={tau!r}: must be > 0")
+        self.s, self.tau = float(s), float(tau)
 
     def __getattr__(self, name):  # config, block_size, id_map, context_features, new_cache, head_weight, ...
         return getattr(self.base, name)
@@ -100,3 +101,41 @@ class StrengthDrafter:
         cont = self._continuation
         right = [first[d] == cont.at(self._start + d + 1) for d in range(len(first))]
         self.trace.append((top.cpu(), torch.tensor(right)))
+
+
+class TaskStrengths:
+    """The calibrated (s, tau) per task of a drafter-strength file (`graft calibrate-strength`), and its id."""
+
+    def __init__(self, path: str | Path = STRENGTH_PATH):
+        self.path = Path(path)
+        require(self.path.is_file(), f"no drafter-strength file at {portable(self.path)}: run `graft calibrate-strength`")
+        d = json.loads(self.path.read_text())
+        require(d.get("schema") == SCHEMA, f"{portable(self.path)} is not a drafter-strength file ({SCHEMA})")
+        self.table = {t: (float(r["s"]), float(r["tau"])) for t, r in d["tasks"].items()}
+        self.pair = d.get("pair")
+        self.id = hashlib.sha256(json.dumps(sorted(self.table.items())).encode()).hexdigest()[:12]
+
+    def of(self, task: str) -> tuple[float, float]:
+        """(s, tau) of `task`, or a one-line error naming the tasks the file calibrated."""
+        require(task in self.table, f"{portable(self.path)} has no calibrated drafter strength for {task!r} "
+                f"(calibrated: {', '.join(self.table)}): run `graft calibrate-strength --tasks {task}`")
+        return self.table[task]
+
+    def describe(self) -> dict:
+        """What a result drafted with these strengths depends on: the file and its numbers' id."""
+        return {"strength_file": portable(self.path), "strength_id": self.id}
+
+
+def drafting_along(target, drafter: StrengthDrafter, strengths: TaskStrengths, tasks: list[str], length: int,
+                   eos_ids=None):
+    """A hook `before(i, prompt_ids)` for a run over many prompts of several tasks (traces, a calibration): before
+    prompt i, `drafter` takes the strength of `tasks[i]` and follows greedy AR's first `length` tokens after it
+    (`core.ar_path.follow_greedy`). A task without a calibrated strength fails here, before anything decodes."""
+    for task in dict.fromkeys(tasks):
+        strengths.of(task)
+
+    def before(i: int, prompt_ids: list[int]) -> None:
+        drafter.set_strength(*strengths.of(tasks[i]))
+        follow_greedy(target, drafter, prompt_ids, length, eos_ids)
+
+    return before

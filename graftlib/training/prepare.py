@@ -1,31 +1,20 @@
 """`graft prepare`: a pair's TDES scorers and SABA calibration in one command, into that pair's folder.
 
-The shipped scorers and calibration belong to the embedded pair on a 2-core CPU; another pair (or
-machine) needs its own, and `graftlib.inputs.artifacts` refuses another pair's scorer and
-calibration (and warns about another machine's calibration). The steps, each the existing
-command's own function:
-  1. traces   `graft traces` (`traces.make_traces`): DDTree decodes of the `tdes` pool
-  2. TDES     `graft train-tdes` (`tdes_train.train_from_traces`) on those traces
-  2b. per task `graft train-tdes --tasks T` on the same traces, one scorer per `--task-scorers` task
-              (the shipped `gsm8k` scorer of Figure 5)
-  3. SABA     `graft calibrate` (`calibrate.calibrate_pair`): same-prefix replay of validation prompts
-  4. SABA in the paper's regime  `graft calibrate --cost-profile graftlib/assets/costs/paper-a100.json`
-              on the paper's grid (32..512 by 16): the gain walked along the greedy continuation
-              (`replay.WalkReplay`), the costs the paper's (`paper_prompts` = 0 skips it)
-into one folder (`ArtifactDir`): traces/, tdes.safetensors + tdes.json, tdes-<task>.safetensors +
-.json, saba.json, saba-paper-a100.json and manifest.json (the pair, the hardware, the sizes, each step's status, outputs,
-ids and seconds).
+The shipped scorers and calibration belong to the embedded pair on a 2-core CPU; another pair or machine
+needs its own. The steps, each the existing command's own function, into one folder (`ArtifactDir`):
+  1. traces    `graft traces`: DDTree decodes of the `tdes` pool
+  2. TDES      `graft train-tdes` on those traces, and one scorer per `--task-scorers` task
+  3. SABA      `graft calibrate`: same-prefix replay of validation prompts on this machine
+  4. SABA in the paper's regime: `graft calibrate` on the paper's grid under its A100 costs, walked
+and manifest.json (the pair, hardware, sizes, each step's status, outputs, ids and seconds). With `--strength
+FILE` steps 1, 2 and 4 run on the drafter-strength construction (each prompt at its task's strength) into a
+folder of their own, and step 3 is skipped: a construction is never timed.
 
-Resumable: a step whose output exists, is complete and was fitted for this pair (the calibration:
-also on this hardware; step 4's gain is the pair's on any machine) is kept; the manifest is written after every step, so an interrupted run
-keeps what it finished; traces resume shard by shard; `trace_minutes` can stop the traces early,
-and the scorers are then trained on what there is and marked incomplete, so a re-run goes on
-tracing and trains again. Invariant: every scorer in the manifest was trained on the traces the
-manifest names (remade traces retrain every scorer, and drop a per-task scorer no longer asked for).
-A folder that holds another pair's artifacts is refused.
-`PrepareConfig` holds the sizes; `QUICK` a small set (minutes on a CPU for the embedded pair).
-The folder is used with `--artifacts DIR` (`graft generate`, `graft bench`); for the embedded pair
-`--ship` then copies it into graftlib/assets (`graftlib.training.ship`; `make artifacts`).
+Resumable: a step whose output exists, is complete and was fitted for this pair (and hardware, for the
+machine's calibration) is kept; the manifest is written after every step. Invariant: every scorer in the
+manifest was trained on the traces it names. A folder holding another pair's artifacts is refused.
+
+Details: docs/internals.md, `graftlib.training.prepare`.
 """
 
 import sys
@@ -46,6 +35,7 @@ from graftlib.methods.fitted import default_dir
 from graftlib.methods.saba_params import CPU_GRID, GPU_GRID, PAPER_GRID, SabaParams
 from graftlib.methods.tdes import scorer_config, scorer_id
 from graftlib.models.pair import PairId
+from graftlib.models.strength import TaskStrengths
 from graftlib.training.graft.calibrate import REGULAR_PROMPTS, calibrate_pair
 from graftlib.training.graft.tdes_train import TDESConfig, train_from_traces
 from graftlib.training.graft.traces import TraceConfig, make_traces
@@ -68,6 +58,7 @@ class PrepareConfig:
     grid: tuple[int, ...] | None = None  # SABA's budgets; None: CPU_GRID on a CPU, GPU_GRID on a GPU
     paper_prompts: int = 16  # validation prompts of step 4 (beside `regular_prompts`); 0: no step 4
     paper_ref_budget: int = 128  # its reference trajectories' DDTree budget (Table 2's DDTree: 110 nodes a round)
+    strength: str | None = None  # a drafter-strength file: every part fitted on the construction (no step 3)
 
     def check(self) -> "PrepareConfig":
         for name in ("trace_prompts", "trace_budget", "trace_tokens", "shard_size", "max_prompt_tokens",
@@ -92,15 +83,28 @@ def _fitted_for(record: dict, pair: PairId, where: str) -> bool:
     return record.get("pair") is not None and PairId.from_dict(record["pair"], where).same(pair)
 
 
-def _open_manifest(d: ArtifactDir, pair: PairId) -> dict:
-    """The folder's manifest, refusing one of another pair; a fresh one when there is none."""
+def _open_manifest(d: ArtifactDir, pair: PairId, strength: dict | None) -> dict:
+    """The folder's manifest, refusing one of another pair or drafter strength; a fresh one when there is none."""
     if not d.manifest.is_file():
-        return {"schema": MANIFEST_SCHEMA, "pair": pair.to_dict(), "steps": {}}
+        return {"schema": MANIFEST_SCHEMA, "pair": pair.to_dict(), "steps": {}, "strength": strength}
     manifest = d.read_manifest()
     require(_fitted_for(manifest, pair, str(d.manifest)), f"{d.root} holds the artifacts of "
             f"{PairId.from_dict(manifest.get('pair'), str(d.manifest))}, not of this pair, {pair}: "
-            f"choose another --out (e.g. {default_dir(pair)})")
+            f"choose another --out (e.g. {artifact_folder(pair, strength)})")
+    require(manifest.get("strength") == strength, f"{d.root} holds artifacts fitted "
+            f"{_drafted(manifest.get('strength'))}, not {_drafted(strength)}: choose another --out "
+            f"(e.g. {artifact_folder(pair, strength)})")
     return manifest
+
+
+def _drafted(strength: dict | None) -> str:
+    return f"at the drafter strengths of {strength['strength_file']}" if strength else "with the real drafter"
+
+
+def artifact_folder(pair: PairId, strength: dict | None = None) -> Path:
+    """The default folder of a pair's artifacts (`default_dir`), one more per drafter-strength file."""
+    base = default_dir(pair)
+    return base.with_name(f"{base.name}-strength-{strength['strength_id']}") if strength else base
 
 
 def _kept(manifest: dict, step: str, record: dict | None, pair: PairId, where: str, hardware: str | None = None) -> bool:
@@ -118,7 +122,7 @@ def _trace(pair, d: ArtifactDir, cfg: PrepareConfig) -> dict:
     t0 = time.perf_counter()
     tc = TraceConfig(target=pair.target_name, drafter=pair.drafter_name, pool="tdes", n=cfg.trace_prompts,
                      budget=cfg.trace_budget, max_new_tokens=cfg.trace_tokens, max_prompt_tokens=cfg.max_prompt_tokens,
-                     shard_size=cfg.shard_size, max_minutes=cfg.trace_minutes)
+                     shard_size=cfg.shard_size, max_minutes=cfg.trace_minutes, strength=cfg.strength)
     index = make_traces(d.traces, tc, pair=pair)
     traced = sum(s["count"] for s in index["shards"])
     return {"complete": traced >= cfg.trace_prompts, "dir": portable(d.traces), "prompts": traced,
@@ -160,7 +164,10 @@ def prepare(pair, out: str | Path, cfg: PrepareConfig | None = None, command: st
     d = ArtifactDir(Path(out))
     ident, hw = pair.identity(), hardware_id(pair.device, pair.target.dtype)
     command = command or "graft " + " ".join(sys.argv[1:])
-    manifest = _open_manifest(d, ident)
+    strength = TaskStrengths(cfg.strength).describe() if cfg.strength else None
+    require(strength is None or cfg.paper_prompts > 0, "prepare --strength fits SABA under the paper's costs only "
+            "(a construction is never timed): --paper-prompts must be > 0")
+    manifest = _open_manifest(d, ident, strength)
     d.root.mkdir(parents=True, exist_ok=True)
     manifest.update(pair=ident.to_dict(), hardware=hw, graftlib=__version__, command=command, config=asdict(cfg),
                     date=time.strftime("%Y-%m-%d %H:%M:%S"))
@@ -187,7 +194,9 @@ def prepare(pair, out: str | Path, cfg: PrepareConfig | None = None, command: st
                                status="made")
             _save(d, manifest)
     saba_meta = SabaParams.load(d.saba).meta if d.saba.is_file() else None
-    if _kept(manifest, "saba", saba_meta, ident, str(d.saba), hw):
+    if strength is not None:
+        log("prepare: no SABA calibration on this machine for a drafter-strength construction (never timed)")
+    elif _kept(manifest, "saba", saba_meta, ident, str(d.saba), hw):
         log(f"prepare: SABA calibration {d.saba} is this pair's on {hw}: kept")
         steps["saba"]["status"] = "kept"
     else:
@@ -217,15 +226,20 @@ def _paper_saba(pair, d: ArtifactDir, cfg: PrepareConfig, manifest: dict, comman
     t0 = time.perf_counter()
     params = calibrate_pair(pair, d.saba_paper, list(PAPER_GRID), cfg.paper_prompts, cfg.paper_ref_budget,
                             cfg.calib_tokens, cfg.max_prompt_tokens, command=command,
-                            regular_prompts=cfg.regular_prompts, profile=profile,
-                            checkpoint=str(d.root / "saba-paper-replay.jsonl"), log=log)
+                            regular_prompts=_paper_regular(cfg), profile=profile,
+                            checkpoint=str(d.root / "saba-paper-replay.jsonl"), strength=cfg.strength, log=log)
     steps["saba-paper"] = {"complete": True, "status": "made", "file": portable(d.saba_paper), "id": params.id,
                            "cost_profile": profile.label, "config": _paper_config(cfg),
                            "seconds": round(time.perf_counter() - t0, 1)}
 
 
+def _paper_regular(cfg: PrepareConfig) -> int:
+    """Step 4's regular-set prompts: none on the construction (the regular set has no calibrated strength)."""
+    return 0 if cfg.strength else cfg.regular_prompts
+
+
 def _paper_config(cfg: PrepareConfig) -> dict:
-    return {"prompts": cfg.paper_prompts, "regular_prompts": cfg.regular_prompts, "ref_budget": cfg.paper_ref_budget,
+    return {"prompts": cfg.paper_prompts, "regular_prompts": _paper_regular(cfg), "ref_budget": cfg.paper_ref_budget,
             "tokens": cfg.calib_tokens, "grid": list(PAPER_GRID)}
 
 
@@ -252,6 +266,9 @@ def add_parser(sub) -> None:
                    f"grid under its A100 costs (default {d.paper_prompts}; 0: skip it)")
     p.add_argument("--grid", nargs="+", type=int, default=None, help="SABA budget grid (default: "
                    f"{' '.join(map(str, CPU_GRID))} on a CPU, {' '.join(map(str, GPU_GRID))} on a GPU)")
+    p.add_argument("--strength", default=None, metavar="FILE", help="fit every part on the drafter-strength "
+                   "construction (a `graft calibrate-strength` file: each prompt at its task's strength): traces, "
+                   "scorers and SABA under the paper's costs, into their own folder; --ship names them paper-acceptance")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
     p.add_argument("--ship", action="store_true", help="then copy the folder's scorers and calibration into the "
                    "shipped assets (the embedded pair only; `graft ship-artifacts`)")
@@ -263,7 +280,7 @@ def config_from_args(args) -> PrepareConfig:
     base = QUICK if args.quick else PrepareConfig()
     given = {"trace_prompts": args.trace_prompts, "trace_minutes": args.trace_minutes,
              "val_prompts": args.val_prompts, "regular_prompts": args.regular_prompts,
-             "paper_prompts": args.paper_prompts,
+             "paper_prompts": args.paper_prompts, "strength": args.strength,
              "grid": tuple(args.grid) if args.grid else None,
              "task_scorers": tuple(args.task_scorers) if args.task_scorers else None}
     return replace(base, **{k: v for k, v in given.items() if v is not None}).check()
@@ -281,14 +298,18 @@ def run(args) -> int:
         torch.set_num_threads(args.threads)
     cfg = config_from_args(args)
     pair = load_pair(args.target, args.drafter, args.device, args.device_map, dtype=args.dtype)
-    out = Path(args.out) if args.out else default_dir(pair.identity())
+    strength = TaskStrengths(cfg.strength).describe() if cfg.strength else None
+    out = Path(args.out) if args.out else artifact_folder(pair.identity(), strength)
     manifest = prepare(pair, out, cfg, log=lambda m: print(m, flush=True))
     print(f"\nartifacts of {pair.identity()} on {manifest['hardware']} in {out}:")
     for step, s in manifest["steps"].items():
         print(f"  {step:<7} {s['status']:<5} {'complete' if s['complete'] else 'INCOMPLETE (re-run to go on)':<12} "
               f"{s.get('seconds', 0):>7.1f} s  {s.get('file') or s.get('dir')}")
-    print(f"use them: graft generate --target {args.target} --drafter {args.drafter} --artifacts {out} "
-          f"--method graft --prompt '...'  (graft bench takes --artifacts too)")
+    if strength is None:
+        print(f"use them: graft generate --target {args.target} --drafter {args.drafter} --artifacts {out} "
+              f"--method graft --prompt '...'  (graft bench takes --artifacts too)")
+    else:
+        print("fitted on the drafter-strength construction: the paper+acceptance regime reads them once shipped (--ship)")
     if args.ship:
         assets = ShippedAssets(Path(args.assets)) if args.assets else ShippedAssets()
         ship(out, pair.identity(), assets, log=lambda m: print(m, flush=True))

@@ -1,49 +1,21 @@
 """`graft ship-artifacts` (and `graft prepare --ship`): a `graft prepare` folder into the shipped assets.
 
-The shipped scorers and calibration (`graftlib.inputs.artifacts.ShippedAssets`) belong to the
-embedded pair, and a retrained embedded drafter makes them stale. `make artifacts` refreshes them
-all from one folder: `graft prepare --task-scorers gsm8k --ship` makes the folder, then `ship`
-copies
-  tdes.safetensors + tdes.json              -> tdes/default.*
-  tdes-<task>.safetensors + tdes-<task>.json -> tdes/<task>.*   (each per-task scorer of the manifest)
-  saba.json                                 -> saba/default.json
-  saba-paper-a100.json                      -> saba/paper-a100.json   (when the folder made it)
-and adds to each shipped JSON (a scorer's config, a calibration's `meta`) a `shipped` record: the
-folder, the drafter's weights id (its fingerprint, also in `pair`), the command that regenerates
-it (`make artifacts`) and the `graft prepare` command that made it.
+`make artifacts` refreshes the shipped scorers and calibrations (`graftlib.inputs.artifacts.ShippedAssets`) from
+one `graft prepare --task-scorers gsm8k --ship` folder: tdes.* -> tdes/default.*, tdes-<task>.* -> tdes/<task>.*,
+saba.json -> saba/default.json, saba-paper-a100.json -> saba/paper-a100.json, each JSON given a `shipped`
+record (folder, drafter weights id, the regenerating command). A folder fitted on the drafter-strength
+construction (`graft prepare --strength FILE`) ships as tdes/paper-acceptance[-<task>].* and saba/paper-acceptance.json.
 
-Invariants:
-  - only the embedded pair's folder ships: the folder's manifest and every artifact in it must
-    record the `embedded` pair's fingerprints, else a GraftError names both pairs and nothing is
-    written; the CLI computes `embedded` by loading the embedded pair (`require_embedded` refuses
-    other model names before anything loads);
-  - only a finished folder ships: every step of the manifest complete (a re-run of `graft prepare`
-    goes on where it stopped);
-  - writes are atomic per file and staged: every file is written next to its destination as
-    `.partial` first, then all are renamed, so a failure while staging leaves the assets as they
-    were. A shipped scorer the folder does not hold stays as it is (`check_shipped` names it if
-    it was fitted for another drafter). The weights are copied byte for byte, so the scorers' ids
-    (`tdes.scorer_id`) and the calibration's (`SabaParams.id`, the numbers only) are the folder's.
-The assets root is a parameter (`--assets`, default graftlib/assets), so tests ship into a
-temporary folder.
+Invariants: only the embedded pair's finished folder ships (another pair's is refused by name, nothing
+written); files are staged as `.partial` and renamed together, so a failure leaves the assets as they were;
+weights are copied byte for byte, so the ids are the folder's. `--assets` makes the root a parameter.
 
-`graft ship-drafter --from DIR` (`make artifacts DRAFTER=DIR`) is the step before: a trained DFlash
-drafter directory (`graft train-drafter`'s `drafter/`, or a committed candidate) becomes the embedded
-drafter. It must load strictly against the embedded target (same vocabulary, hidden size, layer ids);
-its files (`DRAFTER_FILES`: config and weights, `training.json`, the run's `metrics.jsonl` and the
-`lineage.jsonl` of all its training stages) are staged as `.partial` and renamed, so a refusal leaves
-the shipped drafter as it was. The design-choice record (`ablation.json`) stays. Everything fitted for the old
-drafter is stale from then on (`check_shipped` names it), which is why `make artifacts` runs this
-first and `graft prepare --ship` next. `graft ship-eagle3 --from DIR` does the same for the EAGLE-3
-drafter of the AR-drafted methods (loaded strictly with the embedded target's embedding; nothing else
-is fitted for it, but figures drawn with it name its id); `--reference DIR` ships beside it the DFlash
-drafter scored on its held-out anchors (`graftlib.training.drafter.eval_anchors`), for the families table.
-`graft ship-dflash2 --from DIR` ships the embedded DFlash 2 drafter (`--drafter embedded-dflash2`): the embedded
-drafter's weights with a DFlash 2 selector trained on them frozen (`graft train-drafter --parts-only`), refused
-unless its draft weights' fingerprint is the embedded drafter's, so the shipped scorers and calibration hold
-for it. It ships as a selector-only checkpoint (`drafter.DFlashConfig.selector_of`, `dflash2.pack_selector`):
-its config and the packed selector, no copy of the drafter. Table 2's notebook sets TDES beside that selector
-(`graftlib.lab.run.edge_scores`).
+`graft ship-drafter --from DIR` (the step before) makes a trained DFlash drafter the embedded one, loaded
+strictly against the embedded target and staged the same way; everything fitted for the old drafter is
+stale from then on (`check_shipped`). `graft ship-eagle3` and `graft ship-dflash2` do the same for the EAGLE-3
+drafter and the DFlash 2 selector (refused unless its draft weights are the embedded drafter's).
+
+Details: docs/internals.md, `graftlib.training.ship`.
 """
 
 import json
@@ -57,7 +29,7 @@ from safetensors.torch import load_file, save_file
 from graftlib.core.errors import require
 from graftlib.core.paths import portable
 from graftlib.core.records import read_json_object
-from graftlib.inputs.artifacts import ArtifactDir, ShippedAssets
+from graftlib.inputs.artifacts import ACCEPTANCE, ArtifactDir, ShippedAssets
 from graftlib.methods.tdes import scorer_config, scorer_paths
 from graftlib.models.dflash2 import pack_selector
 from graftlib.models.drafter import EMBEDDED_DRAFTER, EMBEDDED_DRAFTER_DIR, SELECTOR_FILE
@@ -91,17 +63,21 @@ def _manifest(d: ArtifactDir, embedded: PairId) -> dict:
     require(fitted.same(embedded), f"{d.root} holds the artifacts of {fitted}, not of the embedded pair, {embedded}: "
             "only the embedded pair's artifacts ship (use this folder with `--artifacts DIR`)")
     steps = manifest["steps"]
-    unfinished = sorted({"tdes", "saba"} - set(steps)) + sorted(k for k, s in steps.items() if s.get("complete") is not True)
+    needed = {"tdes", "saba-paper"} if manifest.get("strength") else {"tdes", "saba"}
+    unfinished = sorted(needed - set(steps)) + sorted(k for k, s in steps.items() if s.get("complete") is not True)
     require(not unfinished, f"{d.root} is not finished (missing or incomplete: {', '.join(unfinished)}): re-run the "
             "same `graft prepare` (it goes on where it stopped) before shipping")
     return manifest
 
 
 def shipments(d: ArtifactDir, manifest: dict, assets: ShippedAssets) -> list[tuple[Path, Path]]:
-    """(source weights or JSON, destination) of every artifact the folder ships (module doc)."""
-    scorers = [(d.tdes, assets.tdes("default"))]
-    scorers += [(d.task_tdes(s["task"]), assets.tdes(s["task"])) for step, s in sorted(manifest["steps"].items())
-                if step.startswith("tdes-")]
+    """(source weights or JSON, destination) of every artifact the folder ships (module doc); a folder fitted on the
+    drafter-strength construction ships under the names `ACCEPTANCE` and `ACCEPTANCE-<task>`."""
+    tasks = [s["task"] for step, s in sorted(manifest["steps"].items()) if step.startswith("tdes-")]
+    if manifest.get("strength"):
+        return ([(d.tdes, assets.tdes(ACCEPTANCE))] + [(d.task_tdes(t), assets.tdes(f"{ACCEPTANCE}-{t}")) for t in tasks]
+                + [(d.saba_paper, assets.saba_paper_acceptance)])
+    scorers = [(d.tdes, assets.tdes("default"))] + [(d.task_tdes(t), assets.tdes(t)) for t in tasks]
     paper = [(d.saba_paper, assets.saba_paper)] if "saba-paper" in manifest["steps"] else []
     return scorers + [(d.saba, assets.saba)] + paper
 

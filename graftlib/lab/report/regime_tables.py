@@ -46,6 +46,16 @@ class Regime:
     chains: tuple[int, ...]  # the DFlash chain's drafts per round
     walk: bool  # DFlash-drafted runs walked (modeled only), not verified
     strength: dict | None = None  # task -> (s, tau) of the drafter-strength construction (None: the real drafter)
+    tdes: dict | None = None  # {"default": path, task: path} TDES scorers fitted for this regime's drafter (None: given)
+
+    def scorer(self, path: str | None = None, task: str | None = None) -> str | None:
+        """The TDES scorer a run of this regime uses: the regime's own (`task`: the one trained on that task's
+        traces only) where it has them, fitted for its drafter; else `path` (None: the shipped default)."""
+        if self.tdes is None:
+            return path
+        key = task or "default"
+        require(key in self.tdes, f"the {self.name} regime has no TDES scorer {key!r} (it has {', '.join(self.tdes)})")
+        return self.tdes[key]
 
     def pair_for(self, pair, task: str):
         """`pair` as this regime drafts `task` with: at the task's calibrated strength where the regime has one."""

@@ -1,29 +1,15 @@
 """`graft bench`: methods x budgets over prompts, interleaved per prompt, resumable.
 
-Protocol (the AR baseline is the denominator of every speedup, so it gets the same care):
-- before anything is timed, every method is warmed up per tree-size bucket (`warm_up`, `WarmUp`): short
-  decodes of the first prompt until two in a row agree within 10% in seconds per token (a GPU's first
-  decodes compile kernels and fill caches: seconds, not milliseconds), each record naming how many ran;
-- prompts are the outer loop and runs the inner loop, so slow drifts of the machine (thermal,
-  other load) hit all methods alike;
-- a walked bench (`walk`) whose only timed run would be AR takes AR's record of another setting in the same
-  file where one decoded the same prompt the same way (`reusable_ar`): nothing there is timed, and AR's tokens
-  and modeled time are the same;
-- the AR baseline brackets each prompt's other runs: it is decoded first (its tokens are the
-  exactness reference) and again after the last of them; its record keeps both times
-  (`decode_s_runs`) and their mean as `decode_s`, so a drift within a prompt's block (minutes
-  on a CPU) moves the denominator as much as the average method instead of favouring whichever
-  side ran first;
-- every greedy decode is checked against AR's tokens for the same prompt (`matches_ar`) and gets a
-  verdict (`graftlib.core.exactness`: exact, tie at a certified near-tie of the target's top-2
-  logits, which a bfloat16 target shows, or mismatch, a bug; `verdict` and `divergence`);
-- a multi-turn prompt (MT-Bench; `--turns all`, the default) is decoded turn by turn, each turn
-  after the run's own previous answers, every turn timed; its record holds the totals and the
-  turns (`graftlib.lab.report.multiturn`), and its setting names `turns`;
-- `hf` runs `transformers`' own greedy `generate` on the same target, timed the same way
-  (first-token timestamp from a streamer, so prefill is excluded like ours).
-One JSON record per (prompt, run) is appended to the output file (see `graftlib.core.records`);
-finished (setting, prompt, run) triples are skipped on a re-run.
+Protocol (the AR baseline is the denominator of every speedup, so it gets the same care): every method is
+warmed per tree-size bucket until two short decodes agree within 10% (`warm_up`), each record naming how
+many ran; prompts are the outer loop and runs the inner one; AR brackets each prompt's other runs (decoded
+first, as the exactness reference, and again after them; `decode_s` is the mean of both); every greedy
+decode gets an exactness verdict against AR (`graftlib.core.exactness`); multi-turn prompts decode turn by
+turn; `hf` is `transformers`' own `generate`, timed the same way. A walked bench (`walk`) times nothing but
+AR, and may take AR's record of another setting that decoded the same prompt the same way (`reusable_ar`).
+One JSON record per (prompt, run) is appended; finished (setting, prompt, run) triples are skipped.
+
+Details: docs/internals.md, `graftlib.lab.run.bench`.
 """
 
 import json
@@ -51,8 +37,7 @@ from graftlib.inputs.cost_profile import CostProfile, RoundShape, default_profil
 from graftlib.lab.report.metrics import decoded_tokens, format_table, summarize, summarize_tasks
 from graftlib.lab.report.modeled import format_validation, price, reprice, validate
 from graftlib.lab.report.multiturn import TURNS, decode_turns, judge, matches, turn_uid, user_turns
-from graftlib.lab.run.machine_costs import deciding, machine_profile
-from graftlib.lab.run.strength import strengths
+from graftlib.lab.run.costs.machine_costs import deciding, machine_profile
 from graftlib.methods.decoder import Decoder, WalkedDecoder, drafter_for
 from graftlib.methods.registry import (
     ADAPTIVE_METHODS,
@@ -64,6 +49,7 @@ from graftlib.methods.registry import (
     SHIPPED_INPUTS,
     MethodInputs,
 )
+from graftlib.models.strength import TaskStrengths
 
 BASELINES = ("hf",)
 
@@ -212,6 +198,31 @@ def warm_key(run: Run) -> tuple[str, int]:
     return run.method, 1 << max(0, (run.budget or 1) - 1).bit_length()
 
 
+def warm_runs(pair, runs: list[Run], prompt: BenchPrompt, max_new_tokens: int, inputs: MethodInputs,
+              sampling: Sampling) -> dict[tuple[str, int], dict]:
+    """Warm each `warm_key` of `runs` on `prompt` until its seconds per token are stable (`core.timing.warm_up`);
+    {warm key: what the warm-up did}, which every timed record of that key carries."""
+    policy = WarmUp(new_tokens=min(WarmUp.new_tokens, max_new_tokens))
+    warmed: dict[tuple[str, int], dict] = {}
+    for r in runs:
+        if warm_key(r) not in warmed:
+            def one(r=r):
+                rec = decode_prompt(pair, r, prompt, policy.new_tokens, inputs, sampling)
+                return rec["decode_s"] / max(1, decoded_tokens(rec))
+            warmed[warm_key(r)] = warm_up(one, policy)
+    return warmed
+
+
+def bench_setting(pair, prompts: list[BenchPrompt], runs: list[Run], max_new_tokens: int, inputs: MethodInputs,
+                  extra: dict | None, sampling: Sampling, walk: bool) -> dict:
+    """What a bench's records depend on (their `setting`, hashed into `setting_id`): the pair, the protocol, the
+    methods' inputs, `extra`, the sampling, and whether the prompts have turns and the DFlash runs are walked."""
+    eagle3 = pair.eagle3_describe() if any(r.method in AR_METHODS for r in runs) else None
+    return dict(pair.describe(), max_new_tokens=max_new_tokens, ar_timing="bracketed",  # run_bench's protocol
+                **inputs.setting([r.method for r in runs], eagle3=eagle3), **(extra or {}), **sampling.setting(),
+                **({"turns": "all"} if any(p.user_turns for p in prompts) else {}), **({"walk": True} if walk else {}))
+
+
 def run_bench(pair, prompts: list[BenchPrompt], runs: list[Run], max_new_tokens: int, out: Path,
               inputs: MethodInputs = SHIPPED_INPUTS, warmup: bool = True, progress: bool = True,
               extra: dict | None = None, sampling: Sampling = GREEDY, cost_profile: CostProfile | None = None,
@@ -234,11 +245,7 @@ def run_bench(pair, prompts: list[BenchPrompt], runs: list[Run], max_new_tokens:
     from graftlib.lab.run.shard import merged_records, rank_world, shard, shard_path
 
     require(len(prompts) > 0, "no prompts to benchmark")
-    eagle3 = pair.eagle3_describe() if any(r.method in AR_METHODS for r in runs) else None
-    setting = dict(pair.describe(), max_new_tokens=max_new_tokens, ar_timing="bracketed",  # the protocol above
-                   **inputs.setting([r.method for r in runs], eagle3=eagle3), **(extra or {}),
-                   **sampling.setting(),
-                   **({"turns": "all"} if any(p.user_turns for p in prompts) else {}), **({"walk": True} if walk else {}))
+    setting = bench_setting(pair, prompts, runs, max_new_tokens, inputs, extra, sampling, walk)
     require(not walk or sampling.greedy, "--walk follows greedy AR's tokens: T = 0 only")
     require(walk or not hasattr(pair.drafter, "follow"), "a drafter-strength construction drafts along greedy AR's "
             "tokens: decode it walked (--walk); its figures are modeled, never timed")
@@ -255,15 +262,8 @@ def run_bench(pair, prompts: list[BenchPrompt], runs: list[Run], max_new_tokens:
         return walk and r.method not in ("ar", "hf") and r.method not in AR_METHODS
 
     continuations: dict = {}  # the walked continuation of the prompt at hand (`decode_record`)
-    warmed: dict[tuple[str, int], dict] = {}
-    if warmup and todo:
-        policy = WarmUp(new_tokens=min(WarmUp.new_tokens, max_new_tokens))
-        for r in ordered:
-            if warm_key(r) not in warmed and not walked(r):
-                def one(r=r):
-                    rec = decode_prompt(pair, r, todo[0][0], policy.new_tokens, inputs, sampling)
-                    return rec["decode_s"] / max(1, decoded_tokens(rec))
-                warmed[warm_key(r)] = warm_up(one, policy)
+    timed = [r for r in ordered if not walked(r)]
+    warmed = warm_runs(pair, timed, todo[0][0], max_new_tokens, inputs, sampling) if warmup and todo else {}
     reusable = reusable_ar(out, setting, sampling) if all(walked(r) or r.method == "ar" for r in runs) and walk else {}
     bar = tqdm(total=len(todo), desc="bench", unit="decode", disable=not progress)
     pending_ar = None  # this prompt's first AR decode, recorded once its second timing closes the block
@@ -421,7 +421,7 @@ def add_parser(sub) -> None:
                    "graftlib/assets/strength/paper-qwen3-8b.json): a construction, with --walk only (modeled figures)")
     p.add_argument("--shipped-costs", action="store_true",
                    help="price and decide with the shipped cost profile even where it was fitted on another machine or "
-                   "pair (default: this machine's, measured once and cached; graftlib.lab.run.machine_costs)")
+                   "pair (default: this machine's, measured once and cached; graftlib.lab.run.costs.machine_costs)")
     p.add_argument("--walk", action="store_true", help="T = 0: walk the DFlash-drafted runs' rounds along AR's tokens "
                    "instead of verifying (graftlib.core.ar_path): modeled figures only, for the paper's regime's large "
                    "trees (--cost-profile graftlib/assets/costs/paper-a100.json)")
@@ -448,10 +448,7 @@ def run(args) -> int:
     extra = {}
     if args.strength:
         require(args.walk, "--strength drafts along greedy AR's tokens: pass --walk (its figures are modeled only)")
-        table = strengths(args.strength)
-        require(args.task in table, f"{args.strength} has no calibrated strength for {args.task!r} (it has "
-                f"{', '.join(table)}): run `graft calibrate-strength --tasks {args.task}`")
-        pair = pair.with_strength(*table[args.task])
+        pair = pair.with_strength(*TaskStrengths(args.strength).of(args.task))
         extra = {"strength": pair.drafter.s, "tau": pair.drafter.tau}
     out = Path(args.out) if args.out else results_dir() / "bench.jsonl"
     print(f"graft bench: {len(prompts)} prompts x {len(runs)} runs -> {out} "

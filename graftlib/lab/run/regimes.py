@@ -22,16 +22,18 @@ from dataclasses import replace
 from pathlib import Path
 
 from graftlib.core.errors import require
+from graftlib.core.paths import portable
+from graftlib.inputs.artifacts import ShippedAssets
 from graftlib.inputs.cost_profile import PAPER_PROFILE, CostProfile, default_profile, with_costs
 from graftlib.lab.report.metrics import by_task, summarize
 from graftlib.lab.report.paper import TABLE3
-from graftlib.lab.report.regime_tables import Regime, mismatch_reduction
+from graftlib.lab.report.regime_tables import GSM8K_SCORER, Regime, mismatch_reduction
 from graftlib.lab.report.tables import budget_curve
 from graftlib.lab.run.bench import Run, run_bench, task_prompts
-from graftlib.lab.run.machine_costs import deciding
-from graftlib.lab.run.strength import STRENGTH_PATH, strengths
+from graftlib.lab.run.costs.machine_costs import deciding
 from graftlib.methods.registry import AR_METHODS, REGISTRY, MethodInputs
 from graftlib.methods.saba_params import PAPER_PATH, SabaParams, default_params
+from graftlib.models.strength import STRENGTH_PATH, TaskStrengths
 from graftlib.training.graft.replay import (
     oracle_rows,
     priced,
@@ -63,13 +65,19 @@ def paper(budgets=(64, 128, 256), cap: int = 512, budget: int | None = None) -> 
 
 
 def paper_acceptance(budgets=(64, 128, 256), cap: int = 512, budget: int | None = None,
-                     strength_path: str | Path = STRENGTH_PATH) -> Regime:
+                     strength_path: str | Path = STRENGTH_PATH, assets: ShippedAssets | None = None) -> Regime:
     """The paper's costs and acceptance: the paper regime with the DFlash drafter at the strength calibrated per
-    task to the paper's chain MAT (`graftlib.lab.run.strength`), a construction; EAGLE-3 / OPT-Tree keep the real
-    drafter. Modeled only."""
-    base = paper(budgets, cap, budget)
+    task to the paper's chain MAT (`graftlib.lab.run.strength`), a construction, and GRAFT's parts fitted on that
+    construction (`graft prepare --strength FILE --ship`: the TDES scorers and SABA's calibration shipped as
+    `paper-acceptance`); EAGLE-3 / OPT-Tree keep the real drafter. Modeled only."""
+    base, assets = paper(budgets, cap, budget), assets or ShippedAssets()
+    scorers = {k: str(v) for k, v in assets.acceptance_scorers().items()}
+    missing = [portable(p) for p in (assets.saba_paper_acceptance, *scorers.values()) if not Path(p).is_file()]
+    require(not missing, f"the paper+acceptance regime's parts are missing ({', '.join(missing)}): make them with "
+            f"`graft prepare --strength {portable(strength_path)} --task-scorers gsm8k --ship`")
     return replace(base, name="paper+acceptance", label="the paper's A100 costs and acceptance (a construction): "
-                   "modeled", strength=strengths(strength_path))
+                   "modeled", strength=TaskStrengths(strength_path).table, tdes=scorers,
+                   saba=with_costs(SabaParams.load(assets.saba_paper_acceptance), base.profile))
 
 
 def pick(names: str, regimes: dict[str, Regime], required: str | None = None) -> dict[str, Regime]:
@@ -106,14 +114,16 @@ def regime_runs(regime: Regime, ar_drafted: bool = True) -> list[Run]:
 def regime_bench(pair, regime: Regime, prompts: list, runs: list[Run], max_new_tokens: int, out,
                  progress: bool = False, tdes: str | None = None, beta: float | None = None) -> list[dict]:
     """`run_bench` deciding and priced in `regime` (walked where the regime walks), keyed by the regime (and the
-    drafter strength where it has one: the prompts are one task's)."""
+    drafter strength where it has one: the prompts are one task's). `tdes`: the scorer (None: the regime's own
+    where it has one, else the shipped default)."""
     extra = {"regime": regime.name}
     if regime.strength is not None:
         tasks = {p.task for p in prompts}
         require(len(tasks) == 1, f"the {regime.name} regime benches one task at a time, got {sorted(tasks)}")
         pair = regime.pair_for(pair, tasks.pop())
         extra.update(strength=pair.drafter.s, tau=pair.drafter.tau)
-    return run_bench(pair, prompts, runs, max_new_tokens, out, MethodInputs(tdes, beta, regime.saba), progress=progress,
+    return run_bench(pair, prompts, runs, max_new_tokens, out, MethodInputs(tdes or regime.scorer(), beta, regime.saba),
+                     progress=progress,
                      extra=extra, cost_profile=regime.profile, walk=regime.walk)
 
 
@@ -168,7 +178,8 @@ def regime_transfer(pair, regime: Regime, tasks: list[str], n_prompts: int, max_
     if not regime.walk:
         cols["TPS / DDTree"] = "tokens_per_s"
     frames = {}
-    for scorer, path in scorers.items():
+    for scorer, path in scorers.items():  # the regime's own scorers where it has them (`Regime.scorer`)
+        path = regime.scorer(path, "gsm8k" if scorer == GSM8K_SCORER else None)
         recs = tasks_bench(pair, regime, tasks, n_prompts, runs, max_new_tokens, out, tdes=path)
         rows = {}
         for task, task_recs in by_task(recs).items():
@@ -223,7 +234,7 @@ def regime_oracle(pair, regime: Regime, items: list, max_new_tokens: int, grid: 
     latencies)."""
     params = within_grid(regime.saba or default_params(), grid)
     lines = replay_prompts(regime.pair_for(pair, items[0].task), "graft", max(grid), grid, items, max_new_tokens, out,
-                           MethodInputs(saba=params), repeats=1 if regime.walk else repeats, profile=regime.profile if regime.walk else None)
+                           MethodInputs(regime.scorer(), saba=params), repeats=1 if regime.walk else repeats, profile=regime.profile if regime.walk else None)
     records, prompt = records_of(lines), round_prompts(lines)
     rows = {"modeled": oracle_rows(priced(records, regime.profile))}
     if not regime.walk:

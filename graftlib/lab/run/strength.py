@@ -29,15 +29,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from graftlib.core.errors import require
-from graftlib.core.paths import ASSETS_DIR, portable
 from graftlib.core.records import write_json_atomic
 from graftlib.inputs.cli_args import add_model_args
 from graftlib.lab.report.paper import TABLE1
 from graftlib.methods.decoder import Decoder, WalkedDecoder
-from graftlib.models.strength import StrengthDrafter
+from graftlib.models.strength import SCHEMA, StrengthDrafter
 
-SCHEMA = "graft-drafter-strength/1"
-STRENGTH_PATH = ASSETS_DIR / "strength" / "paper-qwen3-8b.json"  # the shipped calibration for the embedded pair
 PAPER_MODEL = "Qwen3-8B"
 PAPER_BUDGET = 128  # DDTree's budget for the prediction (the paper regime's Table 2 budget; its Table 2: 110 nodes)
 TASKS = ("gsm8k", "math500", "mbpp", "humaneval", "swe-bench", "alpaca")  # Table 1's tasks shipped offline
@@ -243,13 +240,6 @@ def format_row(task: str, r: dict) -> str:
             f"{r['real_ddtree_mat_eval']:.2f})  "
             f"next top-1 after sibling / spine: real {c['real']['sibling']['rate']:.2f} / {c['real']['spine']['rate']:.2f}, "
             f"calibrated {c['calibrated']['sibling']['rate']:.2f} / {c['calibrated']['spine']['rate']:.2f}")
-
-
-def strengths(path: str | Path) -> dict[str, tuple[float, float]]:
-    """The calibrated (s, tau) per task of a `calibrate_tasks` file."""
-    d = json.loads(Path(path).read_text())
-    require(d.get("schema") == SCHEMA, f"{portable(path)} is not a drafter-strength file ({SCHEMA})")
-    return {t: (r["s"], r["tau"]) for t, r in d["tasks"].items()}
 
 
 def add_parser(sub) -> None:

@@ -8,7 +8,9 @@ the real drafter (they do not move with s): decoded once, in the paper regime. F
 records (`axis_table`): the claims' ratios and verdicts (`graftlib.lab.report.claims`), the MATs, the mean
 nodes per round SABA gives +SABA and GRAFT, and the best fixed DDTree budget (after the fact), which
 stands in for the oracle's best budget (no per-round replay here). s = 0 is the embedded drafter;
-the calibrated strength of the task (`strength.STRENGTH_PATH`) is marked on the figure.
+the calibrated strength of the task (`strength.STRENGTH_PATH`) is marked on the figure. GRAFT's parts are the
+paper regime's at every s (fitted on the real drafter), so the axis moves the drafter alone; the parts fitted on
+the calibrated construction are the paper+acceptance regime's.
 """
 
 from dataclasses import replace

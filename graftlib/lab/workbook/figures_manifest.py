@@ -1,32 +1,15 @@
 """The figures manifest: which notebook, profile, drafter and artifacts drew each file under figures/.
 
-`graft workbook` (`graftlib.lab.workbook.runner.run_workbook`) snapshots the figures folder around each
-notebook (`snapshot`, `drawn`): every file the notebook wrote or rewrote (PNG, PDF, CSV, ...) gets
-an entry in `<figures>/manifest.json` (`record`, merged into what is there, so a run of some
-notebooks keeps the others' entries):
-  notebook, profile, sha256 (12 hex digits of the file as written), date, and `drawn_with`:
-    pair          the `PairId` the notebooks loaded (its `drafter_fingerprint` is the drafter's
-                  weights id, `graftlib.models.pair.fingerprint`)
-    tdes          {"default": id, "gsm8k": id}: `tdes.scorer_id` of the scorers the notebooks read
-                  ($GRAFT_TDES or the shipped default; the `gsm8k_scorer` parameter or the shipped one)
-    saba          `SabaParams.id` of the calibration in use ($GRAFT_SABA_PARAMS or the shipped one)
-    saba_paper    `SabaParams.id` of the shipped calibration on the paper's grid under its A100 costs
-                  (`saba_params.PAPER_PATH`, the paper regime of `graftlib.lab.run.regimes`; None without one)
-    cost_profile  `CostProfile.id` of the profile pricing the modeled columns (the `cost_profile`
-                  parameter, else the one derived from the shipped calibration and AR drafter cost)
-    eagle3        `eagle3.checkpoint_id` of the EAGLE-3 drafter the AR-drafted baselines and the drafter
-                  families' comparison read (the pair's; None when it has none)
-    dflash2       the same id of the DFlash 2 drafter whose selector Table 2's notebook sets beside TDES
-                  (the `selector_drafter` parameter, default `embedded-dflash2`, "" the pair's drafter)
-    commit        the graftlib git commit (None outside a git checkout) and whether the tree was dirty
-(`drawn_with` is computed once per run, on the first notebook that draws: it loads the pair.)
+`graft workbook` (`graftlib.lab.workbook.runner.run_workbook`) snapshots the figures folder around each notebook:
+every file it wrote gets an entry in `<figures>/manifest.json` (merged, so a partial run keeps the others):
+notebook, profile, sha256, date and `drawn_with`: the pair's `PairId`, the ids of the TDES scorers, the SABA
+calibrations (this machine's and the paper grid's), the cost profile, the EAGLE-3 and DFlash 2 drafters, and
+the graftlib commit with whether the tree was dirty (computed once per run).
 
-`check_figures` is the other half: every file under figures/ (but README.md and the manifest) must
-have an entry, its sha256 must be the file's (nothing redrew it outside the workbook), its profile
-the committed one (`quick`, what `make main` draws) and its `drawn_with` the shipped artifacts'
-ids (`shipped_ids`; the EAGLE-3 drafter's for the notebooks that run EAGLE-3 and OPT-Tree or read
-its training record, `EAGLE3_NOTEBOOKS`; the DFlash 2 drafter's for `DFLASH2_NOTEBOOKS`): the committed figures are what `make main` draws from the committed artifacts.
-It returns one line per problem (empty: none), so a test can show them all.
+`check_figures` is the other half: every file under figures/ has an entry whose sha256 is the file's and
+whose `drawn_with` names the shipped artifacts' ids (`shipped_ids`); one line per problem.
+
+Details: docs/internals.md, `graftlib.lab.workbook.figures_manifest`.
 """
 
 import hashlib
@@ -98,7 +81,7 @@ def git_commit(root: Path = PROJECT_DIR) -> dict:
 
 def drawn_with(params: dict) -> dict:
     """What the notebooks of a run with these parameters draw with (module doc); loads the pair once."""
-    from graftlib.lab.run.machine_costs import machine_profile
+    from graftlib.lab.run.costs.machine_costs import machine_profile
     from graftlib.models.drafter import EMBEDDED_DFLASH2, EMBEDDED_DRAFTER, resolve_drafter
     from graftlib.models.pair import load_pair
     from graftlib.models.target import EMBEDDED_TARGET
@@ -109,10 +92,13 @@ def drawn_with(params: dict) -> dict:
         eagle3 = checkpoint_id(loaded.eagle3_dir())
     except GraftError:  # no EAGLE-3 drafter for this pair: the baselines show "not run"
         eagle3 = None
+    acceptance = ShippedAssets()  # the paper+acceptance regime reads its parts from the shipped assets only
     return {"pair": loaded.identity().to_dict(),
             "tdes": {"default": scorer_id(default_scorer_path()),
-                     "gsm8k": scorer_id(params.get("gsm8k_scorer") or GSM8K_PATH)},
+                     "gsm8k": scorer_id(params.get("gsm8k_scorer") or GSM8K_PATH),
+                     **{p.stem: scorer_id(p) for p in acceptance.acceptance_scorers().values() if p.is_file()}},
             "saba": default_params().id, "saba_paper": _paper_id(PAPER_PATH),
+            "saba_paper_acceptance": _paper_id(acceptance.saba_paper_acceptance),
             "cost_profile": machine_profile(loaded, params.get("cost_profile") or None).id,
             "eagle3": eagle3,
             "dflash2": checkpoint_id(resolve_drafter(params.get("selector_drafter", EMBEDDED_DFLASH2) or drafter)),
@@ -126,6 +112,7 @@ def shipped_ids(assets: ShippedAssets | None = None) -> dict:
     return {"pair": scorer_config(assets.tdes("default")).get("pair"),
             "tdes": {name: scorer_id(path) for name, path in assets.scorers().items()},
             "saba": saba.id, "saba_paper": _paper_id(assets.saba_paper),
+            "saba_paper_acceptance": _paper_id(assets.saba_paper_acceptance),
             "cost_profile": with_ar_draft(from_saba(saba), *load_ar_draft_cost(assets.ar_draft_cost)).id,
             "eagle3": checkpoint_id(assets.eagle3), "dflash2": checkpoint_id(assets.dflash2)}
 
@@ -164,9 +151,11 @@ def _entry_problems(name: str, entry: dict, folder: Path, shipped: dict, profile
     want = PairId.from_dict(shipped["pair"], "the shipped default TDES scorer")
     if pair is None or not PairId.from_dict(pair, f"{name} in the figures manifest").same(want):
         out.append(f"{name}: drawn with the pair {pair}, not the shipped artifacts' {want}")
-    for key, ids in (("saba", shipped["saba"]), ("cost_profile", shipped["cost_profile"]),
-                     ("saba_paper", shipped["saba_paper"])):
-        if used.get(key) != ids and (key != "saba_paper" or entry.get("notebook") in PAPER_NOTEBOOKS):
+    for key in ("saba", "cost_profile", "saba_paper", "saba_paper_acceptance"):
+        ids = shipped[key]
+        if key == "saba_paper_acceptance" and key not in used:  # drawn before the construction's parts were shipped,
+            continue  # so without a paper+acceptance regime (`regimes.paper_acceptance` requires them)
+        if used.get(key) != ids and (not key.startswith("saba_paper") or entry.get("notebook") in PAPER_NOTEBOOKS):
             out.append(f"{name}: drawn with {key} {used.get(key)}, the shipped one is {ids}")
     if entry.get("notebook") in EAGLE3_NOTEBOOKS and used.get("eagle3") != shipped["eagle3"]:
         out.append(f"{name}: drawn with the EAGLE-3 drafter {used.get('eagle3')}, the shipped one is {shipped['eagle3']}")

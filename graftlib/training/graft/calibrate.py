@@ -1,46 +1,24 @@
 """`graft calibrate`: fit SABA's cost (eq. 17) and gain (eq. 16) on this machine and save them.
 
 Both models are fitted on the same data: same-prefix replay (`graftlib.training.graft.replay`) of reference
-ddtree trajectories on held-out validation prompts (`data.pool("val")`, never evaluation prompts)
-and `--regular-prompts` of the regular set's validation split (text whose gain keeps growing with B,
-so the fit has seen confident states; `graftlib.data.regular`), over the budget grid plus budget 0
-(one plain AR step).
+DDTree trajectories on validation prompts (never evaluation prompts) and the regular set's, over the budget
+grid plus budget 0 (one plain AR step).
 
-Cost: (c0, c1, c2, c3, c4) and the AR step's C_AR(P) = a0 + c4 P (`c_ar`, SABA's AR gate), jointly
-by non-negative least squares (`saba_fit.fit_cost`: a node never gets cheaper with the prefix; c4 is
-the prefix term rounds and AR steps share) of the replayed rounds' in-loop latencies (tree build
-+ verify + commit, with real candidates, so the LM-head rows of the greedy walk are paid as in
-decoding) on (B, prefix), budget 0 being the AR step; c0 then gets the median draft-step time
-(constant in B), so C_t(B) is the whole round latency; `c_draft` is that median draft time (sunk
-for SABA's post-draft gate). By default the cost table (`saba_fit.fit_cost_table`) then adds each
-grid budget's median residual to eq. 17 (kernel steps in the verify cost; `--cost eq17` leaves it
-out). Rounds are timed on real drafts, not random candidates, so the LM-head rows a walk reads are
-priced as they occur. Those rows still
-vary with the round's acceptance at a given B, which eq. 17 cannot see (it prices B before the rows
-are known): `saba_fit.fit_rows_cost` fits what each row costs beyond the budget's mean
-(`rows_cost`), for the cost profile that prices finished rounds (`graftlib.inputs.cost_profile`).
+Cost: c and the AR step's `c_ar` jointly by non-negative least squares of the replayed rounds' latencies
+(`saba_fit.fit_cost`), c0 plus the median draft time so C_t(B) is the whole round, `c_draft` that median;
+by default a per-budget cost table of residuals (`--cost eq17` leaves it out) and the rows term.
 
-Gain: the replay (`graftlib.training.graft.replay`) of a reference ddtree trajectory on held-out
-validation prompts (`data.pool("val")`, never evaluation prompts) over the budget grid gives
-a_t(B) and s_t per round (B >= 1); (phi, alpha) are fitted by least squares (`saba_fit.fit_gain`),
-and by default the gain table (`saba_fit.fit_gain_table`, one linear model per budget; `--gain eq16`
-leaves it out: the paper's model), and `hist_prior` is the mean accepted length of the reference rounds (while replaying, the first
-round of each trajectory sees hist_t = 2.0, the builtin prior, as no fitted one exists yet).
+Gain: (phi, alpha) by least squares on the replay's a_t(B) and s_t (`saba_fit.fit_gain`), by default with a
+per-budget gain table (`--gain eq16`: the paper's model), and `hist_prior` the reference rounds' mean.
 
-At T > 0 (`--temperature`, `--top-p`, `--seed`) the reference trajectories sample, each
-validation prompt with its own seed (`core.sampling.prompt_sampling`, as in `graft bench`), and
-every budget of a round replays with the round's random stream (`graftlib.training.graft.replay`): the
-fit then sees a_t(B) and s_t as SABA meets them when decoding at that temperature. The calibration
-records the sampling in `meta["sampling"]`; at T = 0 nothing is added.
+At T > 0 the reference trajectories sample (each prompt its own seed) and every budget of a round replays
+with the round's random stream; the calibration records the sampling in `meta["sampling"]`.
 
-The saved JSON (`SabaParams`) records hardware, target, drafter, the pair's identity (names and
-weight fingerprints, checked on use: `graftlib.inputs.artifacts`), date, grid, prompt count and
-fit quality; its `id` (a hash of the numbers) is what replay records name as their calibration.
-`offline_tracking` scores any parameters on replay records: retained oracle throughput of the
-budgets SABA would have picked, using the measured a_t(B) / l_t(B) (its AR gate, when budget 0 was
-replayed, sees the previous round's conf/degen, as in the decode loop; the post-draft gate sees
-the round's own state and, when it declines, pays the draft time on top of the AR step; the
-online gain correction runs over each prompt's rounds; no probe schedule).
+The saved `SabaParams` records hardware, target, drafter, the pair's identity (checked on use), grid and fit
+quality; its `id` hashes the numbers. `offline_tracking` scores any parameters on replay records (retained
+oracle throughput of the budgets SABA would have picked).
+
+Details: docs/internals.md, `graftlib.training.graft.calibrate`.
 """
 
 import json
@@ -63,6 +41,7 @@ from graftlib.inputs.cost_profile import CostProfile, load_profile, with_costs
 from graftlib.methods.saba import BudgetGrid
 from graftlib.methods.saba_extensions import GainCorrection, ar_utility
 from graftlib.methods.saba_params import CPU_GRID, DEFAULT_PATH, SabaParams
+from graftlib.models.strength import StrengthDrafter, TaskStrengths, drafting_along
 from graftlib.training.graft.replay import ReplayDecoder, ReplayRecord, WalkReplay, priced
 from graftlib.training.graft.saba_fit import (
     calibration_meta,
@@ -82,12 +61,14 @@ def replay_rounds(target, drafter, prompts: list[list[int]], grid: list[int], re
                   max_new_tokens: int, eos_ids=None, window: int = 8, hist_prior: float = 2.0,
                   sampling: Sampling = GREEDY, uids: list[str] | None = None, walk: bool = False,
                   checkpoint: str | Path | None = None, setting: dict | None = None,
-                  log=None) -> list[ReplayRecord]:
+                  before_prompt=None, log=None) -> list[ReplayRecord]:
     """Replay records of reference ddtree@ref_budget trajectories over `grid`; rounds numbered globally.
     At T > 0 prompt i replays with the seed `prompt_sampling(sampling, uids[i])` (uids: "0", "1", ..).
     `walk`: the grid's a_t(B) walked, not verified, and untimed (`graftlib.training.graft.replay.WalkReplay`, T = 0).
     `checkpoint`: a JSONL file that gets each prompt's records as it finishes, keyed by its uid and
-    `setting` (with the grid, budget, length and walk), so an interrupted replay goes on with the next prompt."""
+    `setting` (with the grid, budget, length and walk), so an interrupted replay goes on with the next prompt.
+    `before_prompt(i, ids)`, when given, runs before prompt i replays (a drafter-strength construction follows
+    its continuation there)."""
     uids = uids if uids is not None else [str(i) for i in range(len(prompts))]
     require(len(uids) == len(prompts), f"{len(uids)} uids for {len(prompts)} prompts")
     cls = WalkReplay if walk else ReplayDecoder
@@ -101,6 +82,8 @@ def replay_rounds(target, drafter, prompts: list[list[int]], grid: list[int], re
         if uid in done:
             mine = [ReplayRecord(**r) for r in done[uid]]
         else:
+            if before_prompt is not None:
+                before_prompt(i, ids)
             mine = dec.replay(ids, max_new_tokens, sampling=prompt_sampling(sampling, uid)).records
             if checkpoint:
                 append_record(checkpoint, {"setting_id": sid, "uid": uid, "records": [asdict(r) for r in mine]})
@@ -243,6 +226,9 @@ def add_parser(sub) -> None:
                    help="decide under this cost profile (e.g. graftlib/assets/costs/paper-a100.json): its costs "
                    "instead of a cost fit, and the grid's acceptance walked along the greedy continuation instead "
                    "of verified, so grids up to 512 nodes run in minutes on a CPU (T = 0 only)")
+    p.add_argument("--strength", default=None, metavar="FILE", help="a drafter-strength file (graft calibrate-strength): "
+                   "each prompt drafted at its task's calibrated strength, a construction (with --cost-profile and "
+                   "--regular-prompts 0)")
     add_sampling_args(p)
     p.set_defaults(func=run)
 
@@ -251,7 +237,8 @@ def calibrate_pair(pair, out, grid: list[int], val_prompts: int = 8, ref_budget:
                    max_prompt_tokens: int = 384, window: int = 8, utility: str = "throughput", gain: str = "table",
                    cost: str = "table", records: str | None = None, from_records: str | None = None,
                    command: str | None = None, sampling: Sampling = GREEDY, regular_prompts: int = 0,
-                   profile: CostProfile | None = None, checkpoint: str | None = None, log=print) -> SabaParams:
+                   profile: CostProfile | None = None, checkpoint: str | None = None, strength: str | None = None,
+                   log=print) -> SabaParams:
     """Replay `val_prompts` validation prompts over `grid` (or read `from_records`), fit, save to `out`.
     `regular_prompts` adds that many prompts of the regular set's validation split (`graftlib.data.regular`:
     rounds whose gain keeps growing with B, so the fit has seen confident states; never its eval split).
@@ -259,15 +246,26 @@ def calibrate_pair(pair, out, grid: list[int], val_prompts: int = 8, ref_budget:
     the calibration belongs to (`graftlib.inputs.artifacts`), and at T > 0 its sampling.
     `checkpoint`: per-prompt replay records (`replay_rounds`), so an interrupted calibration resumes.
     `profile`: the grid is walked, not verified (`graftlib.training.graft.replay.WalkReplay`, T = 0), and the costs
-    are the profile's (`fit_params`); the records are priced by it (`replay.priced`)."""
+    are the profile's (`fit_params`); the records are priced by it (`replay.priced`). `strength`: a drafter-strength
+    file; each prompt is drafted at its task's strength (`graftlib.models.strength`, a construction: walked
+    under `profile` only, and the regular set, which has no strength, left out)."""
     from graftlib.data.prompts import format_prompt, load_items, pool
 
     require(val_prompts >= 1, "--val-prompts must be >= 1")
     require(profile is None or sampling.greedy, "--cost-profile walks the grid along the greedy continuation: T = 0 only")
     require(0 <= regular_prompts <= REGULAR_VAL, f"--regular-prompts must be in [0, {REGULAR_VAL}], got {regular_prompts}")
     require(all(b >= 1 for b in grid), f"--grid budgets must be >= 1 (the AR step is always replayed), got {grid}")
+    require(strength is None or (profile is not None and regular_prompts == 0), "--strength drafts along greedy AR's "
+            "tokens: calibrate walked under a --cost-profile, with --regular-prompts 0 (the regular set has no strength)")
     items = pool("val", val_prompts) + (load_items("regular", "val", regular_prompts) if regular_prompts else [])
     prompts = [format_prompt(item, pair.tokenizer, max_prompt_tokens).input_ids for item in items]
+    drafter, before, setting = pair.drafter, None, {"pair": pair.identity().to_dict(), "max_prompt_tokens": max_prompt_tokens}
+    if strength is not None:
+        strengths = TaskStrengths(strength)
+        drafter = StrengthDrafter(pair.drafter, 0.0)
+        before = drafting_along(pair.target, drafter, strengths, [item.task for item in items],
+                                max_new_tokens + 3 * pair.drafter.block_size, pair.eos_ids)
+        setting.update(strengths.describe())
     if from_records:
         replayed = read_replay_records(from_records)
         require({r.budget for r in replayed if not r.reference} >= {0, *grid},
@@ -275,11 +273,10 @@ def calibrate_pair(pair, out, grid: list[int], val_prompts: int = 8, ref_budget:
     else:
         at = "" if sampling.greedy else f" at T = {sampling.temperature} (top-p {sampling.top_p}, seed {sampling.seed})"
         log(f"replaying {len(prompts)} validation prompts over the grid {grid} and an AR step{at} ...")
-        replayed = replay_rounds(pair.target, pair.drafter, prompts, [0, *grid], ref_budget, max_new_tokens,
+        replayed = replay_rounds(pair.target, drafter, prompts, [0, *grid], ref_budget, max_new_tokens,
                                  pair.eos_ids, window, sampling=sampling, uids=[item.uid for item in items],
-                                 walk=profile is not None, checkpoint=checkpoint,
-                                 setting={"pair": pair.identity().to_dict(), "max_prompt_tokens": max_prompt_tokens},
-                                 log=log)
+                                 walk=profile is not None, checkpoint=checkpoint, setting=setting,
+                                 before_prompt=before, log=log)
     if profile is not None:
         replayed = priced(replayed, profile)
     depth = pair.drafter.block_size - 1
@@ -287,7 +284,8 @@ def calibrate_pair(pair, out, grid: list[int], val_prompts: int = 8, ref_budget:
                             ref_budget=ref_budget,
                             max_new_tokens=max_new_tokens, pair=pair.identity().to_dict(),
                             hardware=hardware_id(pair.device, pair.target.dtype),
-                            command=command or "graft " + " ".join(sys.argv[1:]), **sampling.setting())
+                            command=command or "graft " + " ".join(sys.argv[1:]), **sampling.setting(),
+                            **(strengths.describe() if strength is not None else {}))
     if records:
         write_records(records, replayed)
     params = fit_params(replayed, grid, depth, window, utility, meta=meta, gain_model=gain, cost_model=cost,
@@ -306,7 +304,8 @@ def run(args) -> int:
     params = calibrate_pair(pair, args.out, args.grid, args.val_prompts, args.ref_budget, args.max_new_tokens,
                             args.max_prompt_tokens, args.window, args.utility, args.gain, args.cost, args.records,
                             args.from_records, sampling=sampling_from_args(args), regular_prompts=args.regular_prompts,
-                            profile=profile, checkpoint=args.checkpoint, log=lambda m: print(m, flush=True))
+                            profile=profile, checkpoint=args.checkpoint, strength=args.strength,
+                            log=lambda m: print(m, flush=True))
     fit = params.meta["fit"]
     r2 = f"R^2 {fit['cost_r2']:.3f}" if fit["cost_r2"] is not None else f"cost profile {profile.name} {profile.id}"
     print(f"c = {params.c} ({r2}); c_ar = {params.c_ar}; phi = {params.phi}; alpha = {params.alpha} "

@@ -1,59 +1,28 @@
 """Same-prefix budget replay (paper, "SABA Oracle-Tracking Analysis") and SABA's fitting data.
 
-A reference trajectory is decoded with some method (ddtree@B, ddtree+saba, caddtree). At every
-round t, after the draft step, the round is replayed once per budget B of a grid with the prefix,
-the target KV cache and the drafter outputs (`Candidates`) fixed: build tree + verify + accept +
-commit, then the target cache is cropped back to the round's start (verify/commit only write
-positions >= start, so the crop restores it exactly; the drafter cache is not touched because the
-drafter outputs are reused). Then the reference round itself runs and the trajectory continues, so
-the emitted tokens are those of the reference decode (and equal greedy AR).
+A reference trajectory is decoded with some method (ddtree@B, ddtree+saba, caddtree). At every round t, after
+the draft step, the round is replayed once per budget B of a grid with the prefix, the target KV cache and the
+drafter outputs fixed (build tree, verify, accept, commit, then the target cache cropped back exactly), then
+the reference round runs and the trajectory continues: the emitted tokens are the reference decode's.
 
-Per (round, B) a `ReplayRecord` holds a_t(B) (accepted, bonus included), the stage times, the
-emitted tokens and the SABA state s_t of the round.
-Latency l_t(B) = t_draft + t_tree + t_verify + t_commit: the whole round, since the draft step is paid once per round whatever B is (leaving
-it out would shift the throughput argmax towards larger trees). The reference round is recorded
-too (`reference=True`). Budget 0 in the grid is one plain AR step at the round's prefix
-(`Decoder.ar_round`, no draft: t_draft = 0), so the oracle may also choose not to speculate. A
-reference controller with an AR gate (SABA with `c_ar`) is asked before the draft, as in the
-decode loop; the replay drafts anyway (the grid needs the candidates), and a gated reference
-round is recorded as budget 0 without a draft time. A round its post-draft gate declines is
-budget 0 too, with the draft time it paid (and is scored by its own latency, not the grid's AR
-step).
+Per (round, B) a `ReplayRecord` holds a_t(B) (accepted, bonus included), the stage times and SABA's state s_t.
+The latency l_t(B) is the whole round (the draft is paid once whatever B is); budget 0 is one plain AR step,
+so the oracle may choose not to speculate. Oracle: B*_t = argmax_B a_t(B) / l_t(B); a reference choice B_t
+retains TPS_t(B_t) / TPS_t(B*_t). At T > 0 every budget of a round replays with the round's random stream.
 
-At T > 0 (`sampling`) every budget and repeat of a round replays with the round's random stream
-(the generator's state before the round), so a_t(B) differ by the trees alone, and the reference
-round then draws from that same state; `replay_prompts` seeds each prompt as `graft bench` does
-(`core.sampling.prompt_sampling`) and keys its setting by the sampling (T = 0 settings unchanged).
+Walk replay (`WalkReplay`, `priced`), for grids too large to verify on a CPU (the paper's 32..512): at T = 0
+the target's argmax along any path that matched the reference so far is the continuation's next token, so
+a_t(B) is the tree's walk along the continuation; and the best-first heap pops in a fixed order, so the
+B-node tree is the first B pops of the largest tree: one build per round gives every budget. Its records
+carry no times; `priced` gives them a cost profile's stage times.
 
-Oracle: TPS_t(B) = a_t(B) / l_t(B), B*_t = argmax over the grid, retained oracle throughput of the
-reference choice B_t: TPS_t(B_t) / TPS_t(B*_t) (B_t's grid measurement when B_t is on the grid,
-else the reference round's own).
-
-Walk replay (`WalkReplay`, `priced`): a_t(B) for budgets too large to verify on this machine. The
-replay above verifies every budget of its grid with the target, which for the paper's grid (B = 32,
-48, .. 512, `saba_params.PAPER_GRID`) is beyond a CPU's time. At T = 0 it need not:
-- the reference decode equals greedy AR (every method is exact), so along any root path that has
-  matched the reference's continuation so far, the target's argmax at the next node is the
-  continuation's next token; a tree's accepted length is then its walk along that continuation,
-  a_t(B) = 1 + the matched path's length (the bonus included), with no verify;
-- DDTree's heap (and TDES's, `core.builders.HeapTreeBuilder`) pops in exact best-first order with
-  ties broken by push order, so the tree of budget B is the first B pops of the tree of the
-  largest budget: one build per round gives every budget (node i, in pop order, is in the
-  B-node tree iff i <= B), and a_t(B) = 1 + the number of leading matched path nodes whose
-  running maximum index is <= B.
-`WalkReplay` decodes the reference trajectory as `ReplayDecoder` does (its reference rounds are
-verified and timed as ever), records each round's largest tree, decodes `depth + 1` tokens past
-`max_new_tokens` so that every kept round has a full continuation to walk, and fills the grid's
-records afterwards. Its records carry no times (t_* = 0): `priced` gives them, and any measured
-replay records, the stage times of a cost profile (`methods.cost_profile`), so oracle tracking,
-SABA's offline tracking and the calibration's gain fit run unchanged under any machine's costs.
-
-Invariants: T = 0 only (a sampled target's acceptance is a draw, not a walk); a_t(B) equals the
-verified replay's for every B (tests/test_walk_replay.py checks it against `ReplayDecoder`); rounds
-whose continuation is cut by the length limit are dropped, never counted short.
+Invariants: a walked a_t(B) equals the verified replay's for every B (tests/test_walk_replay.py); rounds whose
+continuation is cut by the length limit are dropped, never counted short.
 
 `graft replay` runs it on eval or validation prompts and appends one JSON line per prompt; with
 `--cost-profile` it walks the grid and prices every record by the profile.
+
+Details: docs/internals.md, `graftlib.training.graft.replay`.
 """
 
 import statistics
@@ -62,6 +31,7 @@ from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
+from graftlib.core.ar_path import follow_greedy
 from graftlib.core.builders import HeapTreeBuilder
 from graftlib.core.decode import DecodeResult
 from graftlib.core.errors import require
@@ -79,7 +49,7 @@ from graftlib.inputs.cli_args import (
     sampling_from_args,
 )
 from graftlib.inputs.cost_profile import CostProfile, RoundShape
-from graftlib.methods.decoder import Decoder, WalkedDecoder
+from graftlib.methods.decoder import Decoder
 from graftlib.methods.registry import (
     AR_METHODS,
     CHAIN_METHODS,
@@ -397,9 +367,8 @@ def replay_prompts(pair, method: str, budget: int, grid: list[int], items: list,
             continue
         prompt = format_prompt(item, pair.tokenizer, max_prompt_tokens)
         if follow is not None:  # greedy AR's continuation, as far as the reference decode and its last block reach
-            walker = WalkedDecoder.for_method(pair.target, pair.drafter.base, "ddtree", 1, pair.eos_ids)
-            follow(walker.continuation(list(prompt.input_ids), [], max_new_tokens + 3 * pair.drafter.block_size),
-                   walker.lm_head)
+            follow_greedy(pair.target, pair.drafter, prompt.input_ids, max_new_tokens + 3 * pair.drafter.block_size,
+                          pair.eos_ids)
         res = dec.replay(prompt.input_ids, max_new_tokens, sampling=prompt_sampling(sampling, item.uid))
         if profile is not None:
             res = ReplayResult(res.decode, priced(res.records, profile))

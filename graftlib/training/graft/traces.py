@@ -1,21 +1,12 @@
 """Target traces of DDTree rounds (TDES training data) and the parent-child mismatch metric.
 
-What a round holds (`TraceRound`): the verified tree (`tokens`, `parents`, `depths`, node 0 =
-root), the target's argmax token at every node (`target_next`), the accepted root path
-(`accepted_nodes`), the round's candidate pools C_d (`cand_ids` [D, K], `cand_logq` [D, K] =
-log q_{t,d}, the per-depth top-K that DDTree's heap draws children from), and for verified nodes
-n at depth d < D the target logits restricted to the next depth's pool,
-`child_logits[j] = z^tgt_{n, c}` for c in C_{d+1} (rows for the nodes `logit_nodes[j]`).
+A round (`TraceRound`): the verified tree (node 0 = root), the target's argmax at every node (`target_next`),
+the accepted path, the round's candidate pools C_d (`cand_ids`, `cand_logq` = log q_{t,d}) and, for verified
+nodes above depth D, the target logits over the next depth's pool (`child_logits`, `logit_nodes`).
 
-How it is collected (`collect_traces`), with no hook in the decode loop:
-- candidate pools: `CandidateTap` wraps the round's `TreeBuilder` and keeps each `cand` passed
-  to `build` (one build per round, in round order);
-- target logits: the decoder keeps only argmax tokens, so the collector replays the target's
-  verify passes: prefill, then per round the recorded tree with its mask and the commit of the
-  accepted nodes, exactly as `Decoder._speculate` does (one extra target forward per round,
-  collector only). The replayed argmax must equal `target_next`; disagreements are counted in
-  the shard entry (`replay_disagree`, expected 0). A decode-loop hook that keeps the verify
-  hidden states when `record_trees` would make the replay unnecessary.
+Collected (`collect_traces`) without a hook in the decode loop: `CandidateTap` wraps the round's builder
+to keep each pool, and the collector replays the target's verify passes (prefill, then each recorded tree
+with its mask and commit), whose argmax must equal `target_next` (`replay_disagree`, expected 0).
 
 Mismatch metric (defined here once, pure functions over a round). Let p* be the last accepted
 node, d* its depth, t* = target_next[p*] the target's next token (the bonus). The round *could
@@ -23,14 +14,11 @@ have continued* iff d* < D. It is a *mismatch* iff t* is in the tree at depth d*
 parent other than p*; a *loose mismatch* iff t* is in the depth-(d* + 1) candidate pool but not a
 child of p*. Rates divide by the rounds that could have continued.
 
-On disk (`out/`): `index.json` (settings shared by every shard + one entry per finished shard)
-and `shard-NNNNN.safetensors`, the rounds of prompts `[s * shard_size, (s + 1) * shard_size)` of
-the pool back to back: per round `round_prompt`, `prefix_len`, `n_nodes`, `n_accepted`,
-`n_rows` (int32 [R]); per node `tokens`, `parents`, `depths`, `target_next` (int32 [sum N+1]);
-`accepted_nodes` (int32 [sum a]); `cand_ids` int32 / `cand_logq` fp32 [R, D, K]; `logit_nodes`
-int32 [sum rows] and `child_logits` fp16 [sum rows, K]. Re-running skips finished shards; an
-index written with other settings is refused. The index also names the pair (`Pair.identity()`)
-and hardware the traces were made for, which a scorer trained on them records.
+On disk (`out/`): `index.json` (shared settings, the pair and hardware, one entry per finished shard) and
+`shard-NNNNN.safetensors` (the rounds of a range of the pool's prompts, back to back). Re-running skips
+finished shards; an index written with other settings is refused.
+
+Details: docs/internals.md, `graftlib.training.graft.traces`.
 """
 
 import time
@@ -47,13 +35,14 @@ from graftlib.core.kvcache import target_cache
 from graftlib.core.records import read_json_index, write_json_atomic
 from graftlib.core.tree import Tree, parent_mismatch, verify_inputs
 from graftlib.core.verify import commit_cache, target_forward
+from graftlib.models.strength import StrengthDrafter, TaskStrengths, drafting_along
 from graftlib.models.target import DTYPES
 
 INDEX = "index.json"
 FORMAT = 1
 LOGIT_ROWS = ("all", "accepted")
 SHARED_KEYS = ("target", "drafter", "drafter_id", "pool", "budget", "max_new_tokens", "max_prompt_tokens",
-               "shard_size", "child_logits")
+               "shard_size", "child_logits")  # and "strength" (the strength file's id) for a construction's traces
 PROVENANCE_KEYS = ("pair", "hardware")  # stored when the index is made, passed on to the scorer (not compared)
 
 
@@ -225,11 +214,12 @@ def collect_prompt(target, drafter, prompt_ids: list[int], budget: int, max_new_
 def collect_traces(target, drafter, prompts: list[list[int]], budget: int, max_new_tokens: int,
                    out: str | Path, *, eos_ids: list[int] | None = None, shard_size: int = 16,
                    child_logits: str = "all", settings: dict | None = None, uids: list[str] | None = None,
-                   max_minutes: float | None = None, log=print) -> dict:
+                   max_minutes: float | None = None, before_prompt=None, log=print) -> dict:
     """Collect (or resume) DDTree traces of `prompts` (token ids) into shards under `out`; returns the index.
 
     `settings` (target/drafter names, pool, max_prompt_tokens) is stored in the index and must match
-    on resume, together with budget, max_new_tokens, shard_size and child_logits.
+    on resume, together with budget, max_new_tokens, shard_size and child_logits. `before_prompt(i, ids)`, when
+    given, runs before prompt i decodes (a drafter-strength construction follows its continuation there).
     """
     from tqdm import tqdm
 
@@ -241,7 +231,8 @@ def collect_traces(target, drafter, prompts: list[list[int]], budget: int, max_n
               **(settings or {}),
               "budget": budget, "max_new_tokens": max_new_tokens, "shard_size": shard_size,
               "child_logits": child_logits}
-    index = open_index(out, {k: shared[k] for k in SHARED_KEYS}, {k: shared[k] for k in PROVENANCE_KEYS if k in shared})
+    keys = SHARED_KEYS + (("strength",) if "strength" in shared else ())
+    index = open_index(out, {k: shared[k] for k in keys}, {k: shared[k] for k in PROVENANCE_KEYS if k in shared})
     done = {s["file"]: s for s in index["shards"]}
     plan = []
     for first in range(0, len(prompts), shard_size):
@@ -261,6 +252,8 @@ def collect_traces(target, drafter, prompts: list[list[int]], budget: int, max_n
         t0 = time.perf_counter()
         rounds, stats = [], []
         for i in range(first, first + count):
+            if before_prompt is not None:
+                before_prompt(i, prompts[i])
             rs, st = collect_prompt(target, drafter, prompts[i], budget, max_new_tokens, eos_ids, child_logits)
             for r in rs:
                 r.prompt = i
@@ -396,6 +389,7 @@ class TraceConfig:
     child_logits: str = "all"
     max_minutes: float | None = None
     dtype: str | None = None  # float32 / bfloat16 / float16; None: the device's
+    strength: str | None = None  # a drafter-strength file: each prompt drafted at its task's strength (a construction)
 
 
 def make_traces(out: str | Path, cfg: TraceConfig, device: str | None = None, pair=None) -> dict:
@@ -413,9 +407,17 @@ def make_traces(out: str | Path, cfg: TraceConfig, device: str | None = None, pa
     settings = {"target": cfg.target, "drafter": cfg.drafter, "drafter_id": pair.describe()["drafter_id"],
                 "pool": cfg.pool, "max_prompt_tokens": cfg.max_prompt_tokens,
                 "pair": pair.identity().to_dict(), "hardware": hardware_id(pair.device, pair.target.dtype)}
-    return collect_traces(pair.target, pair.drafter, prompts, cfg.budget, cfg.max_new_tokens, out,
+    drafter, before = pair.drafter, None
+    if cfg.strength:  # the verified decodes draft along greedy AR's tokens, each prompt at its task's strength
+        strengths = TaskStrengths(cfg.strength)
+        drafter = StrengthDrafter(pair.drafter, 0.0)
+        before = drafting_along(pair.target, drafter, strengths, [i.task for i in items],
+                                cfg.max_new_tokens + 2 * pair.drafter.block_size, pair.eos_ids)
+        settings["strength"] = strengths.id
+    return collect_traces(pair.target, drafter, prompts, cfg.budget, cfg.max_new_tokens, out,
                           eos_ids=pair.eos_ids, shard_size=cfg.shard_size, child_logits=cfg.child_logits,
-                          settings=settings, uids=[i.uid for i in items], max_minutes=cfg.max_minutes)
+                          settings=settings, uids=[i.uid for i in items], max_minutes=cfg.max_minutes,
+                          before_prompt=before)
 
 
 def _main(args) -> int:
@@ -424,7 +426,7 @@ def _main(args) -> int:
     cfg = TraceConfig(target=args.target, drafter=args.drafter, pool=args.pool, n=args.n, budget=args.budget,
                       max_new_tokens=args.max_new_tokens, max_prompt_tokens=args.max_prompt_tokens,
                       shard_size=args.shard_size, child_logits=args.child_logits, max_minutes=args.max_minutes,
-                      dtype=args.dtype)
+                      dtype=args.dtype, strength=args.strength)
     index = make_traces(args.out, cfg, args.device)
     shards = index["shards"]
     tot = {k: sum(s[k] for s in shards) for k in ("rounds", "eligible", "mismatch", "loose_mismatch",
@@ -458,5 +460,7 @@ def add_parser(subparsers) -> None:
                    help="the pair's dtype (default: float32 on a CPU, bfloat16 on CUDA)")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
     p.add_argument("--max-minutes", type=float, default=None, help="start no new shard after this many minutes")
+    p.add_argument("--strength", default=None, help="a drafter-strength file (graft calibrate-strength): each prompt "
+                   "drafted at its task's calibrated strength, a construction (graftlib.models.strength)")
     p.set_defaults(func=_main)
 
