@@ -126,16 +126,17 @@ class TaskStrengths:
         return {"strength_file": portable(self.path), "strength_id": self.id}
 
 
-def drafting_along(target, drafter: StrengthDrafter, strengths: TaskStrengths, tasks: list[str], length: int,
-                   eos_ids=None):
-    """A hook `before(i, prompt_ids)` for a run over many prompts of several tasks (traces, a calibration): before
-    prompt i, `drafter` takes the strength of `tasks[i]` and follows greedy AR's first `length` tokens after it
-    (`core.ar_path.follow_greedy`). A task without a calibrated strength fails here, before anything decodes."""
+def drafting_along(target, base, strengths: TaskStrengths, tasks: list[str], length: int, eos_ids=None):
+    """(drafter, before) for a run over many prompts of several tasks (traces, a calibration): the drafter `base`
+    as a `StrengthDrafter`, and a hook `before(i, prompt_ids)` after which it drafts prompt i at the strength of
+    `tasks[i]` along greedy AR's first `length` tokens (`core.ar_path.follow_greedy`). A task without a
+    calibrated strength fails here, before anything decodes."""
     for task in dict.fromkeys(tasks):
         strengths.of(task)
+    drafter = StrengthDrafter(base, 0.0)
 
     def before(i: int, prompt_ids: list[int]) -> None:
         drafter.set_strength(*strengths.of(tasks[i]))
         follow_greedy(target, drafter, prompt_ids, length, eos_ids)
 
-    return before
+    return drafter, before

@@ -193,10 +193,9 @@ def prepare(pair, out: str | Path, cfg: PrepareConfig | None = None, command: st
             steps[step] = dict(_train(pair, d, cfg, path, task, steps["traces"]["complete"], command, log),
                                status="made")
             _save(d, manifest)
-    saba_meta = SabaParams.load(d.saba).meta if d.saba.is_file() else None
     if strength is not None:
         log("prepare: no SABA calibration on this machine for a drafter-strength construction (never timed)")
-    elif _kept(manifest, "saba", saba_meta, ident, str(d.saba), hw):
+    elif _kept(manifest, "saba", SabaParams.load(d.saba).meta if d.saba.is_file() else None, ident, str(d.saba), hw):
         log(f"prepare: SABA calibration {d.saba} is this pair's on {hw}: kept")
         steps["saba"]["status"] = "kept"
     else:

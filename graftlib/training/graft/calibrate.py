@@ -41,7 +41,7 @@ from graftlib.inputs.cost_profile import CostProfile, load_profile, with_costs
 from graftlib.methods.saba import BudgetGrid
 from graftlib.methods.saba_extensions import GainCorrection, ar_utility
 from graftlib.methods.saba_params import CPU_GRID, DEFAULT_PATH, SabaParams
-from graftlib.models.strength import StrengthDrafter, TaskStrengths, drafting_along
+from graftlib.models.strength import TaskStrengths, drafting_along
 from graftlib.training.graft.replay import ReplayDecoder, ReplayRecord, WalkReplay, priced
 from graftlib.training.graft.saba_fit import (
     calibration_meta,
@@ -262,9 +262,8 @@ def calibrate_pair(pair, out, grid: list[int], val_prompts: int = 8, ref_budget:
     drafter, before, setting = pair.drafter, None, {"pair": pair.identity().to_dict(), "max_prompt_tokens": max_prompt_tokens}
     if strength is not None:
         strengths = TaskStrengths(strength)
-        drafter = StrengthDrafter(pair.drafter, 0.0)
-        before = drafting_along(pair.target, drafter, strengths, [item.task for item in items],
-                                max_new_tokens + 3 * pair.drafter.block_size, pair.eos_ids)
+        drafter, before = drafting_along(pair.target, pair.drafter, strengths, [item.task for item in items],
+                                         max_new_tokens + 3 * pair.drafter.block_size, pair.eos_ids)
         setting.update(strengths.describe())
     if from_records:
         replayed = read_replay_records(from_records)

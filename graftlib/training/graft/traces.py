@@ -35,7 +35,7 @@ from graftlib.core.kvcache import target_cache
 from graftlib.core.records import read_json_index, write_json_atomic
 from graftlib.core.tree import Tree, parent_mismatch, verify_inputs
 from graftlib.core.verify import commit_cache, target_forward
-from graftlib.models.strength import StrengthDrafter, TaskStrengths, drafting_along
+from graftlib.models.strength import TaskStrengths, drafting_along
 from graftlib.models.target import DTYPES
 
 INDEX = "index.json"
@@ -410,9 +410,8 @@ def make_traces(out: str | Path, cfg: TraceConfig, device: str | None = None, pa
     drafter, before = pair.drafter, None
     if cfg.strength:  # the verified decodes draft along greedy AR's tokens, each prompt at its task's strength
         strengths = TaskStrengths(cfg.strength)
-        drafter = StrengthDrafter(pair.drafter, 0.0)
-        before = drafting_along(pair.target, drafter, strengths, [i.task for i in items],
-                                cfg.max_new_tokens + 2 * pair.drafter.block_size, pair.eos_ids)
+        drafter, before = drafting_along(pair.target, pair.drafter, strengths, [i.task for i in items],
+                                         cfg.max_new_tokens + 2 * pair.drafter.block_size, pair.eos_ids)
         settings["strength"] = strengths.id
     return collect_traces(pair.target, drafter, prompts, cfg.budget, cfg.max_new_tokens, out,
                           eos_ids=pair.eos_ids, shard_size=cfg.shard_size, child_logits=cfg.child_logits,
