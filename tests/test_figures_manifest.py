@@ -27,7 +27,7 @@ from graftlib.lab.workbook.figures_manifest import (
 )
 from graftlib.models.eagle3 import checkpoint_id
 
-FIGURES = PROJECT_DIR / workbook.FIGURES_DIR
+FIGURES = PROJECT_DIR / workbook.COMMITTED_FIGURES
 
 
 @pytest.fixture
@@ -161,3 +161,21 @@ def test_check_figures_names_every_figure_that_is_not_make_mains(tmp_path, asset
     assert len(problems) == len(expected), problems
     for start in expected:
         assert any(p.startswith(start) for p in problems), (start, problems)
+
+
+def test_check_figures_wants_the_evidence_figures_from_one_clean_commit(tmp_path, assets):
+    figs = tmp_path / "figs"
+    figs.mkdir()
+    for name in ("a.png", "b.png", "c.png"):
+        (figs / name).write_text(name)
+    shipped = shipped_ids(assets)
+    clean = {**shipped, "commit": "a" * 40, "dirty": False}
+    record(figs, ["a.png", "b.png", "c.png"], "nb", "evidence", clean)
+    assert check_figures(figs, assets, profile="evidence") == []
+    record(figs, ["b.png"], "nb", "evidence", {**clean, "dirty": True})
+    record(figs, ["c.png"], "nb", "evidence", {**clean, "commit": "b" * 40})
+    assert check_figures(figs, assets, profile="quick") == [f"{n}: drawn with profile 'evidence', not 'quick'"
+                                                            for n in ("a.png", "b.png", "c.png")]
+    problems = check_figures(figs, assets, profile="evidence")
+    assert problems == ["b.png: drawn from a dirty tree",
+                        "the figures were drawn at 2 commits (aaaaaaaa, bbbbbbbb): redraw them all from one clean commit"]

@@ -7,7 +7,8 @@ calibrations (this machine's and the paper grid's), the cost profile, the EAGLE-
 the graftlib commit with whether the tree was dirty (computed once per run).
 
 `check_figures` is the other half: every file under figures/ has an entry whose sha256 is the file's and
-whose `drawn_with` names the shipped artifacts' ids (`shipped_ids`); one line per problem.
+whose `drawn_with` names the shipped artifacts' ids (`shipped_ids`), and evidence figures all drawn at one
+commit from a clean tree; one line per problem.
 
 Details: docs/internals.md, `graftlib.lab.workbook.figures_manifest`.
 """
@@ -186,4 +187,15 @@ def check_figures(folder: str | Path, assets: ShippedAssets | None = None,
     problems += [f"{name}: in {MANIFEST} but not in {portable(folder)}" for name in sorted(set(entries) - set(files))]
     for name in sorted(set(files) & set(entries)):
         problems += _entry_problems(name, entries[name], folder, shipped, profile)
-    return problems
+    return problems + (_commit_problems(entries) if profile == "evidence" else [])
+
+
+def _commit_problems(entries: dict) -> list[str]:
+    """One set of figures, one drawing: every entry from the same graftlib commit, none from a dirty tree."""
+    commits = sorted({str((e.get("drawn_with") or {}).get("commit")) for e in entries.values()})
+    out = [f"{name}: drawn from a dirty tree" for name, e in sorted(entries.items())
+           if (e.get("drawn_with") or {}).get("dirty")]
+    if len(commits) > 1:
+        out.append(f"the figures were drawn at {len(commits)} commits ({', '.join(c[:8] for c in commits)}): "
+                   f"redraw them all from one clean commit")
+    return out
