@@ -225,7 +225,8 @@ FIGURE_NOTES = {  # what a verdict of the item tests beyond its words
     "F6": "direction: F6b's; size: the paper's mean. Where SABA decides with the same cost model that prices the "
           "oracle, it tests SABA's gain prediction only",
     "F6b": "SABA / best fixed budget, mean retained share, 95% bootstrap interval over prompts",
-    "T3": "direction: the best TPS at some beta > 0 (TDES helps); size: at beta = 0.2; no interval",
+    "T3": "direction: the best beta > 0 above beta = 0 (TDES helps); size: beta = 0.2 best, above the runner-up; "
+          "TPS ratios with 95% bootstrap intervals over prompts",
 }
 GSM8K_SCORER = "gsm8k-only"  # Figure 5's scorer name for the one trained on GSM8K traces only
 
@@ -249,6 +250,33 @@ def _transfer_cell(F, figure: str, tested: bool) -> str:
     return f"{v} (TPS / DDTree {tps.min():.3f}-{tps.max():.3f} on {', '.join(F.index)})"
 
 
+def _beta_cell(T, column: str, prompts: int, min_prompts: int) -> str:
+    """T3 in words: the best beta against beta = 0 (direction) and beta = 0.2 against the runner-up (size), each
+    TPS ratio with its paired 95% bootstrap interval over prompts (`T.attrs["seconds"]`, `regime_betas`)."""
+    tps, seconds = T[column], {b: s[column] for b, s in T.attrs["seconds"].items()}
+
+    def versus(x: float, y: float) -> tuple[str, str]:  # TPS_x / TPS_y = sum of y's seconds / sum of x's
+        ratio, ci = tps[x] / tps[y], ratio_ci(seconds[y], seconds[x])
+        text = f"{ratio:.3f}x" + (f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "")
+        return sized_verdict(ratio, ci, 1.0, prompts, min_prompts=min_prompts), text
+
+    best = tps.idxmax()
+    if best == 0:
+        runner = tps.drop(0.0).idxmax()
+        v, text = versus(0.0, runner)
+        v = "opposite" if v == "reproduced" else v
+        return f"{v} (best beta 0: {text} over beta {runner:g})"
+    v, text = versus(best, 0.0)
+    out = f"best beta {best:g}: {text} over beta 0"
+    if v != "reproduced":
+        return f"{v} ({out})"
+    if best != 0.2:
+        return f"direction only ({out})"
+    runner = tps.drop(0.2).idxmax()
+    size, margin = versus(0.2, runner)
+    return f"{'reproduced' if size == 'reproduced' else 'direction only'} ({out}; {margin} over beta {runner:g})"
+
+
 def figure_claims(regimes: dict[str, Regime], curves: dict | None = None, oracles: dict | None = None,
                   mismatch: dict | None = None, transfer: dict | None = None, betas: dict | None = None,
                   n_prompts: int = 0, max_new_tokens: int = 0, min_prompts: int = MIN_PROMPTS):
@@ -262,7 +290,7 @@ def figure_claims(regimes: dict[str, Regime], curves: dict | None = None, oracle
            > 1 on every task it was not trained on;
       F6   `oracles` (`regime_oracle`): F6b's direction, and SABA's mean retained share at the paper's;
       F6b  `oracles`: SABA above the best fixed budget (`against_fixed`), with its interval;
-      T3   `betas` (`regime_betas`): the highest TPS at some beta > 0, at beta = 0.2 for the size.
+      T3   `betas` (`regime_betas`): the best beta > 0 above beta = 0, beta = 0.2 above the runner-up for the size.
     A walked regime has the modeled figure only."""
     import pandas as pd
 
@@ -305,11 +333,8 @@ def figure_claims(regimes: dict[str, Regime], curves: dict | None = None, oracle
                 for k in ("F6", "F6b"):
                     table[k][f"{name} counts"] = counts(1)
             if betas is not None and name in betas:
-                tps = betas[name]["TPS" if figure == "wall-clock" else "modeled TPS"]
-                best = tps.idxmax()
-                v = "not tested" if not tested else "opposite" if best == 0 else \
-                    "reproduced" if best == 0.2 else "direction only"
-                table["T3"][col] = f"{v} (best beta {best:g})"
+                table["T3"][col] = _beta_cell(betas[name], "TPS" if figure == "wall-clock" else "modeled TPS",
+                                              n_prompts if tested else 0, min_prompts)
                 table["T3"][f"{name} counts"] = counts(1)
     return pd.DataFrame.from_dict(table, orient="index")
 

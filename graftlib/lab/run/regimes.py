@@ -196,19 +196,23 @@ def regime_betas(pair, regime: Regime, task: str, n_prompts: int, max_new_tokens
     """Table 3 in `regime`: GRAFT at the regime's cap on `task` for each TDES weight beta (beta = 0: DDTree's
     edge scores with SABA), each beta its own setting with its own AR: MAT, modeled TPS and speedup (measured
     too where the regime verifies), mismatch rate and its reduction against beta = 0, beside the paper's
-    row. A pandas DataFrame indexed by beta."""
+    row. A pandas DataFrame indexed by beta; `attrs["seconds"]` {beta: {TPS column: per-prompt seconds}}."""
     import pandas as pd
 
-    rows = {}
+    rows, seconds = {}, {}
     for beta in betas:
         recs = tasks_bench(pair, regime, [task], n_prompts, [Run("ar", None), Run("graft", regime.cap)],
                            max_new_tokens, out, beta=beta)
         s = next(row for row in summarize(recs) if row["method"] == "graft")
+        graft = sorted((r for r in recs if r["method"] == "graft"), key=lambda r: r["uid"])
+        seconds[beta] = {"modeled TPS": [r["modeled_s"] for r in graft],
+                         **({} if regime.walk else {"TPS": [r["decode_s"] for r in graft]})}
         rows[beta] = {"MAT": s["mat"], "nodes/round": s["mean_nodes"], "modeled TPS": s["modeled_tokens_per_s"],
                       "speedup modeled": s["modeled_speedup"], "mismatch": s["mismatch_rate"],
                       **({} if regime.walk else {"TPS": s["tokens_per_s"], "speedup wall": s["speedup"]}),
                       "ties": s["ties"], "mismatches": s["mismatches"]}
     T = pd.DataFrame.from_dict(rows, orient="index").rename_axis("beta")
+    T.attrs["seconds"] = seconds  # per beta and TPS column: each prompt's seconds, in one prompt order (T3's intervals)
     base = T["mismatch"].get(0.0, float("nan"))
     T["mismatch reduction %"] = 100 * (1 - T["mismatch"] / base) if base else float("nan")
     for i, name in enumerate(("paper MAT", "paper TPS", "paper reduction %")):
