@@ -170,14 +170,14 @@ def regime_transfer(pair, regime: Regime, tasks: list[str], n_prompts: int, max_
     """Figure 5 in `regime`: DDTree against +TDES at the regime's fixed budget on `tasks`, once per TDES scorer
     (name -> path; None: the shipped default): per task and scorer the mismatch reduction against DDTree and
     TPS / DDTree, modeled (and measured where the regime verifies). A pandas DataFrame indexed by task with
-    (figure, scorer) columns."""
+    (figure, scorer) columns; `attrs["seconds"]` each prompt's seconds, for the ratios' intervals."""
     import pandas as pd
 
     runs = [Run("ar", None), Run("ddtree", regime.budget), Run("ddtree+tdes", regime.budget)]
     cols = {"mismatch reduction %": None, "modeled TPS / DDTree": "modeled_tokens_per_s"}
     if not regime.walk:
         cols["TPS / DDTree"] = "tokens_per_s"
-    frames = {}
+    frames, seconds = {}, {}
     for scorer, path in scorers.items():  # the regime's own scorers where it has them (`Regime.scorer`)
         path = regime.scorer(path, "gsm8k" if scorer == GSM8K_SCORER else None)
         recs = tasks_bench(pair, regime, tasks, n_prompts, runs, max_new_tokens, out, tdes=path)
@@ -187,9 +187,15 @@ def regime_transfer(pair, regime: Regime, tasks: list[str], n_prompts: int, max_
             base, td = s["ddtree"], s["ddtree+tdes"]
             rows[task] = {name: (mismatch_reduction(td["mismatch_rate"], base["mismatch_rate"]) if field is None
                                  else td[field] / base[field]) for name, field in cols.items()}
+            for method in ("ddtree", "ddtree+tdes"):
+                mine = sorted((r for r in task_recs if r["method"] == method), key=lambda r: r["uid"])
+                seconds[(task, scorer, method)] = {"modeled TPS / DDTree": [r["modeled_s"] for r in mine],
+                                                   "TPS / DDTree": [r["decode_s"] for r in mine]}
         frames[scorer] = pd.DataFrame.from_dict(rows, orient="index")
     F = pd.concat(frames, axis=1).swaplevel(axis=1)  # columns (figure, scorer)
-    return F.sort_index(axis=1, level=0, sort_remaining=False).rename_axis("task")
+    F = F.sort_index(axis=1, level=0, sort_remaining=False).rename_axis("task")
+    F.attrs["seconds"] = seconds  # {(task, scorer, method): {ratio column: per-prompt seconds}}: F5's intervals
+    return F
 
 
 def regime_betas(pair, regime: Regime, task: str, n_prompts: int, max_new_tokens: int, out, betas: list[float]):
