@@ -35,6 +35,30 @@ def test_a_legend_over_the_axis_labels_is_refused(tmp_path):
     assert [p.name for p in plots.save_figure(below, "below", tmp_path)] == ["below.png", "below.pdf"]
 
 
+def test_tick_labels_drawn_over_each_other_are_found():
+    import matplotlib.pyplot as plt
+
+    names = ["paper set, the paper's A100 costs and acceptance (a construction)", "CPU set + AR step, this machine"]
+    fig, ax = plt.subplots(figsize=(4, 3))
+    plots.grouped_bars(ax, names, [("SABA", [0.9, 0.8], "tab:blue")])
+    ax.set_xticks(range(2), names)
+    assert any("the tick labels" in p and "overlap" in p for p in plots.tick_overlaps(fig))
+    ax.set_xticks(range(2), ["paper set", "CPU set"])
+    assert plots.tick_overlaps(fig) == []
+
+
+def test_fig6_names_its_budget_sets_in_full_without_overlap():
+    fixed = {n: {"saba": 0.9, "best_fixed": 0.92, "best_fixed_budget": 32, "ratio": 0.98, "ci": (0.97, 0.99)}
+             for n in ("CPU set, this machine", "paper set, the paper's A100 costs",
+                       "paper set, the paper's A100 costs and acceptance (a construction)",
+                       "CPU set + AR step, this machine")}
+    rows = {n: pd.DataFrame({"retained": [0.9, 0.95, 1.0]}) for n in fixed}
+    fig = plots.plot_oracle_tracking(fixed, rows, 0.941, "Figure 6")
+    assert plots.layout_problems(fig) == [] and plots.tick_overlaps(fig) == []
+    ticks = " ".join(" ".join(t.get_text().split()) for t in fig.axes[0].get_xticklabels())
+    assert all(n in ticks for n in fixed)
+
+
 def test_a_zero_bar_is_drawn_as_a_value():
     fig = _bars(lambda fig, axes: None)
     assert [t.get_text() for t in fig.axes[0].texts] == ["0"]

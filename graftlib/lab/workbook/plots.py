@@ -21,6 +21,7 @@ notes beside the table's CSV; wall-clock speedups carry their paired bootstrap 9
 """
 
 import math
+import textwrap
 from pathlib import Path
 
 from graftlib.core.errors import GraftError
@@ -67,6 +68,22 @@ def layout_problems(fig) -> list[str]:
             if box.overlaps(text.get_window_extent(renderer)):
                 problems.append(f"the legend ({', '.join(t.get_text() for t in legend.get_texts())[:60]}) "
                                 f"overlaps the label {text.get_text()[:40]!r}")
+    return problems
+
+
+def tick_overlaps(fig) -> list[str]:
+    """Where two tick labels of one axis overlap each other (their drawn extents): one line each."""
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    problems = []
+    for ax in fig.axes:
+        if not ax.get_visible() or not ax.axison:
+            continue
+        for ticks in (ax.get_xticklabels(), ax.get_yticklabels()):
+            shown = [(t, t.get_window_extent(renderer)) for t in ticks if t.get_visible() and t.get_text().strip()]
+            for (a, box_a), (b, box_b) in zip(shown, shown[1:], strict=False):
+                if box_a.overlaps(box_b):
+                    problems.append(f"the tick labels {a.get_text()[:30]!r} and {b.get_text()[:30]!r} overlap")
     return problems
 
 
@@ -309,8 +326,9 @@ def legend_below(fig, axes) -> None:
             seen.setdefault(label, handle)
         if ax.get_legend() is not None:
             ax.get_legend().remove()
-    fig.legend(list(seen.values()), list(seen), loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=len(seen),
-               fontsize=8, frameon=False)
+    long = sum(len(label) for label in seen) > 110  # one row would be wider than the panels: rows of three
+    fig.legend(list(seen.values()), list(seen), loc="upper center", bbox_to_anchor=(0.5, 0.0),
+               ncol=min(len(seen), 3) if long else max(1, len(seen)), fontsize=8, frameon=False)
 
 
 def grouped_bars(ax, groups: list[str], series: list[tuple]) -> None:
@@ -653,7 +671,7 @@ def plot_oracle_tracking(fixed: dict[str, dict], rows: dict, paper_mean: float, 
     as a frame}."""
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 2, figsize=(11, 3.6), gridspec_kw={"width_ratios": [1.3, 1]})
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.2), gridspec_kw={"width_ratios": [1.5, 1]})
     names = list(fixed)
     grouped_bars(axes[0], names, [("SABA (per-round budget)", [fixed[n]["saba"] for n in names], "tab:blue"),
                                   ("best fixed budget, after the fact", [fixed[n]["best_fixed"] for n in names],
@@ -662,7 +680,7 @@ def plot_oracle_tracking(fixed: dict[str, dict], rows: dict, paper_mean: float, 
     for n in names:
         f = fixed[n]
         ci = f" [{f['ci'][0]:.3f}, {f['ci'][1]:.3f}]" if f["ci"] else " (no interval)"
-        labels.append(f"{n}\nbest fixed B={f['best_fixed_budget']}\nSABA / fixed {f['ratio']:.3f}x{ci}")
+        labels.append(f"{textwrap.fill(n, 24)}\nbest fixed B={f['best_fixed_budget']}\nSABA / fixed {f['ratio']:.3f}x\n{ci.strip()}")
     axes[0].set_xticks(range(len(names)), labels, fontsize=6)
     axes[0].axhline(paper_mean, color="black", ls="--", lw=0.8, label=f"paper's SABA (Qwen3-8B, A100): {paper_mean:.3f}")
     axes[0].set_ylim(0, 1.05)
