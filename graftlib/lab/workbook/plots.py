@@ -705,6 +705,9 @@ def plot_strength_axis(T, sizes: dict[str, float], calibrated: float | None, pap
     task's calibrated strength is a vertical line in every panel, s = 0 the embedded drafter."""
     import matplotlib.pyplot as plt
 
+    import matplotlib
+    import matplotlib.ticker
+
     fig, axes = plt.subplots(1, 3, figsize=(15, 4.2), gridspec_kw={"width_ratios": [1.4, 1, 1]})
     colours = plt.get_cmap("tab10")
     s = list(T.index)
@@ -713,24 +716,28 @@ def plot_strength_axis(T, sizes: dict[str, float], calibrated: float | None, pap
         axes[0].plot([s[-1] + 0.04 * (s[-1] - s[0])], [sizes[claim]], "<", color=line.get_color(), ms=6)
     axes[0].axhline(1.0, color="gray", lw=0.6)
     axes[0].set_yscale("log")
+    ratio = matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}x")
+    axes[0].yaxis.set_major_formatter(ratio)
+    axes[0].yaxis.set_minor_formatter(ratio)
     axes[0].set_ylabel("modeled TPS ratio (faster / slower run of the claim)")
     axes[0].set_title("(a) each claim's ratio; triangles: the paper's", fontsize=8)
     for i, (name, col) in enumerate((("chain", "chain MAT"), ("DDTree", next(c for c in T if c.startswith("DDTree@"))),
                                      ("GRAFT", "GRAFT MAT"))):
-        axes[1].plot(s, T[col], "o-", color=colours(i), ms=3, label=f"{name} ({col})")
+        colour = ("#1b9e77", "#7570b3", "#000000")[i]  # none of panel (a)'s tab10: one colour one meaning
+        axes[1].plot(s, T[col], "s-", color=colour, ms=3, label=f"{name} ({col})")
         if name in paper_mat:
-            axes[1].axhline(paper_mat[name], color=colours(i), ls="--", lw=0.8, label=f"paper's {name} MAT")
+            axes[1].axhline(paper_mat[name], color=colour, ls="--", lw=0.8, label=f"paper's {name} MAT")
     axes[1].set_ylabel("MAT (tokens per round)")
     axes[1].set_title("(b) acceptance", fontsize=8)
-    for col, colour in (("+SABA nodes", "tab:orange"), ("GRAFT nodes", "tab:red"), ("best fixed budget", "black")):
-        axes[2].plot(s, T[col], "o-" if col != "best fixed budget" else "s--", color=colour, ms=3, label=col)
-    axes[2].set_yscale("log", base=2)
+    for col, colour in (("+SABA nodes", "#a6761d"), ("GRAFT nodes", "#e7298a"), ("best fixed budget", "#666666")):
+        axes[2].plot(s, T[col], "D-" if col != "best fixed budget" else "s--", color=colour, ms=3, label=col)
+    axes[2].set_ylim(0, 1.1 * max(T[c].max() for c in ("+SABA nodes", "GRAFT nodes", "best fixed budget")))
     axes[2].set_ylabel("nodes per round")
     axes[2].set_title("(c) SABA's trees and the best fixed budget", fontsize=8)
     for ax in axes:
         ax.set_xlabel("drafter strength s (0: the embedded drafter)")
         if calibrated is not None:
-            ax.axvline(calibrated, color="tab:purple", lw=0.8, ls=":", label="calibrated to the paper's chain")
+            ax.axvline(calibrated, color="#999999", lw=0.8, ls=":", label="calibrated to the paper's chain")
     fig.suptitle(title, fontsize=7)
     fig.tight_layout()
     legend_below(fig, axes)
