@@ -20,6 +20,7 @@ legend says which is which; the profile's id is in figures/manifest.json and the
 notes beside the table's CSV; wall-clock speedups carry their paired bootstrap 95% interval as whiskers.
 """
 
+import itertools
 import math
 import textwrap
 from pathlib import Path
@@ -81,7 +82,7 @@ def tick_overlaps(fig) -> list[str]:
             continue
         for ticks in (ax.get_xticklabels(), ax.get_yticklabels()):
             shown = [(t, t.get_window_extent(renderer)) for t in ticks if t.get_visible() and t.get_text().strip()]
-            for (a, box_a), (b, box_b) in zip(shown, shown[1:], strict=False):
+            for (a, box_a), (b, box_b) in itertools.pairwise(shown):
                 if box_a.overlaps(box_b):
                     problems.append(f"the tick labels {a.get_text()[:30]!r} and {b.get_text()[:30]!r} overlap")
     return problems
