@@ -704,9 +704,8 @@ def plot_strength_axis(T, sizes: dict[str, float], calibrated: float | None, pap
     size as a marker at the right edge in the claim's colour, 1.0 grey; (b) MATs against s with the paper's as
     dashed lines; (c) the mean nodes per round SABA gives +SABA and GRAFT, and the best fixed DDTree budget. The
     task's calibrated strength is a vertical line in every panel, s = 0 the embedded drafter."""
-    import matplotlib.pyplot as plt
-
     import matplotlib
+    import matplotlib.pyplot as plt
     import matplotlib.ticker
 
     fig, axes = plt.subplots(1, 3, figsize=(15, 4.2), gridspec_kw={"width_ratios": [1.4, 1, 1]})
