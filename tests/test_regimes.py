@@ -12,10 +12,12 @@ from graftlib.lab.report.paper_costs import mat_needed
 from graftlib.lab.report.regime_tables import (
     GSM8K_SCORER,
     against_fixed,
+    beta_table,
     figure_claims,
     mismatch_table,
     needed_mat_line,
     regime_components,
+    transfer_table,
 )
 from graftlib.lab.run.regimes import machine, paper, pick, regime_runs
 from graftlib.methods.saba_params import PAPER_GRID
@@ -91,37 +93,65 @@ def test_regime_components_price_each_component_against_ddtree_and_show_no_wall_
         regime_components(recs[:1], p)
 
 
-def _betas(tps: dict, noise: float = 0.02) -> pd.DataFrame:
-    """Table 3's frame with per-prompt seconds: 10 prompts of 100 tokens at each beta's TPS, each prompt off by up
-    to +-`noise`, differently at each beta."""
+def _prompts(method: str, tps: float, wall_tps: float | None, noise: float, phase: int, task: str = "gsm8k",
+             mismatches: float = 0.0) -> list[dict]:
+    """10 prompts' records of `method`, 100 tokens each at `tps` modeled (`wall_tps` measured; default the same),
+    each prompt off by up to +-`noise`, a different pattern at each `phase`, summing to zero over the 10, so the
+    pooled TPS is `tps` exactly while the paired ratios spread."""
     import math
 
-    T = pd.DataFrame(tps, index=[0.0, 0.05, 0.1, 0.2, 0.4])
-    T.attrs["seconds"] = {b: {c: [100 / T.at[b, c] * (1 + noise * math.sin(7 * i + 3 * k)) for i in range(10)]
-                              for c in tps} for k, b in enumerate(T.index)}
-    return T
+    recs = []
+    for i in range(10):
+        off = 1 + noise * math.sin(2 * math.pi * i / 10 + 3 * phase)
+        r = _record(method, method, 100, 100, 20, 100 / tps * off, task=task, mismatches=mismatches, eligible=100,
+                    uid=f"p{i}")
+        r["decode_s"] = 100 / (wall_tps or tps) * off
+        recs.append(r)
+    return recs
 
 
-def _transfer(F: pd.DataFrame, noise: float = 0.02) -> pd.DataFrame:
-    """Figure 5's frame with per-prompt seconds: 10 prompts, DDTree at 10 s each, +TDES at 10 s / the ratio,
-    each prompt off by up to +-`noise`."""
-    import math
+def _betas(tps: dict[str, list[float]], noise: float = 0.02) -> pd.DataFrame:
+    """Table 3 (`beta_table`) from each beta's records at these TPS ("modeled TPS", and "TPS" measured where the
+    regime verifies), 10 prompts of 100 tokens each."""
+    betas = [0.0, 0.05, 0.1, 0.2, 0.4]
+    wall = tps.get("TPS", [None] * len(betas))
+    return beta_table({b: _prompts("graft", m, w, noise, k) for k, (b, m, w) in
+                       enumerate(zip(betas, tps["modeled TPS"], wall, strict=True))}, walk="TPS" not in tps)
 
-    F.attrs["seconds"] = {}
-    for task in F.index:
-        for scorer in F.columns.get_level_values(1).unique():
-            ratios = {c: F.at[task, (c, scorer)] for c in ("modeled TPS / DDTree", "TPS / DDTree") if (c, scorer) in F}
-            for k, method in enumerate(("ddtree", "ddtree+tdes")):
-                F.attrs["seconds"][(task, scorer, method)] = {
-                    c: [10 / (r if k else 1) * (1 + noise * math.sin(7 * i + 3 * k)) for i in range(10)]
-                    for c, r in ratios.items()}
-    return F
+
+def _transfer(ratios: dict[tuple[str, str], tuple], noise: float = 0.02) -> pd.DataFrame:
+    """Figure 5 (`transfer_table`) from records per (task, scorer): (mismatch reduction %, modeled TPS / DDTree,
+    measured TPS / DDTree or None where the regime walks); DDTree at 10 tokens/s, 10 prompts."""
+    records: dict[str, list[dict]] = {}
+    for (task, scorer), (reduction, modeled, wall) in ratios.items():
+        records.setdefault(scorer, []).extend(
+            _prompts("ddtree", 10, 10, noise, 0, task, mismatches=10)
+            + _prompts("ddtree+tdes", 10 * modeled, 10 * (wall or modeled), noise, 1, task,
+                       mismatches=10 * (1 - reduction / 100)))
+    walk = all(w is None for _, _, w in ratios.values())
+    return transfer_table(records, walk)
+
+
+def test_the_ratios_pair_prompts_so_a_prompt_s_difficulty_cancels():
+    # prompts 1x to 3x as slow as each other, +TDES exactly 1.05x faster on each: the interval is the point
+    records = {GSM8K_SCORER: [r for method, speed in (("ddtree", 1.0), ("ddtree+tdes", 1.05)) for r in
+                              _prompts(method, 10 * speed, None, 0.0, 0, "mbpp", mismatches=10)]}
+    for i, r in enumerate(records[GSM8K_SCORER]):
+        r["modeled_s"] = r["decode_s"] = r["decode_s"] * (1 + 2 * (i % 10) / 9)
+    F = transfer_table(records, walk=True).xs(GSM8K_SCORER, axis=1, level=1)
+    assert "TPS / DDTree" not in F  # a walked regime has no measured ratio
+    assert F.at["mbpp", "modeled TPS / DDTree"] == pytest.approx(1.05)
+    assert (F.at["mbpp", "modeled TPS / DDTree CI95 low"], F.at["mbpp", "modeled TPS / DDTree CI95 high"]) == (
+        pytest.approx(1.05), pytest.approx(1.05))
+    T = _betas({"TPS": [10, 11, 12, 13, 9], "modeled TPS": [10, 11, 14, 13, 9]})
+    assert T.at[0.0, "TPS / beta 0"] == 1.0 and T.at[0.0, "TPS / beta 0 CI95 low"] == 1.0
+    assert T.at[0.2, "modeled TPS / beta 0"] == pytest.approx(1.3) and T.at[0.4, "TPS / beta 0.2"] == pytest.approx(9 / 13)
+    assert T.at[0.2, "modeled TPS / beta 0 CI95 low"] < 1.3 < T.at[0.2, "modeled TPS / beta 0 CI95 high"]
 
 
 def test_figure_5_a_task_inside_noise_is_no_transfer():
-    cols = pd.MultiIndex.from_product([["mismatch reduction %", "modeled TPS / DDTree"], ["full", GSM8K_SCORER]])
-    F = _transfer(pd.DataFrame([[30, 20, 1.1, 1.05], [30, 20, 1.1, 1.004]], index=["mbpp", "alpaca"], columns=cols),
-                  noise=0.05)
+    F = _transfer({("mbpp", "full"): (30, 1.1, None), ("mbpp", GSM8K_SCORER): (20, 1.05, None),
+                   ("alpaca", "full"): (30, 1.1, None), ("alpaca", GSM8K_SCORER): (20, 1.004, None)}, noise=0.05)
     cell = figure_claims({"paper": paper()}, transfer={"paper": F}, n_prompts=10).at["F5", "paper modeled"]
     assert cell.startswith("inside noise (TPS / DDTree mbpp 1.050x [") and "alpaca 1.004x [0.9" in cell
 
@@ -140,10 +170,8 @@ def test_the_figure_claims_of_figure_1b_figure_5_and_table_3():
     regimes = {"machine": machine(), "paper": paper()}
     mismatch = {"machine": pd.DataFrame({"GRAFT reduction %": [20.0, -5.0]}, index=["gsm8k", "mbpp"]),
                 "paper": pd.DataFrame({"GRAFT reduction %": [20.0, 35.0]}, index=["gsm8k", "mbpp"])}
-    cols = pd.MultiIndex.from_product([["mismatch reduction %", "modeled TPS / DDTree", "TPS / DDTree"],
-                                       ["full", GSM8K_SCORER]])
-    transfer = {"machine": _transfer(pd.DataFrame([[30, 20, 1.1, 1.05, 1.1, 0.9]], index=["mbpp"], columns=cols)),
-                "paper": _transfer(pd.DataFrame([[30, 20, 1.1, 1.05]], index=["mbpp"], columns=cols[:4]))}
+    transfer = {"machine": _transfer({("mbpp", "full"): (30, 1.1, 1.1), ("mbpp", GSM8K_SCORER): (20, 1.05, 0.9)}),
+                "paper": _transfer({("mbpp", "full"): (30, 1.1, None), ("mbpp", GSM8K_SCORER): (20, 1.05, None)})}
     betas = {"machine": _betas({"TPS": [10, 11, 12, 13, 9], "modeled TPS": [10, 11, 14, 13, 9]}),
              "paper": _betas({"modeled TPS": [13, 11, 12, 10, 9]})}
     F = figure_claims(regimes, mismatch=mismatch, transfer=transfer, betas=betas, n_prompts=10, max_new_tokens=128)
@@ -162,7 +190,7 @@ def test_the_figure_claims_of_figure_1b_figure_5_and_table_3():
     assert few.at["F1b", "paper modeled"].startswith("not tested") and few.at["T3", "machine wall-clock"].startswith(
         "not tested")
     # Figure 5 never counts the GSM8K-only scorer's own task
-    only_gsm = {"paper": _transfer(pd.DataFrame([[30, 20, 1.1, 1.05]], index=["gsm8k"], columns=cols[:4]))}
+    only_gsm = {"paper": _transfer({("gsm8k", "full"): (30, 1.1, None), ("gsm8k", GSM8K_SCORER): (20, 1.05, None)})}
     assert figure_claims({"paper": paper()}, transfer=only_gsm, n_prompts=10).at["F5", "paper modeled"].startswith(
         "not tested")
 

@@ -6,10 +6,12 @@ acceptance (the drafter-strength construction). From a regime's records, with no
 `regime_table` (Tables 1-2 beside the paper's GSM8K numbers), `regime_components` (Table 2 pooled
 over tasks), `mismatch_table` (Figure 1(b)), `needed_mat_line` (the MAT GRAFT would need for the
 paper's speedup), `regime_claims` / `claims_by_regime` (C1-C9, `graftlib.lab.report.claims`, a verdict
-per regime and figure), `against_fixed` (Figure 6: SABA against the best fixed budget) and
-`figure_claims` (F1b, F1c, F5, F6, F6b, T3 in the same vocabulary).
+per regime and figure), `transfer_table` (Figure 5), `beta_table` (Table 3), `against_fixed` (Figure 6: SABA against the
+best fixed budget) and `figure_claims` (F1b, F1c, F5, F6, F6b, T3 in the same vocabulary). Every ratio
+a verdict reads has its paired bootstrap interval over prompts beside it (`metrics.summarize`).
 """
 
+import math
 from collections import defaultdict
 from dataclasses import dataclass
 
@@ -26,7 +28,7 @@ from graftlib.lab.report.claims import (
     verdict_cell,
 )
 from graftlib.lab.report.metrics import by_task, ratio_ci, summarize
-from graftlib.lab.report.paper import FIGURE6, TABLE1, TABLE2
+from graftlib.lab.report.paper import FIGURE6, TABLE1, TABLE2, TABLE3
 from graftlib.lab.report.paper_costs import MODEL, PROFILE_NAME, mat_needed, method_errors
 from graftlib.methods.saba_params import SabaParams
 
@@ -210,6 +212,81 @@ def against_fixed(rows: list[dict]) -> dict:
             "ratio": saba / fixed[best], "ci": ratio_ci(list(num), list(den)), "prompts": len(per_prompt)}
 
 
+def _paired(records: list[dict], method: str, baseline: str) -> dict:
+    """`summarize`'s row of `method` against `baseline` (both method names of `records`, one run each): its
+    ratios to the baseline and their paired bootstrap intervals over prompts."""
+    keyed = [dict(r, key=r["method"]) for r in records if r["method"] in (method, baseline)]
+    rows = {row["key"]: row for row in summarize(keyed, baseline=baseline)}
+    require(method in rows and baseline in rows, f"no {method} or no {baseline} records to compare")
+    return rows
+
+
+RATIOS = {"modeled TPS": ("modeled_speedup", "modeled_speedup_ci"), "TPS": ("speedup", "speedup_ci")}
+
+
+def _ratio_columns(row: dict, name: str, over: str, walk: bool) -> dict:
+    """`name`'s TPS over `over`'s, modeled (and measured unless `walk`), each with its interval's ends."""
+    out = {}
+    for tps, (ratio, ci) in RATIOS.items():
+        if walk and tps == "TPS":
+            continue
+        low, high = row[ci] or (float("nan"), float("nan"))
+        out.update({f"{tps} / {over}": row[ratio], f"{tps} / {over} CI95 low": low,
+                    f"{tps} / {over} CI95 high": high})
+    return out
+
+
+def transfer_table(records: dict[str, list[dict]], walk: bool):
+    """Figure 5 from each TDES scorer's records (scorer name -> DDTree and +TDES at one budget, any tasks): per
+    task and scorer +TDES's mismatch reduction against DDTree and its TPS / DDTree, modeled (and measured unless
+    `walk`), each ratio with its paired 95% bootstrap interval over prompts (`summarize` against DDTree; columns
+    "... CI95 low" / "high"). A pandas DataFrame indexed by task with (figure, scorer) columns."""
+    import pandas as pd
+
+    frames = {}
+    for scorer, recs in records.items():
+        rows = {}
+        for task, task_recs in by_task(recs).items():
+            s = _paired(task_recs, "ddtree+tdes", "ddtree")
+            td = s["ddtree+tdes"]
+            rows[task] = {"mismatch reduction %": mismatch_reduction(td["mismatch_rate"], s["ddtree"]["mismatch_rate"]),
+                          **_ratio_columns(td, "+TDES", "DDTree", walk)}
+        frames[scorer] = pd.DataFrame.from_dict(rows, orient="index")
+    F = pd.concat(frames, axis=1).swaplevel(axis=1)  # columns (figure, scorer), figures in their rows' order
+    figures = dict.fromkeys(c for frame in frames.values() for c in frame.columns)
+    return F[[(figure, scorer) for figure in figures for scorer in frames]].rename_axis("task")
+
+
+BETA_REFERENCES = (0.0, 0.2)  # T3's comparisons: every beta against beta = 0 (direction) and 0.2 (the paper's)
+
+
+def beta_table(records: dict[float, list[dict]], walk: bool):
+    """Table 3 from each TDES weight's records (beta -> AR and GRAFT at one cap, one task; beta = 0: DDTree's
+    edge scores with SABA): MAT, nodes, modeled TPS and speedup (measured too unless `walk`), the mismatch rate
+    and its reduction against beta = 0, each beta's TPS over beta = 0's and over beta = 0.2's (where run) with
+    paired 95% bootstrap intervals over prompts, beside the paper's row. A pandas DataFrame indexed by beta."""
+    import pandas as pd
+
+    graft = {b: [dict(r, method=f"beta {b:g}") for r in recs if r["method"] == "graft"] for b, recs in records.items()}
+    rows = {}
+    for beta, recs in records.items():
+        s = next(row for row in summarize(recs) if row["method"] == "graft")
+        rows[beta] = {"MAT": s["mat"], "nodes/round": s["mean_nodes"], "modeled TPS": s["modeled_tokens_per_s"],
+                      "speedup modeled": s["modeled_speedup"], "mismatch": s["mismatch_rate"],
+                      **({} if walk else {"TPS": s["tokens_per_s"], "speedup wall": s["speedup"]}),
+                      "ties": s["ties"], "mismatches": s["mismatches"]}
+        for ref in (b for b in BETA_REFERENCES if b in graft):
+            name, over = f"beta {beta:g}", f"beta {ref:g}"
+            pooled = graft[ref] + ([] if beta == ref else graft[beta])  # beta against itself: 1 exactly
+            rows[beta].update(_ratio_columns(_paired(pooled, name, over)[name], name, over, walk))
+    T = pd.DataFrame.from_dict(rows, orient="index").rename_axis("beta")
+    base = T["mismatch"].get(0.0, float("nan"))
+    T["mismatch reduction %"] = 100 * (1 - T["mismatch"] / base) if base else float("nan")
+    for i, name in enumerate(("paper MAT", "paper TPS", "paper reduction %")):
+        T[name] = [TABLE3.get(b, (None,) * 3)[i] for b in T.index]
+    return T
+
+
 FIGURE_CLAIMS = {
     "F1b": ("Figure 1(b)", "GRAFT consistently reduces the parent-child mismatch rate over DDTree across tasks"),
     "F1c": ("Figure 1(c)", "the throughput-optimal budget differs between easy and hard rounds"),
@@ -241,44 +318,56 @@ def _qualitative(ok: bool, opposite: bool, tested: bool) -> str:
     return "not tested" if not tested else "reproduced" if ok else "opposite" if opposite else "inside noise"
 
 
+def _interval(T, row, column: str, invert: bool = False) -> tuple[float, tuple[float, float] | None]:
+    """A ratio column of a table and its interval (None where it has none); `invert`: the other way round."""
+    ratio, low, high = (T.at[row, c] for c in (column, f"{column} CI95 low", f"{column} CI95 high"))
+    ci = None if math.isnan(low) or math.isnan(high) else (low, high)  # nan: fewer than 3 paired prompts
+    if invert:
+        return 1 / ratio, ci and (1 / ci[1], 1 / ci[0])
+    return ratio, ci
+
+
+def _ratio_text(ratio: float, ci) -> str:
+    return f"{ratio:.3f}x" + (f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "")
+
+
 def _transfer_cell(F, figure: str, prompts: int, min_prompts: int) -> str:
     """F5 in words: per task the GSM8K-only scorer's TPS / DDTree with its paired 95% bootstrap interval over
-    prompts (`F.attrs["seconds"]`, `regime_transfer`); reproduced where it is above 1 outside noise and the
-    mismatch falls on every task, opposite where it is below 1 outside noise on every task."""
-    seconds = F.attrs["seconds"]
+    prompts (`transfer_table`); reproduced where it is above 1 outside noise and the mismatch falls on every
+    task, opposite where it is below 1 outside noise on every task."""
     F = F.drop(index="gsm8k", errors="ignore")  # the GSM8K-only scorer's own task: never a test of transfer
     if F.empty:
         return "not tested (no task besides GSM8K)"
     column = "TPS / DDTree" if figure == "wall-clock" else "modeled TPS / DDTree"
-    red, tps = F[("mismatch reduction %", GSM8K_SCORER)], F[(column, GSM8K_SCORER)]
+    F = F.xs(GSM8K_SCORER, axis=1, level=1)
     verdicts, cells = [], []
     for task in F.index:
-        base, td = (seconds[(task, GSM8K_SCORER, m)][column] for m in ("ddtree", "ddtree+tdes"))
-        ci = ratio_ci(base, td)
-        verdicts.append(sized_verdict(tps[task], ci, 1.0, prompts, min_prompts=min_prompts))
-        cells.append(f"{task} {tps[task]:.3f}x" + (f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else ""))
+        ratio, ci = _interval(F, task, column)
+        verdicts.append(sized_verdict(ratio, ci, 1.0, prompts, min_prompts=min_prompts))
+        cells.append(f"{task} {_ratio_text(ratio, ci)}")
     if "not tested" in verdicts:
         v = "not tested"
-    elif all(x == "reproduced" for x in verdicts) and (red > 0).all():
+    elif all(x == "reproduced" for x in verdicts) and (F["mismatch reduction %"] > 0).all():
         v = "reproduced"
     else:
         v = "opposite" if all(x == "opposite" for x in verdicts) else "inside noise"
     return f"{v} (TPS / DDTree {'; '.join(cells)})"
 
 
-def _beta_cell(T, column: str, prompts: int, min_prompts: int) -> str:
+def _beta_cell(T, tps: str, prompts: int, min_prompts: int) -> str:
     """T3 in words: the best beta against beta = 0 (direction) and beta = 0.2 against the runner-up (size), each
-    TPS ratio with its paired 95% bootstrap interval over prompts (`T.attrs["seconds"]`, `regime_betas`)."""
-    tps, seconds = T[column], {b: s[column] for b, s in T.attrs["seconds"].items()}
+    TPS ratio with its paired 95% bootstrap interval over prompts (`beta_table`'s columns; `tps` "TPS" or
+    "modeled TPS")."""
+    def versus(x: float, y: float) -> tuple[str, str]:  # TPS_x / TPS_y, y or x one of BETA_REFERENCES
+        if y in BETA_REFERENCES:
+            ratio, ci = _interval(T, x, f"{tps} / beta {y:g}")
+        else:
+            ratio, ci = _interval(T, y, f"{tps} / beta {x:g}", invert=True)
+        return sized_verdict(ratio, ci, 1.0, prompts, min_prompts=min_prompts), _ratio_text(ratio, ci)
 
-    def versus(x: float, y: float) -> tuple[str, str]:  # TPS_x / TPS_y = sum of y's seconds / sum of x's
-        ratio, ci = tps[x] / tps[y], ratio_ci(seconds[y], seconds[x])
-        text = f"{ratio:.3f}x" + (f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "")
-        return sized_verdict(ratio, ci, 1.0, prompts, min_prompts=min_prompts), text
-
-    best = tps.idxmax()
+    best = T[tps].idxmax()
     if best == 0:
-        runner = tps.drop(0.0).idxmax()
+        runner = T[tps].drop(0.0).idxmax()
         v, text = versus(0.0, runner)
         v = "opposite" if v == "reproduced" else v
         return f"{v} (best beta 0: {text} over beta {runner:g})"
@@ -288,7 +377,7 @@ def _beta_cell(T, column: str, prompts: int, min_prompts: int) -> str:
         return f"{v} ({out})"
     if best != 0.2:
         return f"direction only ({out})"
-    runner = tps.drop(0.2).idxmax()
+    runner = T[tps].drop(0.2).idxmax()
     size, margin = versus(0.2, runner)
     return f"{'reproduced' if size == 'reproduced' else 'direction only'} ({out}; {margin} over beta {runner:g})"
 
@@ -302,11 +391,11 @@ def figure_claims(regimes: dict[str, Regime], curves: dict | None = None, oracle
     out (None) is left out of the rows:
       F1b  `mismatch` (`mismatch_table`): GRAFT's mismatch rate below DDTree's on every task;
       F1c  `curves` (`tables.budget_curve`): the easy third's best budget above the hard third's;
-      F5   `transfer` (`regime_transfer`): the GSM8K-only scorer's mismatch reduction > 0 and TPS / DDTree
+      F5   `transfer` (`transfer_table`): the GSM8K-only scorer's mismatch reduction > 0 and TPS / DDTree
            > 1 outside noise on every task it was not trained on;
       F6   `oracles` (`regime_oracle`): F6b's direction, and SABA's mean retained share at the paper's;
       F6b  `oracles`: SABA above the best fixed budget (`against_fixed`), with its interval;
-      T3   `betas` (`regime_betas`): the best beta > 0 above beta = 0, beta = 0.2 above the runner-up for the size.
+      T3   `betas` (`beta_table`): the best beta > 0 above beta = 0, beta = 0.2 above the runner-up for the size.
     A walked regime has the modeled figure only."""
     import pandas as pd
 

@@ -25,9 +25,7 @@ from graftlib.core.errors import require
 from graftlib.core.paths import portable
 from graftlib.inputs.artifacts import ShippedAssets
 from graftlib.inputs.cost_profile import PAPER_PROFILE, CostProfile, default_profile, with_costs
-from graftlib.lab.report.metrics import by_task, summarize
-from graftlib.lab.report.paper import TABLE3
-from graftlib.lab.report.regime_tables import GSM8K_SCORER, Regime, mismatch_reduction
+from graftlib.lab.report.regime_tables import GSM8K_SCORER, Regime, beta_table, transfer_table
 from graftlib.lab.report.tables import budget_curve
 from graftlib.lab.run.bench import Run, run_bench, task_prompts
 from graftlib.lab.run.costs.machine_costs import deciding
@@ -168,62 +166,20 @@ def ar_drafted_records(pair, regime: Regime, tasks: list[str], n_prompts: int, m
 def regime_transfer(pair, regime: Regime, tasks: list[str], n_prompts: int, max_new_tokens: int, out,
                     scorers: dict[str, str | None]):
     """Figure 5 in `regime`: DDTree against +TDES at the regime's fixed budget on `tasks`, once per TDES scorer
-    (name -> path; None: the shipped default): per task and scorer the mismatch reduction against DDTree and
-    TPS / DDTree, modeled (and measured where the regime verifies). A pandas DataFrame indexed by task with
-    (figure, scorer) columns; `attrs["seconds"]` each prompt's seconds, for the ratios' intervals."""
-    import pandas as pd
-
+    (name -> path; None: the shipped default), as `regime_tables.transfer_table` (ratios with intervals)."""
     runs = [Run("ar", None), Run("ddtree", regime.budget), Run("ddtree+tdes", regime.budget)]
-    cols = {"mismatch reduction %": None, "modeled TPS / DDTree": "modeled_tokens_per_s"}
-    if not regime.walk:
-        cols["TPS / DDTree"] = "tokens_per_s"
-    frames, seconds = {}, {}
-    for scorer, path in scorers.items():  # the regime's own scorers where it has them (`Regime.scorer`)
-        path = regime.scorer(path, "gsm8k" if scorer == GSM8K_SCORER else None)
-        recs = tasks_bench(pair, regime, tasks, n_prompts, runs, max_new_tokens, out, tdes=path)
-        rows = {}
-        for task, task_recs in by_task(recs).items():
-            s = {row["method"]: row for row in summarize(task_recs)}
-            base, td = s["ddtree"], s["ddtree+tdes"]
-            rows[task] = {name: (mismatch_reduction(td["mismatch_rate"], base["mismatch_rate"]) if field is None
-                                 else td[field] / base[field]) for name, field in cols.items()}
-            for method in ("ddtree", "ddtree+tdes"):
-                mine = sorted((r for r in task_recs if r["method"] == method), key=lambda r: r["uid"])
-                seconds[(task, scorer, method)] = {"modeled TPS / DDTree": [r["modeled_s"] for r in mine],
-                                                   "TPS / DDTree": [r["decode_s"] for r in mine]}
-        frames[scorer] = pd.DataFrame.from_dict(rows, orient="index")
-    F = pd.concat(frames, axis=1).swaplevel(axis=1)  # columns (figure, scorer)
-    F = F.sort_index(axis=1, level=0, sort_remaining=False).rename_axis("task")
-    F.attrs["seconds"] = seconds  # {(task, scorer, method): {ratio column: per-prompt seconds}}: F5's intervals
-    return F
+    records = {scorer: tasks_bench(pair, regime, tasks, n_prompts, runs, max_new_tokens, out,
+                                   tdes=regime.scorer(path, "gsm8k" if scorer == GSM8K_SCORER else None))
+               for scorer, path in scorers.items()}  # the regime's own scorers where it has them (`Regime.scorer`)
+    return transfer_table(records, regime.walk)
 
 
 def regime_betas(pair, regime: Regime, task: str, n_prompts: int, max_new_tokens: int, out, betas: list[float]):
-    """Table 3 in `regime`: GRAFT at the regime's cap on `task` for each TDES weight beta (beta = 0: DDTree's
-    edge scores with SABA), each beta its own setting with its own AR: MAT, modeled TPS and speedup (measured
-    too where the regime verifies), mismatch rate and its reduction against beta = 0, beside the paper's
-    row. A pandas DataFrame indexed by beta; `attrs["seconds"]` {beta: {TPS column: per-prompt seconds}}."""
-    import pandas as pd
-
-    rows, seconds = {}, {}
-    for beta in betas:
-        recs = tasks_bench(pair, regime, [task], n_prompts, [Run("ar", None), Run("graft", regime.cap)],
-                           max_new_tokens, out, beta=beta)
-        s = next(row for row in summarize(recs) if row["method"] == "graft")
-        graft = sorted((r for r in recs if r["method"] == "graft"), key=lambda r: r["uid"])
-        seconds[beta] = {"modeled TPS": [r["modeled_s"] for r in graft],
-                         **({} if regime.walk else {"TPS": [r["decode_s"] for r in graft]})}
-        rows[beta] = {"MAT": s["mat"], "nodes/round": s["mean_nodes"], "modeled TPS": s["modeled_tokens_per_s"],
-                      "speedup modeled": s["modeled_speedup"], "mismatch": s["mismatch_rate"],
-                      **({} if regime.walk else {"TPS": s["tokens_per_s"], "speedup wall": s["speedup"]}),
-                      "ties": s["ties"], "mismatches": s["mismatches"]}
-    T = pd.DataFrame.from_dict(rows, orient="index").rename_axis("beta")
-    T.attrs["seconds"] = seconds  # per beta and TPS column: each prompt's seconds, in one prompt order (T3's intervals)
-    base = T["mismatch"].get(0.0, float("nan"))
-    T["mismatch reduction %"] = 100 * (1 - T["mismatch"] / base) if base else float("nan")
-    for i, name in enumerate(("paper MAT", "paper TPS", "paper reduction %")):
-        T[name] = [TABLE3.get(b, (None,) * 3)[i] for b in T.index]
-    return T
+    """Table 3 in `regime`: GRAFT at the regime's cap on `task` for each TDES weight beta, each beta its own
+    setting with its own AR, as `regime_tables.beta_table` (ratios to beta = 0 and 0.2 with intervals)."""
+    runs = [Run("ar", None), Run("graft", regime.cap)]
+    return beta_table({beta: tasks_bench(pair, regime, [task], n_prompts, runs, max_new_tokens, out, beta=beta)
+                       for beta in betas}, regime.walk)
 
 
 def regime_budget_curve(pair, regime: Regime, items: list, max_new_tokens: int, grid: list[int], out):

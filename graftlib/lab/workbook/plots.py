@@ -493,14 +493,27 @@ def plot_budget_curve(curve, title: str, measured: bool = True):
     return fig
 
 
+def _ratio_whiskers(ax, T, tps: str, ref: float, color: str) -> None:
+    """Each beta's paired 95% interval of `tps` over beta = `ref`'s (`regime_tables.beta_table`), where it has
+    one (not on the reference itself)."""
+    low, high = f"{tps} / beta {ref:g} CI95 low", f"{tps} / beta {ref:g} CI95 high"
+    if low not in T:
+        return
+    ratio = T[f"{tps} / beta {ref:g}"].astype(float)
+    has = T[low].notna() & (T[high] > T[low])
+    ax.errorbar(T.index[has], ratio[has], yerr=[(ratio - T[low])[has], (T[high] - ratio)[has]], fmt="none",
+                ecolor=color, capsize=2, lw=0.8)
+
+
 def plot_beta_sweep(T, title: str, ours_label: str, paper_label: str, tps: str = "TPS"):
     """Table 3: GRAFT's MAT, tokens/s and mismatch reduction against beta, ours and the paper's on
     the same axes. The two pairs run at throughputs 10x apart, so MAT and tokens/s are drawn
     relative to the smallest beta of the sweep (beta's effect is the point); the mismatch reduction
     is already relative. `T`: index beta, columns as in the notebook's table3.csv (`regimes.regime_betas`);
     `tps`: ours tokens/s column ("modeled TPS" for a regime that is modeled only); where it is the wall-clock
-    "TPS", the modeled series is drawn beside it. Colours: blue ours by wall clock, orange ours modeled, brown
-    our round shape (MAT, mismatch reduction: no clock), green the paper's."""
+    "TPS", the modeled series is drawn beside it; our tokens/s carry their paired 95% intervals over prompts.
+    Colours: blue ours by wall clock, orange ours modeled, brown our round shape (MAT, mismatch reduction: no
+    clock), green the paper's."""
     import matplotlib.pyplot as plt
 
     ref = T.index.min()
@@ -516,9 +529,11 @@ def plot_beta_sweep(T, title: str, ours_label: str, paper_label: str, tps: str =
         color = "tab:blue" if wall else "tab:orange" if col.startswith("modeled") else "tab:brown"
         ax.plot(T.index, ours, "o-", color=color, label=f"{ours_label}, wall clock" if wall else
                 f"{ours_label}, modeled" if col.startswith("modeled") else f"{ours_label}, round shape")
+        _ratio_whiskers(ax, T, col, ref, color)
         if wall and "modeled TPS" in T:  # the modeled series beside the measured one: no timing noise
             modeled = T["modeled TPS"].astype(float)
             ax.plot(T.index, modeled / modeled.loc[ref], "^-", color="tab:orange", label=f"{ours_label}, modeled")
+            _ratio_whiskers(ax, T, "modeled TPS", ref, "tab:orange")
         ax.plot(T.index, paper, "s--", color="tab:green", label=paper_label)
         ax.set_xlabel("beta")
         ax.set_ylabel(ylabel, fontsize=8)
@@ -529,31 +544,37 @@ def plot_beta_sweep(T, title: str, ours_label: str, paper_label: str, tps: str =
 
 
 def plot_generalization(F, title: str):
-    """Figure 5: per task, TDES's mismatch reduction and tokens/s against DDTree with the scorer
-    trained on every task's rounds vs on GSM8K's only (grouped bars, seaborn; the paper gives no
-    numbers for this figure), the tokens/s ratios drawn as % change. `F`: index task, columns (metric, scorer)
-    as in fig5_generalization.csv; a metric with no value (wall clock in a walked regime) gets no panel."""
+    """Figure 5: per task, TDES's mismatch reduction and tokens/s against DDTree with the scorer trained on
+    every task's rounds vs on GSM8K's only (grouped bars, one colour per scorer; the paper gives no numbers for
+    this figure), the tokens/s ratios drawn as % change with their paired 95% intervals over prompts. `F`: index
+    task, columns (metric, scorer) as in fig5_generalization.csv (`regime_tables.transfer_table`); a metric with
+    no value (wall clock in a walked regime) gets no panel."""
     import matplotlib.pyplot as plt
-    import seaborn as sns
 
-    F = F.copy()
-    F.columns = F.columns.set_names(["metric", "scorer"])
-    long = F.stack("scorer", future_stack=True).reset_index()
-    long["scorer"] = "TDES scorer trained on " + long.scorer.map({"full": "every task", "gsm8k-only": "GSM8K only"})
-    # the ratios as % change over DDTree, so a few percent read by eye (a bar from 0 to ~1.0 hides them)
-    for col in ("TPS / DDTree", "modeled TPS / DDTree"):
-        if col in long.columns:
-            long[col] = 100 * (long[col] - 1)
+    names = {"full": "TDES scorer trained on every task", "gsm8k-only": "TDES scorer trained on GSM8K only"}
+    scorers = list(dict.fromkeys(F.columns.get_level_values(1)))
+    colors = dict(zip(scorers, plt.get_cmap("tab10").colors, strict=False))
     panels = [("mismatch reduction %", "mismatch reduction vs DDTree (%)"),
               ("TPS / DDTree", "tokens/s vs DDTree, wall clock (% change)"),
               ("modeled TPS / DDTree", "modeled tokens/s vs DDTree (% change)")]
-    panels = [p for p in panels if p[0] in long.columns and long[p[0]].notna().any()]
+    panels = [p for p in panels if p[0] in F.columns.get_level_values(0) and F[p[0]].notna().any().any()]
     fig, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels), 3.4), squeeze=False)
     axes = axes[0]
+    tasks = list(F.index)
     for ax, (col, name) in zip(axes, panels, strict=True):
-        sns.barplot(long, x=long.columns[0], y=col, hue="scorer", ax=ax, errorbar=None)
+        series = []
+        for scorer in scorers:
+            if col == "mismatch reduction %":
+                series.append((names.get(scorer, scorer), list(F[(col, scorer)]), colors[scorer]))
+                continue
+            # a ratio as % change over DDTree, so a few percent read by eye (a bar from 0 to ~1.0 hides them)
+            pct = [100 * (F.at[t, (c, scorer)] - 1) for c in (col, f"{col} CI95 low", f"{col} CI95 high")
+                   for t in tasks]
+            n = len(tasks)
+            series.append((names.get(scorer, scorer), pct[:n], colors[scorer], (pct[n:2 * n], pct[2 * n:])))
+        grouped_bars(ax, tasks, series)
         ax.axhline(0, color="gray", lw=0.5)
-        ax.set(title=name, xlabel="", ylabel="")
+        ax.set_title(name, fontsize=9)
     fig.suptitle(title, fontsize=7)
     fig.tight_layout()
     legend_below(fig, axes)
