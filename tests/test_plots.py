@@ -47,6 +47,23 @@ def test_tick_labels_drawn_over_each_other_are_found():
     assert plots.tick_overlaps(fig) == []
 
 
+def test_save_figure_turns_crowded_tick_labels_and_refuses_what_stays_crowded(tmp_path):
+    import matplotlib.pyplot as plt
+
+    names = [f"a long method name, number {i}" for i in range(6)]
+    fig, ax = plt.subplots(figsize=(4, 3))
+    plots.grouped_bars(ax, names, [("SABA", [0.9] * 6, "tab:blue")])
+    assert plots.tick_overlaps(fig)
+    plots.save_figure(fig, "turned", tmp_path)
+    assert plots.tick_overlaps(fig) == [] and (tmp_path / "turned.png").exists()
+    assert {t.get_rotation() for t in ax.get_xticklabels()} != {0.0}
+    fig, ax = plt.subplots(figsize=(1.5, 3))
+    ax.set_xticks(range(40), [f"m{i}" for i in range(40)], fontsize=12)  # 40 labels in 1.5 inches: no angle parts them
+    with pytest.raises(GraftError, match="figure crowded: the tick labels"):
+        plots.save_figure(fig, "crowded", tmp_path)
+    assert not (tmp_path / "crowded.png").exists()
+
+
 def test_fig6_names_its_budget_sets_in_full_without_overlap():
     fixed = {n: {"saba": 0.9, "best_fixed": 0.92, "best_fixed_budget": 32, "ratio": 0.98, "ci": (0.97, 0.99)}
              for n in ("CPU set, this machine", "paper set, the paper's A100 costs",

@@ -72,25 +72,41 @@ def layout_problems(fig) -> list[str]:
     return problems
 
 
-def tick_overlaps(fig) -> list[str]:
-    """Where two tick labels of one axis overlap each other (their drawn extents): one line each."""
+def _overlapping_ticks(fig) -> list[tuple]:
+    """(axis, "x" or "y", label a, label b) for each pair of neighbouring tick labels drawn over each other."""
     fig.canvas.draw()
     renderer = fig.canvas.get_renderer()
-    problems = []
+    found = []
     for ax in fig.axes:
         if not ax.get_visible() or not ax.axison:
             continue
-        for ticks in (ax.get_xticklabels(), ax.get_yticklabels()):
+        for which, ticks in (("x", ax.get_xticklabels()), ("y", ax.get_yticklabels())):
             shown = [(t, t.get_window_extent(renderer)) for t in ticks if t.get_visible() and t.get_text().strip()]
-            for (a, box_a), (b, box_b) in itertools.pairwise(shown):
-                if box_a.overlaps(box_b):
-                    problems.append(f"the tick labels {a.get_text()[:30]!r} and {b.get_text()[:30]!r} overlap")
-    return problems
+            found += [(ax, which, a, b) for (a, box_a), (b, box_b) in itertools.pairwise(shown)
+                      if box_a.overlaps(box_b)]
+    return found
+
+
+def tick_overlaps(fig) -> list[str]:
+    """Where two tick labels of one axis overlap each other (their drawn extents): one line each."""
+    return [f"the tick labels {a.get_text()[:30]!r} and {b.get_text()[:30]!r} overlap"
+            for _, _, a, b in _overlapping_ticks(fig)]
+
+
+def untangle_ticks(fig) -> None:
+    """Turn the x tick labels of each axis whose labels overlap, 30 degrees and then upright, until they part."""
+    for angle in (30, 90):
+        crowded = {ax for ax, which, _, _ in _overlapping_ticks(fig) if which == "x"}
+        for ax in crowded:
+            for t in ax.get_xticklabels():
+                t.set(rotation=angle, ha="right" if angle < 90 else "center", rotation_mode="anchor")
 
 
 def save_figure(fig, name: str, figures_dir: str | Path) -> list[Path]:
-    """`fig` as `<figures_dir>/<name>.png` and `.pdf`; refused, in one line, where a legend covers a label."""
-    problems = layout_problems(fig)
+    """`fig` as `<figures_dir>/<name>.png` and `.pdf`, overlapping x tick labels turned first (`untangle_ticks`);
+    refused, in one line, where a legend covers a label or tick labels still overlap."""
+    untangle_ticks(fig)
+    problems = layout_problems(fig) + tick_overlaps(fig)
     if problems:
         raise GraftError(f"figure {name}: {problems[0]}" + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""))
     out = Path(figures_dir)
