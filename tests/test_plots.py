@@ -89,11 +89,18 @@ def test_the_claims_figure_draws_every_cell_in_full():
                                 "beta = 0.2 gives the highest TPS of beta in {0, 0.05, 0.1, 0.2, 0.4}"],
                       "machine wall-clock": [long, "opposite (best beta 0)"],
                       "machine counts": ["3 tasks x 10 prompts x 128 tokens"] * 2}, index=["C1", "T3"])
+    C["paper+acceptance counts"] = C["machine counts"]  # the longest header of the workbook's table
     fig = plots.plot_claims(C, "claims")
     drawn = " ".join(" ".join(c.get_text().get_text().split()) for c in fig.axes[0].tables[0].get_celld().values())
     for i in C.index:
         for cell in (C.at[i, "paper"], C.at[i, "machine wall-clock"], C.at[i, "machine counts"]):
             assert " ".join(cell.split()) in drawn, cell
+    assert "paper+acceptance counts" in drawn
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    for (row, col), cell in fig.axes[0].tables[0].get_celld().items():  # each text inside its own cell
+        box, text = cell.get_window_extent(renderer), cell.get_text().get_window_extent(renderer)
+        assert box.x0 <= text.x0 and text.x1 <= box.x1, (row, col, cell.get_text().get_text())
 
 
 def test_tokens_are_drawn_visibly():

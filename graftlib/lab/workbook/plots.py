@@ -815,7 +815,8 @@ def plot_claims(C, title: str):
     height = line_in * (sum(lines) + 2 * len(lines) + 3) + 0.5
     fig, ax = plt.subplots(figsize=(0.075 * sum(widths) + 0.6, height))
     ax.axis("off")
-    table = ax.table(cellText=cells, cellColours=colours, colLabels=["claim", *cols], cellLoc="left",
+    labels = [_wrapped(c, w) for c, w in zip(["claim", *cols], widths, strict=True)]  # "paper+acceptance\ncounts"
+    table = ax.table(cellText=cells, cellColours=colours, colLabels=labels, cellLoc="left",
                      colWidths=[w / sum(widths) for w in widths], bbox=[0, 0, 1, 1])
     table.auto_set_font_size(False)
     table.set_fontsize(6.5)
