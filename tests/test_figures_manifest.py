@@ -120,7 +120,7 @@ def test_the_workbook_records_what_each_notebook_draws(tmp_path, monkeypatch, as
     entries = read_manifest(figs)["figures"]
     assert sorted(entries) == ["a.csv", "a.png"]
     assert {(e["notebook"], e["profile"]) for e in entries.values()} == {("a_draws", "quick")}
-    assert check_figures(figs, assets) == []
+    assert check_figures(figs, assets, profile="quick") == []
 
 
 def test_check_figures_names_every_figure_that_is_not_make_mains(tmp_path, assets):
@@ -134,7 +134,7 @@ def test_check_figures_names_every_figure_that_is_not_make_mains(tmp_path, asset
     for name in names:
         (figs / name).write_text(name)
     record(figs, names, "nb", "quick", shipped)
-    assert check_figures(figs, assets) == []
+    assert check_figures(figs, assets, profile="quick") == []
     record(figs, ["full.png"], "nb", "full", shipped)
     record(figs, ["drafter.png"], "nb", "quick", {**shipped, "pair": {**shipped["pair"],
                                                                        "drafter_fingerprint": "0" * 12}})
@@ -150,7 +150,7 @@ def test_check_figures_names_every_figure_that_is_not_make_mains(tmp_path, asset
     (figs / "edited.csv").write_text("edited by hand")
     (figs / "gone.png").unlink()
     (figs / "stray.png").write_text("drawn outside the workbook")
-    problems = check_figures(figs, assets)
+    problems = check_figures(figs, assets, profile="quick")
     expected = ["stray.png: not in manifest.json", "gone.png: in manifest.json but not in",
                 "edited.csv: changed since nb drew it", "full.png: drawn with profile 'full', not 'quick'",
                 "drafter.png: drawn with the pair", "saba.png: drawn with saba 000000000000",
