@@ -131,3 +131,17 @@ def test_a_legend_under_one_panel_clears_its_labels_after_the_layout():
         plots.legend_outside(ax)
     fig.tight_layout()
     assert plots.layout_problems(fig) == []
+
+
+def test_tick_labels_beyond_the_view_limits_are_not_drawn_so_never_overlap():
+    """matplotlib returns labels for ticks outside the view limits, placed outside the panel and never drawn: a
+    legend under the figure may sit where they would be."""
+    import matplotlib.pyplot as plt
+
+    _, ax = plt.subplots(figsize=(4, 3))
+    ax.plot([0, 1], [5.5, 9], label="series")
+    ax.set_yticks([5, 6, 7, 8, 9])
+    ax.set_ylim(5.5, 9)  # the tick at 5 lies below the panel
+    assert "5" in [t.get_text() for t in ax.get_yticklabels()]
+    assert "5" not in [t.get_text() for t in plots._drawn_ticklabels(ax, "y")]
+    assert [t.get_text() for t in plots._drawn_ticklabels(ax, "y")] == ["6", "7", "8", "9"]

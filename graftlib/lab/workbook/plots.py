@@ -52,9 +52,19 @@ def _labels(fig) -> list:
     for ax in fig.axes:
         if not ax.get_visible() or not ax.axison:
             continue
-        texts = [ax.xaxis.label, ax.yaxis.label, ax.title, *ax.get_xticklabels(), *ax.get_yticklabels()]
+        texts = [ax.xaxis.label, ax.yaxis.label, ax.title, *_drawn_ticklabels(ax, "x"), *_drawn_ticklabels(ax, "y")]
         out += [t for t in texts if t.get_visible() and t.get_text().strip()]
     return out
+
+
+def _drawn_ticklabels(ax, which: str) -> list:
+    """The tick labels of one axis that matplotlib draws: those of ticks inside the view limits (it also returns
+    labels for ticks beyond them, placed outside the panel and never drawn)."""
+    axis = ax.xaxis if which == "x" else ax.yaxis
+    low, high = sorted(axis.get_view_interval())
+    span = (high - low) * 1e-9
+    return [label for label, loc in zip(axis.get_ticklabels(), axis.get_ticklocs(), strict=False)
+            if low - span <= loc <= high + span]
 
 
 def layout_problems(fig) -> list[str]:
@@ -80,7 +90,7 @@ def _overlapping_ticks(fig) -> list[tuple]:
     for ax in fig.axes:
         if not ax.get_visible() or not ax.axison:
             continue
-        for which, ticks in (("x", ax.get_xticklabels()), ("y", ax.get_yticklabels())):
+        for which, ticks in (("x", _drawn_ticklabels(ax, "x")), ("y", _drawn_ticklabels(ax, "y"))):
             shown = [(t, t.get_window_extent(renderer)) for t in ticks if t.get_visible() and t.get_text().strip()]
             found += [(ax, which, a, b) for (a, box_a), (b, box_b) in itertools.pairwise(shown)
                       if box_a.overlaps(box_b)]
@@ -94,12 +104,18 @@ def tick_overlaps(fig) -> list[str]:
 
 
 def untangle_ticks(fig) -> None:
-    """Turn the x tick labels of each axis whose labels overlap, 30 degrees and then upright, until they part."""
+    """Turn the x tick labels of each axis whose labels overlap, 30 degrees and then upright, until they part;
+    where any turned, the panels are laid out again (`tight_layout`) so the taller labels stay above a legend
+    placed under the figure (`legend_below`)."""
+    turned = False
     for angle in (30, 90):
         crowded = {ax for ax, which, _, _ in _overlapping_ticks(fig) if which == "x"}
         for ax in crowded:
             for t in ax.get_xticklabels():
                 t.set(rotation=angle, ha="right" if angle < 90 else "center", rotation_mode="anchor")
+        turned = turned or bool(crowded)
+    if turned:
+        fig.tight_layout()
 
 
 def save_figure(fig, name: str, figures_dir: str | Path) -> list[Path]:
