@@ -224,8 +224,8 @@ def _paired(records: list[dict], method: str, baseline: str) -> dict:
 RATIOS = {"modeled TPS": ("modeled_speedup", "modeled_speedup_ci"), "TPS": ("speedup", "speedup_ci")}
 
 
-def _ratio_columns(row: dict, name: str, over: str, walk: bool) -> dict:
-    """`name`'s TPS over `over`'s, modeled (and measured unless `walk`), each with its interval's ends."""
+def _ratio_columns(row: dict, over: str, walk: bool) -> dict:
+    """A `summarize` row's TPS over `over`'s, modeled (and measured unless `walk`), each with its interval's ends."""
     out = {}
     for tps, (ratio, ci) in RATIOS.items():
         if walk and tps == "TPS":
@@ -250,7 +250,7 @@ def transfer_table(records: dict[str, list[dict]], walk: bool):
             s = _paired(task_recs, "ddtree+tdes", "ddtree")
             td = s["ddtree+tdes"]
             rows[task] = {"mismatch reduction %": mismatch_reduction(td["mismatch_rate"], s["ddtree"]["mismatch_rate"]),
-                          **_ratio_columns(td, "+TDES", "DDTree", walk)}
+                          **_ratio_columns(td, "DDTree", walk)}
         frames[scorer] = pd.DataFrame.from_dict(rows, orient="index")
     F = pd.concat(frames, axis=1).swaplevel(axis=1)  # columns (figure, scorer), figures in their rows' order
     figures = dict.fromkeys(c for frame in frames.values() for c in frame.columns)
@@ -278,7 +278,7 @@ def beta_table(records: dict[float, list[dict]], walk: bool):
         for ref in (b for b in BETA_REFERENCES if b in graft):
             name, over = f"beta {beta:g}", f"beta {ref:g}"
             pooled = graft[ref] + ([] if beta == ref else graft[beta])  # beta against itself: 1 exactly
-            rows[beta].update(_ratio_columns(_paired(pooled, name, over)[name], name, over, walk))
+            rows[beta].update(_ratio_columns(_paired(pooled, name, over)[name], over, walk))
     T = pd.DataFrame.from_dict(rows, orient="index").rename_axis("beta")
     base = T["mismatch"].get(0.0, float("nan"))
     T["mismatch reduction %"] = 100 * (1 - T["mismatch"] / base) if base else float("nan")
