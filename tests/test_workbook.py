@@ -8,6 +8,7 @@ from graftlib.core.errors import GraftError
 from graftlib.data import prompts as data
 from graftlib.lab.workbook.runner import (
     COMMITTED_FIGURES,
+    COUNTS,
     FIGURES_DIR,
     PROFILES,
     check_params,
@@ -222,8 +223,7 @@ def test_smoke_figures_never_land_in_the_committed_folder(tmp_path):
     drawn_into = {name: profile_values(name, tmp_path).get("figures_dir", FIGURES_DIR) for name in PROFILES}
     assert [n for n, d in drawn_into.items() if d == COMMITTED_FIGURES] == ["evidence"]  # make main never draws there
     evidence, quick = PROFILES["evidence"], PROFILES["quick"]
-    assert evidence["n_prompts"] >= 10 and evidence["max_new_tokens"] >= 128
-    assert {k: v for k, v in evidence.items() if k not in ("profile", "n_prompts", "max_new_tokens", "figures_dir",
-                                                            "results_dir")} == {k: v for k, v in quick.items()
-                                                                                if k not in ("profile", "n_prompts",
-                                                                                             "max_new_tokens")}
+    assert evidence["n_prompts"] >= 10 and evidence["max_new_tokens"] >= 128 and evidence["n_tasks"] >= 3
+    own = ("profile", *COUNTS)  # the evidence runs quick's settings, at its own counts
+    assert {k: v for k, v in evidence.items() if k not in (*own, "figures_dir", "results_dir")} == {
+        k: v for k, v in quick.items() if k not in own}

@@ -3,9 +3,9 @@
 Profiles (parameter overrides for every notebook; each notebook's own defaults are the quick profile's) change
 counts, never what is run: a profile's `n_tasks` takes the first n of a notebook's own task list, so Figure 5
 stays on tasks its GSM8K-only scorer never saw. `smoke` (CI), `quick` (`make main`, sized for a 2-core CPU),
-`full` (paper scale, for GPUs) and `evidence` (quick's settings at 10 held-out prompts x 128 tokens: the only
-profile that draws into the committed `figures/`, packing its records into `figures/records/` after each
-notebook and restoring them before the first, so it redraws without decoding and resumes where it stopped).
+`full` (paper scale, for GPUs) and `evidence` (quick's settings at 3 tasks x 10 held-out prompts x 128 tokens:
+the only profile that draws into the committed `figures/`, packing its records into `figures/records/` after
+each notebook and restoring them before the first, so it redraws without decoding and resumes where it stopped).
 
 `run_workbook` executes each notebook (by name, `LAST` at the end) into `<out>/<name>.ipynb`, keeps going when one
 fails, writes `<out>/summary.md`, and records every figure a notebook writes in the figures manifest
@@ -41,12 +41,12 @@ PROFILES: dict[str, dict] = {
               "saba_prompts": 1, "saba_grid": "2,4", "saba_max_new_tokens": 16, "saba_repeats": 1},
     "quick": {"profile": "quick", "slider": False, "prompt_index": 0, "prompt_text": "", "show_rounds": "auto", "method": "graft", "temperature": 0.0,
               "compare": "ddtree",
-              "task": "gsm8k", "pool": "tdes", "n_prompts": 2, "max_new_tokens": 64,
-              "n_tasks": 3, "budgets": "4,8,16,32", "chain_budgets": "3,7,15", "budget": 16,
+              "task": "gsm8k", "pool": "tdes", "n_prompts": 2, "max_new_tokens": 48,
+              "n_tasks": 2, "budgets": "4,8,16,32", "chain_budgets": "3,7,15", "budget": 16,
               "cap": 64, "betas": "0,0.05,0.1,0.2,0.4", "grid": "2,4,8,12,16,24,32",
               "paper_grid": "32,48,64,80,96,128", "paper_budgets": "64,128,256", "paper_cap": 512,
               "paper_curve_grid": "32,64,128,256,512", "regime_names": "machine,paper,paper+acceptance", "strengths": "0,0.2,0.4,0.6", "val_prompts": 2, "trace_prompts": 8, "epochs": 8,
-              "data_prompts": 48, "data_tokens": 64, "train_minutes": 3.0, "train_steps": 0, "eval_every": 100,
+              "data_prompts": 48, "data_tokens": 64, "train_minutes": 1.5, "train_steps": 0, "eval_every": 100,
               "tau_prompts": 2, "data_pools": "tdes", "repeats": 3,
               "sampling_tasks": "gsm8k", "temperatures": "0,0.6,1.0", "top_p": 1.0, "seed": 0,
               "saba_prompts": 1, "saba_grid": "2,4,8", "saba_max_new_tokens": 32, "saba_repeats": 1},
@@ -65,10 +65,15 @@ PROFILES: dict[str, dict] = {
 }
 
 
-# The committed figures: the quick profile's settings at evidence counts (at least 10 held-out prompts a task, 128
-# new tokens), drawn into figures/ with their records packed beside them (figures/records, `graftlib.lab.report.archive`).
-PROFILES["evidence"] = dict(PROFILES["quick"], profile="evidence", n_prompts=10, max_new_tokens=128,
-                            figures_dir=COMMITTED_FIGURES, results_dir="results/evidence")
+# The counts by which a profile may differ from quick's settings (a profile changes counts, never what is run).
+COUNTS = ("n_prompts", "max_new_tokens", "n_tasks", "train_minutes")
+
+# The committed figures: the quick profile's settings at evidence counts (10 held-out prompts on each of the first 3
+# tasks a notebook names, 128 new tokens, 3 minutes of drafter training), drawn into figures/ with their records
+# packed beside them (figures/records, `graftlib.lab.report.archive`). Quick's counts are sized for `make main` (at
+# most 45 minutes on a 2-core CPU); these are the ones the committed records were decoded at.
+PROFILES["evidence"] = dict(PROFILES["quick"], profile="evidence", n_prompts=10, max_new_tokens=128, n_tasks=3,
+                            train_minutes=3.0, figures_dir=COMMITTED_FIGURES, results_dir="results/evidence")
 
 LAST = ("paper_regime",)  # reads the benches and sweeps the item notebooks decode (same settings, same files)
 
