@@ -65,7 +65,7 @@ PROFILES: dict[str, dict] = {
 }
 
 
-# The counts by which a profile may differ from quick's settings (a profile changes counts, never what is run).
+# The counts by which the evidence profile differs from quick's settings (it runs what quick runs, at more of it).
 COUNTS = ("n_prompts", "max_new_tokens", "n_tasks", "train_minutes")
 
 # The committed figures: the quick profile's settings at evidence counts (10 held-out prompts on each of the first 3
