@@ -179,3 +179,23 @@ def test_check_figures_wants_the_evidence_figures_from_one_clean_commit(tmp_path
     problems = check_figures(figs, assets, profile="evidence")
     assert problems == ["b.png: drawn from a dirty tree",
                         "the figures were drawn at 2 commits (aaaaaaaa, bbbbbbbb): redraw them all from one clean commit"]
+
+
+def test_grid_edges_name_every_best_budget_its_grid_does_not_bracket(tmp_path):
+    import pandas as pd
+
+    from graftlib.lab.workbook.grid_check import grid_edges
+
+    pd.DataFrame({"method": ["DDTree", "DDTree", "GRAFT"], "budget": [8, 4, 64], "grid": ["4,8,16", "4,8,16", ""]}
+                 ).to_csv(tmp_path / "table1.csv", index=False)
+    pd.DataFrame({"run": ["CPU set"], "best fixed budget": [32.0], "grid": ["4,8,16,32"]}).to_csv(
+        tmp_path / "fig6.csv", index=False)
+    sweep = [("paper", g, b, t) for g, best in (("hard", 16), ("easy", 4)) for b, t in
+             ((4, 1.0 + (best == 4)), (8, 1.5), (16, 1.2 + (best == 16)), (32, 1.1))]
+    pd.DataFrame(sweep, columns=["regime", "group", "B", "m_tps"]).to_csv(tmp_path / "fig1c.csv", index=False)
+    problems = grid_edges(tmp_path)
+    assert len(problems) == 3, problems
+    assert any("fig1c.csv: paper/easy best B=4 by m_tps" in p for p in problems)
+    assert any("fig6.csv: CPU set's best budget 32" in p for p in problems)
+    assert any("table1.csv: DDTree's best budget 4" in p for p in problems)
+    assert not any("hard" in p or "budget 8 " in p for p in problems)  # bracketed bests pass

@@ -19,7 +19,7 @@ from graftlib.lab.report.claims import (
     verdict_cell,
 )
 from graftlib.lab.report.metrics import summarize
-from graftlib.lab.report.modeled import best_run, order_runs, reprice, validate
+from graftlib.lab.report.modeled import EDGE, EDGE_NOTE, best_run, order_runs, reprice, validate
 from graftlib.lab.report.paper import AR_LABELS, TABLE1, TABLE2
 from graftlib.lab.report.tables import TABLE1_METHODS, budget_curve, table1, table2
 from graftlib.training.graft.replay import ReplayRecord
@@ -39,12 +39,15 @@ def rec(task, i, key, wall, modeled, new=33, nodes=0):
             "stage_s": {"draft": 0.0, "tree": 0.0, "verify": 0.0, "commit": 0.0}}
 
 
-def sweep(tasks=("gsm8k", "mbpp"), prompts=6):
+def sweep(tasks=("gsm8k", "mbpp"), prompts=6, grid=(8, 16, 32, 64)):
     """Table 2's runs. Wall clock: GRAFT clearly fastest, ddtree@32 clearly faster than ddtree@16 (the model
-    says slower), +TDES inside noise of ddtree@16 (the model says 6.7% faster), +SABA clearly slower."""
+    says slower), +TDES inside noise of ddtree@16 (the model says 6.7% faster), +SABA clearly slower; DDTree's
+    `grid` brackets both figures' best (8 and 64 slower than either)."""
+    edges = {8: (0.95, 0.95), 64: (0.9, 0.95)}
     out = []
     for task in tasks:
         for i in range(prompts):
+            out += [rec(task, i, f"ddtree@{b}", *edges[b], nodes=b) for b in grid if b in edges]
             out += [rec(task, i, "ar", 1.0, 1.0), rec(task, i, "dflash@15", 0.9, 0.9, nodes=15),
                     rec(task, i, "ddtree@16", 0.8, 0.8, nodes=16), rec(task, i, "ddtree@32", 0.7, 0.85, nodes=32),
                     rec(task, i, "ddtree+tdes@16", 0.8 * NOISE10[i], 0.75, nodes=16),
@@ -130,6 +133,20 @@ def test_claims_under_wall_clock_and_the_model():
     explicit = {r["claim"]: r["verdict modeled"] for r in evaluate_claims(t1_runs, budget=16, cap=64)
                 if r["task"] == POOLED}
     assert explicit["C6"] == "reproduced" and explicit["C4"] == "not tested"  # the explicit budget names ddtree@16
+
+
+def test_a_best_budget_at_its_grid_s_edge_tests_no_claim():
+    """DDTree's best fixed budget at the edge of the budgets searched is no best: the comparison is not tested."""
+    rows = {(r["claim"], r["task"]): r for r in evaluate_claims(sweep(prompts=10, grid=(8,)))}  # 8, 16, 32
+    c1 = rows[("C1", POOLED)]
+    assert c1["runs wall-clock"] == "graft@64 vs ddtree@32" and c1["verdict wall-clock"] == EDGE  # 32: the largest
+    assert c1["runs modeled"] == "graft@64 vs ddtree@16" and c1["verdict modeled"] == "reproduced"  # 16: inside
+    assert rows[("C1", "gsm8k")]["verdict wall-clock"] == EDGE and rows[("C3", POOLED)]["verdict wall-clock"] != EDGE
+    T = table1([r for r in sweep(prompts=10, grid=(8,)) if r["method"] in ("ar", "dflash", "ddtree", "graft")],
+               {}).frame
+    ddtree = T[(T.method == "DDTree") & (T.task == "gsm8k")].iloc[0]
+    assert ddtree["grid"] == "8,16,32" and ddtree["note"] == EDGE_NOTE
+    assert T[(T.method == "GRAFT")]["note"].eq("").all()
 
 
 def test_a_modeled_margin_needs_an_interval_over_prompts():
@@ -231,7 +248,7 @@ def test_table1_has_modeled_columns_intervals_and_the_rule():
     ddtree = T.loc[("gsm8k", "DDTree")]
     assert ddtree.run == "ddtree@32"  # wall clock separates the budgets, so it picks DDTree's
     assert ddtree["m-speedup"] == pytest.approx(1.0 / 0.85) and ddtree.speedup == pytest.approx(1.0 / 0.7)
-    row = summarize([r for r in recs if r["task"] == "gsm8k"])[3]
+    row = next(r for r in summarize([r for r in recs if r["task"] == "gsm8k"]) if r["key"] == "ddtree@32")
     assert row["key"] == "ddtree@32" and (ddtree["speedup lo"], ddtree["speedup hi"]) == row["speedup_ci"]
     assert [T.loc[("mbpp", m), "rank"] for m in ("GRAFT", "DDTree", "DFlash", "AR")] == [1, 2, 3, 4]
     assert T.loc[("gsm8k", "GRAFT"), "paper speedup"] == TABLE1["Qwen3-8B"]["GRAFT"]["gsm8k"][1]
@@ -265,8 +282,8 @@ def test_table2_averages_tasks_and_pools_the_interval():
     # +TDES beats DDTree@16 by the model (inside noise) and ddtree@32 too: the rule ranks it second
     assert gsm.loc["+TDES", "rank"] == 2 and gsm.loc["DDTree best fixed", "run"] == "ddtree@32"
     assert "averaged over tasks" in averaged.caption and "cost profile hand abc" in averaged.caption
-    with pytest.raises(GraftError, match="needs the DDTree run ddtree@8"):
-        table2(sweep(), 8, 64, TABLE2)
+    with pytest.raises(GraftError, match="needs the DDTree run ddtree@4"):
+        table2(sweep(), 4, 64, TABLE2)
 
 
 def test_table2_shows_ddtree_twice_when_its_budget_is_the_best_fixed_one():

@@ -7,6 +7,7 @@ import pytest
 
 from graftlib.core.errors import GraftError
 from graftlib.inputs.cost_profile import PAPER_PROFILE, CostProfile, default_profile
+from graftlib.lab.report.modeled import EDGE
 from graftlib.lab.report.paper import FIGURE6
 from graftlib.lab.report.paper_costs import mat_needed
 from graftlib.lab.report.regime_tables import (
@@ -31,7 +32,8 @@ def test_the_paper_regime_decides_and_prices_with_the_papers_costs_and_walks():
     m = machine((4, 8, 16, 32), 64)
     assert not m.walk and m.saba is None and m.profile.id == default_profile().id and m.budget == 16
     keys = [r.key for r in regime_runs(p)]
-    assert keys == ["ar", "dflash@15", "ddtree@64", "ddtree@128", "ddtree@256", "ddtree+tdes@128", "ddtree+saba@512",
+    assert keys == ["ar", "dflash@15", *(f"ddtree@{b}" for b in (8, 16, 32, 64, 128, 256)), "ddtree+tdes@128",
+                    "ddtree+saba@512",
                     "graft@512", "caddtree@512", "eagle3@59", "opt-tree@50"]
     assert [r.key for r in regime_runs(m, ar_drafted=False)][-3:] == ["ddtree+saba@64", "graft@64", "caddtree@64"]
 
@@ -195,10 +197,10 @@ def test_the_figure_claims_of_figure_1b_figure_5_and_table_3():
         "not tested")
 
 
-def _curve(best: dict[str, int]):
+def _curve(best: dict[str, int], grid=(16, 32, 64, 128, 256)):
     rows = []
     for group, b_best in best.items():
-        for b in (32, 64, 128):
+        for b in grid:
             tps = 10.0 - abs(b - b_best) / 32
             rows.append({"group": group, "B": b, "tps": tps, "m_tps": tps, "rounds": 3})
     return pd.DataFrame(rows).set_index(["group", "B"])
@@ -215,9 +217,10 @@ def test_figure_claims_hold_and_fail_as_the_figures_say():
     curves = {"machine": _curve({"hard": 64, "medium": 64, "easy": 64}),
               "paper": _curve({"hard": 32, "medium": 64, "easy": 128})}
     high = FIGURE6["mean_retained"] + 0.01
-    saba_wins = _oracle([high] * 10, {32: [0.80] * 10, 64: [0.90 + 0.002 * (p % 3) for p in range(10)]})
-    fixed_wins = _oracle([0.85] * 10, {32: [0.80] * 10, 64: [0.90] * 10})
-    noisy = _oracle([0.95 if p % 2 else 0.85 for p in range(10)], {64: [0.90] * 10})
+    around = {32: [0.80] * 10, 128: [0.85] * 10}  # budgets on either side of the best fixed 64
+    saba_wins = _oracle([high] * 10, {**around, 64: [0.90 + 0.002 * (p % 3) for p in range(10)]})
+    fixed_wins = _oracle([0.85] * 10, {**around, 64: [0.90] * 10})
+    noisy = _oracle([0.95 if p % 2 else 0.85 for p in range(10)], {**around, 64: [0.90] * 10})
     oracles = {"machine": {"wall-clock": fixed_wins, "modeled": noisy}, "paper": {"modeled": saba_wins}}
     F = figure_claims(regimes, curves, oracles, n_prompts=10, max_new_tokens=128)
     assert F.at["F1c", "machine wall-clock"].startswith("inside noise")  # the same best budget for easy and hard
@@ -228,10 +231,18 @@ def test_figure_claims_hold_and_fail_as_the_figures_say():
     assert F.at["F6b", "machine modeled"].startswith("inside noise")  # SABA above on half the prompts, below on half
     assert F.at["F6b", "paper modeled"].startswith("reproduced") and F.at["F6", "paper modeled"].startswith("reproduced")
     assert "gain prediction only" in F.at["F6", "tests"]
-    short = _oracle([0.93] * 10, {64: [0.90] * 10})  # above the best fixed budget, short of the paper's 94.1%
+    short = _oracle([0.93] * 10, {**around, 64: [0.90] * 10})  # above the best fixed budget, short of the paper's
     G = figure_claims({"paper": paper()}, oracles={"paper": {"modeled": short}}, n_prompts=10, max_new_tokens=128)
     assert G.at["F6", "paper modeled"] == "direction only (93.0% vs the paper's 94.1%)"
     assert list(F.index) == ["F1c", "F6", "F6b"]  # items not given are not rows
+    # a best at the edge of its grid tests nothing: Figure 1(c)'s hard rounds at the smallest budget, Figure 6's
+    # best fixed budget at the largest
+    E = figure_claims({"paper": paper()}, {"paper": _curve({"hard": 32, "easy": 128}, grid=(32, 64, 128))},
+                      {"paper": {"modeled": _oracle([high] * 10, {32: [0.8] * 10, 64: [0.9] * 10})}},
+                      n_prompts=10, max_new_tokens=128)
+    assert E.at["F1c", "paper modeled"] == f"{EDGE} (easy B=128, hard B=32)"
+    assert E.at["F6b", "paper modeled"].startswith(f"{EDGE} (SABA / best fixed B=64") and E.at[
+        "F6", "paper modeled"].startswith(EDGE)
     assert against_fixed(fixed_wins)["best_fixed_budget"] == 64 and against_fixed(fixed_wins)["prompts"] == 10
 
 

@@ -1,15 +1,18 @@
 """The drafter-strength construction (`graftlib.models.strength`): its drafts move from the real drafter's
-(s = 0) to the target's own (s = 1), and it changes no output: a verified decode with it equals greedy AR, and
-a walked decode's rounds equal the verified one's."""
+(s = 0) to the target's own (s = 1), past a miss they follow the drafter's own spine as far as lam says, and it
+changes no output: a verified decode with it equals greedy AR, and a walked decode's rounds equal the verified
+one's."""
 
 import pytest
 import torch
 from tiny import random_prompt, tiny_drafter, tiny_target
 
 from graftlib.core.errors import GraftError
+from graftlib.core.kvcache import target_cache
+from graftlib.core.verify import target_forward
 from graftlib.methods.decoder import Decoder, WalkedDecoder
 from graftlib.methods.saba_params import SabaParams
-from graftlib.models.strength import StrengthDrafter
+from graftlib.models.strength import OUT_OF_VOCAB, PAST_END, Strength, StrengthDrafter
 
 
 def rounds(res) -> list[tuple]:
@@ -26,17 +29,17 @@ def _mat(res) -> float:
 
 
 @pytest.mark.parametrize("method,budget", [("dflash", 7), ("ddtree", 16), ("ddtree+saba", 32)])
-@pytest.mark.parametrize("s", [0.3, 0.8])
-def test_a_stronger_drafter_decodes_ar_exactly_and_walks_as_it_verifies(models, method, budget, s):
+@pytest.mark.parametrize("strength", [Strength(0.3), Strength(0.8), Strength(0.5, 0.5, lam=0.0, kappa=0.5)])
+def test_a_stronger_drafter_decodes_ar_exactly_and_walks_as_it_verifies(models, method, budget, strength):
     target, base = models
     prompt, n = random_prompt(5, 10), 40
     ar = Decoder.for_method(target, None, "ar").decode(prompt, n).tokens
-    walked_drafter, verified_drafter = StrengthDrafter(base, s), StrengthDrafter(base, s)
+    walked_drafter, verified_drafter = StrengthDrafter(base, strength), StrengthDrafter(base, strength)
     saba = SabaParams() if method == "ddtree+saba" else None  # a calibration of no pair (the tiny one has none)
     walked = WalkedDecoder.for_method(target, walked_drafter, method, budget, saba=saba).decode_along(prompt, ar, n)
     dec = Decoder.for_method(target, verified_drafter, method, budget, saba=saba)
     verified_drafter.follow(WalkedDecoder.for_method(target, base, "ddtree", 4).continuation(
-        prompt, ar, n + base.block_size), target.lm_head.weight)  # the verified decode handed the same continuation
+        prompt, ar, n + base.block_size), target.lm_head.weight, target)  # the verified decode handed the same one
     verified = dec.decode(prompt, n)
     assert verified.tokens == walked.tokens == ar
     assert rounds(walked) == rounds(verified)
@@ -46,25 +49,83 @@ def test_acceptance_grows_with_strength_and_a_full_strength_chain_accepts_the_bl
     target, base = models
     prompt, n = random_prompt(2, 12), 60
     ar = Decoder.for_method(target, None, "ar").decode(prompt, n).tokens
-    mats = [_mat(WalkedDecoder.for_method(target, StrengthDrafter(base, s), "dflash", base.block_size - 1)
+    mats = [_mat(WalkedDecoder.for_method(target, StrengthDrafter(base, Strength(s)), "dflash", base.block_size - 1)
                  .decode_along(prompt, ar, n)) for s in (0.0, 0.5, 1.0)]
     assert mats[0] < mats[1] < mats[2]
-    full = WalkedDecoder.for_method(target, StrengthDrafter(base, 1.0), "dflash", base.block_size - 1)
+    full = WalkedDecoder.for_method(target, StrengthDrafter(base, Strength(1.0, lam=0.0)), "dflash", base.block_size - 1)
     assert all(r.accepted == base.block_size for r in full.decode_along(prompt, ar, n).rounds[:-1])
     # s = 0 is the real drafter, round for round
     real = WalkedDecoder.for_method(target, base, "ddtree", 16).decode_along(prompt, ar, n)
-    zero = WalkedDecoder.for_method(target, StrengthDrafter(base, 0.0), "ddtree", 16).decode_along(prompt, ar, n)
+    zero = WalkedDecoder.for_method(target, StrengthDrafter(base, Strength(0.0)), "ddtree", 16).decode_along(prompt, ar, n)
     assert rounds(real) == rounds(zero)
 
 
-def test_a_strength_drafter_needs_the_continuation(models):
+def test_lam_moves_the_tree_past_a_miss_but_never_a_chain(models):
+    """lam acts past the spine's first miss only: a chain's rounds are the same at every lam (what the calibration's
+    `chain_strength` relies on), a tree's are not, and the real drafter continues a sibling as its spine does."""
+    target, base = models
+    prompt, n = random_prompt(3, 12), 60
+    ar = Decoder.for_method(target, None, "ar").decode(prompt, n).tokens
+
+    def walk(method, budget, lam):
+        drafter = StrengthDrafter(base, Strength(0.5, lam=lam, kappa=0.3))
+        return rounds(WalkedDecoder.for_method(target, drafter, method, budget).decode_along(prompt, ar, n))
+
+    assert walk("dflash", base.block_size - 1, 0.0) == walk("dflash", base.block_size - 1, 1.0)
+    assert walk("ddtree", 32, 0.0) != walk("ddtree", 32, 1.0)
+
+
+def test_the_spine_query_is_the_target_after_that_prefix(models):
+    """`_after` (a masked forward against the continuation's cache) gives the target's states a plain causal forward
+    over the same prefix gives, and leaves the cache as it was."""
+    target, base = models
+    prompt, n = random_prompt(4, 9), 30
+    ar = Decoder.for_method(target, None, "ar").decode(prompt, n).tokens
+    cont = WalkedDecoder.for_method(target, base, "ddtree", 4).continuation(prompt, ar, n + base.block_size)
+    drafter = StrengthDrafter(base, Strength(0.5, lam=0.0))
+    drafter.follow(cont, target.lm_head.weight, target)
+    pos, off = len(prompt) + 7, [5, 17, 3]
+    before = cont.cache.get_seq_length()
+    got = drafter._after(pos, off)
+    assert cont.cache.get_seq_length() == before
+    seq = (list(prompt) + cont.tokens)[:pos] + off
+    with torch.inference_mode():
+        plain = target_forward(target, torch.tensor([seq]), torch.arange(len(seq))[None],
+                               target_cache(target.config, len(seq) + 1))
+    torch.testing.assert_close(got, plain.hidden[-len(off):], rtol=1e-4, atol=1e-4)
+    assert not torch.allclose(got, cont.hidden[pos:pos + len(off)], atol=1e-3)  # off the path: not the path's states
+
+
+def test_kappa_makes_some_depths_all_or_nothing_the_same_for_every_method(models):
+    target, base = models
+    prompt, n = random_prompt(6, 9), 30
+    ar = Decoder.for_method(target, None, "ar").decode(prompt, n).tokens
+    cont = WalkedDecoder.for_method(target, base, "ddtree", 4).continuation(prompt, ar, n + base.block_size)
+    weights = {}
+    for kappa in (0.0, 0.6, 1.0):
+        drafter = StrengthDrafter(base, Strength(0.4, kappa=kappa))
+        drafter.follow(cont, target.lm_head.weight, target)
+        drafter._start = len(prompt) + 2
+        weights[kappa] = drafter._weights(15)
+    assert torch.all(weights[0.0] == 0.4)
+    assert set(weights[1.0].tolist()) <= {0.0, 1.0} and 0 < weights[1.0].sum() < 15
+    mixed = weights[0.6]
+    assert (mixed == 0.4).any() and ((mixed == 0.0) | (mixed == 1.0)).any()
+    again = StrengthDrafter(base, Strength(0.4, kappa=0.6))
+    again.follow(cont, target.lm_head.weight, target)
+    again._start = len(prompt) + 2
+    assert torch.equal(again._weights(15), mixed)  # seeded by prompt and root: every method drafts the same
+
+
+def test_a_strength_drafter_needs_the_continuation_and_valid_parameters(models):
     target, base = models
     with pytest.raises(GraftError, match="strength 0.5 drafts along a known greedy continuation"):
-        Decoder.for_method(target, StrengthDrafter(base, 0.5), "ddtree", 8).decode(random_prompt(1, 8), 8)
-    with pytest.raises(GraftError, match="must lie in"):
-        StrengthDrafter(base, 1.5)
-    assert StrengthDrafter(base, 0.5).block_size == base.block_size and torch.is_tensor(
-        StrengthDrafter(base, 0.5).head_weight(target.lm_head.weight))
+        Decoder.for_method(target, StrengthDrafter(base, Strength(0.5)), "ddtree", 8).decode(random_prompt(1, 8), 8)
+    for bad in ({"s": 1.5}, {"s": 0.5, "lam": -0.1}, {"s": 0.5, "kappa": 2.0}, {"s": 0.5, "tau": 0.0}):
+        with pytest.raises(GraftError, match="must"):
+            Strength(**bad)
+    assert StrengthDrafter(base, Strength(0.5)).block_size == base.block_size and torch.is_tensor(
+        StrengthDrafter(base, Strength(0.5)).head_weight(target.lm_head.weight))
 
 
 def _walked(target, n=2, new=40):
@@ -75,24 +136,43 @@ def _walked(target, n=2, new=40):
     return Walked("custom", prompts, [ar.decode(p, new).tokens for p in prompts], new)
 
 
-def test_a_strength_is_fitted_to_a_chain_mat_and_the_continuation_rates_are_counted(models):
+def test_block_stats_count_the_first_miss_and_what_follows_it():
+    from graftlib.lab.run.strength import block_stats
+
+    def block(right, rank):
+        return torch.zeros(len(right), 4), torch.tensor(right), torch.tensor(rank)
+
+    trace = [block([True, True, False, True], [0, 0, 1, 0]),   # spine 1 of 2 right; a rank-1 sibling, then right
+             block([True, False, False, False], [0, 2, 5, 3]),  # spine 0 of 1; first miss at rank 2: no sibling case
+             block([False, False, True, True], [1, 7, 0, 0]),   # first miss rank 1 at depth 1, next wrong
+             block([True, False, True, True], [0, OUT_OF_VOCAB, 0, 0]),  # spine 0 of 1; a token the vocabulary lacks
+             block([True, False, False, False], [0, PAST_END, PAST_END, PAST_END])]  # the continuation ended
+    s = block_stats(trace)
+    assert s["spine"] == {"rate": 0.25, "cases": 4}
+    assert s["sibling"] == {"rate": 0.5, "cases": 2}
+    assert s["first_miss"] == {"rank1": 0.5, "top3": 0.75, "in_vocab": 0.75, "cases": 4}
+
+
+def test_a_strength_is_fitted_to_a_chain_mat_and_the_rates_are_counted(models):
     from types import SimpleNamespace
 
-    from graftlib.lab.run.strength import continuation_rates, fit_strength, mat, walked_rounds
+    from graftlib.lab.run.strength import fit_lam, fit_strength, mat, run_stats, walked_rounds
 
     target, base = models
     pair = SimpleNamespace(target=target, drafter=base, eos_ids=[])
     w = _walked(target)
     chain = base.block_size - 1
-    real, full = mat(walked_rounds(pair, 0.0, "dflash", chain, w)), mat(walked_rounds(pair, 1.0, "dflash", chain, w))
+    real = mat(walked_rounds(pair, Strength(0.0), "dflash", chain, w))
+    full = mat(walked_rounds(pair, Strength(1.0), "dflash", chain, w))
     goal = (real + full) / 2
     fit = fit_strength(pair, w, goal, tol=0.02)
     assert 0 < fit["s"] < 1 and abs(fit["mat"] - goal) <= 0.02 * goal
-    assert mat(walked_rounds(pair, fit["s"], "dflash", chain, w)) == fit["mat"]  # walked decodes are deterministic
+    assert mat(walked_rounds(pair, Strength(fit["s"]), "dflash", chain, w)) == fit["mat"]  # deterministic
     assert fit_strength(pair, w, real / 2)["s"] == 0.0 and fit_strength(pair, w, 99.0)["bound"].startswith("even")
-    rates = {s: continuation_rates(pair, s, w, budget=16) for s in (0.0, 1.0)}
-    assert rates[1.0]["sibling"][1] == 0 and rates[1.0]["spine"][0] == 1.0  # at s = 1 the spine is the greedy path
-    assert rates[0.0]["spine"][1] > 0 and 0.0 <= rates[0.0]["spine"][0] <= 1.0
+    full_stats = run_stats(pair, Strength(1.0), "ddtree", 16, w)
+    assert full_stats["sibling"]["cases"] == 0 and full_stats["spine"]["rate"] == 1.0  # s = 1: the spine is the path
+    lam = fit_lam(pair, Strength(0.5), w, sibling=0.0, budget=16)
+    assert lam["lam"] == 0.0 and "bound" in lam  # no lam goes below a rate of 0
 
 
 def test_the_temperature_makes_the_drafter_as_confident_as_it_is_right_and_moves_no_top_1(models):
@@ -103,11 +183,11 @@ def test_the_temperature_makes_the_drafter_as_confident_as_it_is_right_and_moves
     target, base = models
     pair = SimpleNamespace(target=target, drafter=base, eos_ids=[])
     w, chain = _walked(target), base.block_size - 1
-    fit = fit_temperature(pair, 0.4, w)
+    fit = fit_temperature(pair, Strength(0.4), w)
     assert fit["confidence"] == pytest.approx(fit["accuracy"], abs=1e-3) and fit["tau"] != pytest.approx(1.0)
-    assert mat(walked_rounds(pair, 0.4, "dflash", chain, w, tau=fit["tau"])) == mat(walked_rounds(pair, 0.4, "dflash",
-                                                                                                   chain, w))
+    assert (mat(walked_rounds(pair, Strength(0.4, fit["tau"]), "dflash", chain, w))
+            == mat(walked_rounds(pair, Strength(0.4), "dflash", chain, w)))
     trace = []
-    walked_rounds(pair, 0.4, "dflash", chain, w, trace=trace)
+    walked_rounds(pair, Strength(0.4), "dflash", chain, w, trace=trace)
     sharper, flatter = confidence(trace, 0.5)[0], confidence(trace, 2.0)[0]
     assert sharper > confidence(trace, 1.0)[0] > flatter

@@ -6,7 +6,7 @@ mismatches) are fixed by the prompt, the drafter and the method; only their seco
 `max_new_tokens + block_size` tokens), one causal target forward over prompt + continuation for the
 features a verify would hand the drafter, and per round the gate, the real draft, the budget choice and the
 tree as ever, accepting by the walk of the tree along the continuation (`tree.greedy_walk`). A drafter
-with a `follow(continuation, lm_head)` method (`graftlib.models.strength`) is handed the continuation
+with a `follow(continuation, lm_head, target)` method (`graftlib.models.strength`) is handed the continuation
 first. The records carry no verify times: throughput comes from a cost profile, never from wall clock.
 
 Invariants: T = 0 only; the emitted tokens are the continuation's (exact by construction, so a
@@ -32,12 +32,13 @@ class Continuation:
     """The greedy tokens after the prompt and the target's features at every position of prompt + them."""
 
     def __init__(self, tokens: list[int], features: torch.Tensor, prompt_len: int, hidden: torch.Tensor | None = None,
-                 prompt: tuple[int, ...] = ()):
+                 prompt: tuple[int, ...] = (), cache=None):
         self.prompt = prompt  # the prompt's ids
         self.tokens = tokens  # tokens[i] sits at position prompt_len + i
         self.features = features  # [1, prompt_len + len(tokens), F]
         self.prompt_len = prompt_len
         self.hidden = hidden  # [prompt_len + len(tokens), H]: the target's last hidden state at every position
+        self.cache = cache  # the target's KV cache over prompt + tokens (a drafter may query it off the path)
 
     def at(self, position: int) -> int:
         """The token at `position` (>= prompt_len); -1 past an EOS that ended the continuation (no tree
@@ -68,7 +69,7 @@ class WalkedLoop(DecodeLoop):
                                  torch.tensor([[len(seq) - 1]], device=self.device), cache, with_states=True)
             feats.append(self.drafter.context_features(out.hidden_states))
             hidden.append(out.hidden)
-        return Continuation(seq[n:], torch.cat(feats, dim=1), n, torch.cat(hidden, dim=0), tuple(prompt_ids))
+        return Continuation(seq[n:], torch.cat(feats, dim=1), n, torch.cat(hidden, dim=0), tuple(prompt_ids), cache)
 
     @torch.inference_mode()
     def decode_along(self, prompt_ids: list[int], ar_tokens: list[int], max_new_tokens: int = 256,
@@ -90,7 +91,7 @@ class WalkedLoop(DecodeLoop):
         self._cont = continuation
         follow = getattr(self.drafter, "follow", None)  # a drafter built on the known continuation
         if follow is not None:
-            follow(self._cont, self.lm_head)
+            follow(self._cont, self.lm_head, self.target)
         result = DecodeResult([self._cont.tokens[0]], n, 0.0, 0.0)
         timer = StageTimer(self.device)
         st = SpecState(None, self.drafter.new_cache(), self._cont.features[:, :n], n, self._cont.tokens[0])
@@ -134,7 +135,7 @@ def follow_greedy(target, drafter, prompt_ids: list[int], length: int, eos_ids=N
     the next decode of that prompt, walked or verified; return that continuation."""
     loop = WalkedLoop(target, drafter, eos_ids=eos_ids)
     cont = loop.continuation(list(prompt_ids), [], length)
-    drafter.follow(cont, loop.lm_head)
+    drafter.follow(cont, loop.lm_head, target)
     return cont
 
 

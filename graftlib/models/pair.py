@@ -69,12 +69,12 @@ class Pair:
         return Pair(self.target, self.tokenizer, draft, trained, self.target_name, drafter,
                     eagle3_path=self.eagle3_path)
 
-    def with_strength(self, s: float, tau: float = 1.0) -> "Pair":
-        """The same pair with its DFlash drafter at strength `s` and temperature `tau` (`graftlib.models.strength`:
-        a construction that drafts along a known greedy continuation, walked decodes only)."""
+    def with_strength(self, strength) -> "Pair":
+        """The same pair with its DFlash drafter at `strength` (a `graftlib.models.strength.Strength`: a construction
+        that drafts along a known greedy continuation, walked decodes only)."""
         from graftlib.models.strength import StrengthDrafter
 
-        return Pair(self.target, self.tokenizer, StrengthDrafter(self.drafter, s, tau), self.drafter_trained,
+        return Pair(self.target, self.tokenizer, StrengthDrafter(self.drafter, strength), self.drafter_trained,
                     self.target_name, self.drafter_name, self.drafter_id, eagle3_path=self.eagle3_path)
 
     def _drafter_id(self) -> str:

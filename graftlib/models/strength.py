@@ -1,30 +1,33 @@
-"""A drafter of calibrated strength: a block-parallel drafter's marginals moved toward the target's own.
+"""A drafter of calibrated strength: a block-parallel drafter's marginals moved toward the target's own along
+the drafter's own spine.
 
 The paper's claims depend on how much its drafter accepts, which a drafter trained on a 2-core CPU does not
 reach; this construction stands in for a stronger drafter of the same kind. At T = 0 a decode follows greedy
-AR's tokens, so the target's next-token distribution p_j at every position j is known from the causal pass
-a walked decode makes anyway. A drafter of strength s drafts at depth d of a block rooted at `start`
+AR's tokens g, so the target's distribution after any prefix of them is known from the causal pass a walked
+decode makes anyway. A drafter of `Strength(s, tau, lam, kappa)` drafts, at depth d of a block rooted at `start`,
 
-    q_s,d  proportional to  ((1 - s) q_d + s p_{start + d - 1}) ^ (1 / tau)
+    q~_d  proportional to  ((1 - w_d) q_d + w_d r_d) ^ (1 / tau),   y_d = argmax q~_d (its spine),
+    r_d = p(. | g_<=start+d-1)                                    while y_<d = g (the spine is the true path)
+    r_d = lam p(. | g_<=start+d-1) + (1 - lam) p(. | g_<start+m, y_m..y_d-1)   past its first miss m
 
-over the draft vocabulary, q_d being the real drafter's marginal (s = 0, tau = 1: the real drafter). A mixture
-is the law of a drafter that knows the target's distribution with probability s; its top-1 turns right
-first where the target is confident, and the real drafter's pool keeps its place. tau makes it as confident
-as it is right (a trained drafter is) and moves no top-1; s is fitted to the paper's chain, tau to the
-top-1 accuracy (`graftlib.lab.run.strength`).
+over the draft vocabulary, q_d the real drafter's marginal. One marginal per depth for the whole block, as a
+DFlash drafter's; past a miss it follows the drafter's own (wrong) spine, so a sibling's children are the
+spine's (lam: how much it still knows of the true path; the spine is a Jacobi fixed point of target forwards
+over context + spine). w_d is s, or, with probability kappa per round and depth (seeded by prompt, root and
+depth), all or nothing (1 with probability s, else 0): kappa spreads the knowledge over depths, which sets
+where the true token sits among the drafter's alternatives at its first miss. tau makes it as confident as it
+is right and moves no top-1. `Strength(s, tau)` (lam = 1, kappa = 0) is the earlier construction, mixing
+toward the greedy path everywhere. The fit and validation are `graftlib.lab.run.strength`'s.
 
-Kept from a real DFlash drafter: one marginal per depth for the whole block, conditioned on the greedy path,
-so a wrong sibling's children come from the greedy path's next marginal (the mismatch TDES scores). Cannot
-represent: a real drafter's spine after the path leaves it (the construction continues a sibling better;
-`continuation_rates` measures both), its own hidden states for SABA and TDES (the real drafter's are used),
-or any decode off a known greedy continuation: walked decodes only, modeled figures, never wall clock.
-Exactness is untouched: a verified decode with it equals AR.
-
-Details: docs/internals.md, `graftlib.models.strength`.
+Cannot represent: a real drafter's own hidden states (SABA's and TDES's inputs are the real drafter's), or
+any decode off a known greedy continuation: walked decodes only, modeled figures, never wall clock.
+Exactness is untouched: a verified decode with it equals AR. Details: docs/strength.md.
 """
 
 import hashlib
 import json
+import zlib
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
@@ -32,38 +35,71 @@ import torch
 from graftlib.core.ar_path import follow_greedy
 from graftlib.core.errors import GraftError, require
 from graftlib.core.paths import ASSETS_DIR, portable
+from graftlib.core.verify import target_forward
 
-SCHEMA = "graft-drafter-strength/1"
+SCHEMA = "graft-drafter-strength/2"
+SCHEMA_V1 = "graft-drafter-strength/1"  # the earlier construction: s and tau alone, mixing toward the greedy path
 STRENGTH_PATH = ASSETS_DIR / "strength" / "paper-qwen3-8b.json"  # the shipped calibration for the embedded pair
 MIN_PROB = 1e-30  # log of an exact zero of the mixture (a token neither side can propose)
 TRACE_TOP = 256  # the mixture's top probabilities a trace keeps per depth (the temperature fit's sum)
+OUT_OF_VOCAB, PAST_END = -1, -2  # a trace's rank of a true token the draft vocabulary lacks / past the continuation
+
+
+@dataclass(frozen=True)
+class Strength:
+    """The construction's parameters (module doc): s the mixture weight, tau the temperature, lam what it knows
+    of the true path past its spine's first miss, kappa the share of all-or-nothing depths."""
+
+    s: float
+    tau: float = 1.0
+    lam: float = 1.0
+    kappa: float = 0.0
+
+    def __post_init__(self):
+        for name in ("s", "lam", "kappa"):
+            v = getattr(self, name)
+            require(0.0 <= v <= 1.0, f"drafter strength {name}={v!r}: must lie in [0, 1]")
+        require(self.tau > 0.0, f"drafter temperature tau={self.tau!r}: must be > 0")
+
+    @property
+    def real(self) -> bool:
+        """The real drafter's marginals, untouched."""
+        return self.s == 0.0 and self.tau == 1.0
+
+    def setting(self) -> dict:
+        """What a record drafted with it is keyed by."""
+        return {"strength": self.s, "tau": self.tau, "lam": self.lam, "kappa": self.kappa}
 
 
 class StrengthDrafter:
-    """The drafter `base` at strength `s` (module doc); the `Drafter` protocol by delegation, with
-    `draft_logits` mixed. `follow(continuation, lm_head)` hands it the decode's greedy continuation."""
+    """The drafter `base` at a `Strength` (module doc); the `Drafter` protocol by delegation, with `draft_logits`
+    mixed. `follow(continuation, lm_head, target)` hands it the decode's greedy continuation."""
 
-    def __init__(self, base, s: float, tau: float = 1.0):
+    def __init__(self, base, strength: Strength):
         self.base = base
-        self.set_strength(s, tau)
+        self.strength = strength
         self.trace: list | None = None
         self._start: int | None = None
-        self._continuation = None  # the decode's greedy continuation (its `hidden`: the target's states [N, H])
+        self._continuation = None  # the decode's greedy continuation (its `hidden`, `cache`: the target's)
         self._head: torch.Tensor | None = None  # the target's LM head rows of the draft vocabulary [V_draft, H]
+        self._target = None
+        self._rows: dict[int, int] | None = None  # target id -> draft-vocabulary row (traces only)
 
-    def set_strength(self, s: float, tau: float = 1.0) -> None:
-        """Draft at strength `s` and temperature `tau` from now on (a run over several tasks, one per task)."""
-        require(0.0 <= s <= 1.0, f"drafter strength s={s!r}: must lie in [0, 1]")
-        require(tau > 0.0, f"drafter temperature tau={tau!r}: must be > 0")
-        self.s, self.tau = float(s), float(tau)
+    @property
+    def s(self) -> float:
+        return self.strength.s
 
     def __getattr__(self, name):  # config, block_size, id_map, context_features, new_cache, head_weight, ...
         return getattr(self.base, name)
 
-    def follow(self, continuation, lm_head: torch.Tensor) -> None:
-        """Draft along `continuation` (`graftlib.core.ar_path.Continuation`: its `hidden` gives p at every position)."""
+    def follow(self, continuation, lm_head: torch.Tensor, target=None) -> None:
+        """Draft along `continuation` (`graftlib.core.ar_path.Continuation`: its `hidden` gives p at every position
+        of the greedy path; `target` and its `cache` give p after the drafter's own spine, needed when lam < 1)."""
         require(continuation.hidden is not None, "the continuation carries no target hidden states")
-        self._continuation = continuation
+        require(self.strength.lam == 1.0 or (target is not None and continuation.cache is not None),
+                "a drafter strength with lam < 1 drafts along its own spine: hand it the target and a continuation "
+                "with its cache")
+        self._continuation, self._target = continuation, target
         id_map = self.base.id_map
         self._head = lm_head[id_map] if id_map is not None else lm_head
 
@@ -72,51 +108,124 @@ class StrengthDrafter:
         return self.base(noise_embedding, target_hidden, start, cache)
 
     def draft_logits(self, hidden: torch.Tensor, head_weight: torch.Tensor) -> torch.Tensor:
-        """log q_s,d for the D rows of `hidden` (depths 1..D of the block drafted last); a depth past the
+        """log q~_d for the D rows of `hidden` (depths 1..D of the block drafted last); a depth past the
         continuation keeps the real drafter's marginal."""
         logits = self.base.draft_logits(hidden, head_weight)
-        if self.s == 0.0 and self.tau == 1.0 and self.trace is None:
+        st = self.strength
+        if st.real and self.trace is None:
             return logits
-        mixed = torch.softmax(logits.float(), dim=-1)
-        if self.s > 0.0 or self.trace is not None:
+        q = torch.softmax(logits.float(), dim=-1)
+        mixed = q.clone()
+        if st.s > 0.0 or self.trace is not None:
             if self._continuation is None or self._start is None:
-                raise GraftError(f"a drafter of strength {self.s:g} drafts along a known greedy continuation: decode "
+                raise GraftError(f"a drafter of strength {st.s:g} drafts along a known greedy continuation: decode "
                                  "it walked (graft bench --walk), or hand it one (`follow`)")
-            rows = torch.arange(self._start, self._start + mixed.shape[0], device=mixed.device)  # p_{start + d - 1}
-            states = self._continuation.hidden
-            known = rows < states.shape[0]
-            if self.s > 0.0:
-                p = torch.softmax(states[rows[known]].float() @ self._head.float().T, dim=-1)
-                mixed[known] = (1.0 - self.s) * mixed[known] + self.s * p
+            known = int(min(q.shape[0], self._continuation.hidden.shape[0] - self._start))
+            if st.s > 0.0 and known > 0:
+                w = self._weights(known)[:, None]
+                r = self._probs(self._continuation.hidden[self._start:self._start + known])  # p along g
+                mixed[:known] = (1.0 - w) * q[:known] + w * r
+                if st.lam < 1.0:
+                    self._follow_spine(q[:known], w, r, mixed)
             if self.trace is not None:
                 self._record(mixed)
-        return torch.log(mixed.clamp_min(MIN_PROB)) / self.tau
+        return torch.log(mixed.clamp_min(MIN_PROB)) / st.tau
+
+    def _probs(self, states: torch.Tensor) -> torch.Tensor:
+        """The target's distribution over the draft vocabulary from its last hidden states [n, H]."""
+        return torch.softmax(states.float() @ self._head.float().T, dim=-1)
+
+    def _weights(self, n: int) -> torch.Tensor:
+        """w_d for depths 1..n of this round (module doc): s, or all or nothing at a seeded kappa share of depths."""
+        st = self.strength
+        w = torch.full((n,), st.s)
+        if st.kappa > 0.0:
+            seed = zlib.crc32(repr((self._continuation.prompt, self._start)).encode())
+            u = torch.rand(2, n, generator=torch.Generator().manual_seed(seed))
+            w = torch.where(u[0] < st.kappa, (u[1] < st.s).float(), w)
+        return w
+
+    def _follow_spine(self, q: torch.Tensor, w: torch.Tensor, r: torch.Tensor, mixed: torch.Tensor) -> None:
+        """Past the spine's first miss m, mix toward lam p(g) + (1 - lam) p(spine): target forwards over the
+        context and the spine from m on, repeated until the spine stops changing (a Jacobi fixed point)."""
+        cont, lam = self._continuation, self.strength.lam
+        truth = [cont.at(self._start + d + 1) for d in range(q.shape[0])]
+        spine = self._target_ids(mixed.argmax(-1))
+        m = next((d for d in range(len(truth)) if spine[d] != truth[d]), None)
+        if m is None or m + 1 >= len(truth) or truth[m] < 0:
+            return
+        for _ in range(len(truth) - m):
+            p = self._probs(self._after(self._start + m + 1, spine[m:len(truth) - 1]))  # depths m + 2 .. D
+            rows = slice(m + 1, len(truth))
+            mixed[rows] = (1.0 - w[rows]) * q[rows] + w[rows] * (lam * r[rows] + (1.0 - lam) * p)
+            new = self._target_ids(mixed.argmax(-1))
+            if new == spine:
+                return
+            spine = new
+
+    def _target_ids(self, ids: torch.Tensor) -> list[int]:
+        id_map = self.base.id_map
+        return (id_map[ids] if id_map is not None else ids).tolist()
+
+    @torch.inference_mode()
+    def _after(self, pos: int, tokens: list[int]) -> torch.Tensor:
+        """The target's last hidden states [k, H] at `tokens` placed at positions pos.. after the greedy path's
+        first `pos` tokens (prompt included): one forward against the continuation's cache, masked to that
+        prefix and the tokens' own causal order, the cache cropped back after."""
+        cache = self._continuation.cache
+        past, k = cache.get_seq_length(), len(tokens)
+        dev = self._head.device
+        dtype = next(self._target.parameters()).dtype
+        mask = torch.full((1, 1, k, past + k), torch.finfo(dtype).min, dtype=dtype, device=dev)
+        mask[..., :pos] = 0.0
+        mask[..., past:] = torch.triu(torch.full((k, k), torch.finfo(dtype).min, dtype=dtype, device=dev), 1)
+        out = target_forward(self._target, torch.tensor([tokens], device=dev),
+                             torch.arange(pos, pos + k, device=dev)[None], cache, attention_mask=mask)
+        for layer in cache.layers:
+            layer.crop(-k)
+        return out.hidden
 
     def _record(self, mixed: torch.Tensor) -> None:
-        """Append (top probabilities [D, TRACE_TOP], top-1 right [D]) of this block before the temperature; a
-        depth past the continuation counts as wrong."""
+        """Append (top probabilities [D, TRACE_TOP], top-1 right [D], the true token's rank [D]) of this block
+        before the temperature: rank 0 is the top-1, `OUT_OF_VOCAB` a true token the draft vocabulary lacks,
+        `PAST_END` a depth past the continuation (counted wrong)."""
         top, ids = torch.topk(mixed, min(TRACE_TOP, mixed.shape[-1]), dim=-1)
+        first = self._target_ids(ids[:, 0])
+        truth = [self._continuation.at(self._start + d + 1) for d in range(len(first))]
+        right = [first[d] == truth[d] for d in range(len(first))]
+        ranks = []
+        for d, t in enumerate(truth):
+            row = self._draft_index(t) if t >= 0 else PAST_END
+            ranks.append(int((mixed[d] > mixed[d, row]).sum()) if row >= 0 else row)
+        self.trace.append((top.cpu(), torch.tensor(right), torch.tensor(ranks)))
+
+    def _draft_index(self, token: int) -> int:
+        """The draft-vocabulary row of target id `token`, or `OUT_OF_VOCAB`."""
         id_map = self.base.id_map
-        first = (id_map[ids[:, 0]] if id_map is not None else ids[:, 0]).tolist()
-        cont = self._continuation
-        right = [first[d] == cont.at(self._start + d + 1) for d in range(len(first))]
-        self.trace.append((top.cpu(), torch.tensor(right)))
+        if id_map is None:
+            return token
+        if self._rows is None:
+            self._rows = {int(t): i for i, t in enumerate(id_map.tolist())}
+        return self._rows.get(token, OUT_OF_VOCAB)
 
 
 class TaskStrengths:
-    """The calibrated (s, tau) per task of a drafter-strength file (`graft calibrate-strength`), and its id."""
+    """The calibrated `Strength` per task of a drafter-strength file (`graft calibrate-strength`), and its id."""
 
     def __init__(self, path: str | Path = STRENGTH_PATH):
         self.path = Path(path)
         require(self.path.is_file(), f"no drafter-strength file at {portable(self.path)}: run `graft calibrate-strength`")
         d = json.loads(self.path.read_text())
-        require(d.get("schema") == SCHEMA, f"{portable(self.path)} is not a drafter-strength file ({SCHEMA})")
-        self.table = {t: (float(r["s"]), float(r["tau"])) for t, r in d["tasks"].items()}
+        require(d.get("schema") in (SCHEMA, SCHEMA_V1), f"{portable(self.path)} is not a drafter-strength file "
+                f"({SCHEMA})")
+        self.table = {t: Strength(float(r["s"]), float(r["tau"]), float(r.get("lam", 1.0)), float(r.get("kappa", 0.0)))
+                      for t, r in d["tasks"].items()}  # a /1 file: the earlier construction (lam = 1, kappa = 0)
         self.pair = d.get("pair")
-        self.id = hashlib.sha256(json.dumps(sorted(self.table.items())).encode()).hexdigest()[:12]
+        self.id = hashlib.sha256(json.dumps(sorted((t, asdict(v)) for t, v in self.table.items())).encode()
+                                 ).hexdigest()[:12]
 
-    def of(self, task: str) -> tuple[float, float]:
-        """(s, tau) of `task`, or a one-line error naming the tasks the file calibrated."""
+    def of(self, task: str) -> Strength:
+        """The `Strength` of `task`, or a one-line error naming the tasks the file calibrated."""
         require(task in self.table, f"{portable(self.path)} has no calibrated drafter strength for {task!r} "
                 f"(calibrated: {', '.join(self.table)}): run `graft calibrate-strength --tasks {task}`")
         return self.table[task]
@@ -133,10 +242,10 @@ def drafting_along(target, base, strengths: TaskStrengths, tasks: list[str], len
     calibrated strength fails here, before anything decodes."""
     for task in dict.fromkeys(tasks):
         strengths.of(task)
-    drafter = StrengthDrafter(base, 0.0)
+    drafter = StrengthDrafter(base, Strength(0.0))
 
     def before(i: int, prompt_ids: list[int]) -> None:
-        drafter.set_strength(*strengths.of(tasks[i]))
+        drafter.strength = strengths.of(tasks[i])
         follow_greedy(target, drafter, prompt_ids, length, eos_ids)
 
     return drafter, before

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from graftlib.core.errors import require
 from graftlib.lab.report.metrics import by_task, geomean, pooled_speedup
-from graftlib.lab.report.modeled import best_run, rank, relabeled
+from graftlib.lab.report.modeled import EDGE, best_run, edge_of, rank, relabeled
 from graftlib.lab.report.paper import TABLE1, TABLE2
 
 POOLED = "all tasks"
@@ -95,6 +95,10 @@ def verdict_cell(row: dict, figure: str) -> str:
     return f"{v} ({ratio:.3f}x{ci} vs the paper's {row['paper size']:.3f}x{why})"
 
 
+SEARCHED = {"ddtree-best"}  # the roles whose budget is chosen after the fact from a grid (the chain's is capped by
+# its block, so its largest budget is a bound, not an edge)
+
+
 def role_keys(keys: set[str], budget: int | None = None, cap: int | None = None) -> dict[str, list[str]]:
     """Run keys per role. `budget` / `cap` default to the only +TDES budget / GRAFT cap run, if one."""
     def only(method):
@@ -163,6 +167,8 @@ def evaluate_claims(records: list[dict], budget: int | None = None, cap: int | N
         for figure in FIGURES:
             chosen = {role: {t: best_run(tasks[t], runs[t][role], figure) for t in runs}
                       for role in (claim.faster, claim.slower)}
+            edge = {t for role in SEARCHED & {claim.faster, claim.slower} for t in runs
+                    if edge_of(runs[t][role], chosen[role][t])}  # a best DDTree budget its grid does not bracket
             per_task = {}
             for task, recs in [*((t, tasks[t]) for t in runs), (POOLED, pooled)]:
                 pick = {role: c if task == POOLED else {task: c[task]} for role, c in chosen.items()}
@@ -181,7 +187,8 @@ def evaluate_claims(records: list[dict], budget: int | None = None, cap: int | N
                 cells[task].update({
                     f"runs {figure}": _runs(pick[claim.faster]) + " vs " + _runs(pick[claim.slower]),
                     f"ratio {figure}": ratio, f"CI95 {figure}": ci,
-                    f"verdict {figure}": sized_verdict(ratio, ci, size, fewest, error, min_prompts),
+                    f"verdict {figure}": EDGE if edge & ({task} if task != POOLED else set(runs)) else
+                    sized_verdict(ratio, ci, size, fewest, error, min_prompts),
                     "paper size": size, "tasks": len(runs) if task == POOLED else 1, "prompts": r.prompts,
                     "prompts a task": fewest, "tokens": tokens})
         rows += [{"claim": claim.id, "source": claim.source, "paper": claim.paper, "task": t, **c}

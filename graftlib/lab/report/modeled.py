@@ -13,8 +13,9 @@ them when its bootstrap interval (`metrics.speedup_ci`) excludes 1.0; when the i
 machine and the deterministic modeled ratio ranks them. `Ranking.caption` says which and why.
 
 Several runs (`order_runs`) are ordered by how many of the others each beats under `rank`, then by modeled
-and wall-clock TPS; `best_run` picks a method's best budget after the fact by a named figure; `validate`
-tables the modeled speedup beside wall clock, with the mean absolute error.
+and wall-clock TPS; `best_run` picks a method's best budget after the fact by a named figure, and a best at the
+edge of the budgets searched (`at_edge`) is no best: its comparison is `EDGE` (not tested); `validate` tables the
+modeled speedup beside wall clock, with the mean absolute error.
 
 Details: docs/internals.md, `graftlib.lab.report.modeled`.
 """
@@ -31,6 +32,8 @@ from graftlib.methods.registry import AR_METHODS
 
 AR_LIKE = ("ar", "hf")
 FIGURES = ("wall-clock", "modeled", "rule")  # what picks a best run: one figure, or the ranking rule
+EDGE = "not tested (best budget at the grid's edge)"  # a verdict against a best budget its grid does not bracket
+EDGE_NOTE = "best budget at the grid's edge"
 
 
 def price(rec: dict, profile: CostProfile) -> dict:
@@ -173,6 +176,24 @@ def best_run(records: list[dict], keys: list[str], figure: str) -> str:
     time = "decode_s" if figure == "wall-clock" else "modeled_s"
     tps = {k: pooled_tps(records, k, time) for k in keys}
     return max(keys, key=lambda k: -math.inf if math.isnan(tps[k]) else tps[k])
+
+
+def budget_of(key: str) -> int | None:
+    """The budget of a run key ("ddtree@64" -> 64; None without one)."""
+    _, at, b = key.partition("@")
+    return int(b) if at and b.isdigit() else None
+
+
+def at_edge(best, grid) -> bool:
+    """Whether the budget `best`, chosen from `grid`, lies at its smallest or largest budget: the grid does not
+    bracket it (a grid of fewer than three budgets brackets nothing)."""
+    budgets = sorted(set(grid))
+    return len(budgets) < 3 or best in (budgets[0], budgets[-1])
+
+
+def edge_of(keys: list[str], best: str) -> bool:
+    """`at_edge` for run keys: `best` among the budgets of `keys` (one method's runs)."""
+    return at_edge(budget_of(best), [budget_of(k) for k in keys])
 
 
 def relabeled(records: list[dict], chosen: dict[str, str], label: str) -> list[dict]:

@@ -28,6 +28,7 @@ from graftlib.lab.report.claims import (
     verdict_cell,
 )
 from graftlib.lab.report.metrics import by_task, ratio_ci, summarize
+from graftlib.lab.report.modeled import EDGE, at_edge
 from graftlib.lab.report.paper import FIGURE6, TABLE1, TABLE2, TABLE3
 from graftlib.lab.report.paper_costs import MODEL, PROFILE_NAME, mat_needed, method_errors
 from graftlib.methods.saba_params import SabaParams
@@ -65,7 +66,7 @@ class Regime:
             return pair
         require(task in self.strength, f"the {self.name} regime has no calibrated drafter strength for {task!r} "
                 f"(calibrated: {', '.join(self.strength)}): run `graft calibrate-strength --tasks {task}`")
-        return pair.with_strength(*self.strength[task])
+        return pair.with_strength(self.strength[task])
 
     @property
     def suffix(self) -> str:
@@ -417,9 +418,11 @@ def figure_claims(regimes: dict[str, Regime], curves: dict | None = None, oracle
                 table["F1b"][f"{name} counts"] = counts(len(red))
             if curves is not None and name in curves:
                 column = "tps" if figure == "wall-clock" else "m_tps"
-                best = curves[name][column].groupby(level=0, observed=True).idxmax().map(lambda x: x[1])
+                groups = curves[name][column].groupby(level=0, observed=True)
+                best = groups.idxmax().map(lambda x: x[1])
                 easy, hard = best.get("easy"), best.get("hard")
-                v = _qualitative(easy > hard, easy < hard, tested)
+                grid = [b for _, b in curves[name].index]
+                v = EDGE if at_edge(easy, grid) or at_edge(hard, grid) else _qualitative(easy > hard, easy < hard, tested)
                 table["F1c"][col] = f"{v} (easy B={easy}, hard B={hard})"
                 table["F1c"][f"{name} counts"] = counts(1)
             if transfer is not None and name in transfer:
@@ -427,8 +430,8 @@ def figure_claims(regimes: dict[str, Regime], curves: dict | None = None, oracle
                 table["F5"][f"{name} counts"] = counts(len(transfer[name].drop(index="gsm8k", errors="ignore")))
             if oracles is not None and name in oracles and figure in oracles[name]:
                 f = against_fixed(oracles[name][figure])
-                direction = sized_verdict(f["ratio"], f["ci"], 1.0, f["prompts"] if tested else 0,
-                                          min_prompts=min_prompts)
+                direction = EDGE if at_edge(f["best_fixed_budget"], f["fixed"]) else sized_verdict(
+                    f["ratio"], f["ci"], 1.0, f["prompts"] if tested else 0, min_prompts=min_prompts)
                 ci = f" [{f['ci'][0]:.3f}, {f['ci'][1]:.3f}]" if f["ci"] else ""
                 table["F6b"][col] = (f"{direction} (SABA / best fixed B={f['best_fixed_budget']}: {f['ratio']:.3f}x{ci}; "
                                      f"{f['saba']:.1%} vs {f['best_fixed']:.1%})")

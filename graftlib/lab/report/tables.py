@@ -28,7 +28,16 @@ from dataclasses import dataclass
 from graftlib.core.errors import require
 from graftlib.inputs.cost_profile import CostProfile, RoundShape
 from graftlib.lab.report.metrics import by_task, geomean, summarize
-from graftlib.lab.report.modeled import best_run, order_runs, rank, relabeled, rule_caption
+from graftlib.lab.report.modeled import (
+    EDGE_NOTE,
+    best_run,
+    budget_of,
+    edge_of,
+    order_runs,
+    rank,
+    relabeled,
+    rule_caption,
+)
 from graftlib.lab.report.paper import AR_LABELS
 from graftlib.methods.registry import AR_METHODS
 
@@ -70,7 +79,8 @@ def table1(records: list[dict], paper: dict, methods=TABLE1_METHODS, not_run: di
     rows, orders, shown = [], [], set()
     for task, recs in by_task(records).items():
         summary = {r["key"]: r for r in summarize(recs)}
-        chosen = {label: best_run(recs, keys, "rule") for m, label in methods if (keys := method_keys(recs, m))}
+        searched = {label: keys for m, label in methods if (keys := method_keys(recs, m))}
+        chosen = {label: best_run(recs, keys, "rule") for label, keys in searched.items()}
         shown |= set(chosen.values())
         order = order_runs(recs, list(chosen.values()))
         orders.append(order)
@@ -81,13 +91,25 @@ def table1(records: list[dict], paper: dict, methods=TABLE1_METHODS, not_run: di
             rows.append({"task": task, "method": label, "run": key, "budget": s["budget"], "MAT": s["mat"],
                          "TPS": s["tokens_per_s"], "speedup": s["speedup"], "speedup lo": lo, "speedup hi": hi,
                          "m-TPS": s["modeled_tokens_per_s"], "m-speedup": s["modeled_speedup"],
-                         "rank": order.position(key), "paper MAT": p[0], "paper speedup": p[1], "note": ""})
+                         "rank": order.position(key), "paper MAT": p[0], "paper speedup": p[1],
+                         "grid": grid_text(searched[label]), "note": _edge_note(label, searched[label], key)})
         for label, why in (not_run or {}).items():
             p = paper.get(label, {}).get(task, (None, None))
             rows.append({"task": task, "method": label, "run": None, "paper MAT": p[0], "paper speedup": p[1],
                          "note": why})
     note = ar_draft_caption([r for r in records if r["key"] in shown])
     return Table(pd.DataFrame(rows), rule_caption([p for o in orders for p in o.pairs]) + note)
+
+
+def grid_text(keys: list[str]) -> str:
+    """The budgets a best run was chosen from, ascending ("4,8,16"; "" for a single run)."""
+    budgets = sorted({b for k in keys if (b := budget_of(k)) is not None})
+    return ",".join(map(str, budgets)) if len(budgets) > 1 else ""
+
+
+def _edge_note(label: str, keys: list[str], best: str) -> str:
+    """DDTree's best budget at an edge of the grid searched (`modeled.EDGE_NOTE`), else ""."""
+    return EDGE_NOTE if label.startswith("DDTree") and len(keys) > 1 and edge_of(keys, best) else ""
 
 
 RATIO_CLAIMS = (("C3", "AR"), ("C2", "DFlash"), ("C1", "DDTree"), ("C8", "EAGLE-3"), ("C9", "OPT-Tree"))
@@ -176,7 +198,10 @@ def table2(records: list[dict], budget: int, cap: int, paper: dict) -> tuple[Tab
     for task, recs in tasks.items():
         runs = table2_runs(recs, budget, cap)
         rows, order = _table2_rows(recs, runs)
-        per_task += [dict(r, task=task) for r in rows]
+        grid = method_keys(recs, "ddtree")
+        per_task += [dict(r, task=task, grid=grid_text(grid) if r["method"] == "DDTree best fixed" else "",
+                          note=_edge_note(r["method"], grid, r["run"]) if r["method"] == "DDTree best fixed" else "")
+                     for r in rows]
         orders.append(order)
         for label, key in runs.items():
             chosen[label][task] = key
@@ -192,6 +217,7 @@ def table2(records: list[dict], budget: int, cap: int, paper: dict) -> tuple[Tab
     T["rank"] = [pooled[m]["rank"] for m in T.index]
     for col, i in (("paper nodes", 0), ("paper MAT", 1), ("paper TPS", 2), ("paper dTPS %", 3)):
         T[col] = [paper[m][i] if m in paper else None for m in T.index]
+    T["note"] = [EDGE_NOTE if (P[P.method == m].note == EDGE_NOTE).any() else "" for m in T.index]
     note = ar_draft_caption([r for r in records if r["key"] in {k for runs in chosen.values() for k in runs.values()}])
     averaged = ("averaged over tasks; dTPS lo/hi %: paired bootstrap 95% interval of TPS / DDTree's over every task's "
                 "prompts; rank pooled over them | " + rule_caption(pooled_order.pairs) + note)

@@ -448,8 +448,8 @@ def run(args) -> int:
     extra = {}
     if args.strength:
         require(args.walk, "--strength drafts along greedy AR's tokens: pass --walk (its figures are modeled only)")
-        pair = pair.with_strength(*TaskStrengths(args.strength).of(args.task))
-        extra = {"strength": pair.drafter.s, "tau": pair.drafter.tau}
+        pair = pair.with_strength(TaskStrengths(args.strength).of(args.task))
+        extra = pair.drafter.strength.setting()
     out = Path(args.out) if args.out else results_dir() / "bench.jsonl"
     print(f"graft bench: {len(prompts)} prompts x {len(runs)} runs -> {out} "
           f"({pair.describe()}, drafter_trained={pair.drafter_trained})")

@@ -41,6 +41,8 @@ from graftlib.training.graft.replay import (
     within_grid,
 )
 
+PAPER_TABLE2_BUDGET = 128  # DDTree's and +TDES's budget under the paper's costs (its Table 2: 110 nodes a round)
+
 
 def _middle(budgets) -> int:
     return tuple(budgets)[len(budgets) // 2]
@@ -56,13 +58,16 @@ def machine(budgets=(4, 8, 16), cap: int = 64, chains=(3, 15), budget: int | Non
                   tuple(budgets), budget or _middle(budgets), cap, tuple(chains), False)
 
 
-def paper(budgets=(64, 128, 256), cap: int = 512, budget: int | None = None) -> Regime:
+def paper(budgets=(8, 16, 32, 64, 128, 256), cap: int = 512, budget: int | None = None) -> Regime:
+    """The paper's A100 costs; `budget` (+TDES's, Table 2's DDTree) defaults to `PAPER_TABLE2_BUDGET` where
+    `budgets` has it, else their middle."""
     profile = CostProfile.load(PAPER_PROFILE)
+    budget = budget or (PAPER_TABLE2_BUDGET if PAPER_TABLE2_BUDGET in budgets else _middle(budgets))
     return Regime("paper", "the paper's A100 costs: modeled", profile, with_costs(SabaParams.load(PAPER_PATH), profile),
-                  tuple(budgets), budget or _middle(budgets), cap, (15,), True)
+                  tuple(budgets), budget, cap, (15,), True)
 
 
-def paper_acceptance(budgets=(64, 128, 256), cap: int = 512, budget: int | None = None,
+def paper_acceptance(budgets=(8, 16, 32, 64, 128, 256), cap: int = 512, budget: int | None = None,
                      strength_path: str | Path = STRENGTH_PATH, assets: ShippedAssets | None = None) -> Regime:
     """The paper's costs and acceptance: the paper regime with the DFlash drafter at the strength calibrated per
     task to the paper's chain MAT (`graftlib.lab.run.strength`), a construction, and GRAFT's parts fitted on that
@@ -90,7 +95,7 @@ def pick(names: str, regimes: dict[str, Regime], required: str | None = None) ->
 
 
 def named(names: str, costs: CostProfile | None = None, budgets=(4, 8, 16), cap: int = 64, chains=(3, 15),
-          budget: int | None = None, paper_budgets=(64, 128, 256), paper_cap: int = 512,
+          budget: int | None = None, paper_budgets=(8, 16, 32, 64, 128, 256), paper_cap: int = 512,
           required: str = "machine") -> dict[str, Regime]:
     """The regimes a notebook's `regime_names` parameter names (`pick`), built from its budgets: this machine's
     (priced and decided by `costs`), the paper's costs, the paper's costs and acceptance."""
@@ -119,7 +124,7 @@ def regime_bench(pair, regime: Regime, prompts: list, runs: list[Run], max_new_t
         tasks = {p.task for p in prompts}
         require(len(tasks) == 1, f"the {regime.name} regime benches one task at a time, got {sorted(tasks)}")
         pair = regime.pair_for(pair, tasks.pop())
-        extra.update(strength=pair.drafter.s, tau=pair.drafter.tau)
+        extra.update(pair.drafter.strength.setting())
     return run_bench(pair, prompts, runs, max_new_tokens, out, MethodInputs(tdes or regime.scorer(), beta, regime.saba),
                      progress=progress,
                      extra=extra, cost_profile=regime.profile, walk=regime.walk)

@@ -1,43 +1,45 @@
-"""The drafter-strength axis: one strength per task calibrated to the paper's DFlash chain, and its validation.
+"""The drafter-strength construction calibrated per task to what is known of strong real DFlash drafters.
 
-`graftlib.models.strength` moves the real drafter's marginals toward the target's with one number,
-s. Calibration, per task on its validation prompts: s by bisection so that the walked DFlash chain (15
-drafts a round, the paper's block of 16) accepts the paper's DFlash MAT for Qwen3-8B (Table 1)
-(`fit_strength`; MAT grows with s, s = 0 the real drafter, s = 1 the whole block), then the
-temperature tau at which the drafter's mean top-1 probability equals its top-1 accuracy over the
-chain's blocks (`fit_temperature`; a trained drafter's calibration, which tau restores after the
-mixture flattened it; tau moves no top-1, so the chain's MAT stays the fitted one).
-Validation, on the eval prompts a bench reports (never the ones fitted on):
-  - the chain's MAT there beside the paper's (a fit on other prompts of the task);
-  - DDTree's MAT at the paper's budget (`PAPER_BUDGET`, the paper regime's Table 2 budget) beside the
-    paper's DDTree MAT: a prediction, not a fit;
-  - `continuation_rates`: how often the next depth's top-1 is the greedy token after the greedy path
-    took the drafter's rank-1 sibling at a depth, against after it stayed on the drafter's spine
-    (top-1 at every depth so far), for the real and the calibrated drafter. A real DFlash drafter
-    continues a sibling far worse than its spine (its next marginal follows its own spine); the
-    construction's mixture follows the true path, so its sibling rate says how far it removes the
-    parent-child mismatch that TDES scores.
-Every decode here is walked along greedy AR's tokens (modeled, never timed). `calibrate_tasks` writes
-the strengths with their validation as one small JSON (`graftlib/assets/strength/`), which the
-workbook's third regime reads; `graft calibrate-strength` is the command.
+`graftlib.models.strength` moves the real drafter's marginals toward the target's along its own spine with
+`Strength(s, tau, lam, kappa)`. Calibration, per task on its validation prompts (every decode walked along
+greedy AR's tokens, modeled, never timed):
+  - s and kappa (`fit_shape`): s by bisection so that the walked DFlash chain (15 drafts, the paper's block of
+    16) accepts the paper's DFlash MAT for Qwen3-8B (Table 1), at every kappa tried; kappa by bisection so
+    that at the chain's first miss the true token is the drafter's rank-1 sibling as often as a real DFlash
+    drafter's (`REAL_DFLASH`: 37%). Neither depends on lam or tau (both act past the first miss or on no top-1).
+  - tau (`fit_temperature`): mean top-1 probability = top-1 accuracy over the chain's blocks.
+  - lam (`fit_lam`): after the greedy path took the rank-1 sibling, the next depth's top-1 right as often as a
+    real drafter's (22%), over DDTree@`PAPER_BUDGET`'s walked rounds.
+Validation, on the eval prompts a bench reports (never fitted on): the chain's MAT; DDTree@`PAPER_BUDGET`'s MAT
+beside the paper's DDTree MAT (a prediction); the spine's continuation against a real drafter's 65-84%; the
+true token in the drafter's top-3 at the first miss against 58%; all beside the real embedded drafter's and,
+given `--compare FILE`, an earlier construction's. `block_stats` counts every rate from the drafter's trace.
+`calibrate_tasks` writes one small JSON (`graftlib/assets/strength/`) that the third regime reads;
+`graft calibrate-strength` is the command.
 """
 
 import json
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from graftlib.core.errors import require
 from graftlib.core.records import write_json_atomic
 from graftlib.inputs.cli_args import add_model_args
 from graftlib.lab.report.paper import TABLE1
+from graftlib.lab.run.regimes import PAPER_TABLE2_BUDGET
 from graftlib.methods.decoder import Decoder, WalkedDecoder
-from graftlib.models.strength import SCHEMA, StrengthDrafter
+from graftlib.models.strength import OUT_OF_VOCAB, PAST_END, SCHEMA, Strength, StrengthDrafter, TaskStrengths
 
 PAPER_MODEL = "Qwen3-8B"
-PAPER_BUDGET = 128  # DDTree's budget for the prediction (the paper regime's Table 2 budget; its Table 2: 110 nodes)
+PAPER_BUDGET = PAPER_TABLE2_BUDGET  # DDTree's budget for the prediction (its Table 2: 110 nodes a round)
 TASKS = ("gsm8k", "math500", "mbpp", "humaneval", "swe-bench", "alpaca")  # Table 1's tasks shipped offline
+# A real DFlash drafter inside a serving engine (the independent DDTree port rmagur1203/vllm-ddtree,
+# docs/DDTREE-FINDINGS-EN.md, section 8; greedy, batch 1): at the first miss the true token is the rank-1 sibling
+# 37% of the time and in the top-3 58%; after a sibling the next depth's top-1 is right 22%, on the spine 65-84%.
+REAL_DFLASH = {"first_miss_rank1": 0.37, "first_miss_top3": 0.58, "sibling_continuation": 0.22,
+               "spine_continuation": (0.65, 0.84)}
 
 
 @dataclass
@@ -71,13 +73,13 @@ def walked_prompts(pair, task: str, split: str, n: int, max_new_tokens: int) -> 
     return Walked(task, prompts, [ar.decode(p, max_new_tokens).tokens for p in prompts], max_new_tokens)
 
 
-def walked_rounds(pair, s: float, method: str, budget: int, w: Walked, draft_hook=None, tau: float = 1.0,
+def walked_rounds(pair, strength: Strength, method: str, budget: int, w: Walked, draft_hook=None,
                   trace: list | None = None) -> list:
-    """Every round of `method`@`budget` with the drafter at strength `s` and temperature `tau`, walked over `w`'s
-    prompts (`trace`: collects the drafter's blocks, `StrengthDrafter.trace`)."""
+    """Every round of `method`@`budget` with the drafter at `strength`, walked over `w`'s prompts (`trace`: collects
+    the drafter's blocks, `StrengthDrafter.trace`)."""
     out = []
     for i, (prompt, ar) in enumerate(zip(w.prompts, w.ar, strict=True)):
-        drafter = StrengthDrafter(pair.drafter, s, tau)
+        drafter = StrengthDrafter(pair.drafter, strength)
         drafter.trace = trace
         dec = WalkedDecoder.for_method(pair.target, drafter, method, budget, pair.eos_ids)
         if draft_hook is not None:
@@ -96,13 +98,51 @@ def chain_budget(pair) -> int:
     return pair.drafter.block_size - 1
 
 
-def fit_strength(pair, w: Walked, target_mat: float, tol: float = 0.01, steps: int = 14) -> dict:
-    """s such that the walked chain's MAT over `w` is `target_mat` (bisection; module doc): {"s", "mat",
+def _rate(right: int, cases: int) -> dict:
+    return {"rate": right / cases if cases else math.nan, "cases": cases}
+
+
+def block_stats(trace: list) -> dict:
+    """From a drafter's trace (`StrengthDrafter._record`): per block the first depth m whose top-1 is wrong (the
+    first miss), where the true token sits there ("first_miss": the rank-1 sibling, in the top-3 (rank 1 or 2),
+    in the draft vocabulary at all), and the next depth's top-1 right after a depth on the spine ("spine") and
+    after the first miss when the true token was the rank-1 sibling ("sibling"). A block whose continuation ends
+    before its first miss counts in none; a depth past the continuation ends the block's spine cases."""
+    spine, sibling, ranks = [0, 0], [0, 0], []
+    for _, right, rank in trace:
+        right, rank = right.tolist(), rank.tolist()
+        m = next((d for d, ok in enumerate(right) if not ok), None)
+        for d in range(len(right) - 1 if m is None else m):
+            if d + 1 < len(right) and rank[d + 1] != PAST_END:
+                spine[0] += right[d + 1]
+                spine[1] += 1
+        if m is None or rank[m] == PAST_END:
+            continue
+        ranks.append(rank[m])
+        if rank[m] == 1 and m + 1 < len(right) and rank[m + 1] != PAST_END:
+            sibling[0] += right[m + 1]
+            sibling[1] += 1
+    n = len(ranks)
+    first = {"rank1": sum(r == 1 for r in ranks) / n if n else math.nan,
+             "top3": sum(r in (1, 2) for r in ranks) / n if n else math.nan,
+             "in_vocab": sum(r != OUT_OF_VOCAB for r in ranks) / n if n else math.nan, "cases": n}
+    return {"spine": _rate(*spine), "sibling": _rate(*sibling), "first_miss": first}
+
+
+def run_stats(pair, strength: Strength, method: str, budget: int, w: Walked) -> dict:
+    """`method`@`budget`'s walked MAT over `w` with the drafter's `block_stats`."""
+    trace = []
+    rounds = walked_rounds(pair, strength, method, budget, w, trace=trace)
+    return {"mat": mat(rounds), **block_stats(trace)}
+
+
+def fit_strength(pair, w: Walked, target_mat: float, kappa: float = 0.0, tol: float = 0.01, steps: int = 14) -> dict:
+    """s such that the walked chain's MAT over `w` at `kappa` is `target_mat` (bisection; module doc): {"s", "mat",
     "steps"}, and "bound" where even s = 0 or s = 1 cannot meet it."""
     chain = chain_budget(pair)
 
     def at(s: float) -> float:
-        return mat(walked_rounds(pair, s, "dflash", chain, w))
+        return mat(walked_rounds(pair, Strength(s, kappa=kappa), "dflash", chain, w))
 
     lo, hi = 0.0, 1.0
     m_lo, m_hi = at(lo), at(hi)
@@ -120,22 +160,63 @@ def fit_strength(pair, w: Walked, target_mat: float, tol: float = 0.01, steps: i
     return {"s": s, "mat": m, "steps": steps + 2}
 
 
+def _solve(at, goal: float, rising: bool, tol: float, steps: int) -> dict:
+    """x in [0, 1] with at(x)["value"] = `goal`, `at` monotone (`rising` or falling; its rates are noisy counts):
+    regula falsi inside the bracket, at most `steps` points past the two ends. Returns the closest point's at(x)
+    and "x", with "bound" where an end already passes the goal."""
+    sign = 1.0 if rising else -1.0
+    lo, hi = {"x": 0.0, **at(0.0)}, {"x": 1.0, **at(1.0)}
+    if sign * (goal - lo["value"]) <= 0:
+        return {**lo, "bound": "the goal lies past x = 0"}
+    if sign * (goal - hi["value"]) >= 0:
+        return {**hi, "bound": "the goal lies past x = 1"}
+    best = min((lo, hi), key=lambda r: abs(r["value"] - goal))
+    for _ in range(steps):
+        x = lo["x"] + (goal - lo["value"]) * (hi["x"] - lo["x"]) / (hi["value"] - lo["value"])
+        x = min(max(x, lo["x"] + 0.1 * (hi["x"] - lo["x"])), hi["x"] - 0.1 * (hi["x"] - lo["x"]))  # keep inside
+        r = {"x": x, **at(x)}
+        best = min((best, r), key=lambda b: abs(b["value"] - goal))
+        if abs(r["value"] - goal) <= tol:
+            break
+        if sign * (r["value"] - goal) < 0:
+            lo = r
+        else:
+            hi = r
+    return best
+
+
+def fit_shape(pair, w: Walked, target_mat: float, rank1: float, tol: float = 0.02, steps: int = 5) -> dict:
+    """(s, kappa): the chain's MAT at `target_mat` and its first miss's rank-1 sibling share at `rank1` (module
+    doc): {"s", "kappa", "mat", "rank1", "fit"}, "bound" where no kappa in [0, 1] reaches `rank1`."""
+    def at(kappa: float) -> dict:
+        fit = fit_strength(pair, w, target_mat, kappa)
+        stats = run_stats(pair, Strength(fit["s"], kappa=kappa), "dflash", chain_budget(pair), w)
+        return {"value": stats["first_miss"]["rank1"], "fit": fit, "chain": stats}
+
+    r = _solve(at, rank1, rising=False, tol=tol, steps=steps)
+    return {"s": r["fit"]["s"], "kappa": r["x"], "mat": r["fit"]["mat"], "rank1": r["value"], "fit": r["fit"],
+            **({"bound": r["bound"]} if "bound" in r else {})}
+
+
 def confidence(trace: list, tau: float) -> tuple[float, float]:
-    """(mean top-1 probability at temperature `tau`, top-1 accuracy) over every depth of the traced blocks."""
+    """(mean top-1 probability at temperature `tau`, top-1 accuracy) over the depths of the traced blocks up to and
+    including each block's first miss (the depths a chain reaches, which lam does not move)."""
     import torch
 
-    top = torch.cat([t for t, _ in trace]).double()
-    right = torch.cat([r for _, r in trace]).double()
+    reach = [int(r.logical_not().nonzero()[0]) + 1 if not bool(r.all()) else len(r) for _, r, _ in trace]
+    top = torch.cat([t[:n] for (t, _, _), n in zip(trace, reach, strict=True)]).double()
+    right = torch.cat([r[:n] for (_, r, _), n in zip(trace, reach, strict=True)]).double()
     sharp = top.pow(1.0 / tau)
     return float((sharp[:, 0] / sharp.sum(-1)).mean()), float(right.mean())
 
 
-def fit_temperature(pair, s: float, w: Walked, steps: int = 30) -> dict:
-    """tau at which the drafter at strength `s` is as confident as it is right over the chain's blocks on `w`
-    (mean top-1 probability = top-1 accuracy; bisection on log tau), with the real drafter's two numbers."""
+def fit_temperature(pair, strength: Strength, w: Walked, steps: int = 30) -> dict:
+    """tau at which the drafter at `strength` is as confident as it is right over the chain's blocks on `w`
+    (`confidence`: mean top-1 probability = top-1 accuracy; bisection on log tau), with the real drafter's two
+    numbers. Neither lam nor tau moves a chain's rounds (`chain_strength`), so the fit walks the chain at lam = 1."""
     trace, real = [], []
-    walked_rounds(pair, s, "dflash", chain_budget(pair), w, trace=trace)
-    walked_rounds(pair, 0.0, "dflash", chain_budget(pair), w, trace=real)
+    walked_rounds(pair, replace(strength, tau=1.0, lam=1.0), "dflash", chain_budget(pair), w, trace=trace)
+    walked_rounds(pair, Strength(0.0), "dflash", chain_budget(pair), w, trace=real)
     lo, hi = math.log(0.02), math.log(5.0)
     for _ in range(steps):
         mid = (lo + hi) / 2
@@ -149,76 +230,74 @@ def fit_temperature(pair, s: float, w: Walked, steps: int = 30) -> dict:
             "real_confidence": real_conf, "real_accuracy": real_acc}
 
 
-def continuation_rates(pair, s: float, w: Walked, budget: int = PAPER_BUDGET, tau: float = 1.0) -> dict:
-    """The next depth's top-1 right after the greedy path took the drafter's rank-1 sibling at a depth (its
-    earlier depths on the spine) against after the spine (module doc), over DDTree@`budget`'s walked rounds."""
-    drafts = []
+def fit_lam(pair, strength: Strength, w: Walked, sibling: float, budget: int = PAPER_BUDGET, tol: float = 0.02,
+            steps: int = 3) -> dict:
+    """lam at which, over DDTree@`budget`'s walked rounds, the next depth's top-1 is right after a rank-1 sibling
+    as often as `sibling` (bisection; the rate rises with lam): {"lam", "sibling", "cases"}, "bound" where no lam
+    in [0, 1] reaches it."""
+    def at(lam: float) -> dict:
+        stats = run_stats(pair, replace(strength, lam=lam), "ddtree", budget, w)
+        return {"value": stats["sibling"]["rate"], "cases": stats["sibling"]["cases"]}
 
-    def hook(draft):
-        def wrapped(st, k):
-            cand = draft(st, k)
-            drafts.append((st.start, cand.id_table[:, :2].copy()))
-            return cand
-        return wrapped
+    r = _solve(at, sibling, rising=True, tol=tol, steps=steps)
+    return {"lam": r["x"], "sibling": r["value"], "cases": r["cases"], **({"bound": r["bound"]} if "bound" in r else {})}
 
-    counts = {"spine": [0, 0], "sibling": [0, 0]}  # [next top-1 right, cases]
-    for i, (prompt, ar) in enumerate(zip(w.prompts, w.ar, strict=True)):
-        drafts.clear()
-        one = Walked(w.task, [prompt], [ar], w.max_new_tokens, {0: w.continuations[i]} if i in w.continuations else {})
-        walked_rounds(pair, s, "ddtree", budget, one, hook, tau)
-        w.continuations[i] = one.continuations[0]
-        n = len(prompt)
-        for start, top2 in drafts:
-            truth = [ar[start + d - n] if start + d - n < len(ar) else -1 for d in range(1, top2.shape[0] + 1)]
-            for d in range(top2.shape[0] - 1):  # depth d + 1 of the block (index d), then the next one
-                if truth[d] < 0 or truth[d + 1] < 0:
-                    break
-                spine = top2[d, 0] == truth[d]
-                if not spine and top2[d, 1] != truth[d]:
-                    break  # the greedy path left the top-2: neither case beyond it
-                case = counts["spine" if spine else "sibling"]
-                case[0] += int(top2[d + 1, 0] == truth[d + 1])
-                case[1] += 1
-                if not spine:
-                    break  # one deviation a round: the case is the first step after it
-    return {k: (right / cases if cases else math.nan, cases) for k, (right, cases) in counts.items()}
+
+def chain_strength(strength: Strength) -> Strength:
+    """The strength a chain is walked at: lam acts only past the first miss, where a chain accepts nothing, so the
+    chain's rounds at lam = 1 are its rounds at any lam (tested), without the spine's target forwards."""
+    return replace(strength, lam=1.0)
+
+
+def _validation(pair, strength: Strength, ev: Walked) -> dict:
+    """On the eval prompts: the chain's MAT, DDTree@`PAPER_BUDGET`'s MAT and its `block_stats`."""
+    tree = run_stats(pair, strength, "ddtree", PAPER_BUDGET, ev)
+    return {"chain_mat_eval": mat(walked_rounds(pair, chain_strength(strength), "dflash", chain_budget(pair), ev)),
+            "ddtree_mat_eval": tree["mat"],
+            "continuation": {"spine": tree["spine"], "sibling": tree["sibling"]}, "first_miss": tree["first_miss"]}
+
+
+def calibrate_task(pair, task: str, n_prompts: int, max_new_tokens: int, compare: Strength | None = None) -> dict:
+    """One task's calibration (module doc): the fitted `Strength`, its fits and its validation beside the paper's,
+    the public real drafter's, the real embedded drafter's and `compare`'s (an earlier construction's)."""
+    paper = TABLE1[PAPER_MODEL]
+    require(task in paper["DFlash"], f"task {task!r} has no DFlash row in the paper's Table 1")
+    t0 = time.time()
+    split = fit_split(task, n_prompts)
+    val = walked_prompts(pair, task, split, n_prompts, max_new_tokens)
+    shape = fit_shape(pair, val, paper["DFlash"][task][0], REAL_DFLASH["first_miss_rank1"])
+    temp = fit_temperature(pair, Strength(shape["s"], kappa=shape["kappa"]), val)
+    lam = fit_lam(pair, Strength(shape["s"], temp["tau"], kappa=shape["kappa"]), val,
+                  REAL_DFLASH["sibling_continuation"])
+    fitted = Strength(shape["s"], temp["tau"], lam["lam"], shape["kappa"])
+    ev = walked_prompts(pair, task, "eval", n_prompts, max_new_tokens)
+    calibrated, real = _validation(pair, fitted, ev), _validation(pair, Strength(0.0), ev)
+    row = {"s": fitted.s, "tau": fitted.tau, "lam": fitted.lam, "kappa": fitted.kappa, "fitted_on": split,
+           "fit": {"shape": shape, "lam": lam}, "calibration": temp,
+           "paper_chain_mat": paper["DFlash"][task][0], "chain_mat_val": shape["mat"],
+           "chain_mat_eval": calibrated["chain_mat_eval"], "real_chain_mat_eval": real["chain_mat_eval"],
+           "ddtree_mat_eval": calibrated["ddtree_mat_eval"],
+           "real_ddtree_mat_eval": real["ddtree_mat_eval"], "paper_ddtree_mat": paper["DDTree"][task][0],
+           "continuation": {"real": real["continuation"], "calibrated": calibrated["continuation"]},
+           "first_miss": {"real": real["first_miss"], "calibrated": calibrated["first_miss"]}}
+    if compare is not None:
+        row["compared"] = {**asdict(compare), **_validation(pair, compare, ev)}
+    return {**row, "seconds": round(time.time() - t0, 1)}
 
 
 def calibrate_tasks(pair, tasks=TASKS, n_prompts: int = 10, max_new_tokens: int = 128, out: Path | None = None,
-                    command: str = "", log=print) -> dict:
-    """Per task: s fitted on `n_prompts` validation prompts, then on as many eval prompts the chain's MAT, DDTree's
-    at `PAPER_BUDGET` and the continuation rates of the real and the calibrated drafter, beside the paper's; written
-    to `out` after each task (a rerun keeps the tasks done)."""
-    paper = TABLE1[PAPER_MODEL]
-    done = json.loads(Path(out).read_text())["tasks"] if out and Path(out).is_file() else {}
+                    command: str = "", compare: TaskStrengths | None = None, log=print) -> dict:
+    """`calibrate_task` per task, written to `out` after each task (a rerun keeps the tasks done)."""
+    done = json.loads(Path(out).read_text()) if out and Path(out).is_file() else {}
+    done = done.get("tasks", {}) if done.get("schema") == SCHEMA else {}
     table = {}
     for task in tasks:
-        require(task in paper["DFlash"], f"task {task!r} has no DFlash row in the paper's Table 1")
         key = f"{task}/{n_prompts}x{max_new_tokens}"
         if done.get(task, {}).get("key") == key:
             table[task] = done[task]
             continue
-        t0 = time.time()
-        split = fit_split(task, n_prompts)
-        val = walked_prompts(pair, task, split, n_prompts, max_new_tokens)
-        fit = fit_strength(pair, val, paper["DFlash"][task][0])
-        temp = fit_temperature(pair, fit["s"], val)
-        s, tau = fit["s"], temp["tau"]
-        ev = walked_prompts(pair, task, "eval", n_prompts, max_new_tokens)
-        rates = {"real": continuation_rates(pair, 0.0, ev), "calibrated": continuation_rates(pair, s, ev, tau=tau)}
-        table[task] = {
-            "key": key, "s": s, "tau": tau, "fitted_on": split, "fit_steps": fit["steps"], "calibration": temp,
-            **({"bound": fit["bound"]} if "bound" in fit else {}),
-            "paper_chain_mat": paper["DFlash"][task][0], "chain_mat_val": fit["mat"],
-            "chain_mat_eval": mat(walked_rounds(pair, s, "dflash", chain_budget(pair), ev, tau=tau)),
-            "real_chain_mat_eval": mat(walked_rounds(pair, 0.0, "dflash", chain_budget(pair), ev)),
-            "ddtree_mat_eval": mat(walked_rounds(pair, s, "ddtree", PAPER_BUDGET, ev, tau=tau)),
-            "ddtree_mat_eval_tau_1": mat(walked_rounds(pair, s, "ddtree", PAPER_BUDGET, ev)),
-            "real_ddtree_mat_eval": mat(walked_rounds(pair, 0.0, "ddtree", PAPER_BUDGET, ev)),
-            "paper_ddtree_mat": paper["DDTree"][task][0],
-            "continuation": {who: {case: {"rate": r, "cases": c} for case, (r, c) in v.items()}
-                             for who, v in rates.items()},
-            "seconds": round(time.time() - t0, 1)}
+        table[task] = {"key": key, **calibrate_task(pair, task, n_prompts, max_new_tokens,
+                                                    compare.of(task) if compare else None)}
         log(format_row(task, table[task]))
         if out:
             write_json_atomic(out, document(pair, table, n_prompts, max_new_tokens, command))
@@ -226,20 +305,22 @@ def calibrate_tasks(pair, tasks=TASKS, n_prompts: int = 10, max_new_tokens: int 
 
 
 def document(pair, table: dict, n_prompts: int, max_new_tokens: int, command: str) -> dict:
-    return {"schema": SCHEMA, "construction": "graftlib.models.strength (mixture toward the target's marginal)",
-            "pair": pair.identity().to_dict(), "paper_model": PAPER_MODEL, "fitted_on": "val", "validated_on": "eval",
-            "prompts": n_prompts, "max_new_tokens": max_new_tokens, "paper_budget": PAPER_BUDGET,
-            "command": command, "date": time.strftime("%Y-%m-%d"), "tasks": table}
+    return {"schema": SCHEMA, "construction": "graftlib.models.strength (mixture toward the target along the "
+            "drafter's own spine)", "pair": pair.identity().to_dict(), "paper_model": PAPER_MODEL,
+            "real_dflash": REAL_DFLASH, "fitted_on": "val", "validated_on": "eval", "prompts": n_prompts,
+            "max_new_tokens": max_new_tokens, "paper_budget": PAPER_BUDGET, "command": command,
+            "date": time.strftime("%Y-%m-%d"), "tasks": table}
 
 
 def format_row(task: str, r: dict) -> str:
-    c = r["continuation"]
-    return (f"{task:<10} s={r['s']:.3f} tau={r['tau']:.3f}  chain MAT val {r['chain_mat_val']:.2f} / eval {r['chain_mat_eval']:.2f} "
-            f"(paper {r['paper_chain_mat']:.2f}; real {r['real_chain_mat_eval']:.2f})  DDTree@{PAPER_BUDGET} MAT "
-            f"{r['ddtree_mat_eval']:.2f} (tau 1: {r['ddtree_mat_eval_tau_1']:.2f}; paper {r['paper_ddtree_mat']:.2f}; real "
-            f"{r['real_ddtree_mat_eval']:.2f})  "
-            f"next top-1 after sibling / spine: real {c['real']['sibling']['rate']:.2f} / {c['real']['spine']['rate']:.2f}, "
-            f"calibrated {c['calibrated']['sibling']['rate']:.2f} / {c['calibrated']['spine']['rate']:.2f}")
+    c, f = r["continuation"], r["first_miss"]
+    return (f"{task:<10} s={r['s']:.3f} kappa={r['kappa']:.3f} lam={r['lam']:.3f} tau={r['tau']:.3f}  chain MAT "
+            f"val {r['chain_mat_val']:.2f} / eval {r['chain_mat_eval']:.2f} (paper {r['paper_chain_mat']:.2f})  "
+            f"DDTree@{PAPER_BUDGET} MAT {r['ddtree_mat_eval']:.2f} (paper {r['paper_ddtree_mat']:.2f}; real "
+            f"{r['real_ddtree_mat_eval']:.2f})  next top-1 after sibling / spine {c['calibrated']['sibling']['rate']:.2f}"
+            f" / {c['calibrated']['spine']['rate']:.2f} (real {c['real']['sibling']['rate']:.2f} / "
+            f"{c['real']['spine']['rate']:.2f})  first miss rank-1 / top-3 {f['calibrated']['rank1']:.2f} / "
+            f"{f['calibrated']['top3']:.2f} (real {f['real']['rank1']:.2f} / {f['real']['top3']:.2f})")
 
 
 def add_parser(sub) -> None:
@@ -250,6 +331,8 @@ def add_parser(sub) -> None:
     p.add_argument("--n-prompts", type=int, default=10, help="validation prompts fitted on, eval prompts validated on")
     p.add_argument("--max-new-tokens", type=int, default=128)
     p.add_argument("--out", default="results/strength.json", help="the strength file (resumable by task)")
+    p.add_argument("--compare", default=None, metavar="FILE", help="an earlier drafter-strength file whose "
+                   "construction is validated beside the new one on the same eval prompts")
     p.set_defaults(func=run)
 
 
@@ -260,6 +343,7 @@ def run(args) -> int:
 
     pair = load_pair(args.target, args.drafter, args.device, args.device_map, dtype=args.dtype)
     command = "graft " + " ".join(sys.argv[1:]) if sys.argv[1:2] == ["calibrate-strength"] else "graft calibrate-strength"
-    calibrate_tasks(pair, args.tasks, args.n_prompts, args.max_new_tokens, Path(args.out), command)
+    compare = TaskStrengths(args.compare) if args.compare else None
+    calibrate_tasks(pair, args.tasks, args.n_prompts, args.max_new_tokens, Path(args.out), command, compare)
     print(f"written to {args.out}")
     return 0

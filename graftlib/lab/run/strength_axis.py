@@ -1,7 +1,8 @@
 """The strength axis: each claim's modeled ratio against the drafter's strength, under the paper's costs.
 
-At every strength s of the axis the DFlash drafter is the construction of `graftlib.models.strength`
-(its temperature refitted at that s on the task's validation prompts, `strength.fit_temperature`),
+At every strength s of the axis the DFlash drafter is the construction of `graftlib.models.strength` with the
+task's calibrated shape (lam, kappa: `shape`) and s moved (its temperature refitted at that s on the task's
+validation prompts, `strength.fit_temperature`),
 and Tables 1-2's DFlash-drafted runs are walked and priced by the paper's A100 costs: the chain,
 DDTree at the paper regime's budgets, +TDES, +SABA, GRAFT (`axis_runs`). EAGLE-3 and OPT-Tree keep
 the real drafter (they do not move with s): decoded once, in the paper regime. From each point's
@@ -20,9 +21,11 @@ from graftlib.lab.report.claims import CLAIMS, POOLED, evaluate_claims, paper_si
 from graftlib.lab.report.metrics import summarize
 from graftlib.lab.report.modeled import best_run
 from graftlib.lab.report.paper_costs import method_errors
+from graftlib.lab.report.tables import grid_text
 from graftlib.lab.run.bench import Run
 from graftlib.lab.run.regimes import ar_drafted_records, paper, tasks_bench
 from graftlib.lab.run.strength import fit_split, fit_temperature, walked_prompts
+from graftlib.models.strength import STRENGTH_PATH, Strength, TaskStrengths
 
 POINTS = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.7)
 
@@ -32,17 +35,24 @@ def axis_runs(budgets, budget: int, cap: int) -> list[Run]:
             Run("ddtree+saba", cap), Run("graft", cap)]
 
 
+def shape(task: str, path=STRENGTH_PATH) -> Strength:
+    """The task's calibrated construction (`graft calibrate-strength`), whose s and tau the axis moves."""
+    return TaskStrengths(path).of(task)
+
+
 def axis_records(pair, task: str, points, n_prompts: int, max_new_tokens: int, out, budgets=(32, 64, 128, 256, 512),
                  budget: int = 128, cap: int = 512, log=print) -> dict[float, list[dict]]:
-    """{s: records} on `task`'s first `n_prompts` eval prompts, each s with its temperature (module doc); the key
-    "baselines" holds EAGLE-3 / OPT-Tree in the paper regime (`regimes.ar_drafted_records`, beside `out`).
-    Resumable (`run_bench` by setting)."""
+    """{s: records} on `task`'s first `n_prompts` eval prompts, each s with its temperature and the task's calibrated
+    lam and kappa (module doc); the key "baselines" holds EAGLE-3 / OPT-Tree in the paper regime
+    (`regimes.ar_drafted_records`, beside `out`). Resumable (`run_bench` by setting)."""
     base = paper(tuple(budgets), cap, budget)
     val = walked_prompts(pair, task, fit_split(task, n_prompts), n_prompts, max_new_tokens)
     out_records = {"baselines": ar_drafted_records(pair, base, [task], n_prompts, max_new_tokens, Path(out).parent)}
+    calibrated = shape(task)
     for s in points:
-        tau = fit_temperature(pair, s, val)["tau"] if s > 0 else 1.0
-        regime = replace(base, name="axis", strength={task: (s, tau)})
+        at = replace(calibrated, s=s, tau=1.0)
+        tau = fit_temperature(pair, at, val)["tau"] if s > 0 else 1.0
+        regime = replace(base, name="axis", strength={task: replace(at, tau=tau)})
         out_records[s] = tasks_bench(pair, regime, [task], n_prompts, axis_runs(budgets, budget, cap), max_new_tokens,
                                      out)
         log(f"strength {s:g} (tau {tau:.3f}): {len(out_records[s])} records")
@@ -68,7 +78,7 @@ def axis_table(records: dict, budget: int = 128, cap: int = 512):
                "GRAFT MAT": summary[f"graft@{cap}"]["mat"],
                "+SABA nodes": summary[f"ddtree+saba@{cap}"]["mean_nodes"],
                "GRAFT nodes": summary[f"graft@{cap}"]["mean_nodes"],
-               "best fixed budget": int(best_run(both, ddtree, "modeled").partition("@")[2]),
+               "best fixed budget": int(best_run(both, ddtree, "modeled").partition("@")[2]), "grid": grid_text(ddtree),
                "GRAFT speedup": summary[f"graft@{cap}"]["modeled_speedup"]}
         for c in evaluate_claims(both, budget, cap, errors):
             if c["task"] == POOLED and "ratio modeled" in c:

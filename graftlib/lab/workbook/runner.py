@@ -27,7 +27,10 @@ NOTEBOOK_DIR = PROJECT_DIR / "notebooks"
 FIGURES_DIR = "results/figures"  # the notebooks' default `figures_dir`: a fresh run's figures, never committed
 COMMITTED_FIGURES = "figures"  # the evidence profile's figures and packed records, the ones committed
 
-# Each notebook receives the profile values of the parameters it declares (and no others).
+# Each notebook receives the profile values of the parameters it declares (and no others). Every budget grid of
+# quick (and so of evidence) brackets the best budget it was searched for in the committed figures (a best at a
+# grid's edge is `not tested`, `graftlib.lab.report.modeled.EDGE`): under the paper's A100 costs a node is cheap
+# and the best trees are small, so its grids reach down to 4.
 PROFILES: dict[str, dict] = {
     "smoke": {"profile": "smoke", "slider": False, "prompt_index": 0, "prompt_text": "", "show_rounds": "auto", "method": "graft", "temperature": 0.0,
               "compare": "ddtree",
@@ -42,10 +45,10 @@ PROFILES: dict[str, dict] = {
     "quick": {"profile": "quick", "slider": False, "prompt_index": 0, "prompt_text": "", "show_rounds": "auto", "method": "graft", "temperature": 0.0,
               "compare": "ddtree",
               "task": "gsm8k", "pool": "tdes", "n_prompts": 2, "max_new_tokens": 48,
-              "n_tasks": 2, "budgets": "4,8,16,32", "chain_budgets": "3,7,15", "budget": 16,
+              "n_tasks": 2, "budgets": "2,4,8,16,32", "chain_budgets": "3,7,15", "budget": 16,
               "cap": 64, "betas": "0,0.05,0.1,0.2,0.4", "grid": "2,4,8,12,16,24,32",
-              "paper_grid": "32,48,64,80,96,128", "paper_budgets": "64,128,256", "paper_cap": 512,
-              "paper_curve_grid": "32,64,128,256,512", "regime_names": "machine,paper,paper+acceptance", "strengths": "0,0.2,0.4,0.6", "val_prompts": 2, "trace_prompts": 8, "epochs": 8,
+              "paper_grid": "4,8,12,16,24,32,48,64,96,128", "paper_budgets": "8,16,32,64,128,256", "paper_cap": 512,
+              "paper_curve_grid": "4,8,16,32,64,128,256,512", "regime_names": "machine,paper,paper+acceptance", "strengths": "0,0.2,0.4,0.6", "val_prompts": 2, "trace_prompts": 8, "epochs": 8,
               "data_prompts": 48, "data_tokens": 64, "train_minutes": 1.5, "train_steps": 0, "eval_every": 100,
               "tau_prompts": 2, "data_pools": "tdes", "repeats": 3,
               "sampling_tasks": "gsm8k", "temperatures": "0,0.6,1.0", "top_p": 1.0, "seed": 0,
@@ -56,8 +59,8 @@ PROFILES: dict[str, dict] = {
              "n_tasks": 8,
              "budgets": "16,32,64,128,256,512", "chain_budgets": "15", "budget": 256, "cap": 512,
              "betas": "0,0.05,0.1,0.2,0.4", "grid": "32,48,64,96,128,192,256,384,512",
-             "paper_grid": "32,48,64,80,96,128", "paper_budgets": "64,128,256,512", "paper_cap": 512,
-             "paper_curve_grid": "32,48,64,96,128,192,256,384,512", "regime_names": "machine,paper,paper+acceptance", "strengths": "0,0.1,0.2,0.3,0.4,0.5,0.7", "val_prompts": 80, "trace_prompts": 2702, "epochs": 8,
+             "paper_grid": "4,8,12,16,24,32,48,64,96,128", "paper_budgets": "8,16,32,64,128,256,512", "paper_cap": 512,
+             "paper_curve_grid": "4,8,16,32,48,64,96,128,192,256,384,512", "regime_names": "machine,paper,paper+acceptance", "strengths": "0,0.1,0.2,0.3,0.4,0.5,0.7", "val_prompts": 80, "trace_prompts": 2702, "epochs": 8,
              "data_prompts": 800, "data_tokens": 192, "train_minutes": 40.0, "train_steps": 0, "eval_every": 400,
              "tau_prompts": 4, "data_pools": "tdes,drafter", "repeats": 3,
              "sampling_tasks": "gsm8k,mt-bench", "temperatures": "0,0.6,1.0", "top_p": 1.0, "seed": 0,

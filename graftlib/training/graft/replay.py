@@ -359,7 +359,7 @@ def replay_prompts(pair, method: str, budget: int, grid: list[int], items: list,
                    max_new_tokens=max_new_tokens, max_prompt_tokens=max_prompt_tokens, repeats=repeats,
                    **method_setting([method], inputs.tdes, inputs.beta, params),
                    **sampling.setting(), **({"cost_profile": profile.label} if profile is not None else {}),
-                   **({"strength": pair.drafter.s, "tau": pair.drafter.tau} if follow is not None else {}))
+                   **(pair.drafter.strength.setting() if follow is not None else {}))
     sid = setting_id(**setting)
     done = {r["uid"]: r for r in read_records(out) if r.get("setting_id") == sid}
     for item in items:
