@@ -14,7 +14,7 @@ from graftlib.data import prompts
 from graftlib.lab.report import archive, paper_costs
 from graftlib.lab.run import bench, device_check, generate, strength
 from graftlib.lab.run.costs import cost_curves, host_overhead, machine_costs, modeled_check
-from graftlib.lab.workbook import runner
+from graftlib.lab.workbook import readme_results, runner
 from graftlib.training import prepare, ship
 from graftlib.training.drafter import corpus, dflash_train, eagle3_train, pipeline, target_data
 from graftlib.training.graft import calibrate, replay, tdes_train, traces
@@ -22,7 +22,7 @@ from graftlib.training.graft import calibrate, replay, tdes_train, traces
 # subcommand modules, in the order shown by --help
 COMMAND_MODULES = (generate, bench, archive, modeled_check, cost_curves, machine_costs, paper_costs, strength, host_overhead,
                    device_check, prepare, ship, calibrate, replay, prompts, target_data, corpus, dflash_train, pipeline,
-                   eagle3_train, traces, tdes_train, runner)
+                   eagle3_train, traces, tdes_train, runner, readme_results)
 
 
 def build_parser() -> argparse.ArgumentParser:

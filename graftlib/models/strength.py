@@ -12,8 +12,8 @@ decode makes anyway. A drafter of `Strength(s, tau, lam, kappa)` drafts, at dept
 
 over the draft vocabulary, q_d the real drafter's marginal. One marginal per depth for the whole block, as a
 DFlash drafter's; past a miss it follows the drafter's own (wrong) spine, so a sibling's children are the
-spine's (lam: how much it still knows of the true path; the spine is a Jacobi fixed point of target forwards
-over context + spine). w_d is s, or, with probability kappa per round and depth (seeded by prompt, root and
+spine's (lam: how much it still knows of the true path; the spine from two Jacobi sweeps of target forwards
+over context + spine, exact two depths past the miss). w_d is s, or, with probability kappa per round and depth (seeded by prompt, root and
 depth), all or nothing (1 with probability s, else 0): kappa spreads the knowledge over depths, which sets
 where the true token sits among the drafter's alternatives at its first miss. tau makes it as confident as it
 is right and moves no top-1. `Strength(s, tau)` (lam = 1, kappa = 0) is the earlier construction, mixing
@@ -42,6 +42,7 @@ SCHEMA_V1 = "graft-drafter-strength/1"  # the earlier construction: s and tau al
 STRENGTH_PATH = ASSETS_DIR / "strength" / "paper-qwen3-8b.json"  # the shipped calibration for the embedded pair
 MIN_PROB = 1e-30  # log of an exact zero of the mixture (a token neither side can propose)
 TRACE_TOP = 256  # the mixture's top probabilities a trace keeps per depth (the temperature fit's sum)
+SPINE_SWEEPS = 2  # target forwards a round past the spine's first miss (`StrengthDrafter._follow_spine`)
 OUT_OF_VOCAB, PAST_END = -1, -2  # a trace's rank of a true token the draft vocabulary lacks / past the continuation
 
 
@@ -147,14 +148,16 @@ class StrengthDrafter:
 
     def _follow_spine(self, q: torch.Tensor, w: torch.Tensor, r: torch.Tensor, mixed: torch.Tensor) -> None:
         """Past the spine's first miss m, mix toward lam p(g) + (1 - lam) p(spine): target forwards over the
-        context and the spine from m on, repeated until the spine stops changing (a Jacobi fixed point)."""
+        context and the spine from m on, repeated until the spine stops changing (a Jacobi iteration), at most
+        `SPINE_SWEEPS` times: each sweep fixes at least one more depth, so the marginals two depths past the miss
+        are exact and deeper ones are conditioned on the last sweep's spine."""
         cont, lam = self._continuation, self.strength.lam
         truth = [cont.at(self._start + d + 1) for d in range(q.shape[0])]
         spine = self._target_ids(mixed.argmax(-1))
         m = next((d for d in range(len(truth)) if spine[d] != truth[d]), None)
         if m is None or m + 1 >= len(truth) or truth[m] < 0:
             return
-        for _ in range(len(truth) - m):
+        for _ in range(min(SPINE_SWEEPS, len(truth) - m)):
             p = self._probs(self._after(self._start + m + 1, spine[m:len(truth) - 1]))  # depths m + 2 .. D
             rows = slice(m + 1, len(truth))
             mixed[rows] = (1.0 - w[rows]) * q[rows] + w[rows] * (lam * r[rows] + (1.0 - lam) * p)

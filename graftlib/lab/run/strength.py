@@ -3,8 +3,8 @@
 `graftlib.models.strength` moves the real drafter's marginals toward the target's along its own spine with
 `Strength(s, tau, lam, kappa)`. Calibration, per task on its validation prompts (every decode walked along
 greedy AR's tokens, modeled, never timed):
-  - s and kappa (`fit_shape`): s by bisection so that the walked DFlash chain (15 drafts, the paper's block of
-    16) accepts the paper's DFlash MAT for Qwen3-8B (Table 1), at every kappa tried; kappa by bisection so
+  - s and kappa (`fit_shape`): s by regula falsi so that the walked DFlash chain (15 drafts, the paper's block of
+    16) accepts the paper's DFlash MAT for Qwen3-8B (Table 1), at every kappa tried; kappa likewise so
     that at the chain's first miss the true token is the drafter's rank-1 sibling as often as a real DFlash
     drafter's (`REAL_DFLASH`: 37%). Neither depends on lam or tau (both act past the first miss or on no top-1).
   - tau (`fit_temperature`): mean top-1 probability = top-1 accuracy over the chain's blocks.
@@ -136,30 +136,6 @@ def run_stats(pair, strength: Strength, method: str, budget: int, w: Walked) -> 
     return {"mat": mat(rounds), **block_stats(trace)}
 
 
-def fit_strength(pair, w: Walked, target_mat: float, kappa: float = 0.0, tol: float = 0.01, steps: int = 14) -> dict:
-    """s such that the walked chain's MAT over `w` at `kappa` is `target_mat` (bisection; module doc): {"s", "mat",
-    "steps"}, and "bound" where even s = 0 or s = 1 cannot meet it."""
-    chain = chain_budget(pair)
-
-    def at(s: float) -> float:
-        return mat(walked_rounds(pair, Strength(s, kappa=kappa), "dflash", chain, w))
-
-    lo, hi = 0.0, 1.0
-    m_lo, m_hi = at(lo), at(hi)
-    if target_mat <= m_lo:
-        return {"s": 0.0, "mat": m_lo, "steps": 2, "bound": "the real drafter already accepts as much"}
-    if target_mat >= m_hi:
-        return {"s": 1.0, "mat": m_hi, "steps": 2, "bound": "even s = 1 accepts less"}
-    s, m = lo, m_lo
-    for step in range(steps):
-        s = (lo + hi) / 2
-        m = at(s)
-        if abs(m - target_mat) <= tol * target_mat:
-            return {"s": s, "mat": m, "steps": step + 3}
-        lo, hi = (s, hi) if m < target_mat else (lo, s)
-    return {"s": s, "mat": m, "steps": steps + 2}
-
-
 def _solve(at, goal: float, rising: bool, tol: float, steps: int) -> dict:
     """x in [0, 1] with at(x)["value"] = `goal`, `at` monotone (`rising` or falling; its rates are noisy counts):
     regula falsi inside the bracket, at most `steps` points past the two ends. Returns the closest point's at(x)
@@ -185,11 +161,33 @@ def _solve(at, goal: float, rising: bool, tol: float, steps: int) -> dict:
     return best
 
 
-def fit_shape(pair, w: Walked, target_mat: float, rank1: float, tol: float = 0.02, steps: int = 5) -> dict:
+def fit_strength(pair, w: Walked, target_mat: float, kappa: float = 0.0, tol: float = 0.01, steps: int = 8,
+                 memo: dict | None = None) -> dict:
+    """s such that the walked chain's MAT over `w` at `kappa` is `target_mat` within `tol` of it (`_solve`; MAT
+    rises with s): {"s", "mat", "steps"}, and "bound" where even s = 0 or s = 1 cannot meet it. `memo`: the
+    chain MATs of earlier fits on `w` (s = 0 and s = 1 are the same at every kappa)."""
+    chain, runs, memo = chain_budget(pair), [], {} if memo is None else memo
+
+    def at(s: float) -> dict:
+        key = s if s in (0.0, 1.0) else (s, kappa)
+        if key not in memo:
+            runs.append(s)
+            memo[key] = mat(walked_rounds(pair, Strength(s, kappa=kappa), "dflash", chain, w))
+        return {"value": memo[key]}
+
+    r = _solve(at, target_mat, rising=True, tol=tol * target_mat, steps=steps)
+    bound = {"past x = 0": "the real drafter already accepts as much", "past x = 1": "even s = 1 accepts less"}
+    return {"s": r["x"], "mat": r["value"], "steps": len(runs),
+            **({"bound": next(v for k, v in bound.items() if k in r["bound"])} if "bound" in r else {})}
+
+
+def fit_shape(pair, w: Walked, target_mat: float, rank1: float, tol: float = 0.03, steps: int = 3) -> dict:
     """(s, kappa): the chain's MAT at `target_mat` and its first miss's rank-1 sibling share at `rank1` (module
     doc): {"s", "kappa", "mat", "rank1", "fit"}, "bound" where no kappa in [0, 1] reaches `rank1`."""
+    memo = {}
+
     def at(kappa: float) -> dict:
-        fit = fit_strength(pair, w, target_mat, kappa)
+        fit = fit_strength(pair, w, target_mat, kappa, memo=memo)
         stats = run_stats(pair, Strength(fit["s"], kappa=kappa), "dflash", chain_budget(pair), w)
         return {"value": stats["first_miss"]["rank1"], "fit": fit, "chain": stats}
 
@@ -230,10 +228,10 @@ def fit_temperature(pair, strength: Strength, w: Walked, steps: int = 30) -> dic
             "real_confidence": real_conf, "real_accuracy": real_acc}
 
 
-def fit_lam(pair, strength: Strength, w: Walked, sibling: float, budget: int = PAPER_BUDGET, tol: float = 0.02,
-            steps: int = 3) -> dict:
+def fit_lam(pair, strength: Strength, w: Walked, sibling: float, budget: int = PAPER_BUDGET, tol: float = 0.03,
+            steps: int = 2) -> dict:
     """lam at which, over DDTree@`budget`'s walked rounds, the next depth's top-1 is right after a rank-1 sibling
-    as often as `sibling` (bisection; the rate rises with lam): {"lam", "sibling", "cases"}, "bound" where no lam
+    as often as `sibling` (`_solve`; the rate rises with lam): {"lam", "sibling", "cases"}, "bound" where no lam
     in [0, 1] reaches it."""
     def at(lam: float) -> dict:
         stats = run_stats(pair, replace(strength, lam=lam), "ddtree", budget, w)
@@ -257,7 +255,8 @@ def _validation(pair, strength: Strength, ev: Walked) -> dict:
             "continuation": {"spine": tree["spine"], "sibling": tree["sibling"]}, "first_miss": tree["first_miss"]}
 
 
-def calibrate_task(pair, task: str, n_prompts: int, max_new_tokens: int, compare: Strength | None = None) -> dict:
+def calibrate_task(pair, task: str, n_prompts: int, max_new_tokens: int, compare: Strength | None = None,
+                   log=print) -> dict:
     """One task's calibration (module doc): the fitted `Strength`, its fits and its validation beside the paper's,
     the public real drafter's, the real embedded drafter's and `compare`'s (an earlier construction's)."""
     paper = TABLE1[PAPER_MODEL]
@@ -266,10 +265,12 @@ def calibrate_task(pair, task: str, n_prompts: int, max_new_tokens: int, compare
     split = fit_split(task, n_prompts)
     val = walked_prompts(pair, task, split, n_prompts, max_new_tokens)
     shape = fit_shape(pair, val, paper["DFlash"][task][0], REAL_DFLASH["first_miss_rank1"])
+    log(f"{task}: s {shape['s']:.3f}, kappa {shape['kappa']:.3f} ({time.time() - t0:.0f} s)")
     temp = fit_temperature(pair, Strength(shape["s"], kappa=shape["kappa"]), val)
     lam = fit_lam(pair, Strength(shape["s"], temp["tau"], kappa=shape["kappa"]), val,
                   REAL_DFLASH["sibling_continuation"])
     fitted = Strength(shape["s"], temp["tau"], lam["lam"], shape["kappa"])
+    log(f"{task}: tau {fitted.tau:.3f}, lam {fitted.lam:.3f} ({time.time() - t0:.0f} s); validating on eval prompts")
     ev = walked_prompts(pair, task, "eval", n_prompts, max_new_tokens)
     calibrated, real = _validation(pair, fitted, ev), _validation(pair, Strength(0.0), ev)
     row = {"s": fitted.s, "tau": fitted.tau, "lam": fitted.lam, "kappa": fitted.kappa, "fitted_on": split,
@@ -297,7 +298,7 @@ def calibrate_tasks(pair, tasks=TASKS, n_prompts: int = 10, max_new_tokens: int 
             table[task] = done[task]
             continue
         table[task] = {"key": key, **calibrate_task(pair, task, n_prompts, max_new_tokens,
-                                                    compare.of(task) if compare else None)}
+                                                    compare.of(task) if compare else None, log)}
         log(format_row(task, table[task]))
         if out:
             write_json_atomic(out, document(pair, table, n_prompts, max_new_tokens, command))
