@@ -95,12 +95,29 @@ def test_the_claims_figure_draws_every_cell_in_full():
     for i in C.index:
         for cell in (C.at[i, "paper"], C.at[i, "machine wall-clock"], C.at[i, "machine counts"]):
             assert " ".join(cell.split()) in drawn, cell
-    assert "paper+acceptance counts" in drawn
+    assert "counts" in drawn and "paper+acceptance counts" not in drawn  # one counts column: the same everywhere
     fig.canvas.draw()
     renderer = fig.canvas.get_renderer()
     for (row, col), cell in fig.axes[0].tables[0].get_celld().items():  # each text inside its own cell
         box, text = cell.get_window_extent(renderer), cell.get_text().get_window_extent(renderer)
         assert box.x0 <= text.x0 and text.x1 <= box.x1, (row, col, cell.get_text().get_text())
+
+
+def test_the_claims_figure_names_its_regimes_the_construction_and_its_colours():
+    C = pd.DataFrame({"source": ["Table 1 (i)"], "paper": ["GRAFT beats DDTree"],
+                      "machine wall-clock": ["opposite (0.9x)"], "machine counts": ["3 tasks x 10 prompts x 128 tokens"],
+                      "paper+acceptance modeled": ["reproduced (1.3x)"],
+                      "paper+acceptance counts": ["1 task x 10 prompts x 128 tokens"]}, index=["C1"])
+    cols, heads = plots.claims_columns(C)
+    assert cols == ["machine wall-clock", "paper+acceptance modeled"]
+    assert heads == ["this machine, wall clock", "paper's costs + acceptance (drafter-strength construction), modeled"]
+    assert plots.claims_counts(C, "C1") == ("this machine: 3 tasks x 10 prompts x 128 tokens; paper's costs + "
+                                            "acceptance (drafter-strength construction): 1 task x 10 prompts x 128 tokens")
+    fig = plots.plot_claims(C, "claims")
+    drawn = " ".join(" ".join(c.get_text().get_text().split()) for c in fig.axes[0].tables[0].get_celld().values())
+    assert "drafter-strength construction" in drawn
+    (key,) = fig.legends
+    assert [t.get_text() for t in key.get_texts()] == list(plots.VERDICT_COLOURS)
 
 
 def test_tokens_are_drawn_visibly():

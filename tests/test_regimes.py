@@ -266,7 +266,8 @@ def test_the_claims_figure_draws_every_cell_whole():
     (table,) = [a for a in fig.axes[0].get_children() if isinstance(a, Table)]
     drawn = {(r, c): " ".join(cell.get_text().get_text().split()) for (r, c), cell in table.get_celld().items()}
     assert drawn[(1, 0)] == "T3 (Table 3): " + C.at["T3", "paper"]
-    assert drawn[(1, 1)] == long and drawn[(1, 2)] == C.at["T3", "paper counts"]
+    assert drawn[(1, 1)] == long and drawn[(1, 2)] == C.at["T3", "paper counts"]  # the one counts column
+    assert drawn[(0, 1)] == "paper's A100 costs, modeled"
     assert "\n" in table.get_celld()[(1, 1)].get_text().get_text()  # wrapped, not cut
 
 
