@@ -1,6 +1,7 @@
 """The cost profile of the machine at hand (`graftlib.lab.run.costs.machine_costs`): the shipped one where it was fitted,
 else measured once per machine and pair and cached, and SABA deciding with it."""
 
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -29,7 +30,7 @@ def _as_shipped_pair(pair):
 
 def test_the_shipped_profile_where_it_was_fitted_else_one_measured_once_and_cached(tiny_pair, tmp_path,
                                                                                   monkeypatch):
-    monkeypatch.setenv("GRAFT_HOME", str(tmp_path))
+    monkeypatch.setenv("GRAFT_COSTS", str(tmp_path / "costs"))
     calls = []
 
     def fake(pair, log=print):
@@ -45,6 +46,7 @@ def test_the_shipped_profile_where_it_was_fitted_else_one_measured_once_and_cach
     first = machine_profile(shipped_pair, measure=fake, log=lines.append)
     again = machine_profile(shipped_pair, measure=fake, log=lines.append)
     assert first.id == again.id != SHIPPED.id and len(calls) == 1 and cache_path(shipped_pair).is_file()
+    assert cache_path(shipped_pair).parent == tmp_path / "costs"
     assert "fitted on " + SHIPPED.hardware in lines[0] and "Another CPU" in lines[0]
     # another pair on the shipped machine prices with the shipped profile, as before
     monkeypatch.setattr(machine_costs, "hardware_id", lambda device, dtype=None: SHIPPED.hardware)
@@ -77,3 +79,14 @@ def test_a_measured_profile_prices_rounds_and_names_its_machine(tiny_pair, tmp_p
     assert made["target"] == "tiny-qwen3" and made["prompts"] == 2 and made["new_tokens"] == 24
     assert made["machine"] == tiny_pair.describe()["hardware"] and p.hardware.startswith("cpu:")
     assert CostProfile.load(p.save(tmp_path / "p.json")).id == p.id
+
+
+def test_the_suite_measures_into_its_own_home_never_the_users():
+    """tests/conftest.py points GRAFT_COSTS at a folder of this run's: a profile measured under the suite's load
+    never reaches the user's GRAFT_HOME."""
+    import os
+
+    from graftlib.core.paths import costs_dir, graft_home
+
+    assert "graft-test-costs-" in os.environ["GRAFT_COSTS"] and costs_dir() == Path(os.environ["GRAFT_COSTS"])
+    assert not costs_dir().resolve().is_relative_to(graft_home().resolve())

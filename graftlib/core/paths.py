@@ -1,8 +1,9 @@
 """Where graftlib keeps caches and results, and how records name paths.
 
 GRAFT_HOME (default ~/.cache/graftlib) holds the dequantized embedded target and the
-downloaded prompt-set packages; RESULTS_DIR (default ./results) holds benchmark records.
-Both are resolved at call time from the environment, so tests can redirect them.
+downloaded prompt-set packages; GRAFT_COSTS (default GRAFT_HOME/costs) the cost profiles measured on this
+machine; RESULTS_DIR (default ./results) holds benchmark records. All are resolved at call time from the
+environment, so tests can redirect them (the suite measures its costs into a folder of its own).
 
 Records and artifacts never store a machine's absolute path: `portable(path)` writes a path
 under the project root (the directory holding the `graftlib` package) relative to it, e.g.
@@ -21,6 +22,11 @@ ASSETS_DIR = PACKAGE_DIR / "assets"
 
 def graft_home() -> Path:
     return Path(os.environ.get("GRAFT_HOME", Path.home() / ".cache" / "graftlib"))
+
+
+def costs_dir() -> Path:
+    """Where cost profiles measured on this machine are cached (`graftlib.lab.run.costs.machine_costs`)."""
+    return Path(os.environ.get("GRAFT_COSTS", graft_home() / "costs"))
 
 
 def results_dir() -> Path:

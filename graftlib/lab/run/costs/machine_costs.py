@@ -8,7 +8,7 @@ figures describe the first machine, not the reader's. `machine_profile` therefor
   2. the shipped profile, when this device and dtype are the machine's it was fitted on (the same
      `hardware_id`; another pair there prices with it too, or with its own `graft prepare` /
      `graft device-check` profile passed explicitly);
-  3. else this machine's own profile for the pair: read from the cache (`GRAFT_HOME/costs/`, keyed
+  3. else this machine's own profile for the pair: read from the cache (`GRAFT_COSTS`, default `GRAFT_HOME/costs/`, keyed
      by the hardware id and the pair's fingerprints) or measured once and cached (`measure_profile`).
 `graft machine-costs` measures (or re-measures, `--force`) and caches it, printing it beside the
 shipped one; `graft bench` and the workbook's notebooks call `machine_profile` themselves.
@@ -30,7 +30,7 @@ import torch
 
 from graftlib.core.errors import GraftError
 from graftlib.core.hardware import hardware_id
-from graftlib.core.paths import graft_home, portable
+from graftlib.core.paths import costs_dir, portable
 from graftlib.core.timing import WarmUp, warm_up
 from graftlib.inputs.cli_args import add_model_args
 from graftlib.inputs.cost_profile import CostProfile, default_profile, with_costs
@@ -56,7 +56,7 @@ def cache_path(pair) -> Path:
     """Where this machine's measured profile for `pair` is cached."""
     ids = pair.identity()
     key = f"{slug(hardware_id(pair.device, pair.target.dtype))}--{ids.target_fingerprint}-{ids.drafter_fingerprint}"
-    return graft_home() / "costs" / f"{key}.json"
+    return costs_dir() / f"{key}.json"
 
 
 def measure_profile(pair, log=print, prompts: list[list[int]] | None = None, new_tokens: int = FIT_TOKENS) -> CostProfile:
