@@ -61,6 +61,11 @@ class Tree:
         self.scores.append(score)
         return len(self.tokens) - 1
 
+    def prefix(self, n: int) -> "Tree":
+        """The first n draft nodes: of a tree built best-first (parents before children), a tree again."""
+        k = n + 1
+        return Tree(self.tokens[:k], self.parents[:k], self.depths[:k], self.scores[:k])
+
     def is_chain(self) -> bool:
         return all(p == i - 1 for i, p in enumerate(self.parents) if i > 0)
 

@@ -1,7 +1,7 @@
 """CaDDTree-style cost-aware stopping: DDTree's heap that sizes its own tree.
 
-Rule: pop prefixes best-first exactly like `HeapTreeBuilder` (DDTree, eq. 3),
-keeping Phi_n = sum over the n selected nodes of exp(path log-prob) (the drafter's estimate of
+Rule (`stop_size`): over the prefixes DDTree's heap (`HeapTreeBuilder`, eq. 3) pops best-first, keep
+Phi_n = sum over the n selected nodes of exp(path log-prob) (the drafter's estimate of
 the expected accepted drafts, TEV-style). With the ratio
   R(n) = (1 + Phi_n + delta) / (C_draft + C_verify(n + 1; prefix)),
 the next node is added only while it increases R; the tree stops at the first node that does not
@@ -14,16 +14,16 @@ curve from `graft costs` plus a draft time (`from_curve`; that curve is measured
 so the context term is ignored there).
 
 `CaDDTree` is both the `TreeBuilder` and the `BudgetController` of the method: `budget` records the
-round's prefix length (the builder protocol does not carry it) and returns the cap.
-Invariant: the tree equals `HeapTreeBuilder().build(root, cand, n)` for the n it stops at.
+round's prefix length (the builder protocol does not carry it) and returns the cap. It is a stop rule on the
+one heap, not a heap of its own: the compiled heap builds the cap's tree, whose nodes are in pop order, and the
+tree is its first n nodes. Invariant: the tree equals `HeapTreeBuilder().build(root, cand, n)` for that n.
 """
 
-import heapq
 import itertools
 import math
 from collections.abc import Callable
 
-from graftlib.core.builders import Candidates
+from graftlib.core.builders import Candidates, HeapTreeBuilder
 from graftlib.core.errors import require
 from graftlib.core.tree import Tree
 from graftlib.methods.saba import round_cost
@@ -41,6 +41,18 @@ def interpolate(curve: dict[int, float], n: int) -> float:
     return curve[xs[-1]] * n / xs[-1]  # beyond the range: proportional extrapolation
 
 
+def stop_size(path_logq: list[float], cost: Callable[[int], float], delta: float = 0.0) -> int:
+    """The rule (module doc): n at the first node whose addition does not raise R, over the path log-probs of the
+    heap's nodes in pop order (`path_logq`; all of them where R keeps rising)."""
+    phi, ratio = 0.0, (1.0 + delta) / cost(0)
+    for n, score in enumerate(path_logq, 1):
+        nxt = (1.0 + phi + math.exp(score) + delta) / cost(n)
+        if nxt <= ratio:
+            return n - 1
+        phi, ratio = phi + math.exp(score), nxt
+    return len(path_logq)
+
+
 class CaDDTree:
     name = "caddtree"
 
@@ -51,6 +63,7 @@ class CaDDTree:
         self.delta = delta
         self.prefix_len = 0
         self.calibration = calibration
+        self.heap = HeapTreeBuilder()
 
     @classmethod
     def from_params(cls, params, cap: int, delta: float = 0.0) -> "CaDDTree":
@@ -76,29 +89,8 @@ class CaDDTree:
         return self.max_budget
 
     def build(self, root_token: int, cand: Candidates, budget: int) -> Tree:
-        tree = Tree.root_only(root_token)
-        if cand.depth == 0 or budget <= 0:
-            return tree
-        phi = 0.0
-        ratio = (1.0 + self.delta) / self.cost(0, self.prefix_len)
-        heap = [(-cand.logq[0][0], 0, 0, 0)]  # (-path log-prob, tiebreak, parent node, child rank)
-        counter = 1
-        while heap and tree.num_nodes < budget:
-            neg, _, parent, rank = heap[0]
-            nxt = (1.0 + phi + math.exp(-neg) + self.delta) / self.cost(tree.num_nodes + 1, self.prefix_len)
-            if nxt <= ratio:
-                break
-            heapq.heappop(heap)
-            phi, ratio = phi + math.exp(-neg), nxt
-            d = tree.depths[parent]  # the new node's depth index (0-based) in the candidates
-            node = tree.add(cand.ids[d][rank], parent, -neg)
-            if rank + 1 < len(cand.ids[d]):
-                heapq.heappush(heap, (neg + cand.logq[d][rank] - cand.logq[d][rank + 1], counter, parent, rank + 1))
-                counter += 1
-            if d + 1 < cand.depth:
-                heapq.heappush(heap, (neg - cand.logq[d + 1][0], counter, node, 0))
-                counter += 1
-        return tree
+        full = self.heap.build(root_token, cand, budget)
+        return full.prefix(stop_size(full.scores[1:], lambda n: self.cost(n, self.prefix_len), self.delta))
 
     def feedback(self, record: dict) -> None:
         pass
