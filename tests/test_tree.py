@@ -3,14 +3,13 @@
 import numpy as np
 import pytest
 import torch
+from reference_tree import ancestor_levels, ancestor_matrix, children, paths, visible
 
 from graftlib.core.kernels import verify_blob
 from graftlib.core.tree import (
     EDGE_SHIFT,
     MaskBuffer,
     Tree,
-    ancestor_levels,
-    ancestor_matrix,
     child_edges,
     greedy_walk,
     parent_mismatch,
@@ -56,6 +55,10 @@ def test_add_sets_depth_from_parent():
     t.validate()
 
 
+def _children(vi) -> list[dict[int, int]]:
+    return children(vi.edges, len(vi.parents))
+
+
 @pytest.mark.parametrize("start", [0, 1, 7])
 def test_verify_inputs_branchy(start):
     vi = verify_inputs(branchy(), start)
@@ -67,7 +70,7 @@ def test_verify_inputs_branchy(start):
     for i, anc in ANCESTORS_OR_SELF.items():
         for j in anc:
             expected[i, j] = True
-    assert torch.equal(vi.visible, expected)
+    assert torch.equal(visible(vi.parents), expected)
     # additive mask over [prefix | tree]
     m = vi.attention_mask
     assert m is not None and m.shape == (1, 1, n, start + n) and m.dtype == torch.float32
@@ -77,8 +80,8 @@ def test_verify_inputs_branchy(start):
         for j in range(n):
             want = 0.0 if j in ANCESTORS_OR_SELF[i] else neg
             assert m[0, 0, i, start + j].item() == want, (i, j)
-    assert vi.children == [{11: 1, 12: 2}, {13: 3, 14: 4}, {}, {15: 5}, {}, {}]
-    assert vi.paths == [[0], [0, 1], [0, 2], [0, 1, 3], [0, 1, 4], [0, 1, 3, 5]]
+    assert _children(vi) == [{11: 1, 12: 2}, {13: 3, 14: 4}, {}, {15: 5}, {}, {}]
+    assert paths(vi.parents) == [[0], [0, 1], [0, 2], [0, 1, 3], [0, 1, 4], [0, 1, 3, 5]]
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
@@ -95,15 +98,15 @@ def test_verify_inputs_chain_has_no_mask():
     vi = verify_inputs(Tree.chain(4, [5, 6, 7]), start=9)
     assert vi.attention_mask is None
     assert vi.position_ids.tolist() == [[9, 10, 11, 12]]
-    assert torch.equal(vi.visible, torch.ones(4, 4, dtype=torch.bool).tril())
-    assert vi.children == [{5: 1}, {6: 2}, {7: 3}, {}]
-    assert vi.paths == [[0], [0, 1], [0, 1, 2], [0, 1, 2, 3]]
+    assert torch.equal(visible(vi.parents), torch.ones(4, 4, dtype=torch.bool).tril())
+    assert _children(vi) == [{5: 1}, {6: 2}, {7: 3}, {}]
+    assert paths(vi.parents) == [[0], [0, 1], [0, 1, 2], [0, 1, 2, 3]]
 
 
 def test_verify_inputs_root_only():
     vi = verify_inputs(Tree.root_only(3), start=4)
     assert vi.attention_mask is None and vi.position_ids.tolist() == [[4]]
-    assert vi.children == [{}] and vi.paths == [[0]]
+    assert _children(vi) == [{}] and paths(vi.parents) == [[0]]
 
 
 def test_tree_with_non_chain_numbering_gets_a_mask():
@@ -111,7 +114,7 @@ def test_tree_with_non_chain_numbering_gets_a_mask():
     t = Tree([1, 2, 3, 4], [-1, 0, 0, 2], [0, 1, 1, 2])
     vi = verify_inputs(t, 2)
     assert vi.attention_mask is not None
-    assert vi.visible[3].tolist() == [True, False, True, True]
+    assert visible(vi.parents)[3].tolist() == [True, False, True, True]
     assert vi.position_ids.tolist() == [[2, 3, 3, 4]]
 
 
@@ -205,7 +208,7 @@ def test_child_edges_name_each_child_once():
                      (1 << EDGE_SHIFT) | 14: 4, (3 << EDGE_SHIFT) | 15: 5}
     assert child_edges([4], [-1]) == {}
     # the list-of-dicts view derived from them
-    assert verify_inputs(branchy(), 2).children == [{11: 1, 12: 2}, {13: 3, 14: 4}, {}, {15: 5}, {}, {}]
+    assert _children(verify_inputs(branchy(), 2)) == [{11: 1, 12: 2}, {13: 3, 14: 4}, {}, {15: 5}, {}, {}]
 
 
 def blob_rows(pad: int = 0, itemsize: int = 4, bits: int = 7) -> tuple[list[list[int]], np.ndarray, np.ndarray]:
@@ -279,7 +282,7 @@ def test_mask_rows_written_in_place_equal_the_uploaded_block(dtype):
         assert torch.equal(a.attention_mask, b.attention_mask), (start, tree.tokens)
         assert torch.equal(a.input_ids, b.input_ids) and torch.equal(a.position_ids, b.position_ids)
         hidden = a.attention_mask[0, 0, :, start:] != 0
-        assert torch.equal(~hidden, verify_inputs(tree, start).visible)
+        assert torch.equal(~hidden, visible(verify_inputs(tree, start).parents))
     assert torch.equal(direct.mask, uploaded.mask)  # the columns and rows beyond the views too
 
 

@@ -42,17 +42,14 @@ class Candidates:
     Two sources. Given as [D][K] lists or arrays (`Candidates(ids, logq, ...)`), the pools are stored
     as two C-contiguous arrays. Read back from the device (`from_top_k`), they stay one packed float32
     array [D, 2K (+ D)]: per depth the ids (as int32 bit patterns), the log q and, when packed with
-    the drafter states, their Gram row; nothing is converted or copied up front. A round's host side
-    reads only a few entries of a pool (a heap of B nodes touches about 2B of the D x K), so the
-    builders read them through memoryviews over the packed buffer (`rows`: Python scalars per access,
-    no numpy call, no per-entry objects kept), and everything else is derived on first use (cached):
-    the tables `id_table` / `logq_table` (numpy views, for batched scorers), the list views `ids` /
-    `logq`, and the signals `top1_prob` / `hidden_sq` / `hidden_dot` (read from the same memoryviews).
-    Values are the tables' own: a float32 log q reads back as the same Python float through any view.
+    the drafter states, their Gram row; nothing is converted or copied up front. Everything is derived on
+    first use (cached): the tables `id_table` / `logq_table` (numpy views, which the compiled heap and the
+    batched scorers read), the list views `ids` / `logq`, and the budget controllers' signals `top1_prob` /
+    `hidden_sq` / `hidden_dot`. Values are the tables' own: a float32 log q reads back as the same Python
+    float through any view.
     """
 
-    __slots__ = ("_dot", "_flat", "_id_table", "_ids", "_logq", "_logq_table", "_packed", "_rows", "_sq", "_top1",
-                 "hidden")
+    __slots__ = ("_dot", "_id_table", "_ids", "_logq", "_logq_table", "_packed", "_sq", "_top1", "hidden")
 
     def __init__(self, ids, logq, top1_prob: list[float] | None = None, hidden: torch.Tensor | None = None,
                  hidden_sq: list[float] | None = None, hidden_dot: list[float] | None = None,
@@ -63,7 +60,6 @@ class Candidates:
         self._id_table = None if packed is not None else _table(ids, np.int64)
         self._logq_table = None if packed is not None else _table(logq, None)
         self._top1, self.hidden, self._sq, self._dot, self._packed = top1_prob, hidden, hidden_sq, hidden_dot, packed
-        self._flat = self._rows = None
 
     @classmethod
     def from_top_k(cls, packed: torch.Tensor, hidden: torch.Tensor | None = None) -> "Candidates":
@@ -117,23 +113,21 @@ class Candidates:
     def top1_prob(self) -> list[float]:
         """[D] q_{t,d}(c^(1)), for confidence signals."""
         if self._top1 is None:
-            self._top1 = [math.exp(q[0]) for _, q in self.rows()]
+            self._top1 = [math.exp(q) for q in self.logq_table[:, 0].tolist()] if self.depth else []
         return self._top1
 
     @property
     def hidden_sq(self) -> list[float] | None:
         """[D] |h_d|^2 of the drafter states (the packed Gram diagonal; None without one)."""
         if self._sq is None and self._gram_packed():
-            _, q, w, k = self.flat()
-            self._sq = [q[o + 2 * k + d] for d, o in enumerate(range(0, self.depth * w, w))]
+            self._sq = np.diagonal(self.gram_table).tolist()
         return self._sq
 
     @property
     def hidden_dot(self) -> list[float] | None:
         """[D-1] h_d . h_{d+1} (the packed Gram's first superdiagonal; None without one)."""
         if self._dot is None and self._gram_packed():
-            _, q, w, k = self.flat()
-            self._dot = [q[o + 2 * k + d + 1] for d, o in enumerate(range(0, (self.depth - 1) * w, w))]
+            self._dot = np.diagonal(self.gram_table, 1).tolist()
         return self._dot
 
     @property
@@ -147,30 +141,6 @@ class Candidates:
     def _gram_packed(self) -> bool:
         return self._packed is not None and self.hidden is not None
 
-    def flat(self) -> tuple[memoryview, memoryview, int, int]:
-        """(ids, log q, row stride, log q offset): 1-D memoryviews over the tables, depth d's pool at
-        [d * stride, d * stride + K) of ids and [d * stride + offset, ... + K) of log q (cached)."""
-        if self._flat is None:
-            if self._packed is not None:
-                host, k = self._packed
-                raw = memoryview(host).cast("B")
-                self._flat = (raw.cast("i"), raw.cast("f"), host.shape[1], k)
-            else:
-                ids, logq = self._id_table, self._logq_table
-                self._flat = (_flat_view(ids), _flat_view(logq), ids.shape[1], 0)
-        return self._flat
-
-    def rows(self) -> list[tuple[memoryview, memoryview]]:
-        """Per depth (ids, log q) as 1-D memoryviews: indexing one gives a Python int / float without
-        converting the rest of the pool (the builders' view; cached)."""
-        if self._rows is None:
-            if self.depth == 0:
-                return []
-            ids, q, w, off = self.flat()
-            k = self.width
-            self._rows = [(ids[o:o + k], q[o + off:o + off + k]) for o in range(0, self.depth * w, w)]
-        return self._rows
-
     @classmethod
     def from_logits(cls, logits: torch.Tensor, k: int, hidden: torch.Tensor | None = None,
                     id_map: torch.Tensor | None = None) -> "Candidates":
@@ -183,11 +153,6 @@ def _table(rows, dtype) -> np.ndarray:
     if len(rows) == 0:
         return np.zeros((0, 0), dtype=dtype or np.float64)
     return np.ascontiguousarray(rows, dtype=dtype)
-
-
-def _flat_view(table: np.ndarray) -> memoryview:
-    """A C-contiguous array's elements as one 1-D memoryview of Python scalars."""
-    return memoryview(table).cast("B").cast(table.dtype.char)
 
 
 def top_k(logits: torch.Tensor, k: int, id_map: torch.Tensor | None = None,

@@ -40,15 +40,6 @@ from graftlib.core.verify import LazyArgmax, commit_cache, kept_rows, target_for
 
 
 @dataclass
-class DecodeConfig:
-    method: str = "ddtree"
-    budget: int = 32  # draft nodes per round (dflash: drafts per round, at most block_size - 1)
-    max_new_tokens: int = 256
-    record_trees: bool = False  # keep each round's tree and the target's token at every node
-    stop_at_eos: bool = True
-
-
-@dataclass
 class RoundRecord:
     accepted: int  # a_t: accepted draft nodes + the bonus token
     budget: int

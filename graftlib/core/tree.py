@@ -12,14 +12,13 @@ Invariants (checked by `Tree.validate`, relied on everywhere):
 `verify_inputs(tree, start)` is the single place that turns a tree into what the target needs:
 position ids `start + depth`, the additive 4D attention mask over `[prefix (start) | tree (N+1)]`
 (a node's row: its parent's, with its own entry visible; `graftlib.core.kernels.verify_blob`), the walk's edge map
-(parent << 32 | token -> child, `child_edges`), and, derived on first use, the visibility matrix,
-each node's child map and the root-to-node paths (Medusa/EAGLE "retrieve indices").
+(parent << 32 | token -> child, `child_edges`); plain reference derivations (the visibility matrix, each
+node's child map, the root-to-node paths) live in tests/reference_tree.py, against which these are tested.
 `greedy_walk` accepts the longest path whose tokens equal the target's argmax tokens (exact at
 temperature 0). A decode reuses one mask buffer (`MaskBuffer`) across rounds.
 """
 
 from dataclasses import dataclass, field
-from functools import cached_property
 
 import numpy as np
 import torch
@@ -93,31 +92,6 @@ class VerifyInputs:
     edges: dict[int, int]  # edges[parent << EDGE_SHIFT | token] = child node index (`child_edges`)
     parents: list[int]
 
-    @cached_property
-    def paths(self) -> list[list[int]]:
-        """paths[i] = node indices root..i."""
-        paths: list[list[int]] = []
-        for i, p in enumerate(self.parents):
-            paths.append([i] if p < 0 else paths[p] + [i])
-        return paths
-
-    @cached_property
-    def visible(self) -> torch.Tensor:
-        """[N+1, N+1] bool (host): visible[i, j] = j is i or an ancestor of i (derived on first use)."""
-        n = len(self.parents)
-        visible = torch.zeros(n, n, dtype=torch.bool)
-        for i, path in enumerate(self.paths):
-            visible[i, path] = True
-        return visible
-
-    @cached_property
-    def children(self) -> list[dict[int, int]]:
-        """children[i][token] = child node index (derived on first use: the walk reads `edges`)."""
-        children: list[dict[int, int]] = [{} for _ in self.parents]
-        for key, child in self.edges.items():
-            children[key >> EDGE_SHIFT][key & ((1 << EDGE_SHIFT) - 1)] = child
-        return children
-
 
 def child_edges(tokens, parents) -> dict[int, int]:
     """{parent << EDGE_SHIFT | token: child} over nodes 1..N (int64 arrays or lists): the walk's one
@@ -126,31 +100,6 @@ def child_edges(tokens, parents) -> dict[int, int]:
     tokens, parents = np.asarray(tokens, dtype=np.int64), np.asarray(parents, dtype=np.int64)
     keys = (parents[1:] << EDGE_SHIFT) | tokens[1:]
     return dict(zip(keys.tolist(), range(1, len(tokens))))
-
-
-def ancestor_levels(parents, max_depth: int) -> np.ndarray:
-    """[max_depth + 1, N+1] int64: row k holds every node's ancestor k levels up (the root stands in
-    above the root), so column i lists i's ancestors-or-self. `max_depth` pointer-jumping steps."""
-    up = np.array(parents, dtype=np.int64)
-    up[0] = 0
-    levels = np.empty((max_depth + 1, len(up)), dtype=np.int64)
-    levels[0] = np.arange(len(up))
-    for k in range(1, max_depth + 1):
-        np.take(up, levels[k - 1], out=levels[k])
-    return levels
-
-
-def ancestor_matrix(parents, max_depth: int | None = None) -> torch.Tensor:
-    """visible[i, j] is True iff j == i or j is an ancestor of i (a host bool tensor).
-
-    Vectorized over nodes: `ancestor_levels` lists every node's ancestors by level, then one
-    scatter marks them all.
-    """
-    n = len(parents)
-    levels = ancestor_levels(parents, max_depth if max_depth is not None else n - 1)
-    visible = np.zeros((n, n), dtype=bool)
-    visible[levels[0], levels] = True
-    return torch.from_numpy(visible)
 
 
 class MaskBuffer:
