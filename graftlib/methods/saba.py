@@ -39,28 +39,39 @@ from graftlib.methods.saba_params import SabaParams
 
 
 def degeneration(hidden: torch.Tensor | None) -> float:
-    """degen_t of eq. 15 from drafter hidden states [D, H]; 0 when D < 2 or no hidden states."""
+    """degen_t of eq. 15 from drafter hidden states [D, H] (`degeneration_from` over their Gram matrix); 0 when
+    D < 2 or no hidden states."""
     if hidden is None or hidden.shape[0] < 2:
         return 0.0
     h = hidden.float()
-    gram = torch.mm(h, h.t()).tolist()  # [D, D]: one small matmul, then scalar math
-    return degeneration_from([gram[d][d] for d in range(len(gram))], [gram[d][d + 1] for d in range(len(gram) - 1)])
+    gram = torch.mm(h, h.t()).numpy()  # [D, D]: one small matmul
+    return degeneration_from(np.diagonal(gram), np.diagonal(gram, 1))
 
 
-def degeneration_from(sq: list[float], dots: list[float]) -> float:
-    """degen_t from the squared norms |h_d|^2 [D] and the adjacent products h_d . h_{d+1} [D-1]
-    (`Candidates.hidden_sq` / `hidden_dot`, read back with the draft: no device sync here)."""
-    if len(sq) < 2:
-        return 0.0
-    r = [dot / max(math.sqrt(sq[d] * sq[d + 1]), 1e-12) for d, dot in enumerate(dots)]  # r_{t,d}, d = 1..D-1
-    return sum(r) / len(r) + (r[-1] - r[0])
+def degeneration_from(sq, dots) -> float:
+    """degen_t from the squared norms |h_d|^2 [D] and the adjacent products h_d . h_{d+1} [D-1] (lists or arrays;
+    `Candidates.hidden_sq` / `hidden_dot`, read back with the draft: no device sync here): `_degeneration`."""
+    return _degeneration(np.asarray(sq, np.float64), np.asarray(dots, np.float64)) if len(sq) >= 2 else 0.0
+
+
+@numba.njit(cache=True)
+def _degeneration(sq, dots) -> float:
+    """The one definition of eq. 15's degen_t: r_{t,d} = h_d . h_{d+1} / |h_d| |h_{d+1}| for d = 1..D-1, their
+    mean plus the drift r_{t,D-1} - r_{t,1}, in float64 (D >= 2)."""
+    total, first, last = 0.0, 0.0, 0.0
+    for d in range(dots.shape[0]):
+        r = np.float64(dots[d]) / max(math.sqrt(np.float64(sq[d]) * np.float64(sq[d + 1])), 1e-12)
+        total += r
+        if d == 0:
+            first = r
+        last = r
+    return total / dots.shape[0] + (last - first)
 
 
 @numba.njit(cache=True)
 def packed_signals(logq, gram) -> tuple[float, float]:
     """(conf_t, degen_t) from the pools' log q [D, K] and the drafter states' Gram matrix [D, D] (float32
-    views of the read-back): the mean top-1 probability and eq. 15's degeneration, in float64 with
-    `degeneration_from`'s operations in its order (the same values)."""
+    views of the read-back): the mean top-1 probability and `_degeneration` of the Gram's diagonals."""
     D = logq.shape[0]
     if D == 0:
         return 0.0, 0.0
@@ -70,15 +81,7 @@ def packed_signals(logq, gram) -> tuple[float, float]:
     conf /= D
     if D < 2:
         return conf, 0.0
-    total, first, last = 0.0, 0.0, 0.0
-    for d in range(D - 1):
-        norm = math.sqrt(np.float64(gram[d, d]) * np.float64(gram[d + 1, d + 1]))
-        r = np.float64(gram[d, d + 1]) / max(norm, 1e-12)
-        total += r
-        if d == 0:
-            first = r
-        last = r
-    return conf, total / (D - 1) + (last - first)
+    return conf, _degeneration(np.diag(gram).copy(), np.diag(gram[:, 1:]).copy())
 
 
 @functools.cache
