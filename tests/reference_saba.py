@@ -2,6 +2,8 @@
 against: eqs. 14, 16 and 17 with graftlib's extensions, written with numpy arrays over the budgets,
 term by term as the module docstrings state them. Written for reading, not speed."""
 
+import math
+
 import numpy as np
 
 from graftlib.methods.saba import cost, gain
@@ -63,3 +65,11 @@ def prefers_ar_after_draft(params: SabaParams, budgets, s, prefix_len: int, dept
         return False
     remaining = costs(params, budgets, prefix_len) - params.c_draft
     return ar_step(params, prefix_len) > float((numerator(params, budgets, s, depth, k) / remaining).max())
+
+
+def round_cost(budget: int, prefix_len: int, c: list[float]) -> float:
+    """Eq. 17 for one budget, in Python floats term by term (`saba.cost` is its array form)."""
+    out = c[0] + budget * (c[1] + c[2] * prefix_len)
+    if len(c) > 3:
+        out += c[3] * math.log2(1.0 + budget)
+    return out + c[4] * prefix_len if len(c) > 4 else out

@@ -8,7 +8,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 import torch
-from reference_saba import choose, extra_tokens, prefers_ar, prefers_ar_after_draft, utility
+from reference_saba import choose, extra_tokens, prefers_ar, prefers_ar_after_draft, round_cost, utility
 from tiny import ARCH_SEEDS, tiny_pairs
 
 from graftlib.core.builders import Candidates, FixedBudget, HeapTreeBuilder
@@ -25,7 +25,6 @@ from graftlib.methods.saba import (
     degeneration,
     degeneration_from,
     gain,
-    round_cost,
     round_costs,
 )
 from graftlib.methods.saba_extensions import GainCorrection, table_correction
@@ -246,7 +245,7 @@ def test_fit_cost_concave_term():
     assert step(got) == pytest.approx(step(c), rel=0.02) and step(line) < 0.7 * step(c)
     assert cost(np.array([3.0]), 256, c)[0] == pytest.approx(round_cost(3, 256, c))
     rule = CaDDTree.from_params(SabaParams(c=c), cap=8)
-    assert rule.cost(5, 300) == pytest.approx(round_cost(5, 300, c))
+    assert rule.round_costs(300)[5] == pytest.approx(round_cost(5, 300, c))
     with pytest.raises(GraftError, match="3 to 5 entries"):
         SabaParams(c=[0.1, 0.2])
 
@@ -316,7 +315,7 @@ def test_cost_table_captures_a_kernel_step(tmp_path):
     assert table_correction(params.cost_table, [64.0])[0] == pytest.approx(table["16"])
     assert table_correction(None, [3.0])[0] == 0.0
     rule = CaDDTree.from_params(params, cap=16)
-    assert rule.cost(3, 200) == pytest.approx(float(round_costs(params, [3], 200)[0]))
+    assert rule.round_costs(200)[3] == pytest.approx(float(round_costs(params, [3], 200)[0]))
     # a step the smooth model hides changes the choice: with B = 2 ~free over B = 1, 2 wins
     flat = SabaParams(c=[0.05, 0.0, 0.0], grid=[1, 2, 3], gain_table={"1": [0, 0, 0, 1.3], "2": [0, 0, 0, 1.42],
                                                                       "3": [0, 0, 0, 1.5]})
@@ -393,17 +392,17 @@ def test_caddtree_stops_at_ratio_peak():
     for prefix, delta in ((10, 0.0), (300, 0.0), (10, 1.0)):
         ratios = [(1 + probs[:n].sum() + delta) / convex(n, prefix) for n in range(cap + 1)]
         peak = int(np.argmax(ratios))
-        rule = CaDDTree(convex, cap, delta)
+        rule = CaDDTree(lambda p: [convex(n, p) for n in range(cap + 1)], cap, delta)
         assert rule.budget(cand, prefix) == cap
         tree = rule.build(0, cand, cap)
         assert tree.num_nodes == peak, (prefix, delta, tree.num_nodes, peak)
         ref = HeapTreeBuilder().build(0, cand, peak)
         assert (tree.tokens, tree.parents) == (ref.tokens, ref.parents)
-    assert 0 < CaDDTree(convex, cap).build(0, cand, cap).num_nodes < cap
+    assert 0 < CaDDTree(lambda p: [convex(n, p) for n in range(cap + 1)], cap).build(0, cand, cap).num_nodes < cap
     # flat cost: the ratio keeps increasing, so the cap binds
-    assert CaDDTree(lambda n, p: 1.0, 20).build(0, cand, 20).num_nodes == 20
+    assert CaDDTree(lambda p: [1.0] * 21, 20).build(0, cand, 20).num_nodes == 20
     curve = CaDDTree.from_curve({1: 0.05, 8: 0.06, 64: 0.2}, 0.005, cap)
-    assert curve.cost(7, 0) == pytest.approx(0.065)
+    assert curve.round_costs(0)[7] == pytest.approx(0.065)
 
 
 # ----------------------------------------------------------------------------- exactness

@@ -31,7 +31,7 @@ import numpy as np
 from graftlib.core.errors import GraftError, require
 from graftlib.core.paths import ASSETS_DIR, portable
 from graftlib.core.records import read_json_object, write_json_atomic
-from graftlib.methods.saba import round_cost
+from graftlib.methods.saba import cost
 from graftlib.methods.saba_extensions import table_correction
 from graftlib.methods.saba_params import DEFAULT_PATH, SabaParams, checked_rows_cost
 
@@ -176,7 +176,7 @@ class CostProfile:
     def drafted_round_s(self, nodes: int, prefix_len: int, rows: int = 0) -> float:
         """C(B, P) with B = nodes: a whole drafted round (draft, tree, verify, commit), plus the rows term
         when the profile has one and `rows` (the walk's LM-head rows) is known."""
-        return round_cost(nodes, prefix_len, self.c) + self.correction(nodes) + self.rows_s(nodes, rows)
+        return float(cost(nodes, prefix_len, self.c)) + self.correction(nodes) + self.rows_s(nodes, rows)
 
     def rows_s(self, nodes: int, rows: int) -> float:
         """h (rows - ref(B)) (module doc; ref linear in B between the calibration's budgets, flat beyond);

@@ -8,10 +8,10 @@ the next node is added only while it increases R; the tree stops at the first no
 (or at the cap). Heap pops come in non-increasing path probability and verify cost is increasing
 (convex on a CPU), so R is unimodal along the pop order and the first non-increase is its peak.
 
-`cost(n, prefix)` is the whole round cost with n draft nodes (C_draft + C_verify(n + 1; prefix)):
-either SABA's calibrated C_t (`from_params`: eq. 17 with its cost table; c0 includes the draft step) or a measured verify
-curve from `graft costs` plus a draft time (`from_curve`; that curve is measured at one prefix,
-so the context term is ignored there).
+`round_costs(prefix)` is the whole round's cost for n = 0..cap draft nodes (C_draft + C_verify(n + 1; prefix)),
+evaluated once a round: either SABA's calibrated C_t (`from_params`: eq. 17, `saba.cost`, with its cost table; c0
+includes the draft step) or a measured verify curve from `graft costs` plus a draft time (`from_curve`; that curve
+is measured at one prefix, so the context term is ignored there).
 
 `CaDDTree` is both the `TreeBuilder` and the `BudgetController` of the method: `budget` records the
 round's prefix length (the builder protocol does not carry it) and returns the cap. It is a stop rule on the
@@ -21,12 +21,14 @@ tree is its first n nodes. Invariant: the tree equals `HeapTreeBuilder().build(r
 
 import itertools
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+
+import numpy as np
 
 from graftlib.core.builders import Candidates, HeapTreeBuilder
 from graftlib.core.errors import require
 from graftlib.core.tree import Tree
-from graftlib.methods.saba import round_cost
+from graftlib.methods.saba import cost
 from graftlib.methods.saba_extensions import table_correction
 
 
@@ -41,12 +43,13 @@ def interpolate(curve: dict[int, float], n: int) -> float:
     return curve[xs[-1]] * n / xs[-1]  # beyond the range: proportional extrapolation
 
 
-def stop_size(path_logq: list[float], cost: Callable[[int], float], delta: float = 0.0) -> int:
+def stop_size(path_logq: list[float], cost: Sequence[float], delta: float = 0.0) -> int:
     """The rule (module doc): n at the first node whose addition does not raise R, over the path log-probs of the
-    heap's nodes in pop order (`path_logq`; all of them where R keeps rising)."""
-    phi, ratio = 0.0, (1.0 + delta) / cost(0)
+    heap's nodes in pop order (`path_logq`; all of them where R keeps rising) and the round's cost per tree size
+    (`cost[n]`, n = 0 .. len(path_logq))."""
+    phi, ratio = 0.0, (1.0 + delta) / cost[0]
     for n, score in enumerate(path_logq, 1):
-        nxt = (1.0 + phi + math.exp(score) + delta) / cost(n)
+        nxt = (1.0 + phi + math.exp(score) + delta) / cost[n]
         if nxt <= ratio:
             return n - 1
         phi, ratio = phi + math.exp(score), nxt
@@ -56,9 +59,10 @@ def stop_size(path_logq: list[float], cost: Callable[[int], float], delta: float
 class CaDDTree:
     name = "caddtree"
 
-    def __init__(self, cost: Callable[[int, int], float], cap: int, delta: float = 0.0, calibration: str = ""):
+    def __init__(self, round_costs: Callable[[int], Sequence[float]], cap: int, delta: float = 0.0,
+                 calibration: str = ""):
         require(isinstance(cap, int) and cap >= 1, f"caddtree cap must be a positive integer, got {cap!r}")
-        self.cost = cost
+        self.round_costs = round_costs
         self.max_budget = cap
         self.delta = delta
         self.prefix_len = 0
@@ -67,16 +71,17 @@ class CaDDTree:
 
     @classmethod
     def from_params(cls, params, cap: int, delta: float = 0.0) -> "CaDDTree":
-        """Cost from SABA's calibrated C_t (`graftlib.methods.saba.round_cost` plus the cost table's correction)."""
-        c = list(params.c)
-        delta_n = table_correction(params.cost_table, range(cap + 1)).tolist()  # per tree size, computed once
-        return cls(lambda n, p: round_cost(n, p, c) + delta_n[min(n, cap)], cap, delta, params.id)
+        """Cost from SABA's calibrated C_t (`graftlib.methods.saba.cost` plus the cost table's correction)."""
+        c, sizes = list(params.c), np.arange(cap + 1)
+        delta_n = table_correction(params.cost_table, sizes)  # per tree size, computed once
+        return cls(lambda p: (cost(sizes, p, c) + delta_n).tolist(), cap, delta, params.id)
 
     @classmethod
     def from_curve(cls, verify_s: dict[int, float], draft_s: float, cap: int, delta: float = 0.0) -> "CaDDTree":
         """Cost from a measured verify curve {tokens: seconds} (root included) plus the draft time."""
         curve = {int(k): float(v) for k, v in verify_s.items()}
-        return cls(lambda n, p: draft_s + interpolate(curve, n + 1), cap, delta, "verify-curve")
+        costs = [draft_s + interpolate(curve, n + 1) for n in range(cap + 1)]
+        return cls(lambda p: costs, cap, delta, "verify-curve")
 
     def reset(self) -> None:
         self.prefix_len = 0
@@ -90,7 +95,7 @@ class CaDDTree:
 
     def build(self, root_token: int, cand: Candidates, budget: int) -> Tree:
         full = self.heap.build(root_token, cand, budget)
-        return full.prefix(stop_size(full.scores[1:], lambda n: self.cost(n, self.prefix_len), self.delta))
+        return full.prefix(stop_size(full.scores[1:], self.round_costs(self.prefix_len), self.delta))
 
     def feedback(self, record: dict) -> None:
         pass

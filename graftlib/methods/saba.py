@@ -148,19 +148,12 @@ def gain(budgets: np.ndarray, lam: float) -> np.ndarray:
 
 
 def cost(budgets: np.ndarray, prefix_len, c: list[float]) -> np.ndarray:
-    """C_t(B) = c0 + c1 B + c2 B prefix_t (eq. 17) [+ c3 log2(1 + B)] [+ c4 prefix_t], seconds per round."""
+    """C_t(B) = c0 + c1 B + c2 B prefix_t (eq. 17) [+ c3 log2(1 + B)] [+ c4 prefix_t], seconds per round, for
+    an array of budgets (a scalar budget gives a 0-d array)."""
     b = np.asarray(budgets, dtype=float)
     out = c[0] + b * (c[1] + c[2] * prefix_len)
     if len(c) > 3:
         out = out + c[3] * np.log2(1.0 + b)
-    return out + c[4] * prefix_len if len(c) > 4 else out
-
-
-def round_cost(budget: int, prefix_len: int, c: list[float]) -> float:
-    """`cost` of one budget as a Python float (for per-node loops such as CaDDTree's)."""
-    out = c[0] + budget * (c[1] + c[2] * prefix_len)
-    if len(c) > 3:
-        out += c[3] * math.log2(1.0 + budget)
     return out + c[4] * prefix_len if len(c) > 4 else out
 
 
