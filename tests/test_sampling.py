@@ -79,12 +79,13 @@ def test_bench_at_t_above_zero_is_seeded_per_prompt_and_keyed_by_its_sampling(tm
 
 
 def test_temperature_lists_parse_or_name_the_problem():
-    from graftlib.core.sampling import parse_temperatures
+    from graftlib.lab.workbook.runner import samplings
 
-    assert [s.temperature for s in parse_temperatures("0, 0.6,1.0", top_p=0.9)] == [0.0, 0.6, 1.0]
+    assert [s.temperature for s in samplings("0, 0.6,1.0", top_p=0.9)] == [0.0, 0.6, 1.0]
+    assert {s.top_p for s in samplings("0,1", top_p=0.9)} == {0.9}
     with pytest.raises(GraftError, match="'hot' is not a number"):
-        parse_temperatures("0,hot")
-    with pytest.raises(GraftError, match="temperature must be"):
-        parse_temperatures("-1")
+        samplings("0,hot")
+    with pytest.raises(GraftError, match="must lie in"):
+        samplings("-1")
     with pytest.raises(GraftError, match="empty"):
-        parse_temperatures(" , ")
+        samplings(" , ")

@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass, replace
 
 import torch
 
-from graftlib.core.errors import GraftError, require
+from graftlib.core.errors import require
 
 
 @dataclass(frozen=True)
@@ -102,17 +102,3 @@ class LazySample:
     def all_rows(self) -> list[int]:
         """Every node's target token: the visited rows' draws, then the others drawn in index order."""
         return [self[i] for i in range(self.hidden.shape[0])]
-
-
-def parse_temperatures(text: str, top_p: float = 1.0, seed: int = 0) -> list[Sampling]:
-    """'0,0.6,1.0' -> one `Sampling` per temperature (a notebook parameter); GraftError if malformed."""
-    parts = [t.strip() for t in str(text).split(",") if t.strip()]
-    require(parts, "parameter temperatures is empty")
-    out = []
-    for t in parts:
-        try:
-            value = float(t)
-        except ValueError:
-            raise GraftError(f"parameter temperatures: {t!r} is not a number") from None
-        out.append(Sampling(value, top_p, seed=seed).check())
-    return out

@@ -87,13 +87,31 @@ def split_ints(text: str, name: str) -> list[int]:
 
 
 def split_floats(text: str, name: str, lo: float, hi: float) -> list[float]:
-    """A comma list of numbers in [lo, hi] (a notebook parameter), or a one-line error naming it."""
-    try:
-        values = [float(x) for x in str(text).split(",") if x.strip()]
-    except ValueError:
-        raise GraftError(f"parameter {name}={text!r}: expected comma-separated numbers") from None
-    require(values and all(lo <= v <= hi for v in values), f"parameter {name}={text!r}: each value must lie in [{lo:g}, {hi:g}]")
+    """A comma list of numbers in [lo, hi] (a notebook parameter), or a one-line error naming it: the one
+    parser of number lists (betas, strengths, temperatures)."""
+    parts = [x.strip() for x in str(text).split(",") if x.strip()]
+    require(parts, f"parameter {name} is empty")
+    bad = next((x for x in parts if not _is_number(x)), None)
+    require(bad is None, f"parameter {name}={text!r}: {bad!r} is not a number (expected comma-separated numbers)")
+    values = [float(x) for x in parts]
+    require(all(lo <= v <= hi for v in values), f"parameter {name}={text!r}: each value must lie in [{lo:g}, {hi:g}]")
     return values
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def samplings(temperatures: str, top_p: float = 1.0, seed: int = 0) -> list:
+    """'0,0.6,1.0' -> one `graftlib.core.sampling.Sampling` per temperature (a notebook parameter), or a one-line
+    error naming the problem."""
+    from graftlib.core.sampling import Sampling
+
+    return [Sampling(t, top_p, seed=seed).check() for t in split_floats(temperatures, "temperatures", 0.0, 100.0)]
 
 
 def check_params(tasks: str | None = None, budgets: str | None = None, chain_budgets: str | None = None,
@@ -149,12 +167,7 @@ def check_params(tasks: str | None = None, budgets: str | None = None, chain_bud
             require(isinstance(value, int) and 1 <= value <= MAX_BUDGET,
                     f"parameter {name}={value!r}: must be an integer in [1, {MAX_BUDGET}]")
     if betas is not None:
-        try:
-            out["betas"] = [float(x) for x in str(betas).split(",") if x.strip()]
-        except ValueError:
-            raise GraftError(f"parameter betas={betas!r}: expected comma-separated numbers") from None
-        require(out["betas"] and all(0.0 <= b <= 10.0 for b in out["betas"]),
-                f"parameter betas={betas!r}: each beta must lie in [0, 10]")
+        out["betas"] = split_floats(betas, "betas", 0.0, 10.0)
     for name, value in (("n_prompts", n_prompts), ("max_new_tokens", max_new_tokens), ("repeats", repeats),
                         *((k, v) for k, v in counts.items() if k not in lists)):
         if value is not None:
