@@ -27,7 +27,7 @@ from graftlib.lab.workbook.runner import (
     ({"n_prompts": 0}, "n_prompts=0"),
     ({"repeats": 0}, "repeats=0"),
     ({"profile": "huge"}, "profile='huge'"),
-    ({"betas": "0,0.2,11"}, "each beta must lie in"),
+    ({"betas": "0,0.2,11"}, "betas='0,0.2,11': each value must lie in \\[0, 10\\]"),
     ({"betas": "0,x"}, "comma-separated numbers"),
     ({"budget": 0}, "parameter budget=0"),
     ({"cap": 5000}, "parameter cap=5000"),
