@@ -17,12 +17,12 @@ from tiny import tiny_drafter, tiny_target
 
 from graftlib.core.errors import GraftError
 from graftlib.core.hardware import hardware_id
-from graftlib.inputs.artifacts import artifact_inputs
+from graftlib.inputs.artifacts import ShippedAssets, artifact_inputs
 from graftlib.methods.decoder import Decoder
 from graftlib.methods.fitted import HardwareMismatchWarning, prepare_command
 from graftlib.methods.saba_params import DEFAULT_PATH, SabaParams, default_params
 from graftlib.methods.tdes import DEFAULT_PATH as TDES_PATH
-from graftlib.methods.tdes import GSM8K_PATH, TDESNet, TDESScorer, scorer_config
+from graftlib.methods.tdes import TDESNet, TDESScorer, scorer_config
 from graftlib.models.pair import Pair, fingerprint, identify
 
 FITTED = [("ddtree+tdes", 8), ("ddtree+saba", 16), ("graft", 16), ("caddtree", 16)]
@@ -48,7 +48,7 @@ def test_shipped_artifacts_name_the_embedded_pair_and_run_silent_here(embedded_p
     # fitted together (`make artifacts`) on one 2-thread CPU; which chip this workplace's machine has varies
     fitted = SabaParams.load(DEFAULT_PATH).meta["hardware"]
     assert fitted.startswith("cpu:2-threads:")
-    for config in (scorer_config(TDES_PATH), scorer_config(GSM8K_PATH), SabaParams.load(DEFAULT_PATH).meta):
+    for config in (scorer_config(TDES_PATH), scorer_config(ShippedAssets().tdes("gsm8k")), SabaParams.load(DEFAULT_PATH).meta):
         assert config["pair"] == ident.to_dict() and config["hardware"] == fitted
     here = hardware_id(p.device)
     for method, budget in FITTED:

@@ -28,8 +28,6 @@ CPU_GRID = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
 GPU_GRID = (1, 2, 4, 8, 16, 32, 48, 64, 96, 128, 192, 256)  # verify is about flat to ~100 nodes on a GPU
 PARAMS_ENV = "GRAFT_SABA_PARAMS"
 DEFAULT_PATH = ASSETS_DIR / "saba" / "default.json"
-# SABA on the paper's grid under the paper's A100 costs (`graft calibrate --cost-profile`, experiments/paper-regime.sh)
-PAPER_PATH = ASSETS_DIR / "saba" / "paper-a100.json"
 UTILITIES = ("throughput", "paper")
 
 

@@ -39,7 +39,6 @@ from graftlib.models.drafter import load_state_strict
 FORMAT = 2  # 2: parameters only (1 stored the [V, m] tables too)
 TDES_ENV = "GRAFT_TDES"
 DEFAULT_PATH = ASSETS_DIR / "tdes" / "default.safetensors"  # trained on the `tdes` pool
-GSM8K_PATH = ASSETS_DIR / "tdes" / "gsm8k.safetensors"  # trained on gsm8k only (Figure 5)
 
 
 # ----------------------------------------------------------------------------- model

@@ -30,7 +30,7 @@ from graftlib.lab.report.tables import budget_curve
 from graftlib.lab.run.bench import Run, run_bench, task_prompts
 from graftlib.lab.run.costs.machine_costs import deciding
 from graftlib.methods.registry import AR_METHODS, REGISTRY, MethodInputs
-from graftlib.methods.saba_params import PAPER_PATH, SabaParams, default_params
+from graftlib.methods.saba_params import SabaParams, default_params
 from graftlib.models.strength import STRENGTH_PATH, TaskStrengths
 from graftlib.training.graft.replay import (
     oracle_rows,
@@ -63,7 +63,7 @@ def paper(budgets=(8, 16, 32, 64, 128, 256), cap: int = 512, budget: int | None 
     `budgets` has it, else their middle."""
     profile = CostProfile.load(PAPER_PROFILE)
     budget = budget or (PAPER_TABLE2_BUDGET if PAPER_TABLE2_BUDGET in budgets else _middle(budgets))
-    return Regime("paper", "the paper's A100 costs: modeled", profile, with_costs(SabaParams.load(PAPER_PATH), profile),
+    return Regime("paper", "the paper's A100 costs: modeled", profile, with_costs(SabaParams.load(ShippedAssets().saba_paper), profile),
                   tuple(budgets), budget, cap, (15,), True)
 
 

@@ -23,8 +23,8 @@ from graftlib.core.paths import PROJECT_DIR, portable
 from graftlib.core.records import read_json_object, write_json_atomic
 from graftlib.inputs.artifacts import ShippedAssets
 from graftlib.inputs.cost_profile import from_saba, load_ar_draft_cost, with_ar_draft
-from graftlib.methods.saba_params import PAPER_PATH, SabaParams, default_params
-from graftlib.methods.tdes import GSM8K_PATH, default_scorer_path, scorer_config, scorer_id
+from graftlib.methods.saba_params import SabaParams, default_params
+from graftlib.methods.tdes import default_scorer_path, scorer_config, scorer_id
 from graftlib.models.eagle3 import checkpoint_id
 from graftlib.models.pair import PairId
 
@@ -96,9 +96,9 @@ def drawn_with(params: dict) -> dict:
     acceptance = ShippedAssets()  # the paper+acceptance regime reads its parts from the shipped assets only
     return {"pair": loaded.identity().to_dict(),
             "tdes": {"default": scorer_id(default_scorer_path()),
-                     "gsm8k": scorer_id(params.get("gsm8k_scorer") or GSM8K_PATH),
+                     "gsm8k": scorer_id(params.get("gsm8k_scorer") or ShippedAssets().tdes("gsm8k")),
                      **{p.stem: scorer_id(p) for p in acceptance.acceptance_scorers().values() if p.is_file()}},
-            "saba": default_params().id, "saba_paper": _paper_id(PAPER_PATH),
+            "saba": default_params().id, "saba_paper": _paper_id(ShippedAssets().saba_paper),
             "saba_paper_acceptance": _paper_id(acceptance.saba_paper_acceptance),
             "cost_profile": machine_profile(loaded, params.get("cost_profile") or None).id,
             "eagle3": eagle3,
