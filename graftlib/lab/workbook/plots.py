@@ -610,10 +610,10 @@ def plot_generalization(F, title: str):
     return fig
 
 
-def plot_edge_scores(tables: dict, title: str):
+def plot_edge_scores(tables: dict, title: str, paper_tdes: float | None = None):
     """Per regime (a row of panels): the mismatch rate, MAT and modeled tokens/s against DDTree per task and
-    pooled, one bar per edge score (its colour kept across panels). `tables`: {regime label:
-    `graftlib.lab.run.edge_scores.edge_score_table`}."""
+    pooled, one bar per edge score (its colour kept across panels), with the paper's +TDES / DDTree (`paper_tdes`,
+    Table 2) drawn on the ratio panel. `tables`: {regime label: `graftlib.lab.run.edge_scores.edge_score_table`}."""
     import matplotlib.pyplot as plt
 
     scores = list(dict.fromkeys(s for T in tables.values() for s in T.index.get_level_values("edge score")))
@@ -627,11 +627,17 @@ def plot_edge_scores(tables: dict, title: str):
             series = [(score, [T[col].get((t, score), float("nan")) for t in tasks], colors[score])
                       for score in scores]
             grouped_bars(ax, tasks, series)
+            note = ""
             if line is not None:  # a ratio: the axis from just under its lowest bar, so a few percent show
                 ax.axhline(line, color="gray", lw=0.5)
+                if paper_tdes is not None:
+                    ax.axhline(paper_tdes, color="black", ls="--", lw=0.8,
+                               label=f"paper: +TDES / DDTree {paper_tdes:.3f}x (Table 2, Qwen3-8B, A100)")
                 low = min((v for _, values, _ in series for v in values if not math.isnan(v)), default=line)
-                ax.set_ylim(bottom=min(line, low) - 0.05)
-            ax.set_title(f"{name}\n{label.split(':')[0]}", fontsize=8)  # the regime, not its figures: modeled here
+                bottom = min(line, low) - 0.05
+                ax.set_ylim(bottom=bottom, top=max(ax.get_ylim()[1], (paper_tdes or line) + 0.02))
+                note = f" (axis from {bottom:.2f}: the differences are a few percent)"
+            ax.set_title(f"{name}{note}\n{label.split(':')[0]}", fontsize=8)  # the regime, not its figures
     fig.suptitle(title, fontsize=7)
     fig.tight_layout()
     legend_below(fig, axes.ravel())
