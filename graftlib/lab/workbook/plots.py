@@ -756,47 +756,60 @@ def plot_oracle_tracking(fixed: dict[str, dict], rows: dict, paper_mean: float, 
 
 
 def plot_strength_axis(T, sizes: dict[str, float], calibrated: float | None, paper_mat: dict[str, float], title: str):
-    """The strength axis (`strength_axis.axis_table` `T`): (a) each claim's modeled ratio against s, the paper's
-    size as a marker at the right edge in the claim's colour, 1.0 grey; (b) MATs against s with the paper's as
-    dashed lines; (c) the mean nodes per round SABA gives +SABA and GRAFT, and the best fixed DDTree budget. The
-    task's calibrated strength is a vertical line in every panel, s = 0 the embedded drafter."""
-    import matplotlib
+    """The strength axis (`strength_axis.axis_table` `T`) as small multiples: one panel per claim with its modeled
+    ratio against s, 1.0 grey and the paper's size dashed (each panel its own axis, so no claim hides another);
+    then acceptance (MATs against s, the paper's dashed) and SABA's trees beside the best fixed DDTree budget,
+    each in a panel of its own with its own legend. The task's calibrated strength is a dotted vertical line in
+    every panel, s = 0 the embedded drafter."""
     import matplotlib.pyplot as plt
-    import matplotlib.ticker
 
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4.2), gridspec_kw={"width_ratios": [1.4, 1, 1]})
-    colours = plt.get_cmap("tab10")
+    claims = [c for c in sizes if f"{c} ratio" in T]
+    cols = 4
+    rows = -(-(len(claims) + 2) // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(3.4 * cols, 2.6 * rows), squeeze=False)
+    flat = list(axes.ravel())
     s = list(T.index)
-    for i, claim in enumerate(c for c in sizes if f"{c} ratio" in T):
-        line, = axes[0].plot(s, T[f"{claim} ratio"], "o-", color=colours(i), ms=3, lw=1, label=claim)
-        axes[0].plot([s[-1] + 0.04 * (s[-1] - s[0])], [sizes[claim]], "<", color=line.get_color(), ms=6)
-    axes[0].axhline(1.0, color="gray", lw=0.6)
-    axes[0].set_yscale("log")
-    ratio = matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}x")
-    axes[0].yaxis.set_major_formatter(ratio)
-    axes[0].yaxis.set_minor_formatter(ratio)
-    axes[0].set_ylabel("modeled TPS ratio (faster / slower run of the claim)")
-    axes[0].set_title("(a) each claim's ratio; triangles: the paper's", fontsize=8)
+    for ax, claim in zip(flat, claims, strict=False):
+        ax.plot(s, T[f"{claim} ratio"], "o-", color="#08519c", ms=3, lw=1, label="ours (modeled)")
+        ax.axhline(sizes[claim], color="black", ls="--", lw=0.8, label="the paper's")
+        ax.axhline(1.0, color="gray", lw=0.6)
+        top = max(float(T[f"{claim} ratio"].max()), sizes[claim]) * 1.08
+        ax.set_ylim(0, top)
+        ax.set_title(f"{claim}: ratio vs s (paper {sizes[claim]:.2f}x)", fontsize=8)
+        ax.set_ylabel("modeled TPS ratio", fontsize=7)
+    acc, nodes = flat[len(claims)], flat[len(claims) + 1]
     for i, (name, col) in enumerate((("chain", "chain MAT"), ("DDTree", next(c for c in T if c.startswith("DDTree@"))),
                                      ("GRAFT", "GRAFT MAT"))):
-        colour = ("#1b9e77", "#7570b3", "#000000")[i]  # none of panel (a)'s tab10: one colour one meaning
-        axes[1].plot(s, T[col], "s-", color=colour, ms=3, label=f"{name} ({col})")
+        colour = ("#1b9e77", "#7570b3", "#000000")[i]
+        acc.plot(s, T[col], "s-", color=colour, ms=3, label=f"{name} ({col})")
         if name in paper_mat:
-            axes[1].axhline(paper_mat[name], color=colour, ls="--", lw=0.8, label=f"paper's {name} MAT")
-    axes[1].set_ylabel("MAT (tokens per round)")
-    axes[1].set_title("(b) acceptance", fontsize=8)
+            acc.axhline(paper_mat[name], color=colour, ls="--", lw=0.8, label=f"paper's {name} MAT")
+    acc.set_ylim(bottom=0)
+    acc.set_ylabel("MAT (tokens per round)", fontsize=7)
+    acc.set_title("acceptance", fontsize=8)
     for col, colour in (("+SABA nodes", "#a6761d"), ("GRAFT nodes", "#e7298a"), ("best fixed budget", "#666666")):
-        axes[2].plot(s, T[col], "D-" if col != "best fixed budget" else "s--", color=colour, ms=3, label=col)
-    axes[2].set_ylim(0, 1.1 * max(T[c].max() for c in ("+SABA nodes", "GRAFT nodes", "best fixed budget")))
-    axes[2].set_ylabel("nodes per round")
-    axes[2].set_title("(c) SABA's trees and the best fixed budget", fontsize=8)
-    for ax in axes:
-        ax.set_xlabel("drafter strength s (0: the embedded drafter)")
+        nodes.plot(s, T[col], "D-" if col != "best fixed budget" else "s--", color=colour, ms=3, label=col)
+    nodes.set_ylim(0, 1.1 * max(T[c].max() for c in ("+SABA nodes", "GRAFT nodes", "best fixed budget")))
+    nodes.set_ylabel("nodes per round", fontsize=7)
+    nodes.set_title("SABA's trees, the best fixed budget", fontsize=8)
+    spare = flat[len(claims) + 2:]
+    for ax in spare:
+        ax.set_axis_off()
+    for ax in flat[:len(claims) + 2]:
+        ax.set_xlabel("drafter strength s", fontsize=7)
         if calibrated is not None:
-            ax.axvline(calibrated, color="#999999", lw=0.8, ls=":", label="calibrated to the paper's chain")
+            ax.axvline(calibrated, color="#999999", lw=0.8, ls=":", label="calibrated strength")
     fig.suptitle(title, fontsize=7)
     fig.tight_layout()
-    legend_below(fig, axes)
+    if spare:  # the last two panels' key in the grid's empty cell, over no data
+        keyed = {label: h for ax in (acc, nodes) for h, label in zip(*ax.get_legend_handles_labels(), strict=True)
+                 if label != "calibrated strength"}
+        spare[0].legend(list(keyed.values()), list(keyed), loc="center", fontsize=6.5, frameon=False,
+                        title="acceptance; SABA's trees", title_fontsize=7)
+    else:
+        for ax in (acc, nodes):
+            legend_outside(ax, fontsize=6)
+    legend_below(fig, flat[:1])
     return fig
 
 
