@@ -407,7 +407,8 @@ def plot_paper_bars(T, title: str, ours_label: str, paper_label: str):
 
 def plot_ratios(R, title: str, ours_label: str, paper_label: str):
     """Table 1 as ratios (`tables.table1_ratios`): one column of panels per comparison GRAFT / X, each on its own
-    scale; the top row the TPS ratio per task and pooled (ours wall clock and modeled, each with its 95% interval
+    scale and naming the run X is (DDTree: its best fixed budget per task, the one Table 1's CSV and the claims
+    use); the top row the TPS ratio per task and pooled (ours wall clock and modeled, each with its 95% interval
     where it exists, beside the paper's), the bottom row the MAT ratio (ours, per task, beside the paper's). A
     walked regime has no wall clock: its series is left out. Colours: blue ours by wall clock, orange ours
     modeled, brown our MAT, green the paper's."""
@@ -425,8 +426,9 @@ def plot_ratios(R, title: str, ours_label: str, paper_label: str):
                                          (paper_label, V["paper TPS ratio"], "tab:green")])
         grouped_bars(axes[1, j], tasks, [(f"{ours_label}, MAT", V["MAT ratio"], "tab:brown"),
                                          (paper_label, V["paper MAT ratio"], "tab:green")])
-        axes[0, j].set_title(f"GRAFT / {label}: TPS", fontsize=8)
-        axes[1, j].set_title(f"GRAFT / {label}: MAT", fontsize=8)
+        runs = textwrap.fill(f"vs {V.runs.iloc[-1].split(' vs ')[-1]}", 40)  # the run divided by (pooled: per task)
+        axes[0, j].set_title(f"GRAFT / {label}: TPS\n{runs}", fontsize=7)
+        axes[1, j].set_title(f"GRAFT / {label}: MAT\n{runs}", fontsize=7)
         for ax in axes[:, j]:
             ax.axhline(1.0, color="gray", lw=0.6)
             ax.tick_params(axis="x", labelsize=6, rotation=30)
