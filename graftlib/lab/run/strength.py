@@ -213,7 +213,7 @@ def fit_temperature(pair, strength: Strength, w: Walked, steps: int = 30) -> dic
     (`confidence`: mean top-1 probability = top-1 accuracy; bisection on log tau), with the real drafter's two
     numbers. Neither lam nor tau moves a chain's rounds (`chain_strength`), so the fit walks the chain at lam = 1."""
     trace, real = [], []
-    walked_rounds(pair, replace(strength, tau=1.0, lam=1.0), "dflash", chain_budget(pair), w, trace=trace)
+    walked_rounds(pair, chain_strength(replace(strength, tau=1.0)), "dflash", chain_budget(pair), w, trace=trace)
     walked_rounds(pair, Strength(0.0), "dflash", chain_budget(pair), w, trace=real)
     lo, hi = math.log(0.02), math.log(5.0)
     for _ in range(steps):
