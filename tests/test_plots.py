@@ -64,6 +64,36 @@ def test_save_figure_turns_crowded_tick_labels_and_refuses_what_stays_crowded(tm
     assert not (tmp_path / "crowded.png").exists()
 
 
+def test_turned_tick_labels_hang_below_their_panel_and_a_label_inside_it_is_refused(tmp_path):
+    """Labels turned upright are anchored at their end, under the axis; a label drawn over the bars (centred
+    upright labels rise into the panel) is found and the figure is not written."""
+    import matplotlib.pyplot as plt
+
+    names = [f"component number {i}" for i in range(9)]
+    fig, ax = plt.subplots(figsize=(3, 3))
+    plots.grouped_bars(ax, names, [("ours", [-20.0 + 5 * i for i in range(9)], "tab:blue")])
+    plots.save_figure(fig, "upright", tmp_path)
+    assert {t.get_rotation() for t in ax.get_xticklabels()} == {90.0} and plots.labels_inside(fig) == []
+    for t in ax.get_xticklabels():
+        t.set(rotation=90, ha="center", rotation_mode="anchor")  # the old anchor: the label rises into the bars
+    assert len(plots.labels_inside(fig)) == len(names)
+    with pytest.raises(GraftError, match="lies inside its panel"):
+        plots.save_figure(fig, "inside", tmp_path)
+    assert not (tmp_path / "inside.png").exists()
+
+
+def test_table2_draws_acceptance_beside_speed_size_and_the_ar_gate():
+    labels = ["DDTree", "+TDES", "+SABA", "GRAFT"]
+    T = pd.DataFrame({"nodes/round": [16.0, 16.0, 5.0, 5.0], "MAT": [3.1, 3.2, 2.4, 2.5], "m-dTPS %": [0.0, 1.0, 2.0, 3.0],
+                      "AR steps %": [0.0, 0.0, 60.0, 59.0], "paper nodes": [110.0, 110.0, 49.0, 49.0],
+                      "paper MAT": [6.0, 6.2, 5.6, 5.8], "paper dTPS %": [0.0, 5.7, 12.8, 19.4]}, index=labels)
+    fig = plots.plot_components(T, labels, "Table 2", "ours", "paper")
+    assert [ax.get_title() for ax in fig.axes] == ["tokens/s against DDTree", "tree size", "acceptance", "SABA's AR gate"]
+    heights = sorted(round(b.get_height(), 2) for b in fig.axes[2].patches)
+    assert heights == sorted([3.1, 3.2, 2.4, 2.5, 6.0, 6.2, 5.6, 5.8])
+    assert all(ax.get_ylabel() for ax in fig.axes)
+
+
 def test_fig6_names_its_budget_sets_in_full_without_overlap():
     fixed = {n: {"saba": 0.9, "best_fixed": 0.92, "best_fixed_budget": 32, "ratio": 0.98, "ci": (0.97, 0.99)}
              for n in ("CPU set, this machine", "paper set, the paper's A100 costs",
@@ -74,6 +104,7 @@ def test_fig6_names_its_budget_sets_in_full_without_overlap():
     assert plots.layout_problems(fig) == [] and plots.tick_overlaps(fig) == []
     ticks = " ".join(" ".join(t.get_text().split()) for t in fig.axes[0].get_xticklabels())
     assert all(n in ticks for n in fixed)
+    assert len(fig.axes[1].lines) == len(fixed) + 1  # (b): one line per set (none hides another) and the paper's mean
 
 
 def test_a_zero_bar_is_drawn_as_a_value():

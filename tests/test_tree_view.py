@@ -48,7 +48,7 @@ def test_the_drawing_has_the_edges_path_bonus_mismatch_and_comparison():
     from graftlib.lab.report.tree_view import draw_tree
 
     other = {"tokens": [0, 1, 2, 3, 6], "parents": [-1, 0, 0, 1, 1], "depths": [0, 1, 1, 2, 2]}  # a->f, no e
-    fig, ax = plt.subplots()
+    fig, ax = plt.subplots(figsize=(1.6, 2.0))  # a quarter inch a depth: a deep tree in a narrow panel
     drawn = draw_tree(ax, record(), {**NAMES, 6: "f"}.get, other=other)
     edges = {line.get_gid(): line for line in ax.lines if (line.get_gid() or "").startswith("edge")}
     assert set(edges) == {"edge 0-1", "edge 1-3", "edge 1-4", "edge 0-2", "edge 2-5"}
@@ -62,4 +62,9 @@ def test_the_drawing_has_the_edges_path_bonus_mismatch_and_comparison():
     bonus = next(t for t in ax.texts if t.get_gid() == "bonus")
     assert bonus.get_text() == "bonus 'e'" and bonus.get_position()[0] == 3  # one depth after 'c'
     assert drawn["mismatch"] == [5] and drawn["new"] == [4, 5] and drawn["left_out"] == 1 and drawn["cut"] == 0
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    boxes = [t.get_bbox_patch().get_window_extent(renderer) for t in labels.values()]
+    words = bonus.get_window_extent(renderer)  # the bonus reads clear of every node's box and inside the panel
+    assert not any(words.overlaps(b) for b in boxes) and words.x1 <= ax.get_window_extent(renderer).x1
     plt.close(fig)

@@ -126,9 +126,10 @@ def draw_tree(ax, record, decode: Callable[[int], str], other: dict | None = Non
                 bbox=dict(boxstyle="round,pad=0.2", fc=face, ec=ring, lw=1.5 if n in mismatch or n == last else 0.6))
     if bonus is not None:
         x, y = pos[last]
-        ax.annotate(f"bonus {decode(bonus)!r}", (x + 1, y), xytext=(x + 1, y), ha="center", va="center", fontsize=7,
+        # the bonus starts one depth on, left-aligned, so it never runs back over the last accepted node's box
+        ax.annotate(f"bonus {decode(bonus)!r}", (x + 1, y), xytext=(x + 1, y), ha="left", va="center", fontsize=7,
                     color="tab:red" if mismatch else "tab:green", gid="bonus")
-        ax.plot([x, x + 0.7], [y, y], ls=":", color="tab:green", lw=1)
+        ax.plot([x + 0.4, x + 0.95], [y, y], ls=":", color="tab:green", lw=1)
     cut = len(tree["tokens"]) - len(order)
     notes = [f"{len(order) - 1} of {len(tree['tokens']) - 1} nodes shown" if cut else ""]
     left_out = len([p for p in theirs if p not in ours]) if other is not None else 0
@@ -137,7 +138,7 @@ def draw_tree(ax, record, decode: Callable[[int], str], other: dict | None = Non
     ax.set_xlabel("depth")
     ax.set_xticks(range(max(tree["depths"][n] for n in order) + 2))
     ax.set_yticks([])
-    ax.set_xlim(-0.5, max(tree["depths"][n] for n in order) + 1.8)
+    ax.set_xlim(-0.5, max(tree["depths"][n] for n in order) + 2.6)
     ax.set_title(title or f"B={record.budget}, {record.nodes} nodes, accepted {record.accepted}", fontsize=8)
     ax.text(0.0, -0.24, "; ".join(n for n in notes if n), transform=ax.transAxes, fontsize=6, va="top")
     for side in ("top", "right", "left"):

@@ -39,6 +39,10 @@ def caption(pair_desc: dict, workbook: str | None = None, **counts) -> str:
             + (f"; {extra}" if extra else ""))
 
 
+# What a figure drawn below the evidence profile's counts says of itself (its counts are in its caption line).
+ILLUSTRATION = "an illustration at small counts, in no verdict"
+
+
 def figure_title(what: str, pair_desc: dict, workbook: str | None = None, **counts) -> str:
     """A figure's two-line title: what it compares, then `caption` (with the workbook profile, e.g. "evidence",
     and the counts). Ids, cost terms and ranking rules stay out of it (figures/manifest.json names the
@@ -111,18 +115,33 @@ def untangle_ticks(fig) -> None:
     for angle in (30, 90):
         crowded = {ax for ax, which, _, _ in _overlapping_ticks(fig) if which == "x"}
         for ax in crowded:
-            for t in ax.get_xticklabels():
-                t.set(rotation=angle, ha="right" if angle < 90 else "center", rotation_mode="anchor")
+            for t in ax.get_xticklabels():  # anchored at the label's end, so it hangs below the axis, never into it
+                t.set(rotation=angle, ha="right", va="top" if angle < 90 else "center", rotation_mode="anchor")
         turned = turned or bool(crowded)
     if turned:
         fig.tight_layout()
 
 
+def labels_inside(fig) -> list[str]:
+    """Where an x tick label is drawn inside its own panel's plot area (over its bars or lines): one line each."""
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    found = []
+    for ax in fig.axes:
+        if not ax.get_visible() or not ax.axison:
+            continue
+        area = ax.patch.get_window_extent(renderer)
+        inner = area.padded(-1.0)  # a label touching the frame is outside it
+        found += [f"the tick label {t.get_text()[:30]!r} lies inside its panel" for t in _drawn_ticklabels(ax, "x")
+                  if t.get_visible() and t.get_text().strip() and inner.overlaps(t.get_window_extent(renderer))]
+    return found
+
+
 def save_figure(fig, name: str, figures_dir: str | Path) -> list[Path]:
     """`fig` as `<figures_dir>/<name>.png` and `.pdf`, overlapping x tick labels turned first (`untangle_ticks`);
-    refused, in one line, where a legend covers a label or tick labels still overlap."""
+    refused, in one line, where a legend covers a label, tick labels still overlap or one lies inside its panel."""
     untangle_ticks(fig)
-    problems = layout_problems(fig) + tick_overlaps(fig)
+    problems = layout_problems(fig) + tick_overlaps(fig) + labels_inside(fig)
     if problems:
         raise GraftError(f"figure {name}: {problems[0]}" + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""))
     out = Path(figures_dir)
@@ -255,10 +274,12 @@ def plot_training_run(metrics, summary: dict, name: str):
     steps = [r["step"] for r in ev]
     axes[0].plot(steps, [r["heldout_loss"] for r in ev], "o-", label="held-out loss")
     axes[0].set_xlabel("step")
+    axes[0].set_ylabel("loss (cross-entropy vs the target, nats)")
     legend_outside(axes[0])
     axes[1].plot(steps, [r.get("tau", float("nan")) for r in ev], "o-", label="in-loop chain tau (held-out prompts)")
     axes[1].plot(steps, [r["offline_tau"] for r in ev], "s--", label="offline tau (held-out blocks)")
     axes[1].set_xlabel("step")
+    axes[1].set_ylabel("chain tau (tokens accepted per round)")
     legend_outside(axes[1])
     for key, label in (("acc_by_depth", "top-1"), ("top4_by_depth", "top-4"), ("top16_by_depth", "top-16")):
         if ev and key in ev[-1]:
@@ -267,7 +288,7 @@ def plot_training_run(metrics, summary: dict, name: str):
     axes[2].set_ylabel("hit rate vs the target (held-out)")
     legend_outside(axes[2])
     d = summary["data"]
-    fig.suptitle(f"{name} | target {summary['target']} | {summary['hardware']} | {d['sequences']} sequences, "
+    fig.suptitle(f"{name} | target {summary['target']} | {summary['hardware']} | {len(ev)} evaluations | {d['sequences']} sequences, "
                  f"{d['response_tokens']} response tokens | {summary['train_s'] / 60:.0f} min, {summary['steps']} steps",
                  fontsize=8)
     fig.tight_layout()
@@ -464,17 +485,18 @@ def plot_modeled_bars(T, title: str, ours_label: str, paper_label: str):
 
 
 def plot_components(T, labels: list[str], title: str, ours_label: str, paper_label: str):
-    """Table 2 in three panels, one per point of the paper's: tokens/s against DDTree per component (ours by wall
+    """Table 2 in four panels, one per point of the paper's: tokens/s against DDTree per component (ours by wall
     clock with its interval, and modeled, beside the paper's), verified nodes per round (ours beside the paper's:
-    +SABA and GRAFT at about 49 against DDTree's 110) and the share of rounds SABA's AR gate ran as plain AR
-    steps (the paper's methods have none). `T`: the averaged frame of `tables.table2` (index: the labels), or a
-    modeled-only one without the wall-clock columns (`regimes.regime_components`). Colours: blue ours by wall
-    clock, orange ours modeled, brown our round shape, green the paper's."""
+    +SABA and GRAFT at about 49 against DDTree's 110), tokens accepted per round (MAT, claim C7's quantity, beside
+    the paper's) and the share of rounds SABA's AR gate ran as plain AR steps (the paper's methods have none).
+    `T`: the averaged frame of `tables.table2` (index: the labels), or a modeled-only one without the wall-clock
+    columns (`regimes.regime_components`). Colours: blue ours by wall clock, orange ours modeled, brown our round
+    shape, green the paper's."""
     import matplotlib.pyplot as plt
 
     T = T.loc[labels]
     nodes = T["nodes"] if "nodes" in T else T["nodes/round"]
-    fig, axes = plt.subplots(1, 3, figsize=(13, 3.6), gridspec_kw={"width_ratios": [1.6, 1, 1]})
+    fig, axes = plt.subplots(1, 4, figsize=(16, 4.0), gridspec_kw={"width_ratios": [1.6, 1, 1, 1]})
     wall = ([(f"{ours_label}, wall clock (95% CI)", T["dTPS %"], "tab:blue", (T["dTPS lo %"], T["dTPS hi %"]))]
             if "dTPS lo %" in T else [])  # a modeled-only table has no wall clock
     grouped_bars(axes[0], labels, [*wall, (f"{ours_label}, modeled", T["m-dTPS %"], "tab:orange"),
@@ -484,9 +506,12 @@ def plot_components(T, labels: list[str], title: str, ours_label: str, paper_lab
     grouped_bars(axes[1], labels, [(f"{ours_label}, round shape", nodes, "tab:brown"),
                                    (paper_label, T["paper nodes"], "tab:green")])
     axes[1].set_ylabel("verified nodes per round")
-    grouped_bars(axes[2], labels, [(f"{ours_label}, round shape", T["AR steps %"], "tab:brown")])
-    axes[2].set_ylabel("rounds run as AR steps (%)")
-    for ax, name in zip(axes, ("tokens/s against DDTree", "tree size", "SABA's AR gate"), strict=True):
+    grouped_bars(axes[2], labels, [(f"{ours_label}, round shape", T["MAT"], "tab:brown"),
+                                   (paper_label, T["paper MAT"], "tab:green")])
+    axes[2].set_ylabel("tokens accepted per round (MAT)")
+    grouped_bars(axes[3], labels, [(f"{ours_label}, round shape", T["AR steps %"], "tab:brown")])
+    axes[3].set_ylabel("rounds run as AR steps (%)")
+    for ax, name in zip(axes, ("tokens/s against DDTree", "tree size", "acceptance", "SABA's AR gate"), strict=True):
         ax.set_title(name, fontsize=8)
         ax.tick_params(axis="x", labelsize=7, rotation=20)
     fig.suptitle(title, fontsize=7)
@@ -726,8 +751,9 @@ def plot_oracle_tracking(fixed: dict[str, dict], rows: dict, paper_mean: float, 
     """Figure 6: (a) per budget set, SABA's mean retained share of the same-prefix oracle's throughput beside
     the best fixed budget's (chosen after the fact, its B under the bar) with SABA / best fixed and its
     interval over prompts, the paper's mean dashed; (b) the distribution of SABA's per-round share, a colour per
-    budget set (none of (a)'s). `fixed`: {set name: `regimes.against_fixed`}, `rows`: {set name: its oracle rows
-    as a frame}."""
+    budget set (none of (a)'s), as the share of its rounds that keep at least a given share of the oracle (one
+    line per set, so no set hides another). `fixed`: {set name: `regimes.against_fixed`}, `rows`: {set name: its
+    oracle rows as a frame}."""
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.2), gridspec_kw={"width_ratios": [1.5, 1]})
@@ -745,11 +771,15 @@ def plot_oracle_tracking(fixed: dict[str, dict], rows: dict, paper_mean: float, 
     axes[0].set_ylim(0, 1.05)
     axes[0].set_ylabel("mean retained oracle throughput")
     axes[0].set_title("(a) SABA against one budget every round", fontsize=8)
-    for n, color in zip(names, ("tab:purple", "tab:olive", "tab:cyan", "tab:pink", "tab:brown"), strict=False):
-        axes[1].hist(rows[n]["retained"], bins=20, range=(0, 1), alpha=0.5, color=color, label=f"SABA's rounds, {n}")
+    for n, color, style in zip(names, ("tab:purple", "tab:olive", "tab:cyan", "tab:pink", "tab:brown"),
+                               ("-", "--", "-.", ":", "-"), strict=False):
+        axes[1].ecdf(rows[n]["retained"], complementary=True, color=color, ls=style, lw=1.4,
+                     label=f"SABA's rounds, {n}")
     axes[1].axvline(paper_mean, color="black", ls="--", lw=0.8)
-    axes[1].set_xlabel("retained oracle throughput per round")
-    axes[1].set_ylabel("rounds")
+    axes[1].set_xlim(0, 1.02)
+    axes[1].set_ylim(0, 1.02)
+    axes[1].set_xlabel("retained oracle throughput per round, x")
+    axes[1].set_ylabel("share of SABA's rounds retaining >= x")
     axes[1].set_title("(b) SABA's rounds", fontsize=8)
     fig.suptitle(title, fontsize=7)
     fig.tight_layout()
