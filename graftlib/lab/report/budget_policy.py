@@ -1,0 +1,248 @@
+"""Per-round budget policies against the same-prefix oracle, on replay records: where SABA loses, and how much of
+the oracle's headroom a round's state predicts.
+
+A round of a same-prefix replay (`graftlib.training.graft.replay`) is, per budget B of its grid, the accepted length
+a_t(B) and the round latency l_t(B) (measured, or a cost profile's price where the replay walked: `priced`), so
+TPS_t(B) = a_t(B) / l_t(B) and the oracle's B*_t = argmax_B TPS_t(B). A policy maps what a round knows before it
+verifies to a budget and retains TPS_t(B_t) / TPS_t(B*_t) (the paper's Figure 6 measure).
+
+`rounds` turns records into `Rounds` (plain arrays: one row per round, one column per budget). Policies:
+  - `oracle`, `fixed(B)` and the best fixed budget chosen after the fact on the rounds it is scored on;
+  - `reference`: the budget the replayed method chose (SABA's B_t, AR gate and online correction included);
+  - `saba_model`: SABA's eq. 14-17 evaluated offline on s_t (no gate, no online correction);
+  - `true_gain`: SABA's cost model C_t(B) with the realized a_t(B), the choice a perfect gain prediction makes;
+  - a `Predictor` fitted on other rounds (validation prompts), of the whole per-budget curve log TPS_t(B) less its
+    mean over B, from features a round has before it verifies (s_t's conf, degen, hist and log prefix_t,
+    quadratic terms): ridge regression or the mean curve of the k nearest validation rounds.
+`decompose` splits SABA's loss against the oracle into its causes by swapping one model at a time for the truth:
+gate and online correction (reference -> saba_model), gain (-> true_gain), cost (-> the oracle on SABA's grid) and
+grid (-> the oracle on the replay's grid). `against_best_fixed` pools a policy per prompt against the best fixed
+budget with a bootstrap interval over prompts (`metrics.ratio_ci`), as Figure 6 does.
+
+Invariants: every policy returns one budget of the rounds' grid per round; the oracle retains 1 in every round; a
+predictor never sees the rounds it is scored on (`fit` and `choose` take different `Rounds`).
+"""
+
+import itertools
+from dataclasses import dataclass
+
+import numpy as np
+
+from graftlib.core.errors import require
+from graftlib.lab.report.metrics import ratio_ci
+
+
+@dataclass(frozen=True)
+class Rounds:
+    """Replayed rounds as arrays: `budgets` [K] (0: a plain AR step), `tps` / `accepted` [N, K], `reference` [N]
+    (the replayed method's budget), `state` [N, 4] (s_t), `prefix` [N] and `prompt` [N] (a prompt's uid)."""
+
+    budgets: np.ndarray
+    tps: np.ndarray
+    accepted: np.ndarray
+    reference: np.ndarray
+    state: np.ndarray
+    prefix: np.ndarray
+    prompt: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.tps)
+
+    def features(self) -> np.ndarray:
+        """x_t: conf_t, degen_t, hist_t, log prefix_t and their pairwise products (with squares), no constant."""
+        base = np.column_stack([self.state[:, 0], self.state[:, 1], self.state[:, 2], np.log(self.prefix)])
+        i, j = np.triu_indices(base.shape[1])
+        return np.column_stack([base, base[:, i] * base[:, j]])
+
+    def retained(self, choice: np.ndarray) -> np.ndarray:
+        """TPS_t(B_t) / TPS_t(B*_t) per round for one chosen budget per round (each one of `budgets`)."""
+        col = np.searchsorted(self.budgets, choice)
+        require(bool(np.all(self.budgets[np.minimum(col, len(self.budgets) - 1)] == choice)),
+                "a policy chose a budget outside the replay's grid")
+        return self.tps[np.arange(len(self)), col] / self.tps.max(axis=1)
+
+
+def rounds(lines: list[dict], profile=None) -> Rounds:
+    """`Rounds` of replay lines (`replay_prompts`' JSON lines: one prompt each, its `uid` and `records`), priced by
+    `profile` where given (a walked replay carries no times); only the budgets replayed in every round."""
+    from graftlib.training.graft.replay import ReplayRecord, priced
+
+    per_round = []
+    for line in lines:
+        recs = [ReplayRecord(**r) for r in line["records"]]
+        recs = priced(recs, profile) if profile is not None else recs
+        by_round: dict[int, list] = {}
+        for r in recs:
+            by_round.setdefault(r.round, []).append(r)
+        per_round += [(line.get("uid", ""), group) for _, group in sorted(by_round.items())]
+    require(per_round, "no replayed rounds")
+    budgets = sorted(set.intersection(*({r.budget for r in g if not r.reference} for _, g in per_round)))
+    require(budgets, "no budget was replayed in every round")
+    tps, acc, ref, state, prefix, prompt = [], [], [], [], [], []
+    for uid, group in per_round:
+        grid = {r.budget: r for r in group if not r.reference}
+        chosen = next((r for r in group if r.reference), None)
+        tps.append([grid[b].tps for b in budgets])
+        acc.append([grid[b].accepted for b in budgets])
+        ref.append(chosen.budget if chosen is not None and chosen.budget in grid else -1)
+        first = grid[budgets[0]]
+        state.append(first.state[:3] + [1.0] if len(first.state) < 4 else first.state)
+        prefix.append(first.prefix_len)
+        prompt.append(uid)
+    return Rounds(np.array(budgets), np.array(tps, float), np.array(acc, float), np.array(ref), np.array(state, float),
+                  np.array(prefix, float), np.array(prompt))
+
+
+# ----------------------------------------------------------------------------- policies
+
+
+def oracle(R: Rounds) -> np.ndarray:
+    return R.budgets[R.tps.argmax(axis=1)]
+
+
+def fixed(R: Rounds, budget: int) -> np.ndarray:
+    return np.full(len(R), budget)
+
+
+def best_fixed(R: Rounds, among=None) -> int:
+    """The budget (of `among`, default every positive one) whose mean retained share is highest on `R`."""
+    among = [b for b in (R.budgets if among is None else among) if b > 0]
+    return int(max(among, key=lambda b: R.retained(fixed(R, b)).mean()))
+
+
+def reference(R: Rounds) -> np.ndarray:
+    require(bool(np.all(R.reference >= 0)), "some rounds' reference budget was not replayed")
+    return R.reference
+
+
+def _on_grid(R: Rounds, grid) -> np.ndarray:
+    grid = [b for b in grid if b in set(R.budgets.tolist())]
+    require(grid, f"none of SABA's budgets {list(grid)} was replayed")
+    return np.array(sorted(grid))
+
+
+def saba_model(R: Rounds, params, depth: int) -> np.ndarray:
+    """B_t of eqs. 14-17 on each round's s_t and prefix (SABA's grid within the replay's, no AR gate, k = 1)."""
+    from graftlib.methods.saba import BudgetGrid
+
+    grid = BudgetGrid(params, _on_grid(R, params.grid))
+    return np.array([grid.choose(list(s), int(p), depth).budget for s, p in zip(R.state, R.prefix, strict=True)])
+
+
+def true_gain(R: Rounds, params) -> np.ndarray:
+    """argmax_B a_t(B) / C_t(B) over SABA's grid: its cost model with the realized accepted length."""
+    from graftlib.methods.saba import round_costs
+
+    grid = _on_grid(R, params.grid)
+    cols = np.searchsorted(R.budgets, grid)
+    best = [grid[np.argmax(R.accepted[i, cols] / round_costs(params, grid, int(p)))] for i, p in enumerate(R.prefix)]
+    return np.array(best)
+
+
+def oracle_on(R: Rounds, grid) -> np.ndarray:
+    """The oracle restricted to `grid` (SABA's candidates)."""
+    grid = _on_grid(R, grid)
+    cols = np.searchsorted(R.budgets, grid)
+    return grid[R.tps[:, cols].argmax(axis=1)]
+
+
+def decompose(R: Rounds, params, depth: int) -> dict[str, float]:
+    """SABA's mean loss against the oracle (1 - retained) split into its causes (module doc), each in points of
+    retained oracle throughput; they sum to the total."""
+    steps = {"saba": R.retained(reference(R)).mean(), "model": R.retained(saba_model(R, params, depth)).mean(),
+             "gain": R.retained(true_gain(R, params)).mean(), "cost": R.retained(oracle_on(R, params.grid)).mean(),
+             "grid": 1.0}
+    names = list(steps)
+    out = {"total": 1.0 - steps["saba"]}
+    causes = {"model": "gate and online correction", "gain": "gain model G_t(B)", "cost": "cost model C_t(B)",
+              "grid": "budget grid"}
+    for a, b in itertools.pairwise(names):
+        out[causes[b]] = steps[b] - steps[a]
+    return out
+
+
+# ----------------------------------------------------------------------------- predictors
+
+
+@dataclass
+class Predictor:
+    """A per-round budget from the predicted relative curve log TPS_t(B) - mean_B (module doc). kind "ridge"
+    (penalty `alpha` on standardized features) or "knn" (`k` nearest rounds, standardized features)."""
+
+    kind: str = "ridge"
+    alpha: float = 1.0
+    k: int = 25
+
+    @property
+    def name(self) -> str:
+        return f"ridge(alpha={self.alpha:g})" if self.kind == "ridge" else f"knn(k={self.k})"
+
+    def fit(self, R: Rounds) -> "Predictor":
+        require(self.kind in ("ridge", "knn"), f"predictor kind {self.kind!r}: ridge or knn")
+        x = R.features()
+        self.mu, self.sd = x.mean(axis=0), x.std(axis=0) + 1e-9
+        self.budgets = R.budgets
+        y = np.log(R.tps)
+        self.y = y - y.mean(axis=1, keepdims=True)
+        self.x = (x - self.mu) / self.sd
+        if self.kind == "ridge":
+            a = np.column_stack([np.ones(len(self.x)), self.x])
+            penalty = self.alpha * np.eye(a.shape[1])
+            penalty[0, 0] = 0.0
+            self.w = np.linalg.solve(a.T @ a + penalty, a.T @ self.y)
+        return self
+
+    def curves(self, R: Rounds) -> np.ndarray:
+        require(np.array_equal(R.budgets, self.budgets), "a predictor chooses among the budgets it was fitted on")
+        x = (R.features() - self.mu) / self.sd
+        if self.kind == "ridge":
+            return np.column_stack([np.ones(len(x)), x]) @ self.w
+        d = ((x[:, None, :] - self.x[None, :, :]) ** 2).sum(axis=2)
+        near = np.argsort(d, axis=1)[:, : self.k]
+        return self.y[near].mean(axis=1)
+
+    def choose(self, R: Rounds) -> np.ndarray:
+        return self.budgets[self.curves(R).argmax(axis=1)]
+
+
+def cross_validated(R: Rounds, candidates: list[Predictor], folds: int = 4) -> tuple[Predictor, dict]:
+    """The candidate with the highest mean retained share over `folds` folds of `R`'s prompts (each fold scored by
+    a fit on the others), refitted on all of `R`; and every candidate's cross-validated share."""
+    prompts = np.array(sorted(set(R.prompt.tolist())))
+    require(len(prompts) >= folds, f"{len(prompts)} prompts: too few for {folds} folds")
+    fold_of = {p: i % folds for i, p in enumerate(prompts)}
+    f = np.array([fold_of[p] for p in R.prompt])
+    scores = {}
+    for c in candidates:
+        got = np.empty(len(R))
+        for i in range(folds):
+            c.fit(subset(R, f != i))
+            held = subset(R, f == i)
+            got[f == i] = held.retained(c.choose(held))
+        scores[c.name] = float(got.mean())
+    best = max(candidates, key=lambda c: scores[c.name])
+    return best.fit(R), scores
+
+
+def on_budgets(R: Rounds, budgets) -> Rounds:
+    """`R` with only `budgets` (each replayed in `R`), e.g. the grid two replays share."""
+    cols = np.searchsorted(R.budgets, _on_grid(R, budgets))
+    require(len(cols) == len(set(budgets)), f"budgets {sorted(set(budgets) - set(R.budgets.tolist()))} were not replayed")
+    return Rounds(R.budgets[cols], R.tps[:, cols], R.accepted[:, cols], R.reference, R.state, R.prefix, R.prompt)
+
+
+def subset(R: Rounds, mask: np.ndarray) -> Rounds:
+    return Rounds(R.budgets, R.tps[mask], R.accepted[mask], R.reference[mask], R.state[mask], R.prefix[mask],
+                  R.prompt[mask])
+
+
+def against_best_fixed(R: Rounds, choice: np.ndarray, best: int) -> dict:
+    """A policy's mean retained share, the best fixed budget's, their ratio pooled over rounds and its bootstrap
+    interval over prompts (as `regime_tables.against_fixed`)."""
+    got, base = R.retained(choice), R.retained(fixed(R, best))
+    prompts = sorted(set(R.prompt.tolist()))
+    num = [float(got[R.prompt == p].sum()) for p in prompts]
+    den = [float(base[R.prompt == p].sum()) for p in prompts]
+    return {"retained_oracle": float(got.mean()), "best_fixed_retained": float(base.mean()),
+            "vs_best_fixed": float(got.mean() / base.mean()), "ci": ratio_ci(num, den), "prompts": len(prompts),
+            "rounds": len(R)}

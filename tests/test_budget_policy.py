@@ -1,0 +1,85 @@
+"""`graftlib.lab.report.budget_policy`: policies against the same-prefix oracle, on hand-made rounds."""
+
+import numpy as np
+import pytest
+
+from graftlib.core.errors import GraftError
+from graftlib.lab.report import budget_policy as bp
+from graftlib.methods.saba_params import SabaParams
+
+
+def _rounds(n=200, seed=0, informative=True):
+    """Rounds whose best budget is 4 when conf_t > 0.5 and 32 otherwise (informative), or a coin (not)."""
+    rng = np.random.default_rng(seed)
+    budgets = np.array([0, 4, 8, 16, 32])
+    conf = rng.uniform(0, 1, n)
+    easy = conf > 0.5 if informative else rng.uniform(0, 1, n) > 0.5
+    tps = np.where(easy[:, None], [1.0, 3.0, 2.5, 2.0, 1.5], [1.0, 1.5, 2.0, 2.5, 3.0]) * rng.uniform(0.9, 1.1, (n, 1))
+    state = np.column_stack([conf, rng.uniform(0, 1, n), rng.uniform(1, 4, n), np.ones(n)])
+    return bp.Rounds(budgets, tps, tps * 0.02, np.full(n, 8), state, rng.integers(100, 400, n).astype(float),
+                     np.array([f"p{i % 20}" for i in range(n)]))
+
+
+def test_the_oracle_retains_everything_and_a_fixed_budget_its_share():
+    R = _rounds()
+    assert np.allclose(R.retained(bp.oracle(R)), 1.0)
+    easy = R.state[:, 0] > 0.5
+    assert np.allclose(R.retained(bp.fixed(R, 4))[easy], 1.0) and np.allclose(R.retained(bp.fixed(R, 4))[~easy], 0.5)
+    assert bp.best_fixed(R) in (4, 32) and bp.best_fixed(R, among=[8, 16]) in (8, 16)
+    with pytest.raises(GraftError, match="outside the replay's grid"):
+        R.retained(bp.fixed(R, 12))
+
+
+def test_a_predictor_learns_what_the_state_says_and_nothing_when_it_says_nothing():
+    """Held out (fitted on other rounds), a predictor retains nearly all of the oracle where conf_t decides the
+    best budget, and no more than the best fixed budget where a coin does."""
+    for kind in ("ridge", "knn"):
+        p = bp.Predictor(kind, alpha=1.0, k=15).fit(_rounds(seed=1))
+        R = _rounds(seed=2)
+        assert R.retained(p.choose(R)).mean() > 0.95
+        coin = _rounds(seed=3, informative=False)
+        p = bp.Predictor(kind, alpha=1.0, k=15).fit(_rounds(seed=4, informative=False))
+        assert coin.retained(p.choose(coin)).mean() < coin.retained(bp.fixed(coin, bp.best_fixed(coin))).mean() + 0.03
+
+
+def test_cross_validation_picks_the_candidate_that_generalizes():
+    R = _rounds(seed=5)
+    best, scores = bp.cross_validated(R, [bp.Predictor("knn", k=1), bp.Predictor("ridge", alpha=1.0)])
+    assert set(scores) == {"knn(k=1)", "ridge(alpha=1)"} and all(0 < s <= 1 for s in scores.values())
+    assert best.name == max(scores, key=scores.get)
+
+
+def test_the_loss_decomposition_sums_to_saba_s_loss_and_names_each_cause():
+    R = _rounds(seed=6)
+    params = SabaParams(grid=[4, 8, 16])  # 32 left out of SABA's grid: the grid has a share
+    parts = bp.decompose(R, params, depth=15)
+    assert parts["total"] == pytest.approx(1 - R.retained(R.reference).mean())
+    causes = ["gate and online correction", "gain model G_t(B)", "cost model C_t(B)", "budget grid"]
+    assert list(parts)[1:] == causes and sum(parts[c] for c in causes) == pytest.approx(parts["total"])
+    assert parts["budget grid"] > 0.05  # the hard rounds' best, 32, is outside SABA's grid
+
+
+def test_against_best_fixed_pools_over_rounds_with_an_interval_over_prompts():
+    R = _rounds(seed=7)
+    best = bp.best_fixed(R)
+    same = bp.against_best_fixed(R, bp.fixed(R, best), best)
+    assert same["vs_best_fixed"] == pytest.approx(1.0) and same["ci"] == pytest.approx((1.0, 1.0))
+    top = bp.against_best_fixed(R, bp.oracle(R), best)
+    assert top["vs_best_fixed"] > 1.2 and top["ci"][0] > 1.0 and top["prompts"] == 20 and top["rounds"] == len(R)
+
+
+def test_rounds_read_replay_lines_priced_by_a_profile():
+    from graftlib.inputs.cost_profile import PAPER_PROFILE, CostProfile
+
+    def rec(rnd, budget, accepted, reference=False):
+        return dict(round=rnd, budget=budget, nodes=budget, accepted=accepted, prefix_len=100 + rnd, t_draft=0.0,
+                    t_tree=0.0, t_verify=0.0, t_commit=0.0, tokens=[], state=[0.5, 1.0, 2.0, 1.0],
+                    reference_budget=8, reference=reference)
+
+    lines = [{"uid": "gsm8k/1", "records": [rec(t, b, a) for t in range(3) for b, a in ((0, 1), (4, 3), (8, 4))]
+              + [rec(t, 8, 4, True) for t in range(3)]}]
+    R = bp.rounds(lines, CostProfile.load(PAPER_PROFILE))
+    assert list(R.budgets) == [0, 4, 8] and len(R) == 3 and list(R.reference) == [8, 8, 8]
+    assert np.all(R.tps > 0) and list(R.prompt) == ["gsm8k/1"] * 3 and list(R.prefix) == [100, 101, 102]
+    with pytest.raises(GraftError, match="no replayed rounds"):
+        bp.rounds([])
