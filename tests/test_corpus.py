@@ -11,7 +11,7 @@ from test_drafter_train import EOS, LAYERS, items, small_train_config, target  #
 from tiny import tiny_tokenizer, write_target_dir
 
 from graftlib.core.errors import GraftError
-from graftlib.lab.workbook.plots import curve_points
+from graftlib.lab.workbook.plots.training import curve_points
 from graftlib.training.drafter import corpus as corpus_mod
 from graftlib.training.drafter import target_data as drafter_data
 from graftlib.training.drafter.dflash_train import train

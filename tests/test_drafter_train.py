@@ -14,7 +14,7 @@ from tiny import MASK_ID, prompts_of, tiny_drafter, tiny_target, tiny_tokenizer,
 
 from graftlib.core.errors import GraftError
 from graftlib.data.prompts import Item
-from graftlib.lab.workbook.plots import plot_learning_curve
+from graftlib.lab.workbook.plots.training import plot_learning_curve
 from graftlib.methods.decoder import Decoder
 from graftlib.models.drafter import init_weights, load_drafter
 from graftlib.training.drafter import target_data as drafter_data

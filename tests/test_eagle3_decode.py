@@ -324,7 +324,7 @@ def test_bench_and_generate_run_ar_drafted_methods(pairs, tmp_path, capsys):
     from tiny import write_drafter_dir, write_target_dir
 
     from graftlib.cli import main
-    from graftlib.lab.report.round_stages import round_stages, stage_table
+    from graftlib.lab.report.metrics import round_stages, stage_table
     from graftlib.lab.run.bench import BenchPrompt, Run, run_bench
     from graftlib.models import load_pair
 

@@ -10,7 +10,7 @@ import pytest
 from graftlib.core.errors import GraftError
 from graftlib.lab.run.edge_scores import POOLED, edge_score_records, edge_score_runs, edge_score_table
 from graftlib.lab.run.regimes import machine, paper
-from graftlib.lab.workbook.plots import plot_edge_scores
+from graftlib.lab.workbook.plots.tables import plot_edge_scores
 
 
 def _record(method, budget, task, uid, accepted, rounds, modeled_s, mismatches, decode_s=1.0, nodes=None):

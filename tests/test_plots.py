@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from graftlib.core.errors import GraftError
-from graftlib.lab.workbook import plots
+from graftlib.lab.workbook.plots import claims, figures, layout, tables, trees
 
 
 def _bars(legend):
@@ -16,7 +16,7 @@ def _bars(legend):
 
     fig, axes = plt.subplots(1, 2, figsize=(6, 3))
     for ax in axes:
-        plots.grouped_bars(ax, ["gsm8k", "mbpp"], [("ours", [1.0, 0.0], "tab:blue"), ("paper", [2.0, 3.0], "tab:green")])
+        layout.grouped_bars(ax, ["gsm8k", "mbpp"], [("ours", [1.0, 0.0], "tab:blue"), ("paper", [2.0, 3.0], "tab:green")])
         ax.set_xlabel("task")
     legend(fig, axes)
     return fig
@@ -26,13 +26,13 @@ def test_a_legend_over_the_axis_labels_is_refused(tmp_path):
     """A legend pinned over the tick labels is found by its drawn extent and the figure is not written; the
     workbook's own placement (`legend_below`) passes."""
     covering = _bars(lambda fig, axes: axes[0].legend(loc="upper center", bbox_to_anchor=(0.5, 0.02)))
-    assert plots.layout_problems(covering)
+    assert layout.layout_problems(covering)
     with pytest.raises(GraftError, match="overlaps the label"):
-        plots.save_figure(covering, "covering", tmp_path)
+        layout.save_figure(covering, "covering", tmp_path)
     assert not list(tmp_path.iterdir())
-    below = _bars(lambda fig, axes: (fig.tight_layout(), plots.legend_below(fig, axes)))
-    assert plots.layout_problems(below) == []
-    assert [p.name for p in plots.save_figure(below, "below", tmp_path)] == ["below.png", "below.pdf"]
+    below = _bars(lambda fig, axes: (fig.tight_layout(), layout.legend_below(fig, axes)))
+    assert layout.layout_problems(below) == []
+    assert [p.name for p in layout.save_figure(below, "below", tmp_path)] == ["below.png", "below.pdf"]
 
 
 def test_tick_labels_drawn_over_each_other_are_found():
@@ -40,11 +40,11 @@ def test_tick_labels_drawn_over_each_other_are_found():
 
     names = ["paper set, the paper's A100 costs and acceptance (a construction)", "CPU set + AR step, this machine"]
     fig, ax = plt.subplots(figsize=(4, 3))
-    plots.grouped_bars(ax, names, [("SABA", [0.9, 0.8], "tab:blue")])
+    layout.grouped_bars(ax, names, [("SABA", [0.9, 0.8], "tab:blue")])
     ax.set_xticks(range(2), names)
-    assert any("the tick labels" in p and "overlap" in p for p in plots.tick_overlaps(fig))
+    assert any("the tick labels" in p and "overlap" in p for p in layout.tick_overlaps(fig))
     ax.set_xticks(range(2), ["paper set", "CPU set"])
-    assert plots.tick_overlaps(fig) == []
+    assert layout.tick_overlaps(fig) == []
 
 
 def test_save_figure_turns_crowded_tick_labels_and_refuses_what_stays_crowded(tmp_path):
@@ -52,15 +52,15 @@ def test_save_figure_turns_crowded_tick_labels_and_refuses_what_stays_crowded(tm
 
     names = [f"a long method name, number {i}" for i in range(6)]
     fig, ax = plt.subplots(figsize=(4, 3))
-    plots.grouped_bars(ax, names, [("SABA", [0.9] * 6, "tab:blue")])
-    assert plots.tick_overlaps(fig)
-    plots.save_figure(fig, "turned", tmp_path)
-    assert plots.tick_overlaps(fig) == [] and (tmp_path / "turned.png").exists()
+    layout.grouped_bars(ax, names, [("SABA", [0.9] * 6, "tab:blue")])
+    assert layout.tick_overlaps(fig)
+    layout.save_figure(fig, "turned", tmp_path)
+    assert layout.tick_overlaps(fig) == [] and (tmp_path / "turned.png").exists()
     assert {t.get_rotation() for t in ax.get_xticklabels()} != {0.0}
     fig, ax = plt.subplots(figsize=(1.5, 3))
     ax.set_xticks(range(40), [f"m{i}" for i in range(40)], fontsize=12)  # 40 labels in 1.5 inches: no angle parts them
     with pytest.raises(GraftError, match="figure crowded: the tick labels"):
-        plots.save_figure(fig, "crowded", tmp_path)
+        layout.save_figure(fig, "crowded", tmp_path)
     assert not (tmp_path / "crowded.png").exists()
 
 
@@ -71,14 +71,14 @@ def test_turned_tick_labels_hang_below_their_panel_and_a_label_inside_it_is_refu
 
     names = [f"component number {i}" for i in range(9)]
     fig, ax = plt.subplots(figsize=(3, 3))
-    plots.grouped_bars(ax, names, [("ours", [-20.0 + 5 * i for i in range(9)], "tab:blue")])
-    plots.save_figure(fig, "upright", tmp_path)
-    assert {t.get_rotation() for t in ax.get_xticklabels()} == {90.0} and plots.labels_inside(fig) == []
+    layout.grouped_bars(ax, names, [("ours", [-20.0 + 5 * i for i in range(9)], "tab:blue")])
+    layout.save_figure(fig, "upright", tmp_path)
+    assert {t.get_rotation() for t in ax.get_xticklabels()} == {90.0} and layout.labels_inside(fig) == []
     for t in ax.get_xticklabels():
         t.set(rotation=90, ha="center", rotation_mode="anchor")  # the old anchor: the label rises into the bars
-    assert len(plots.labels_inside(fig)) == len(names)
+    assert len(layout.labels_inside(fig)) == len(names)
     with pytest.raises(GraftError, match="lies inside its panel"):
-        plots.save_figure(fig, "inside", tmp_path)
+        layout.save_figure(fig, "inside", tmp_path)
     assert not (tmp_path / "inside.png").exists()
 
 
@@ -87,7 +87,7 @@ def test_table2_draws_acceptance_beside_speed_size_and_the_ar_gate():
     T = pd.DataFrame({"nodes/round": [16.0, 16.0, 5.0, 5.0], "MAT": [3.1, 3.2, 2.4, 2.5], "m-dTPS %": [0.0, 1.0, 2.0, 3.0],
                       "AR steps %": [0.0, 0.0, 60.0, 59.0], "paper nodes": [110.0, 110.0, 49.0, 49.0],
                       "paper MAT": [6.0, 6.2, 5.6, 5.8], "paper dTPS %": [0.0, 5.7, 12.8, 19.4]}, index=labels)
-    fig = plots.plot_components(T, labels, "Table 2", "ours", "paper")
+    fig = tables.plot_components(T, labels, "Table 2", "ours", "paper")
     assert [ax.get_title() for ax in fig.axes] == ["tokens/s against DDTree", "tree size", "acceptance", "SABA's AR gate"]
     heights = sorted(round(b.get_height(), 2) for b in fig.axes[2].patches)
     assert heights == sorted([3.1, 3.2, 2.4, 2.5, 6.0, 6.2, 5.6, 5.8])
@@ -100,8 +100,8 @@ def test_fig6_names_its_budget_sets_in_full_without_overlap():
                        "paper set, the paper's A100 costs and acceptance (a construction)",
                        "CPU set + AR step, this machine")}
     rows = {n: pd.DataFrame({"retained": [0.9, 0.95, 1.0]}) for n in fixed}
-    fig = plots.plot_oracle_tracking(fixed, rows, 0.941, "Figure 6")
-    assert plots.layout_problems(fig) == [] and plots.tick_overlaps(fig) == []
+    fig = figures.plot_oracle_tracking(fixed, rows, 0.941, "Figure 6")
+    assert layout.layout_problems(fig) == [] and layout.tick_overlaps(fig) == []
     ticks = " ".join(" ".join(t.get_text().split()) for t in fig.axes[0].get_xticklabels())
     assert all(n in ticks for n in fixed)
     assert len(fig.axes[1].lines) == len(fixed) + 1  # (b): one line per set (none hides another) and the paper's mean
@@ -121,7 +121,7 @@ def test_the_claims_figure_draws_every_cell_in_full():
                       "machine wall-clock": [long, "opposite (best beta 0)"],
                       "machine counts": ["3 tasks x 10 prompts x 128 tokens"] * 2}, index=["C1", "T3"])
     C["paper+acceptance counts"] = C["machine counts"]  # the longest header of the workbook's table
-    fig = plots.plot_claims(C, "claims")
+    fig = claims.plot_claims(C, "claims")
     drawn = " ".join(" ".join(c.get_text().get_text().split()) for c in fig.axes[0].tables[0].get_celld().values())
     for i in C.index:
         for cell in (C.at[i, "paper"], C.at[i, "machine wall-clock"], C.at[i, "machine counts"]):
@@ -139,28 +139,28 @@ def test_the_claims_figure_names_its_regimes_the_construction_and_its_colours():
                       "machine wall-clock": ["opposite (0.9x)"], "machine counts": ["3 tasks x 10 prompts x 128 tokens"],
                       "paper+acceptance modeled": ["reproduced (1.3x)"],
                       "paper+acceptance counts": ["1 task x 10 prompts x 128 tokens"]}, index=["C1"])
-    cols, heads = plots.claims_columns(C)
+    cols, heads = claims.claims_columns(C)
     assert cols == ["machine wall-clock", "paper+acceptance modeled"]
     assert heads == ["this machine, wall clock", "paper's costs + acceptance (drafter-strength construction), modeled"]
-    assert plots.claims_counts(C, "C1") == ("this machine: 3 tasks x 10 prompts x 128 tokens; paper's costs + "
+    assert claims.claims_counts(C, "C1") == ("this machine: 3 tasks x 10 prompts x 128 tokens; paper's costs + "
                                             "acceptance (drafter-strength construction): 1 task x 10 prompts x 128 tokens")
-    fig = plots.plot_claims(C, "claims")
+    fig = claims.plot_claims(C, "claims")
     drawn = " ".join(" ".join(c.get_text().get_text().split()) for c in fig.axes[0].tables[0].get_celld().values())
     assert "drafter-strength construction" in drawn
     (key,) = fig.legends
-    assert [t.get_text() for t in key.get_texts()] == list(plots.VERDICT_COLOURS)
+    assert [t.get_text() for t in key.get_texts()] == list(claims.VERDICT_COLOURS)
 
 
 def test_tokens_are_drawn_visibly():
-    assert plots.visible(" ") == "\u2423" and plots.visible(" the") == "\u2423the"
-    assert plots.visible("\n") == "\u23ce" and plots.visible("") == "\u2205" and plots.visible("ab") == "ab"
+    assert trees.visible(" ") == "\u2423" and trees.visible(" the") == "\u2423the"
+    assert trees.visible("\n") == "\u23ce" and trees.visible("") == "\u2205" and trees.visible("ab") == "ab"
 
 
 def test_whiskers_only_where_an_interval_exists():
     import matplotlib.pyplot as plt
 
     _, ax = plt.subplots()
-    plots.grouped_bars(ax, ["a", "b", "c"], [("ours", [1.0, 1.2, 1.1], "tab:blue", ([0.9, 1.2, float("nan")],
+    layout.grouped_bars(ax, ["a", "b", "c"], [("ours", [1.0, 1.2, 1.1], "tab:blue", ([0.9, 1.2, float("nan")],
                                                                                   [1.1, 1.2, float("nan")]))])
     bars = [c for c in ax.containers if hasattr(c, "has_yerr")]
     assert len(bars) == 1 and len(bars[0].lines[2][0].get_segments()) == 1  # "a" only: "b" is a point, "c" none
@@ -176,9 +176,9 @@ def test_a_legend_under_one_panel_clears_its_labels_after_the_layout():
         ax.plot([1, 2], [1, 2], label="a long series name")
         ax.set_xticks([1, 2], ["two\\nline", "ticks"])
         ax.set_xlabel("step")
-        plots.legend_outside(ax)
+        layout.legend_outside(ax)
     fig.tight_layout()
-    assert plots.layout_problems(fig) == []
+    assert layout.layout_problems(fig) == []
 
 
 def test_tick_labels_beyond_the_view_limits_are_not_drawn_so_never_overlap():
@@ -191,5 +191,5 @@ def test_tick_labels_beyond_the_view_limits_are_not_drawn_so_never_overlap():
     ax.set_yticks([5, 6, 7, 8, 9])
     ax.set_ylim(5.5, 9)  # the tick at 5 lies below the panel
     assert "5" in [t.get_text() for t in ax.get_yticklabels()]
-    assert "5" not in [t.get_text() for t in plots._drawn_ticklabels(ax, "y")]
-    assert [t.get_text() for t in plots._drawn_ticklabels(ax, "y")] == ["6", "7", "8", "9"]
+    assert "5" not in [t.get_text() for t in layout._drawn_ticklabels(ax, "y")]
+    assert [t.get_text() for t in layout._drawn_ticklabels(ax, "y")] == ["6", "7", "8", "9"]

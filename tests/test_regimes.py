@@ -274,7 +274,7 @@ def test_the_claims_figure_draws_every_cell_whole():
     """No claim or verdict is cut short: each drawn cell, its line breaks undone, is the data's full text."""
     from matplotlib.table import Table
 
-    from graftlib.lab.workbook.plots import plot_claims
+    from graftlib.lab.workbook.plots.claims import plot_claims
 
     long = "direction only (1.031x [1.012, 1.050] vs the paper's 1.057x) (tasks: 2 direction only, 1 inside noise)"
     words = "beta = 0.2 gives the highest TPS of beta in {0, 0.05, 0.1, 0.2, 0.4}"

@@ -1,9 +1,9 @@
-"""The stage breakdown beside Table 1 (graftlib.lab.report.round_stages): pooled per-round arithmetic on hand-made records."""
+"""The stage breakdown beside Table 1 (graftlib.lab.report.metrics.round_stages): pooled per-round arithmetic on hand-made records."""
 
 import pytest
 
 from graftlib.core.errors import GraftError
-from graftlib.lab.report.round_stages import round_stages, stage_table
+from graftlib.lab.report.metrics import round_stages, stage_table
 
 
 def record(task, key, rounds, decode_s, stage_s, accepted_sum, steps=None):

@@ -128,7 +128,7 @@ def test_the_notebook_that_reads_the_others_benches_runs_last():
 
 def test_figure_titles_are_two_plain_lines():
     """`figure_title`: what is compared, then pair, machine, dtype and counts; nothing else."""
-    from graftlib.lab.workbook.plots import figure_title
+    from graftlib.lab.workbook.plots.layout import figure_title
 
     desc = {"target": "smollm2-135m", "drafter": "embedded", "drafter_trained": True,
             "hardware": "2-core AMD EPYC, AVX512-BF16", "dtype": "float32"}

@@ -13,9 +13,15 @@ Modeled columns (`graftlib.lab.report.modeled`): the same pooled tokens/s and pa
 from each record's `modeled_s` (its rounds priced by a cost profile, eq. 17) instead of its
 `decode_s`; nan when a record has no modeled time. The records of one summary must share one
 cost profile (`cost_profile`, named in every row), else mixing machines' costs would be silent.
+
+Where a round's time goes (`round_stages`, `stage_table`: the breakdown beside Table 1): per round, each stage's
+milliseconds (draft, tree, verify, commit of `RoundRecord`'s stage seconds summed in `stage_s`), `other` (the rest
+of `decode_s`, so the stages sum to the round), MAT and ms per token; for an AR-drafted run (EAGLE-3, OPT-Tree) also
+its drafter forwards per round and the context and depth forwards' mean milliseconds (`draft_step_s`).
 """
 
 import math
+import statistics
 from collections import defaultdict
 
 import numpy as np
@@ -180,3 +186,40 @@ def modeled_cells(row: dict) -> str:
     """The table's modeled tokens/s and speedup cells; dashes without a modeled figure."""
     tps, spd = row.get("modeled_tokens_per_s", math.nan), row.get("modeled_speedup", math.nan)
     return (f"{'-':>7}" if math.isnan(tps) else f"{tps:>7.2f}") + " " + (f"{'-':>6}" if math.isnan(spd) else f"{spd:>5.2f}x")
+
+
+# ----------------------------------------------------------------------------- stages of a round
+
+STAGES = ("draft", "tree", "verify", "commit")
+
+
+def round_stages(records: list[dict]) -> dict:
+    """One run's pooled stage breakdown (module doc); `records` share one run key."""
+    require(len(records) > 0, "stage breakdown: no records")
+    keys = {r["key"] for r in records}
+    require(len(keys) == 1, f"stage breakdown: records of several runs {sorted(keys)}")
+    rounds = sum(r["rounds"] for r in records)
+    require(rounds > 0, f"stage breakdown: run {keys.pop()} has no rounds")
+    ms = {k: 1000 * sum(r["stage_s"][k] for r in records) / rounds for k in STAGES}
+    round_ms = 1000 * sum(r["decode_s"] for r in records) / rounds
+    mat = sum(r["accepted_sum"] for r in records) / rounds
+    row = {"rounds": rounds, "MAT": mat, **{f"{k} ms": v for k, v in ms.items()},
+           "other ms": round_ms - sum(ms.values()), "round ms": round_ms, "ms/token": round_ms / mat}
+    steps = [s for r in records for s in r.get("draft_step_s") or [] if s]
+    if steps:  # an AR drafter: the context forward, then one per depth
+        depth = [t for s in steps for t in s[1:]]
+        row.update({"forwards/round": sum(map(len, steps)) / rounds,
+                    "context fwd ms": 1000 * statistics.fmean(s[0] for s in steps),
+                    "depth fwd ms": 1000 * statistics.fmean(depth) if depth else 0.0})
+    return row
+
+
+def stage_table(records: list[dict], runs: list[tuple[str, str, str]]) -> list[dict]:
+    """Rows of `round_stages` for each (task, method label, run key) of `runs` (Table 1's shown runs)."""
+    tasks = by_task(records)
+    rows = []
+    for task, label, key in runs:
+        recs = [r for r in tasks.get(task, []) if r["key"] == key]
+        require(recs, f"stage breakdown: no records of {key} on {task}")
+        rows.append({"task": task, "method": label, "run": key, **round_stages(recs)})
+    return rows

@@ -72,7 +72,7 @@ def plot_families(drafters: dict[str, str | Path], title: str, scored: dict[str,
     the depth (dotted) against depth, one colour per drafter."""
     import matplotlib.pyplot as plt
 
-    from graftlib.lab.workbook.plots import legend_outside
+    from graftlib.lab.workbook.plots.layout import legend_outside
 
     fig, ax = plt.subplots(figsize=(7, 4))
     for i, (name, d) in enumerate(drafters.items()):

@@ -1,0 +1,246 @@
+"""The paper's Figures 1(c), 5 and 6, SABA at T > 0, the three regimes side by side and the strength axis."""
+
+import textwrap
+
+from graftlib.lab.workbook.plots.layout import grouped_bars, legend_below, legend_outside
+
+
+def plot_budget_curve(curve, title: str, measured: bool = True):
+    """Figure 1(c): per group of rounds (hard, medium, easy thirds) against the budget B, the tokens accepted per
+    round (MAT), the tokens per second measured (wall clock; left out where `measured` is False, a walked
+    replay) and modeled (the rounds priced by the cost profile), each group's best budget starred. Every
+    budget of the grid is a labelled tick. `curve`: `tables.budget_curve`."""
+    import matplotlib.pyplot as plt
+
+    panels = [("mat", "MAT (tokens accepted a round)"), *([("tps", "measured tokens/s (wall clock)")] if measured else []),
+              ("m_tps", "modeled tokens/s (cost profile)")]
+    grid = sorted(set(curve.index.get_level_values("B")))
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.6), sharex=True)
+    for group, c in curve.groupby(level=0, observed=True):
+        c = c.droplevel(0).assign(mat=lambda x: x.a / x.rounds)
+        for ax, (col, _) in zip(axes, panels, strict=True):
+            line, = ax.plot(c.index, c[col], "o-", label=f"{group} rounds ({c.rounds.max()})")
+            if col != "mat":
+                ax.plot(c[col].idxmax(), c[col].max(), "*", color=line.get_color(), mec="black", ms=13)
+    for ax, (_, name) in zip(axes, panels, strict=True):
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(grid, [str(b) for b in grid], fontsize=7)
+        ax.minorticks_off()
+        ax.set_xlabel("budget B (nodes)")
+        ax.set_title(name + ("" if name.startswith("MAT") else "; star: best B"), fontsize=8)
+    fig.suptitle(title, fontsize=7)
+    fig.tight_layout()
+    legend_below(fig, axes)
+    return fig
+
+
+def plot_generalization(F, title: str):
+    """Figure 5: per task, TDES's mismatch reduction and tokens/s against DDTree with the scorer trained on
+    every task's rounds vs on GSM8K's only (grouped bars, one colour per scorer; the paper gives no numbers for
+    this figure), the tokens/s ratios drawn as % change with their paired 95% intervals over prompts. `F`: index
+    task, columns (metric, scorer) as in fig5_generalization.csv (`regime_tables.transfer_table`); a metric with
+    no value (wall clock in a walked regime) gets no panel."""
+    import matplotlib.pyplot as plt
+
+    names = {"full": "TDES scorer trained on every task", "gsm8k-only": "TDES scorer trained on GSM8K only"}
+    scorers = list(dict.fromkeys(F.columns.get_level_values(1)))
+    colors = dict(zip(scorers, plt.get_cmap("tab10").colors, strict=False))
+    panels = [("mismatch reduction %", "mismatch reduction vs DDTree (%)"),
+              ("TPS / DDTree", "tokens/s vs DDTree, wall clock (% change)"),
+              ("modeled TPS / DDTree", "modeled tokens/s vs DDTree (% change)")]
+    panels = [p for p in panels if p[0] in F.columns.get_level_values(0) and F[p[0]].notna().any().any()]
+    fig, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels), 3.4), squeeze=False)
+    axes = axes[0]
+    tasks = list(F.index)
+    for ax, (col, name) in zip(axes, panels, strict=True):
+        series = []
+        for scorer in scorers:
+            if col == "mismatch reduction %":
+                series.append((names.get(scorer, scorer), list(F[(col, scorer)]), colors[scorer]))
+                continue
+            # a ratio as % change over DDTree, so a few percent read by eye (a bar from 0 to ~1.0 hides them)
+            pct = [100 * (F.at[t, (c, scorer)] - 1) for c in (col, f"{col} CI95 low", f"{col} CI95 high")
+                   for t in tasks]
+            n = len(tasks)
+            series.append((names.get(scorer, scorer), pct[:n], colors[scorer], (pct[n:2 * n], pct[2 * n:])))
+        grouped_bars(ax, tasks, series)
+        ax.axhline(0, color="gray", lw=0.5)
+        ax.set_title(name, fontsize=9)
+    fig.suptitle(title, fontsize=7)
+    fig.tight_layout()
+    legend_below(fig, axes)
+    return fig
+
+
+def plot_temperature_tracking(R, title: str, paper_mean: float | None = None):
+    """SABA at T > 0 (`graftlib.training.graft.temperature_tracking`): per temperature and fit, the
+    retained oracle throughput on held-out rounds and the chosen budgets' speedup over AR steps on
+    the same rounds (grouped bars, seaborn; a fit keeps its colour in both panels). `R`: its rows
+    (the notebook's sampling_saba_tracking.csv); `paper_mean`: the paper's Figure 6 mean (T = 0)."""
+    import matplotlib.pyplot as plt
+    import seaborn as sns
+
+    order = list(dict.fromkeys(R.fit))
+    colours = dict(zip(order, sns.color_palette(n_colors=len(order)), strict=True))
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.4))
+    panels = (("mean_retained", "retained oracle throughput (held-out rounds)", None),
+              ("speedup_vs_ar", "speedup vs AR steps (same rounds)", 1.0))
+    for ax, (col, name, line) in zip(axes, panels, strict=True):
+        rows = R.dropna(subset=[col])
+        sns.barplot(rows, x="temperature", y=col, hue="fit", hue_order=[f for f in order if f in set(rows.fit)],
+                    palette=colours, ax=ax, errorbar=None)
+        if line is not None:
+            ax.axhline(line, color="gray", lw=0.5)
+        ax.set(title=name, xlabel="temperature", ylabel="")
+    if paper_mean is not None:
+        axes[0].axhline(paper_mean, color="black", ls="--", lw=0.8, label="paper Figure 6 mean (Qwen3-8B, A100, T = 0)")
+    fig.suptitle(title, fontsize=7)
+    fig.tight_layout()
+    legend_below(fig, axes)
+    return fig
+
+
+def plot_regimes(T, curve, oracle, title: str, paper_mean: float):
+    """The paper's items in both cost regimes (`graftlib.lab.run.regimes`): (a) per method the best run's speedup
+    over AR, this machine's modeled and wall-clock and the paper regime's modeled, beside the paper's GSM8K
+    Table 1 row; (b) Figure 1(c) under the paper's costs (tokens/s against B per group of rounds, best B
+    starred); (c) Figure 6 under the paper's costs (retained oracle throughput per round, the paper's mean
+    dashed). `T`: the notebook's stacked `regime_table` frames, `curve`: `tables.budget_curve`, `oracle`:
+    `replay.oracle_rows` as a frame."""
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 3, figsize=(14, 3.8), gridspec_kw={"width_ratios": [2.2, 1, 1]})
+    best = T.sort_values("speedup modeled").groupby(["regime", "method"], sort=False).tail(1)
+    methods = [m for m in ("DFlash", "DDTree", "+TDES", "+SABA", "GRAFT", "CaDDTree", "EAGLE-3", "OPT-Tree")
+               if m in set(best.method)]
+
+    def col(regime, name):
+        b = best[best.regime == regime].set_index("method")
+        return [b[name].get(m, float("nan")) for m in methods]
+
+    grouped_bars(axes[0], methods, [("this machine, wall clock", col("machine", "speedup wall"), "tab:blue"),
+                                    ("this machine, modeled", col("machine", "speedup modeled"), "tab:orange"),
+                                    ("paper's costs, modeled", col("paper", "speedup modeled"), "tab:red"),
+                                    *([("paper's costs and acceptance (a construction), modeled",
+                                        col("paper+acceptance", "speedup modeled"), "tab:purple")]
+                                      if "paper+acceptance" in set(best.regime) else []),
+                                    ("paper (Qwen3-8B, A100), GSM8K", col("paper", "paper speedup"), "tab:green")])
+    axes[0].axhline(1.0, color="gray", lw=0.5)
+    axes[0].set_ylabel("speedup vs AR (best run)")
+    axes[0].set_title("(a) Tables 1-2: each method's best run", fontsize=8)
+    for group, c in curve.groupby(level=0, observed=True):
+        c = c.droplevel(0)
+        line, = axes[1].plot(c.index, c.m_tps, "o-", label=f"{group} rounds")
+        axes[1].plot(c.m_tps.idxmax(), c.m_tps.max(), "*", color=line.get_color(), mec="black", ms=12)
+    axes[1].set_xscale("log", base=2)
+    axes[1].set_xlabel("budget B (nodes)")
+    axes[1].set_ylabel("modeled tokens / s")
+    axes[1].set_title("(b) Figure 1(c), paper's costs; star: best B", fontsize=8)
+    axes[2].plot(oracle["round"], oracle.retained, ".-", lw=0.6, color="tab:red",
+                 label=f"SABA, paper's costs: mean {oracle.retained.mean():.3f}")
+    axes[2].axhline(paper_mean, color="tab:green", ls="--", lw=0.8, label=f"paper: mean {paper_mean:.3f}")
+    axes[2].set_xlabel("round")
+    axes[2].set_ylabel("TPS(B_t) / TPS(B*_t)")
+    axes[2].set_title("(c) Figure 6, paper's costs", fontsize=8)
+    fig.suptitle(title, fontsize=7)
+    fig.tight_layout()
+    legend_below(fig, axes)
+    return fig
+
+
+def plot_oracle_tracking(fixed: dict[str, dict], rows: dict, paper_mean: float, title: str):
+    """Figure 6: (a) per budget set, SABA's mean retained share of the same-prefix oracle's throughput beside
+    the best fixed budget's (chosen after the fact, its B under the bar) with SABA / best fixed and its
+    interval over prompts, the paper's mean dashed; (b) the distribution of SABA's per-round share, a colour per
+    budget set (none of (a)'s), as the share of its rounds that keep at least a given share of the oracle (one
+    line per set, so no set hides another). `fixed`: {set name: `regimes.against_fixed`}, `rows`: {set name: its
+    oracle rows as a frame}."""
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.2), gridspec_kw={"width_ratios": [1.5, 1]})
+    names = list(fixed)
+    grouped_bars(axes[0], names, [("SABA (per-round budget)", [fixed[n]["saba"] for n in names], "tab:blue"),
+                                  ("best fixed budget, after the fact", [fixed[n]["best_fixed"] for n in names],
+                                   "tab:gray")])
+    labels = []
+    for n in names:
+        f = fixed[n]
+        ci = f" [{f['ci'][0]:.3f}, {f['ci'][1]:.3f}]" if f["ci"] else " (no interval)"
+        labels.append(f"{textwrap.fill(n, 24)}\nbest fixed B={f['best_fixed_budget']}\nSABA / fixed {f['ratio']:.3f}x\n{ci.strip()}")
+    axes[0].set_xticks(range(len(names)), labels, fontsize=6)
+    axes[0].axhline(paper_mean, color="black", ls="--", lw=0.8, label=f"paper's SABA (Qwen3-8B, A100): {paper_mean:.3f}")
+    axes[0].set_ylim(0, 1.05)
+    axes[0].set_ylabel("mean retained oracle throughput")
+    axes[0].set_title("(a) SABA against one budget every round", fontsize=8)
+    for n, color, style in zip(names, ("tab:purple", "tab:olive", "tab:cyan", "tab:pink", "tab:brown"),
+                               ("-", "--", "-.", ":", "-"), strict=False):
+        axes[1].ecdf(rows[n]["retained"], complementary=True, color=color, ls=style, lw=1.4,
+                     label=f"SABA's rounds, {n}")
+    axes[1].axvline(paper_mean, color="black", ls="--", lw=0.8)
+    axes[1].set_xlim(0, 1.02)
+    axes[1].set_ylim(0, 1.02)
+    axes[1].set_xlabel("retained oracle throughput per round, x")
+    axes[1].set_ylabel("share of SABA's rounds retaining >= x")
+    axes[1].set_title("(b) SABA's rounds", fontsize=8)
+    fig.suptitle(title, fontsize=7)
+    fig.tight_layout()
+    legend_below(fig, axes)
+    return fig
+
+
+def plot_strength_axis(T, sizes: dict[str, float], calibrated: float | None, paper_mat: dict[str, float], title: str):
+    """The strength axis (`strength_axis.axis_table` `T`) as small multiples: one panel per claim with its modeled
+    ratio against s, 1.0 grey and the paper's size dashed (each panel its own axis, so no claim hides another);
+    then acceptance (MATs against s, the paper's dashed) and SABA's trees beside the best fixed DDTree budget,
+    each in a panel of its own with its own legend. The task's calibrated strength is a dotted vertical line in
+    every panel, s = 0 the embedded drafter."""
+    import matplotlib.pyplot as plt
+
+    claims = [c for c in sizes if f"{c} ratio" in T]
+    cols = 4
+    rows = -(-(len(claims) + 2) // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(3.4 * cols, 2.6 * rows), squeeze=False)
+    flat = list(axes.ravel())
+    s = list(T.index)
+    for ax, claim in zip(flat, claims, strict=False):
+        ax.plot(s, T[f"{claim} ratio"], "o-", color="#08519c", ms=3, lw=1, label="ours (modeled)")
+        ax.axhline(sizes[claim], color="black", ls="--", lw=0.8, label="the paper's")
+        ax.axhline(1.0, color="gray", lw=0.6)
+        top = max(float(T[f"{claim} ratio"].max()), sizes[claim]) * 1.08
+        ax.set_ylim(0, top)
+        ax.set_title(f"{claim}: ratio vs s (paper {sizes[claim]:.2f}x)", fontsize=8)
+        ax.set_ylabel("modeled TPS ratio", fontsize=7)
+    acc, nodes = flat[len(claims)], flat[len(claims) + 1]
+    for i, (name, col) in enumerate((("chain", "chain MAT"), ("DDTree", next(c for c in T if c.startswith("DDTree@"))),
+                                     ("GRAFT", "GRAFT MAT"))):
+        colour = ("#1b9e77", "#7570b3", "#000000")[i]
+        acc.plot(s, T[col], "s-", color=colour, ms=3, label=f"{name} ({col})")
+        if name in paper_mat:
+            acc.axhline(paper_mat[name], color=colour, ls="--", lw=0.8, label=f"paper's {name} MAT")
+    acc.set_ylim(bottom=0)
+    acc.set_ylabel("MAT (tokens per round)", fontsize=7)
+    acc.set_title("acceptance", fontsize=8)
+    for col, colour in (("+SABA nodes", "#a6761d"), ("GRAFT nodes", "#e7298a"), ("best fixed budget", "#666666")):
+        nodes.plot(s, T[col], "D-" if col != "best fixed budget" else "s--", color=colour, ms=3, label=col)
+    nodes.set_ylim(0, 1.1 * max(T[c].max() for c in ("+SABA nodes", "GRAFT nodes", "best fixed budget")))
+    nodes.set_ylabel("nodes per round", fontsize=7)
+    nodes.set_title("SABA's trees, the best fixed budget", fontsize=8)
+    spare = flat[len(claims) + 2:]
+    for ax in spare:
+        ax.set_axis_off()
+    for ax in flat[:len(claims) + 2]:
+        ax.set_xlabel("drafter strength s", fontsize=7)
+        if calibrated is not None:
+            ax.axvline(calibrated, color="#999999", lw=0.8, ls=":", label="calibrated strength")
+    fig.suptitle(title, fontsize=7)
+    fig.tight_layout()
+    if spare:  # the last two panels' key in the grid's empty cell, over no data
+        keyed = {label: h for ax in (acc, nodes) for h, label in zip(*ax.get_legend_handles_labels(), strict=True)
+                 if label != "calibrated strength"}
+        spare[0].legend(list(keyed.values()), list(keyed), loc="center", fontsize=6.5, frameon=False,
+                        title="acceptance; SABA's trees", title_fontsize=7)
+    else:
+        for ax in (acc, nodes):
+            legend_outside(ax, fontsize=6)
+    legend_below(fig, flat[:1])
+    return fig
