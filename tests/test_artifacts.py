@@ -20,6 +20,7 @@ from graftlib.core.hardware import hardware_id
 from graftlib.inputs.artifacts import ShippedAssets, artifact_inputs
 from graftlib.methods.decoder import Decoder
 from graftlib.methods.fitted import HardwareMismatchWarning, prepare_command
+from graftlib.methods.registry import MethodInputs
 from graftlib.methods.saba_params import DEFAULT_PATH, SabaParams, default_params
 from graftlib.methods.tdes import DEFAULT_PATH as TDES_PATH
 from graftlib.methods.tdes import TDESNet, TDESScorer, scorer_config
@@ -54,7 +55,7 @@ def test_shipped_artifacts_name_the_embedded_pair_and_run_silent_here(embedded_p
     for method, budget in FITTED:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            Decoder.for_method(p.target, p.drafter, method, budget, p.eos_ids, pair=ident)
+            Decoder.for_method(p.target, p.drafter, method, budget, eos_ids=p.eos_ids, pair=ident)
         hw = [w for w in caught if issubclass(w.category, HardwareMismatchWarning)]
         # silent on the machine the calibration was fitted on; elsewhere SABA's methods warn, TDES alone does not
         expect = here != fitted and method != "ddtree+tdes"
@@ -85,18 +86,18 @@ def test_same_pair_other_hardware_warns_for_saba_only(tiny, tmp_path):
     ident = tiny.identity()
     elsewhere = replace(SabaParams(), meta={"pair": ident.to_dict(), "hardware": "cuda:Some GPU"})
     with pytest.warns(HardwareMismatchWarning, match="fitted on cuda:Some GPU") as caught:
-        Decoder.for_method(tiny.target, tiny.drafter, "ddtree+saba", 8, saba=elsewhere, pair=ident)
+        Decoder.for_method(tiny.target, tiny.drafter, "ddtree+saba", 8, pair=ident, inputs=MethodInputs(saba=elsewhere))
     assert prepare_command(ident, hardware_id("cpu")) in str(caught[0].message)
     here = replace(elsewhere, meta={"pair": ident.to_dict(), "hardware": hardware_id(tiny.target.device)})
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        Decoder.for_method(tiny.target, tiny.drafter, "ddtree+saba", 8, saba=here, pair=ident)
+        Decoder.for_method(tiny.target, tiny.drafter, "ddtree+saba", 8, pair=ident, inputs=MethodInputs(saba=here))
         # a scorer of this pair from another machine is this pair's scorer: no warning
         net = TDESNet(tiny.target.get_input_embeddings().weight, 4, tiny.drafter.block_size - 1)
         path = TDESScorer.from_net(net, 0.5, {"pair": ident.to_dict(), "hardware": "cuda:Some GPU"}).save(
             tmp_path / "s.safetensors", net)
-        Decoder.for_method(tiny.target, tiny.drafter, "ddtree+tdes", 8, tdes=str(path), pair=ident)
-        Decoder.for_method(tiny.target, tiny.drafter, "ddtree+saba", 8, saba=SabaParams())  # records no pair
+        Decoder.for_method(tiny.target, tiny.drafter, "ddtree+tdes", 8, pair=ident, inputs=MethodInputs(tdes=str(path)))
+        Decoder.for_method(tiny.target, tiny.drafter, "ddtree+saba", 8, inputs=MethodInputs(saba=SabaParams()))  # records no pair
 
 
 def test_artifact_inputs(tmp_path):
@@ -112,7 +113,7 @@ def test_artifact_inputs(tmp_path):
     bad["meta"]["pair"] = {"target": "x"}
     (tmp_path / "saba.json").write_text(json.dumps(bad))
     with pytest.raises(GraftError, match="'pair' must be an object"):
-        Decoder.for_method(tiny_target("qwen3"), tiny_drafter(), "ddtree+saba", 8, saba=artifact_inputs(tmp_path)[1])
+        Decoder.for_method(tiny_target("qwen3"), tiny_drafter(), "ddtree+saba", 8, inputs=MethodInputs(saba=artifact_inputs(tmp_path)[1]))
 
 
 def test_a_calibration_fitted_in_another_dtype_warns_like_another_machines(tiny):
@@ -124,10 +125,10 @@ def test_a_calibration_fitted_in_another_dtype_warns_like_another_machines(tiny)
     target16, drafter16 = tiny.target.to(torch.bfloat16), tiny.drafter.to(torch.bfloat16)
     try:
         with pytest.warns(HardwareMismatchWarning, match="this run is on cpu:.*:bfloat16"):
-            Decoder.for_method(target16, drafter16, "ddtree+saba", 8, saba=fp32, pair=ident)
+            Decoder.for_method(target16, drafter16, "ddtree+saba", 8, pair=ident, inputs=MethodInputs(saba=fp32))
         bf16 = replace(fp32, meta={**fp32.meta, "hardware": hardware_id("cpu", torch.bfloat16)})
         with warnings.catch_warnings():
             warnings.simplefilter("error")
-            Decoder.for_method(target16, drafter16, "ddtree+saba", 8, saba=bf16, pair=ident)
+            Decoder.for_method(target16, drafter16, "ddtree+saba", 8, pair=ident, inputs=MethodInputs(saba=bf16))
     finally:
         tiny.target.float(), tiny.drafter.float()

@@ -30,7 +30,7 @@ def test_embedded_target_with_a_random_eagle3_drafter(embedded_pair, tmp_path):
     prompts = [p.prompt_ids(text) for text in PROMPTS]
     refs = [ar.decode(ids, MAX_NEW).tokens for ids in prompts]
     for method, budget in (("eagle3", 32), ("opt-tree", 32)):
-        dec = Decoder.for_method(p.target, drafter_for(pair, method), method, budget, p.eos_ids)
+        dec = Decoder.for_method(p.target, drafter_for(pair, method), method, budget, eos_ids=p.eos_ids)
         for ids, ref in zip(prompts, refs):
             res = dec.decode(ids, MAX_NEW)
             check_exact(p.target, ids, ref, res.tokens)

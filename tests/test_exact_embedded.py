@@ -42,7 +42,7 @@ def references(embedded_pair):
 @pytest.mark.parametrize("method,budget", RUNS, ids=[f"{m}@{b}" for m, b in RUNS])
 def test_embedded_matches_ar(embedded_pair, references, method, budget):
     p = embedded_pair
-    dec = Decoder.for_method(p.target, p.drafter, method, budget, p.eos_ids)
+    dec = Decoder.for_method(p.target, p.drafter, method, budget, eos_ids=p.eos_ids)
     n = MAX_NEW // 2 if budget >= 256 else MAX_NEW  # 257-node verifies cost ~0.5 s each on 2 cores
     for ids, ref in references.values():
         res = dec.decode(ids, n)
@@ -54,7 +54,7 @@ def test_embedded_matches_ar(embedded_pair, references, method, budget):
 def test_shipped_drafter_is_trained_and_accepts(embedded_pair, references):
     p = embedded_pair
     assert p.drafter_trained and p.drafter.id_map is not None  # the 8k-vocabulary checkpoint is loaded
-    dec = Decoder.for_method(p.target, p.drafter, "ddtree", 32, p.eos_ids)
+    dec = Decoder.for_method(p.target, p.drafter, "ddtree", 32, eos_ids=p.eos_ids)
     rounds = [r for ids, _ in references.values() for r in dec.decode(ids, MAX_NEW).rounds]
     mat = sum(r.accepted for r in rounds) / len(rounds)
     assert mat > 1.3, f"DDTree(32) accepts {mat:.2f} tokens per round with the shipped drafter"

@@ -21,7 +21,7 @@ from graftlib.core.exactness import FLOAT32_TOL, NEAR_TIE_ULPS, Verdict, near_ti
 from graftlib.core.tree import EDGE_SHIFT, Tree
 from graftlib.lab.report.metrics import exactness_cell, summarize, verdict_of
 from graftlib.methods.decoder import Decoder
-from graftlib.methods.registry import AR_METHODS
+from graftlib.methods.registry import AR_METHODS, MethodInputs
 from graftlib.methods.saba_params import SabaParams
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -78,7 +78,7 @@ def bf16_pairs():
 
 def verdicts(pair, method: str, budget: int) -> list[Verdict]:
     target, drafter, eagle3, prompts, refs = pair
-    dec = Decoder.for_method(target, eagle3 if method in AR_METHODS else drafter, method, budget, saba=SabaParams())
+    dec = Decoder.for_method(target, eagle3 if method in AR_METHODS else drafter, method, budget, inputs=MethodInputs(saba=SabaParams()))
     return [verdict(target, p, ref, dec.decode(p, NEW).tokens) for p, ref in zip(prompts, refs)]
 
 

@@ -156,7 +156,7 @@ def tiny_pair(one_thread):
 
 
 def test_a_real_decode_prices_as_its_rounds_by_hand(tiny_pair):
-    decoder = Decoder.for_method(tiny_pair.target, tiny_pair.drafter, "ddtree", 4, [])
+    decoder = Decoder.for_method(tiny_pair.target, tiny_pair.drafter, "ddtree", 4, eos_ids=[])
     res = decoder.decode(random_prompt(3, 9), 6)
     assert 2 <= len(res.rounds) <= 5 and res.rounds[0].prefix_len == 9
     shapes = [RoundShape.of(r) for r in res.rounds]

@@ -129,7 +129,7 @@ def eagle3_pair(one_thread):
 @pytest.mark.parametrize("method, budget", [("eagle3", 59), ("opt-tree", 8)])
 def test_a_real_ar_drafted_decode_prices_its_forwards(eagle3_pair, method, budget):
     target, drafter = eagle3_pair
-    res = Decoder.for_method(target, drafter, method, budget, []).decode(random_prompt(5, 9), 12)
+    res = Decoder.for_method(target, drafter, method, budget, eos_ids=[]).decode(random_prompt(5, 9), 12)
     shapes = [RoundShape.of(r) for r in res.rounds]
     assert len(shapes) >= 2
     for r, s in zip(res.rounds, shapes):

@@ -3,7 +3,7 @@
 import json
 
 from graftlib.core.paths import ASSETS_DIR, PROJECT_DIR, portable
-from graftlib.methods.registry import method_setting
+from graftlib.methods.registry import MethodInputs
 from graftlib.methods.saba_params import DEFAULT_PATH as SABA_PATH
 from graftlib.methods.saba_params import SabaParams
 from graftlib.methods.tdes import DEFAULT_PATH as TDES_PATH
@@ -21,11 +21,11 @@ def test_portable_paths(monkeypatch, tmp_path):
 def test_settings_name_the_shipped_scorer_and_calibration_portably(monkeypatch):
     monkeypatch.delenv("GRAFT_TDES", raising=False)
     monkeypatch.delenv("GRAFT_SABA_PARAMS", raising=False)
-    setting = method_setting(["graft"])
+    setting = MethodInputs().setting(["graft"])
     assert setting["tdes"] == "graftlib/assets/tdes/default.safetensors"
     assert setting["saba_calibration"] == "graftlib/assets/saba/default.json"
     assert SabaParams.load(SABA_PATH).meta["path"] == "graftlib/assets/saba/default.json"
-    assert method_setting(["ddtree+tdes"], tdes=str(TDES_PATH))["tdes"] == setting["tdes"]
+    assert MethodInputs(tdes=str(TDES_PATH)).setting(["ddtree+tdes"])["tdes"] == setting["tdes"]
 
 
 def test_shipped_artifacts_hold_no_absolute_paths():

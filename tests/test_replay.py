@@ -53,7 +53,7 @@ def test_replay_reproduces_rounds_and_keeps_state(pair, method, budget, params):
     params = params or SabaParams()
     prompt = random_prompt(7, 11)
     ar = Decoder.for_method(target, drafter, "ar").decode(prompt, MAX_NEW).tokens
-    plain = Decoder(target, drafter, *make_parts(method, budget, drafter.block_size, saba=params)).decode(prompt, MAX_NEW)
+    plain = Decoder(target, drafter, *make_parts(method, budget, drafter.block_size, inputs=MethodInputs(saba=params))).decode(prompt, MAX_NEW)
     if params is GATED:
         assert any(r.budget == 0 for r in plain.rounds) and any(r.budget for r in plain.rounds)
     if params is POST_GATED:

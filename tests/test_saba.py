@@ -17,6 +17,7 @@ from graftlib.core.paths import portable
 from graftlib.inputs.cost_profile import from_saba
 from graftlib.methods.caddtree import CaDDTree
 from graftlib.methods.decoder import Decoder
+from graftlib.methods.registry import MethodInputs
 from graftlib.methods.saba import (
     BudgetGrid,
     SabaController,
@@ -425,7 +426,7 @@ def test_exact_vs_ar(pairs, arch, method, budget, monkeypatch):
     target, drafter, prompts, ar = pairs[arch]
     shipped = replace(default_params(), meta={})  # the shipped numbers, without the pair they belong to
     for p, ref in zip(prompts, ar):
-        res = Decoder.for_method(target, drafter, method, budget, saba=shipped).decode(p, MAX_NEW, record_trees=True)
+        res = Decoder.for_method(target, drafter, method, budget, inputs=MethodInputs(saba=shipped)).decode(p, MAX_NEW, record_trees=True)
         assert res.tokens == ref, f"{arch} {method}@{budget}: differs from AR"
         # a SABA gate's AR step (budget 0), or a CaDDTree tree that stops at its root: one token, no drafts
         assert all(1 <= r.nodes <= budget or (r.nodes, r.accepted) == (0, 1) for r in res.rounds)

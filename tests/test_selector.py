@@ -16,6 +16,7 @@ from tiny import exactness_dflash2, random_prompt, tiny_drafter, tiny_target
 from graftlib.core.builders import Candidates, HeapTreeBuilder, top_k
 from graftlib.core.errors import GraftError
 from graftlib.methods.decoder import Decoder, WalkedDecoder
+from graftlib.methods.registry import MethodInputs
 from graftlib.methods.selector import Selector, SelectorChain
 from graftlib.methods.tdes import TDESNet, TDESScorer
 from graftlib.models.drafter import load_drafter
@@ -116,10 +117,10 @@ def test_tdes_beside_the_selector_decodes_exactly(dflash2_pair, tmp_path):
     path = TDESScorer.from_net(net, 2.0).save(tmp_path / "s.safetensors", net)
     prompt = random_prompt(3, 9)
     ar = Decoder.for_method(target, drafter, "ar").decode(prompt, 24).tokens
-    both = Decoder.for_method(target, drafter, "ddtree+tdes+sel", 8, tdes=str(path)).decode(prompt, 24,
+    both = Decoder.for_method(target, drafter, "ddtree+tdes+sel", 8, inputs=MethodInputs(tdes=str(path))).decode(prompt, 24,
                                                                                            record_trees=True)
     assert both.tokens == ar
-    trees = {m: [r.tree for r in Decoder.for_method(target, drafter, m, 8, tdes=str(path)).decode(
+    trees = {m: [r.tree for r in Decoder.for_method(target, drafter, m, 8, inputs=MethodInputs(tdes=str(path))).decode(
         prompt, 24, record_trees=True).rounds] for m in ("ddtree+tdes", "ddtree+sel")}
     mine = [r.tree for r in both.rounds]
     assert mine != trees["ddtree+tdes"] and mine != trees["ddtree+sel"]  # both terms count

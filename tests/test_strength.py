@@ -11,6 +11,7 @@ from graftlib.core.errors import GraftError
 from graftlib.core.kvcache import target_cache
 from graftlib.core.verify import target_forward
 from graftlib.methods.decoder import Decoder, WalkedDecoder
+from graftlib.methods.registry import MethodInputs
 from graftlib.methods.saba_params import SabaParams
 from graftlib.models.strength import OUT_OF_VOCAB, PAST_END, Strength, StrengthDrafter
 
@@ -36,8 +37,8 @@ def test_a_stronger_drafter_decodes_ar_exactly_and_walks_as_it_verifies(models, 
     ar = Decoder.for_method(target, None, "ar").decode(prompt, n).tokens
     walked_drafter, verified_drafter = StrengthDrafter(base, strength), StrengthDrafter(base, strength)
     saba = SabaParams() if method == "ddtree+saba" else None  # a calibration of no pair (the tiny one has none)
-    walked = WalkedDecoder.for_method(target, walked_drafter, method, budget, saba=saba).decode_along(prompt, ar, n)
-    dec = Decoder.for_method(target, verified_drafter, method, budget, saba=saba)
+    walked = WalkedDecoder.for_method(target, walked_drafter, method, budget, inputs=MethodInputs(saba=saba)).decode_along(prompt, ar, n)
+    dec = Decoder.for_method(target, verified_drafter, method, budget, inputs=MethodInputs(saba=saba))
     verified_drafter.follow(WalkedDecoder.for_method(target, base, "ddtree", 4).continuation(
         prompt, ar, n + base.block_size), target.lm_head.weight, target)  # the verified decode handed the same one
     verified = dec.decode(prompt, n)

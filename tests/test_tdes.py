@@ -15,6 +15,7 @@ from graftlib.core.builders import FixedBudget, HeapTreeBuilder
 from graftlib.core.errors import GraftError
 from graftlib.core.tree import greedy_walk, verify_inputs
 from graftlib.methods.decoder import Decoder
+from graftlib.methods.registry import MethodInputs
 from graftlib.methods.saba_params import default_params
 from graftlib.methods.tdes import TDESNet, TDESScorer, scorer_id
 from graftlib.training.graft.tdes_train import TDESConfig, build_data, mismatch_pairs, train_tdes
@@ -205,21 +206,20 @@ def test_save_load_round_trip(tmp_path, form):
 
 def test_scorer_id_names_the_weights_and_enters_the_bench_setting(tmp_path):
     """A scorer retrained at the same path gets a new id, so its bench results get a new setting."""
-    from graftlib.methods.registry import method_setting
 
     scorer, net = random_scorer(5, beta=0.2)
     path = tmp_path / "s.safetensors"
     scorer.save(path, net)
     first = scorer_id(path)
     assert len(first) == 12 and scorer_id(path) == first
-    setting = method_setting(["ddtree+tdes"], tdes=str(path))
+    setting = MethodInputs(tdes=str(path)).setting(["ddtree+tdes"])
     assert setting["tdes_id"] == first and setting["beta"] == 0.2
     with torch.no_grad():
         net.s_raw += 0.5
     scorer.save(path, net)
     assert scorer_id(path) != first
-    assert method_setting(["ddtree+tdes"], tdes=str(path))["tdes_id"] == scorer_id(path)
-    assert "tdes_id" not in method_setting(["ddtree"])
+    assert MethodInputs(tdes=str(path)).setting(["ddtree+tdes"])["tdes_id"] == scorer_id(path)
+    assert "tdes_id" not in MethodInputs().setting(["ddtree"])
 
 
 # ---------------------------------------------------------------- decoding with TDES
@@ -276,18 +276,18 @@ def test_methods_ddtree_tdes_and_graft_load_a_scorer_by_path(tiny_pair, tmp_path
     prompt = random_prompt(3, 9)
     ar = Decoder.for_method(target, drafter, "ar").decode(prompt, 24).tokens
     by_hand = Decoder(target, drafter, scorer.builder(D), FixedBudget(8), []).decode(prompt, 24, record_trees=True)
-    named = Decoder.for_method(target, drafter, "ddtree+tdes", 8, tdes=str(path)).decode(prompt, 24, record_trees=True)
+    named = Decoder.for_method(target, drafter, "ddtree+tdes", 8, inputs=MethodInputs(tdes=str(path))).decode(prompt, 24, record_trees=True)
     assert named.tokens == ar and [r.tree for r in named.rounds] == [r.tree for r in by_hand.rounds]
-    flat = Decoder.for_method(target, drafter, "ddtree+tdes", 8, tdes=str(path), beta=0.0).decode(
+    flat = Decoder.for_method(target, drafter, "ddtree+tdes", 8, inputs=MethodInputs(tdes=str(path), beta=0.0)).decode(
         prompt, 24, record_trees=True)
     dd = Decoder.for_method(target, drafter, "ddtree", 8).decode(prompt, 24, record_trees=True)
     assert [r.tree for r in flat.rounds] == [r.tree for r in dd.rounds]  # beta = 0 is DDTree
     saba = replace(default_params(), meta={})  # the shipped numbers, without the pair they belong to
-    graft = Decoder.for_method(target, drafter, "graft", 32, tdes=str(path), saba=saba).decode(prompt, 24)
+    graft = Decoder.for_method(target, drafter, "graft", 32, inputs=MethodInputs(tdes=str(path), saba=saba)).decode(prompt, 24)
     assert graft.tokens == ar and all(0 <= r.budget <= 32 for r in graft.rounds)  # 0: an AR-gate step
     with pytest.raises(GraftError, match="no TDES scorer at"):
-        Decoder.for_method(target, drafter, "ddtree+tdes", 8, tdes=str(tmp_path / "missing.safetensors"))
+        Decoder.for_method(target, drafter, "ddtree+tdes", 8, inputs=MethodInputs(tdes=str(tmp_path / "missing.safetensors")))
     with pytest.raises(GraftError, match="beta must be in"):
-        Decoder.for_method(target, drafter, "graft", 8, tdes=str(path), beta=-1.0)
+        Decoder.for_method(target, drafter, "graft", 8, inputs=MethodInputs(tdes=str(path), beta=-1.0))
 
 

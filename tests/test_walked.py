@@ -8,6 +8,7 @@ from tiny import random_prompt, tiny_drafter, tiny_target
 from graftlib.core.errors import GraftError
 from graftlib.core.sampling import Sampling
 from graftlib.methods.decoder import Decoder, WalkedDecoder
+from graftlib.methods.registry import MethodInputs
 from graftlib.methods.saba_params import SabaParams
 
 GATED = SabaParams(c_ar=[0.02, 0.0], max_skip=2, post_gate=False)
@@ -19,9 +20,9 @@ def rounds(res) -> list[tuple]:
 
 
 def same_rounds(target, drafter, method, budget, prompt, max_new, eos_ids=None, **kw):
-    real = Decoder.for_method(target, drafter, method, budget, eos_ids, **kw).decode(prompt, max_new)
+    real = Decoder.for_method(target, drafter, method, budget, eos_ids=eos_ids, **kw).decode(prompt, max_new)
     ar = Decoder.for_method(target, None, "ar", eos_ids=eos_ids).decode(prompt, max_new).tokens
-    walked = WalkedDecoder.for_method(target, drafter, method, budget, eos_ids, **kw).decode_along(prompt, ar, max_new)
+    walked = WalkedDecoder.for_method(target, drafter, method, budget, eos_ids=eos_ids, **kw).decode_along(prompt, ar, max_new)
     assert walked.tokens == real.tokens == ar
     assert rounds(walked) == rounds(real)
     assert all(r.t_verify == 0 for r in walked.rounds)
@@ -37,7 +38,7 @@ def same_rounds(target, drafter, method, budget, prompt, max_new, eos_ids=None, 
 def test_walked_rounds_equal_the_verified_ones_on_tiny_models(arch, method, budget, saba):
     seed = {"llama": 0, "qwen3": 1}[arch]
     target, drafter = tiny_target(arch, seed=seed, initializer_range=0.1), tiny_drafter(seed=seed)
-    walked = same_rounds(target, drafter, method, budget, random_prompt(7, 11), 37, saba=saba)
+    walked = same_rounds(target, drafter, method, budget, random_prompt(7, 11), 37, inputs=MethodInputs(saba=saba))
     if saba is GATED:
         assert any(r.budget == 0 for r in walked.rounds)
 

@@ -18,7 +18,7 @@ A new method is one factory and one row. `Method.tdes` marks methods that need a
 the target's embeddings, `Method.selector` those that need a DFlash 2 drafter's selector
 (`MethodArgs.selector`, `graftlib.methods.selector.Selector.of(drafter)`), `Method.adaptive` those whose budget caps a per-round choice made from
 a SABA calibration, `Method.policy` the AR-drafted ones (`graftlib.core.ar_drafting`: the tree
-policy, with `release_budget` the budget of its release's settings); `method_setting` names those
+policy, with `release_budget` the budget of its release's settings); `MethodInputs.setting` names those
 inputs in every result's setting. Given the pair and hardware at hand (`pair`, `hardware`), a method
 checks the scorer and calibration it loads against the ones they were fitted for
 (`graftlib.inputs.artifacts`): another pair's is refused.
@@ -58,8 +58,24 @@ class MethodInputs:
     saba: SabaParams | None = None
 
     def setting(self, methods: Iterable[str], eagle3: dict | None = None) -> dict:
-        """`method_setting` of `methods` with these inputs."""
-        return method_setting(methods, self.tdes, self.beta, self.saba, eagle3=eagle3)
+        """What results of these methods depend on beyond the pair: the TDES scorer (path, weights id) and beta, the
+        SABA calibration (its id and file; the shipped one where `saba` is None) of adaptive methods, and for
+        AR-drafted ones their tree policies' settings and the EAGLE-3 drafter (`eagle3`: `Pair.eagle3_describe()`).
+        Goes into the setting (and its id); paths are portable (`core.paths.portable`)."""
+        methods = set(methods)
+        out: dict = {}
+        if methods & set(TDES_METHODS):
+            path = self.tdes or default_scorer_path()
+            config = scorer_config(path)
+            out.update(tdes=portable(path), tdes_id=scorer_id(path), tdes_tasks=config.get("tasks", "all"),
+                       beta=config["beta"] if self.beta is None else self.beta)
+        if methods & set(ADAPTIVE_METHODS):
+            params = self.saba or default_params()
+            out.update(saba=params.id, saba_calibration=params.meta.get("path", "builtin"))
+        ar = sorted(methods & set(AR_METHODS))
+        if ar:
+            out.update(ar_trees={m: asdict(REGISTRY[m].policy) for m in ar}, **(eagle3 or {}))
+        return out
 
 
 SHIPPED_INPUTS = MethodInputs()  # the shipped scorer, its beta and the shipped calibration
@@ -67,15 +83,13 @@ SHIPPED_INPUTS = MethodInputs()  # the shipped scorer, its beta and the shipped 
 
 @dataclass(frozen=True)
 class MethodArgs:
-    """What a method's factory may use: the budget (or cap), the drafter's block size, the TDES
-    scorer path and beta, the SABA calibration (None: the default), the target's embeddings, and
-    the pair and hardware the scorer and calibration are checked against (None: not checked)."""
+    """What a method's factory may use: the budget (or cap), the drafter's block size, the run's `inputs` (TDES
+    scorer path and beta, SABA calibration; None each: the shipped ones), the target's embeddings, and the pair and
+    hardware the scorer and calibration are checked against (None: not checked)."""
 
     budget: int
     block_size: int
-    tdes: str | None = None
-    beta: float | None = None
-    saba: SabaParams | None = None
+    inputs: MethodInputs = SHIPPED_INPUTS
     embed: torch.Tensor | None = None
     pair: PairId | None = None
     hardware: str = ""
@@ -86,8 +100,8 @@ class MethodArgs:
         reweighted log q when `selector` is given)."""
         require(self.embed is not None, f"{method} needs the target's embeddings (embed=) for its TDES scorer")
         if self.pair is not None:
-            check_scorer(self.tdes or default_scorer_path(), self.pair, self.hardware)
-        builder = load_scorer(self.tdes, self.embed, self.beta).builder(self.block_size - 1)
+            check_scorer(self.inputs.tdes or default_scorer_path(), self.pair, self.hardware)
+        builder = load_scorer(self.inputs.tdes, self.embed, self.inputs.beta).builder(self.block_size - 1)
         builder.selector = selector
         return builder
 
@@ -97,7 +111,7 @@ class MethodArgs:
         return self.selector
 
     def calibration(self) -> SabaParams:
-        params = self.saba or default_params()
+        params = self.inputs.saba or default_params()
         if self.pair is not None:
             check_calibration(params, self.pair, self.hardware)
         return params
@@ -162,43 +176,23 @@ CHAIN_METHODS = ("dflash", "dflash2")  # `budget` = drafts per round, at most bl
 FITTED_METHODS = TDES_METHODS + tuple(m for m in ADAPTIVE_METHODS if m not in TDES_METHODS)  # load artifacts
 
 
-def make_parts(method: str, budget: int, block_size: int, tdes: str | None = None, beta: float | None = None,
-               saba: SabaParams | None = None, embed: torch.Tensor | None = None, pair: PairId | None = None,
-               hardware: str = "", selector: Selector | None = None) -> Parts:
-    """(tree builder, budget controller) of a method. `budget` is the fixed node budget, or the cap
-    of an adaptive method's grid; `tdes` / `beta` pick the TDES scorer (default: the shipped one,
-    `graftlib.methods.tdes.default_scorer_path()`) and its weight for `ddtree+tdes` and `graft`; `saba`
-    (SabaParams) the calibration of `ddtree+saba`, `graft` and `caddtree` (default:
-    `graftlib.methods.saba_params.default_params()`); `embed` the target's input embeddings [V, E] (TDES's tables);
-    `pair` / `hardware` what the scorer and calibration must have been fitted for (`graftlib.inputs.artifacts`;
-    None: no check); `selector` a DFlash 2 drafter's (`Selector.of`) for `SELECTOR_METHODS`."""
+def make_parts(method: str, budget: int, block_size: int, *, inputs: MethodInputs = SHIPPED_INPUTS,
+               embed: torch.Tensor | None = None, pair: PairId | None = None, hardware: str = "",
+               selector: Selector | None = None) -> Parts:
+    """(tree builder, budget controller) of a method. `budget` is the fixed node budget, or the cap of an adaptive
+    method's grid; `inputs` the run's TDES scorer and beta (`ddtree+tdes`, `graft`; default: the shipped scorer,
+    `graftlib.methods.tdes.default_scorer_path()`) and SABA calibration (`ddtree+saba`, `graft`, `caddtree`;
+    default: `graftlib.methods.saba_params.default_params()`); `embed` the target's input embeddings [V, E] (TDES's
+    tables); `pair` / `hardware` what the scorer and calibration must have been fitted for
+    (`graftlib.inputs.artifacts`; None: no check); `selector` a DFlash 2 drafter's (`Selector.of`) for
+    `SELECTOR_METHODS`."""
     require(method in REGISTRY, f"unknown method {method!r}: choose from {', '.join(METHODS)}")
+    beta = inputs.beta
     require(beta is None or 0 <= beta <= 10, f"beta must be in [0, 10], got {beta}")
     if method != "ar":
         require(isinstance(budget, int) and budget >= 1, f"budget must be a positive integer, got {budget!r}")
     if method not in ("ar", *CHAIN_METHODS):
         require(budget <= MAX_BUDGET, f"budget {budget} too large: at most {MAX_BUDGET} nodes per tree")
-    return REGISTRY[method].parts(MethodArgs(budget, block_size, tdes, beta, saba, embed, pair, hardware, selector))
+    return REGISTRY[method].parts(MethodArgs(budget, block_size, inputs=inputs, embed=embed, pair=pair,
+                                             hardware=hardware, selector=selector))
 
-
-def method_setting(methods: Iterable[str], tdes: str | None = None, beta: float | None = None,
-                   saba: SabaParams | None = None, eagle3: dict | None = None) -> dict:
-    """What results of these methods depend on beyond the pair: the TDES scorer (path, weights id)
-    and beta, the SABA calibration (`saba`, default: the shipped one; its id and file) for
-    adaptive methods, and for AR-drafted ones their tree policies' settings and the EAGLE-3 drafter
-    (`eagle3`: `Pair.eagle3_describe()`). Goes into the setting (and its id); paths are portable
-    (`core.paths.portable`)."""
-    methods = set(methods)
-    out: dict = {}
-    if methods & set(TDES_METHODS):
-        path = tdes or default_scorer_path()
-        config = scorer_config(path)
-        out.update(tdes=portable(path), tdes_id=scorer_id(path), tdes_tasks=config.get("tasks", "all"),
-                   beta=config["beta"] if beta is None else beta)
-    if methods & set(ADAPTIVE_METHODS):
-        params = saba or default_params()
-        out.update(saba=params.id, saba_calibration=params.meta.get("path", "builtin"))
-    ar = sorted(methods & set(AR_METHODS))
-    if ar:
-        out.update(ar_trees={m: asdict(REGISTRY[m].policy) for m in ar}, **(eagle3 or {}))
-    return out

@@ -140,9 +140,9 @@ def decode_record(pair, run: Run, prompt: BenchPrompt, max_new_tokens: int, inpu
                     rounds=rounds, accepted_sum=rounds, nodes_sum=0,
                     stage_s={k: 0.0 for k in ("draft", "tree", "verify", "commit")})
     kind = WalkedDecoder if ar_tokens is not None else Decoder
-    decoder = kind.for_method(pair.target, drafter_for(pair, run.method), run.method, run.budget or 1, pair.eos_ids,
-                              inputs.tdes, inputs.beta, prompt_sampling(sampling, prompt.uid), inputs.saba,
-                              pair.identity() if run.method in FITTED_METHODS else None)
+    decoder = kind.for_method(pair.target, drafter_for(pair, run.method), run.method, run.budget or 1,
+                              eos_ids=pair.eos_ids, inputs=inputs, sampling=prompt_sampling(sampling, prompt.uid),
+                              pair=pair.identity() if run.method in FITTED_METHODS else None)
     if ar_tokens is None:
         res = decoder.decode(ids, max_new_tokens)
     else:

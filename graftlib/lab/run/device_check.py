@@ -140,7 +140,7 @@ def exactness_of(label: str, target, drafters: dict, prompts, runs, n: int, eos_
     rows = []
     for method, budget in runs:
         drafter = drafters["eagle3" if method in AR_METHODS else "dflash2" if method in SELECTOR_METHODS else "dflash"]
-        dec = Decoder.for_method(target, drafter, method, budget, eos_ids, saba=saba, pair=pair_id)
+        dec = Decoder.for_method(target, drafter, method, budget, eos_ids=eos_ids, pair=pair_id, inputs=MethodInputs(saba=saba))
         rows.append({"run": f"{method}@{budget}", **exactness_row(label, dec, target, prompts, refs, n)})
     return rows
 

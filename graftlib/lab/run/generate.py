@@ -64,8 +64,8 @@ def run(args) -> int:
     sampling = sampling_from_args(args)
     inputs = method_inputs(args)
     pair = load_pair(args.target, args.drafter, args.device, args.device_map, args.eagle3, args.dtype)
-    decoder = Decoder.for_method(pair.target, drafter_for(pair, args.method), args.method, args.budget, pair.eos_ids,
-                                 inputs.tdes, inputs.beta, sampling, inputs.saba, pair.identity())
+    decoder = Decoder.for_method(pair.target, drafter_for(pair, args.method), args.method, args.budget,
+                                 eos_ids=pair.eos_ids, inputs=inputs, sampling=sampling, pair=pair.identity())
     res = decoder.decode(pair.prompt_ids(args.prompt), args.max_new_tokens, record_trees=args.show_tree)
     print(pair.tokenizer.decode(res.tokens, skip_special_tokens=True))
     print()

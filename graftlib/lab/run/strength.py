@@ -81,7 +81,7 @@ def walked_rounds(pair, strength: Strength, method: str, budget: int, w: Walked,
     for i, (prompt, ar) in enumerate(zip(w.prompts, w.ar, strict=True)):
         drafter = StrengthDrafter(pair.drafter, strength)
         drafter.trace = trace
-        dec = WalkedDecoder.for_method(pair.target, drafter, method, budget, pair.eos_ids)
+        dec = WalkedDecoder.for_method(pair.target, drafter, method, budget, eos_ids=pair.eos_ids)
         if draft_hook is not None:
             dec.draft = draft_hook(dec.draft)
         out += dec.decode_along(prompt, ar, w.max_new_tokens, continuation=w.continuations.get(i)).rounds

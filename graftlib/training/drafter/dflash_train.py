@@ -424,8 +424,8 @@ class Trainer(LoopTrainer):
             return {}
         was_training = self.drafter.training
         self.drafter.eval()
-        dec = Decoder.for_method(self.target, self.drafter, "dflash", self.drafter.block_size - 1, self.eos)
-        ar = Decoder.for_method(self.target, self.drafter, "ar", 1, self.eos)
+        dec = Decoder.for_method(self.target, self.drafter, "dflash", self.drafter.block_size - 1, eos_ids=self.eos)
+        ar = Decoder.for_method(self.target, self.drafter, "ar", 1, eos_ids=self.eos)
         accepted = rounds = exact = matches_data = 0
         for s in seqs:
             n = min(self.cfg.tau_tokens, s.response_len)
@@ -438,7 +438,7 @@ class Trainer(LoopTrainer):
         out = {"tau": accepted / max(rounds, 1), "tau_exact": f"{exact}/{len(seqs)}",
                "tau_matches_data": f"{matches_data}/{len(seqs)}"}
         if self.drafter.config.selector_rank:  # the selector's chain in the loop (`graftlib.methods.selector`)
-            sel = Decoder.for_method(self.target, self.drafter, "dflash2", self.drafter.block_size - 1, self.eos)
+            sel = Decoder.for_method(self.target, self.drafter, "dflash2", self.drafter.block_size - 1, eos_ids=self.eos)
             runs = [sel.decode(s.tokens[:s.prompt_len].tolist(), min(self.cfg.tau_tokens, s.response_len))
                     for s in seqs]
             out["sel_tau"] = sum(r.accepted for x in runs for r in x.rounds) / max(sum(len(x.rounds) for x in runs), 1)

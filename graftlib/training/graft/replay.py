@@ -57,7 +57,6 @@ from graftlib.methods.registry import (
     SHIPPED_INPUTS,
     MethodInputs,
     make_parts,
-    method_setting,
 )
 from graftlib.methods.saba import StateTracker
 from graftlib.methods.saba_params import default_params
@@ -260,8 +259,8 @@ def replay_decoder(target, drafter, method: str, budget: int, grid: list[int], i
     params = inputs.saba or default_params()
     require(method not in ("ar", *CHAIN_METHODS), f"replay needs a tree method, got {method!r}")
     selector = Selector.of(drafter, method) if method in SELECTOR_METHODS else None
-    builder, controller = make_parts(method, budget, drafter.block_size, inputs.tdes, inputs.beta, params,
-                                     target.get_input_embeddings().weight.detach(), selector=selector)
+    builder, controller = make_parts(method, budget, drafter.block_size, inputs=replace(inputs, saba=params),
+                                     embed=target.get_input_embeddings().weight.detach(), selector=selector)
     return cls(target, drafter, builder, controller, grid, repeats, params.window, params.hist_prior, eos_ids,
                sampling)
 
@@ -357,7 +356,7 @@ def replay_prompts(pair, method: str, budget: int, grid: list[int], items: list,
             "profile): its figures are modeled, never timed")
     setting = dict(pair.describe(), calibration=params.describe(), method=method, budget=budget, grid=dec.grid,
                    max_new_tokens=max_new_tokens, max_prompt_tokens=max_prompt_tokens, repeats=repeats,
-                   **method_setting([method], inputs.tdes, inputs.beta, params),
+                   **replace(inputs, saba=params).setting([method]),
                    **sampling.setting(), **({"cost_profile": profile.label} if profile is not None else {}),
                    **(pair.drafter.strength.setting() if follow is not None else {}))
     sid = setting_id(**setting)

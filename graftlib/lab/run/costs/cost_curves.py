@@ -214,7 +214,7 @@ def dflash_draft_step(pair, context: int = 4, budget: int = 32, prefix_len: int 
     restores the cache after each step."""
     from graftlib.methods.decoder import Decoder
 
-    loop = Decoder.for_method(pair.target, pair.drafter, "ddtree", budget, [])
+    loop = Decoder.for_method(pair.target, pair.drafter, "ddtree", budget, eos_ids=[])
     g = torch.Generator().manual_seed(seed)
     cache = pair.drafter.new_cache()
     st = SpecState(None, cache, _features(pair.drafter, prefix_len, g), prefix_len, 5)

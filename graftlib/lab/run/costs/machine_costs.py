@@ -74,7 +74,7 @@ def measure_profile(pair, log=print, prompts: list[list[int]] | None = None, new
     runs, drafts = [], []  # (rounds, nodes, seconds) per DDTree decode; draft stage seconds per round
     ar_s, ar_tokens = 0.0, 0
     for method, budget in (("ar", 1), *(("ddtree", b) for b in budgets)):
-        dec = Decoder.for_method(pair.target, pair.drafter, method, budget, pair.eos_ids)
+        dec = Decoder.for_method(pair.target, pair.drafter, method, budget, eos_ids=pair.eos_ids)
         warm_up(lambda dec=dec: _per_token(dec.decode(prompts[0], WarmUp.new_tokens)))
         for ids in prompts:
             res = dec.decode(ids, new_tokens)
