@@ -81,5 +81,12 @@ def test_rounds_read_replay_lines_priced_by_a_profile():
     R = bp.rounds(lines, CostProfile.load(PAPER_PROFILE))
     assert list(R.budgets) == [0, 4, 8] and len(R) == 3 and list(R.reference) == [8, 8, 8]
     assert np.all(R.tps > 0) and list(R.prompt) == ["gsm8k/1"] * 3 and list(R.prefix) == [100, 101, 102]
+    assert R.extra is None and R.features().shape == (3, 14)  # s_t's three, log prefix and their 10 products
+    for r in lines[0]["records"]:  # the replay's round features, on its reference records
+        if r["reference"]:
+            r["features"] = {"q1": [0.9, 0.5], "qk": [0.99, 0.8], "mass": [0.0, 1.2, 1.5]}
+    R = bp.rounds(lines, CostProfile.load(PAPER_PROFILE))
+    assert R.extra.shape == (3, 7) and R.features().shape == (3, 21)
+    assert R.extra[0].tolist() == pytest.approx([0.9, 0.5, 0.99, 0.8, 0.0, np.log1p(1.2), np.log1p(1.5)])
     with pytest.raises(GraftError, match="no replayed rounds"):
         bp.rounds([])

@@ -61,6 +61,16 @@ def _same_as_verified(target, drafter, prompt, max_new, ref_budget=4, eos_ids=No
         assert (w.accepted, w.nodes, w.tokens, w.prefix_len, w.state) == (r.accepted, r.nodes, r.tokens, r.prefix_len,
                                                                          r.state), (r.round, r.budget)
         assert w.latency == 0.0
+    refs = {r.round: r.features for r in verified.records if r.reference}
+    for r in walked.records:  # the round's features: one per reference record, the same walked or verified
+        assert (r.features is not None) == r.reference
+        if r.reference:
+            assert r.features == refs[r.round] and len(r.features["q1"]) == drafter.block_size - 1
+            assert r.features["mass"] == sorted(r.features["mass"]) and len(r.features["mass"]) == len(GRID)
+            assert all(0 < q <= k <= 1.0001 for q, k in zip(r.features["q1"], r.features["qk"], strict=True))
+            assert "features" in r.to_dict()
+        else:
+            assert "features" not in r.to_dict()
     return [r for r in walked.records if not r.reference]
 
 

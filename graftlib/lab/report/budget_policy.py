@@ -35,7 +35,8 @@ from graftlib.lab.report.metrics import ratio_ci
 @dataclass(frozen=True)
 class Rounds:
     """Replayed rounds as arrays: `budgets` [K] (0: a plain AR step), `tps` / `accepted` [N, K], `reference` [N]
-    (the replayed method's budget), `state` [N, 4] (s_t), `prefix` [N] and `prompt` [N] (a prompt's uid)."""
+    (the replayed method's budget), `state` [N, 4] (s_t), `prefix` [N], `prompt` [N] (a prompt's uid) and, where
+    the replay recorded them (`replay.round_features`), `extra` [N, F]: per depth q1 and qk, per budget log(1 + mass)."""
 
     budgets: np.ndarray
     tps: np.ndarray
@@ -44,15 +45,18 @@ class Rounds:
     state: np.ndarray
     prefix: np.ndarray
     prompt: np.ndarray
+    extra: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.tps)
 
     def features(self) -> np.ndarray:
-        """x_t: conf_t, degen_t, hist_t, log prefix_t and their pairwise products (with squares), no constant."""
+        """x_t: conf_t, degen_t, hist_t, log prefix_t and their pairwise products (with squares), then `extra`
+        where recorded; no constant."""
         base = np.column_stack([self.state[:, 0], self.state[:, 1], self.state[:, 2], np.log(self.prefix)])
         i, j = np.triu_indices(base.shape[1])
-        return np.column_stack([base, base[:, i] * base[:, j]])
+        x = np.column_stack([base, base[:, i] * base[:, j]])
+        return x if self.extra is None else np.column_stack([x, self.extra])
 
     def retained(self, choice: np.ndarray) -> np.ndarray:
         """TPS_t(B_t) / TPS_t(B*_t) per round for one chosen budget per round (each one of `budgets`)."""
@@ -78,7 +82,7 @@ def rounds(lines: list[dict], profile=None) -> Rounds:
     require(per_round, "no replayed rounds")
     budgets = sorted(set.intersection(*({r.budget for r in g if not r.reference} for _, g in per_round)))
     require(budgets, "no budget was replayed in every round")
-    tps, acc, ref, state, prefix, prompt = [], [], [], [], [], []
+    tps, acc, ref, state, prefix, prompt, extra = [], [], [], [], [], [], []
     for uid, group in per_round:
         grid = {r.budget: r for r in group if not r.reference}
         chosen = next((r for r in group if r.reference), None)
@@ -89,8 +93,11 @@ def rounds(lines: list[dict], profile=None) -> Rounds:
         state.append(first.state[:3] + [1.0] if len(first.state) < 4 else first.state)
         prefix.append(first.prefix_len)
         prompt.append(uid)
+        f = chosen.features if chosen is not None else None
+        extra.append(None if f is None else f["q1"] + f["qk"] + np.log1p(f["mass"]).tolist())
+    known = all(e is not None for e in extra) and len({len(e) for e in extra}) == 1
     return Rounds(np.array(budgets), np.array(tps, float), np.array(acc, float), np.array(ref), np.array(state, float),
-                  np.array(prefix, float), np.array(prompt))
+                  np.array(prefix, float), np.array(prompt), np.array(extra, float) if known else None)
 
 
 # ----------------------------------------------------------------------------- policies
@@ -228,12 +235,13 @@ def on_budgets(R: Rounds, budgets) -> Rounds:
     """`R` with only `budgets` (each replayed in `R`), e.g. the grid two replays share."""
     cols = np.searchsorted(R.budgets, _on_grid(R, budgets))
     require(len(cols) == len(set(budgets)), f"budgets {sorted(set(budgets) - set(R.budgets.tolist()))} were not replayed")
-    return Rounds(R.budgets[cols], R.tps[:, cols], R.accepted[:, cols], R.reference, R.state, R.prefix, R.prompt)
+    return Rounds(R.budgets[cols], R.tps[:, cols], R.accepted[:, cols], R.reference, R.state, R.prefix, R.prompt,
+                  R.extra)
 
 
 def subset(R: Rounds, mask: np.ndarray) -> Rounds:
     return Rounds(R.budgets, R.tps[mask], R.accepted[mask], R.reference[mask], R.state[mask], R.prefix[mask],
-                  R.prompt[mask])
+                  R.prompt[mask], None if R.extra is None else R.extra[mask])
 
 
 def against_best_fixed(R: Rounds, choice: np.ndarray, best: int) -> dict:

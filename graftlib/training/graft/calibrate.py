@@ -25,7 +25,7 @@ import json
 import math
 import statistics
 import sys
-from dataclasses import asdict, replace
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -86,7 +86,7 @@ def replay_rounds(target, drafter, prompts: list[list[int]], grid: list[int], re
                 before_prompt(i, ids)
             mine = dec.replay(ids, max_new_tokens, sampling=prompt_sampling(sampling, uid)).records
             if checkpoint:
-                append_record(checkpoint, {"setting_id": sid, "uid": uid, "records": [asdict(r) for r in mine]})
+                append_record(checkpoint, {"setting_id": sid, "uid": uid, "records": [r.to_dict() for r in mine]})
         if log:
             log(f"  prompt {i + 1}/{len(prompts)} {uid}: {sum(r.reference for r in mine)} rounds"
                 + (" (from the checkpoint)" if uid in done else ""))
@@ -183,7 +183,7 @@ def write_records(path, records: list[ReplayRecord]) -> None:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".partial")
-    tmp.write_text("".join(json.dumps(asdict(r)) + "\n" for r in records))
+    tmp.write_text("".join(json.dumps(r.to_dict()) + "\n" for r in records))
     tmp.replace(path)
 
 

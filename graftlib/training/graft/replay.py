@@ -5,7 +5,8 @@ the draft step, the round is replayed once per budget B of a grid with the prefi
 drafter outputs fixed (build tree, verify, accept, commit, then the target cache cropped back exactly), then
 the reference round runs and the trajectory continues: the emitted tokens are the reference decode's.
 
-Per (round, B) a `ReplayRecord` holds a_t(B) (accepted, bonus included), the stage times and SABA's state s_t.
+Per (round, B) a `ReplayRecord` holds a_t(B) (accepted, bonus included), the stage times and SABA's state s_t;
+the reference record of a round also its `features` (`round_features`: what the round knows before it verifies).
 The latency l_t(B) is the whole round (the draft is paid once whatever B is); budget 0 is one plain AR step,
 so the oracle may choose not to speculate. Oracle: B*_t = argmax_B a_t(B) / l_t(B); a reference choice B_t
 retains TPS_t(B_t) / TPS_t(B*_t). At T > 0 every budget of a round replays with the round's random stream.
@@ -78,10 +79,18 @@ class ReplayRecord:
     state: list[float]  # s_t = [conf, degen, hist, 1]
     reference_budget: int
     reference: bool = False
+    features: dict | None = None  # the reference record's `round_features` (None on the grid's records)
 
     @property
     def latency(self) -> float:
         return self.t_draft + self.t_tree + self.t_verify + self.t_commit
+
+    def to_dict(self) -> dict:
+        """The record as a JSON line stores it (no `features` key where it has none)."""
+        out = asdict(self)
+        if out["features"] is None:
+            del out["features"]
+        return out
 
     @property
     def tps(self) -> float:
@@ -140,6 +149,10 @@ class ReplayDecoder(Decoder):
             base = {**base, "t_draft": 0.0}  # an AR step does not draft
         return ReplayRecord(budget=budget, nodes=r.nodes, accepted=r.accepted, tokens=runs[0].new, **times, **base)
 
+    def largest(self, st, cand):
+        """The round's tree at the grid's largest budget (built again: outside every measured stage)."""
+        return self.builder.build(st.root, cand, self.grid[-1])
+
     def _speculate(self, result, st, max_new_tokens, record_trees, stop_at_eos, timer, eos):
         self.controller.reset()
         k = max(self.grid[-1], self.controller.max_budget)
@@ -160,9 +173,10 @@ class ReplayDecoder(Decoder):
             step.record.t_draft = t_draft if go else 0.0  # a post-gated round (go, budget 0) paid its draft
             step.record.t_tree += t_choose
             r = step.record
+            features = round_features(cand, self.largest(st, cand), self.grid)
             self.records.append(ReplayRecord(budget=budget, nodes=r.nodes, accepted=r.accepted, tokens=step.new,
                                              t_tree=r.t_tree, t_verify=r.t_verify, t_commit=r.t_commit,
-                                             reference=True, **{**base, "t_draft": r.t_draft}))
+                                             reference=True, features=features, **{**base, "t_draft": r.t_draft}))
             if budget:
                 self.tracker.feedback(asdict(r))
             eos = self.advance(result, st, step, max_new_tokens, stop_at_eos)
@@ -181,6 +195,7 @@ class WalkReplay(ReplayDecoder):
                 f"ddtree+saba, graft), whose trees are nested in the budget, not {type(self.builder).__name__}")
         self._rounds: list[tuple[int, list[int], list[int], list[int]]] = []  # (pos, tokens, parents, record idx)
         self._result = None
+        self._tree = None  # the round's largest tree, built once (`_measure`)
 
     def replay(self, prompt_ids: list[int], max_new_tokens: int = 256, stop_at_eos: bool = True,
                sampling=None, record_trees: bool = False) -> ReplayResult:
@@ -204,6 +219,9 @@ class WalkReplay(ReplayDecoder):
         self.records = [r for r in self.records if r.round in keep]
         return ReplayResult(res.decode, self.records)
 
+    def largest(self, st, cand):
+        return self._tree  # built by this round's first `_measure`
+
     def _speculate(self, result, st, max_new_tokens, record_trees, stop_at_eos, timer, eos):
         self._result = result
         super()._speculate(result, st, max_new_tokens, record_trees, stop_at_eos, timer, eos)
@@ -212,11 +230,23 @@ class WalkReplay(ReplayDecoder):
         """An untimed placeholder; the round's largest tree is built once, at its first budget."""
         pos = len(self._result.tokens)
         if not self._rounds or self._rounds[-1][0] != pos:
-            tree = self.builder.build(st.root, cand, self.grid[-1])
-            self._rounds.append((pos, tree.tokens, tree.parents, []))
+            self._tree = self.builder.build(st.root, cand, self.grid[-1])
+            self._rounds.append((pos, self._tree.tokens, self._tree.parents, []))
         self._rounds[-1][3].append(len(self.records))
         return ReplayRecord(budget=budget, nodes=0, accepted=0, tokens=[], t_tree=0.0, t_verify=0.0, t_commit=0.0,
                             **{**base, "t_draft": 0.0})
+
+
+def round_features(cand, tree, grid: list[int]) -> dict:
+    """What a round knows before it verifies, beyond s_t: per depth the drafter's top-1 probability `q1` and the
+    probability its top-K candidates cover `qk` (log q of `cand`), and per budget B of `grid` the score mass
+    of the heap's first B pops, `mass` = sum exp(score) (the tree's own forecast of the draft tokens it accepts;
+    for a TDES-ranked heap its scores include beta f~). Rounded to 4 decimals: records stay compact."""
+    logq = np.asarray(cand.logq_table, dtype=np.float64)
+    pops = np.cumsum(np.exp(np.asarray(tree.scores[1:], dtype=np.float64)))
+    mass = [float(pops[min(b, len(pops)) - 1]) if b > 0 and len(pops) else 0.0 for b in grid]
+    return {"q1": np.round(np.exp(logq[:, 0]), 4).tolist(), "qk": np.round(np.exp(logq).sum(axis=1), 4).tolist(),
+            "mass": np.round(mass, 4).tolist()}
 
 
 def walk_ranks(tokens: list[int], parents: list[int], continuation: list[int]) -> list[int]:
@@ -374,7 +404,7 @@ def replay_prompts(pair, method: str, budget: int, grid: list[int], items: list,
         rows = oracle_rows(res.records)
         rec = {"setting_id": sid, "setting": setting, "method": method, "budget": budget, "grid": dec.grid,
                "task": item.task, "uid": item.uid, "tokens": res.decode.tokens, "mat": res.decode.mat,
-               "records": [asdict(r) for r in res.records], "summary": tracking_summary(rows), "time": time.time()}
+               "records": [r.to_dict() for r in res.records], "summary": tracking_summary(rows), "time": time.time()}
         append_record(out, rec)
         done[item.uid] = rec
         if log:
