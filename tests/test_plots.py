@@ -18,6 +18,7 @@ def _bars(legend):
     for ax in axes:
         layout.grouped_bars(ax, ["gsm8k", "mbpp"], [("ours", [1.0, 0.0], "tab:blue"), ("paper", [2.0, 3.0], "tab:green")])
         ax.set_xlabel("task")
+        ax.set_ylabel("MAT")
     legend(fig, axes)
     return fig
 
@@ -53,6 +54,7 @@ def test_save_figure_turns_crowded_tick_labels_and_refuses_what_stays_crowded(tm
     names = [f"a long method name, number {i}" for i in range(6)]
     fig, ax = plt.subplots(figsize=(4, 3))
     layout.grouped_bars(ax, names, [("SABA", [0.9] * 6, "tab:blue")])
+    ax.set_ylabel("retained")
     assert layout.tick_overlaps(fig)
     layout.save_figure(fig, "turned", tmp_path)
     assert layout.tick_overlaps(fig) == [] and (tmp_path / "turned.png").exists()
@@ -72,6 +74,7 @@ def test_turned_tick_labels_hang_below_their_panel_and_a_label_inside_it_is_refu
     names = [f"component number {i}" for i in range(9)]
     fig, ax = plt.subplots(figsize=(3, 3))
     layout.grouped_bars(ax, names, [("ours", [-20.0 + 5 * i for i in range(9)], "tab:blue")])
+    ax.set_ylabel("tokens/s vs DDTree (%)")
     layout.save_figure(fig, "upright", tmp_path)
     assert {t.get_rotation() for t in ax.get_xticklabels()} == {90.0} and layout.labels_inside(fig) == []
     for t in ax.get_xticklabels():
@@ -193,3 +196,22 @@ def test_tick_labels_beyond_the_view_limits_are_not_drawn_so_never_overlap():
     assert "5" in [t.get_text() for t in ax.get_yticklabels()]
     assert "5" not in [t.get_text() for t in layout._drawn_ticklabels(ax, "y")]
     assert [t.get_text() for t in layout._drawn_ticklabels(ax, "y")] == ["6", "7", "8", "9"]
+
+
+def test_a_panel_whose_y_axis_nothing_names_is_refused(tmp_path):
+    """A y label, a panel title or a y label elsewhere in the panel's row names it; a bare panel is refused."""
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(6, 3))
+    for ax in axes:
+        ax.plot([1, 2, 3], [3, 1, 2])
+    assert len(layout.unnamed_axes(fig)) == 2
+    with pytest.raises(GraftError, match="has no y label or title"):
+        layout.save_figure(fig, "bare", tmp_path)
+    assert not (tmp_path / "bare.png").exists()
+    axes[0].set_ylabel("tokens / s")  # the row's label names both panels
+    assert layout.unnamed_axes(fig) == []
+    fig, ax = plt.subplots(figsize=(3, 3))
+    ax.plot([1, 2], [1, 2])
+    ax.set_title("MAT")
+    assert layout.unnamed_axes(fig) == []

@@ -36,7 +36,7 @@ from graftlib.methods.saba_params import CPU_GRID, GPU_GRID, PAPER_GRID, SabaPar
 from graftlib.methods.tdes import scorer_config, scorer_id
 from graftlib.models.pair import PairId
 from graftlib.models.strength import TaskStrengths
-from graftlib.training.graft.calibrate import REGULAR_PROMPTS, calibrate_pair
+from graftlib.training.graft.calibrate import REGULAR_PROMPTS, CalibrationConfig, calibrate_pair
 from graftlib.training.graft.tdes_train import TDESConfig, train_from_traces
 from graftlib.training.graft.traces import TraceConfig, make_traces
 
@@ -201,8 +201,9 @@ def prepare(pair, out: str | Path, cfg: PrepareConfig | None = None, command: st
     else:
         t0 = time.perf_counter()
         grid = list(cfg.grid or (GPU_GRID if pair.device.type == "cuda" else CPU_GRID))
-        params = calibrate_pair(pair, d.saba, grid, cfg.val_prompts, cfg.ref_budget, cfg.calib_tokens,
-                                cfg.max_prompt_tokens, command=command, regular_prompts=cfg.regular_prompts, log=log)
+        calib = CalibrationConfig(tuple(grid), cfg.val_prompts, cfg.regular_prompts, cfg.ref_budget, cfg.calib_tokens,
+                                  cfg.max_prompt_tokens)
+        params = calibrate_pair(pair, d.saba, calib, command=command, log=log)
         steps["saba"] = {"complete": True, "status": "made", "file": portable(d.saba), "id": params.id,
                          "hardware": hw, "grid": grid, "seconds": round(time.perf_counter() - t0, 1)}
     _save(d, manifest)
@@ -223,10 +224,10 @@ def _paper_saba(pair, d: ArtifactDir, cfg: PrepareConfig, manifest: dict, comman
         steps["saba-paper"]["status"] = "kept"
         return
     t0 = time.perf_counter()
-    params = calibrate_pair(pair, d.saba_paper, list(PAPER_GRID), cfg.paper_prompts, cfg.paper_ref_budget,
-                            cfg.calib_tokens, cfg.max_prompt_tokens, command=command,
-                            regular_prompts=_paper_regular(cfg), profile=profile,
-                            checkpoint=str(d.root / "saba-paper-replay.jsonl"), strength=cfg.strength, log=log)
+    calib = CalibrationConfig(PAPER_GRID, cfg.paper_prompts, _paper_regular(cfg), cfg.paper_ref_budget,
+                              cfg.calib_tokens, cfg.max_prompt_tokens, profile=profile, strength=cfg.strength)
+    params = calibrate_pair(pair, d.saba_paper, calib, checkpoint=str(d.root / "saba-paper-replay.jsonl"),
+                            command=command, log=log)
     steps["saba-paper"] = {"complete": True, "status": "made", "file": portable(d.saba_paper), "id": params.id,
                            "cost_profile": profile.label, "config": _paper_config(cfg),
                            "seconds": round(time.perf_counter() - t0, 1)}

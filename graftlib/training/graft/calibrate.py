@@ -25,7 +25,7 @@ import json
 import math
 import statistics
 import sys
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -233,13 +233,28 @@ def add_parser(sub) -> None:
     p.set_defaults(func=run)
 
 
-def calibrate_pair(pair, out, grid: list[int], val_prompts: int = 8, ref_budget: int = 8, max_new_tokens: int = 64,
-                   max_prompt_tokens: int = 384, window: int = 8, utility: str = "throughput", gain: str = "table",
-                   cost: str = "table", records: str | None = None, from_records: str | None = None,
-                   command: str | None = None, sampling: Sampling = GREEDY, regular_prompts: int = 0,
-                   profile: CostProfile | None = None, checkpoint: str | None = None, strength: str | None = None,
-                   log=print) -> SabaParams:
-    """Replay `val_prompts` validation prompts over `grid` (or read `from_records`), fit, save to `out`.
+@dataclass(frozen=True)
+class CalibrationConfig:
+    """What a SABA calibration replays and fits (`calibrate_pair`; `graft calibrate`'s options)."""
+
+    grid: tuple[int, ...]  # SABA's budgets (the AR step is always replayed beside them)
+    val_prompts: int = 8  # validation prompts replayed
+    regular_prompts: int = 0  # and prompts of the regular set's validation split (rounds whose gain keeps growing)
+    ref_budget: int = 8  # the reference DDTree trajectories' budget
+    max_new_tokens: int = 64
+    max_prompt_tokens: int = 384
+    window: int = 8  # SABA's acceptance history window w
+    utility: str = "throughput"  # or "paper" (G/C)
+    gain: str = "table"  # GAIN_MODELS
+    cost: str = "table"  # COST_MODELS
+    sampling: Sampling = GREEDY
+    profile: CostProfile | None = None  # walk the grid and price it by this profile instead of timing it
+    strength: str | None = None  # a drafter-strength file: each prompt drafted at its task's strength
+
+
+def calibrate_pair(pair, out, cfg: CalibrationConfig, *, records: str | None = None, from_records: str | None = None,
+                   checkpoint: str | None = None, command: str | None = None, log=print) -> SabaParams:
+    """Replay `cfg.val_prompts` validation prompts over `cfg.grid` (or read `from_records`), fit, save to `out`.
     `regular_prompts` adds that many prompts of the regular set's validation split (`graftlib.data.regular`:
     rounds whose gain keeps growing with B, so the fit has seen confident states; never its eval split).
     The saved meta names the pair (`Pair.identity()`) and the hardware (`core.hardware.hardware_id`)
@@ -248,9 +263,13 @@ def calibrate_pair(pair, out, grid: list[int], val_prompts: int = 8, ref_budget:
     `profile`: the grid is walked, not verified (`graftlib.training.graft.replay.WalkReplay`, T = 0), and the costs
     are the profile's (`fit_params`); the records are priced by it (`replay.priced`). `strength`: a drafter-strength
     file; each prompt is drafted at its task's strength (`graftlib.models.strength`, a construction: walked
-    under `profile` only, and the regular set, which has no strength, left out)."""
+    under `profile` only, and the regular set, which has no strength, left out). `records`: also write the replay
+    records there."""
     from graftlib.data.prompts import format_prompt, load_items, pool
 
+    grid, val_prompts, regular_prompts, profile, strength = (list(cfg.grid), cfg.val_prompts, cfg.regular_prompts,
+                                                              cfg.profile, cfg.strength)
+    sampling, max_new_tokens, max_prompt_tokens = cfg.sampling, cfg.max_new_tokens, cfg.max_prompt_tokens
     require(val_prompts >= 1, "--val-prompts must be >= 1")
     require(profile is None or sampling.greedy, "--cost-profile walks the grid along the greedy continuation: T = 0 only")
     require(0 <= regular_prompts <= REGULAR_VAL, f"--regular-prompts must be in [0, {REGULAR_VAL}], got {regular_prompts}")
@@ -272,23 +291,23 @@ def calibrate_pair(pair, out, grid: list[int], val_prompts: int = 8, ref_budget:
     else:
         at = "" if sampling.greedy else f" at T = {sampling.temperature} (top-p {sampling.top_p}, seed {sampling.seed})"
         log(f"replaying {len(prompts)} validation prompts over the grid {grid} and an AR step{at} ...")
-        replayed = replay_rounds(pair.target, drafter, prompts, [0, *grid], ref_budget, max_new_tokens,
-                                 pair.eos_ids, window, sampling=sampling, uids=[item.uid for item in items],
+        replayed = replay_rounds(pair.target, drafter, prompts, [0, *grid], cfg.ref_budget, max_new_tokens,
+                                 pair.eos_ids, cfg.window, sampling=sampling, uids=[item.uid for item in items],
                                  walk=profile is not None, checkpoint=checkpoint, setting=setting,
                                  before_prompt=before, log=log)
     if profile is not None:
         replayed = priced(replayed, profile)
     depth = pair.drafter.block_size - 1
     meta = calibration_meta(pair.describe(), grid=grid, val_prompts=val_prompts, regular_prompts=regular_prompts,
-                            ref_budget=ref_budget,
+                            ref_budget=cfg.ref_budget,
                             max_new_tokens=max_new_tokens, pair=pair.identity().to_dict(),
                             hardware=hardware_id(pair.device, pair.target.dtype),
                             command=command or "graft " + " ".join(sys.argv[1:]), **sampling.setting(),
                             **(strengths.describe() if strength is not None else {}))
     if records:
         write_records(records, replayed)
-    params = fit_params(replayed, grid, depth, window, utility, meta=meta, gain_model=gain, cost_model=cost,
-                        profile=profile)
+    params = fit_params(replayed, grid, depth, cfg.window, cfg.utility, meta=meta, gain_model=cfg.gain,
+                        cost_model=cfg.cost, profile=profile)
     params.meta["offline_tracking"] = offline_tracking(params, replayed, depth)
     params.meta["offline_tracking_uncorrected"] = offline_tracking(replace(params, gain_prior=None), replayed, depth)
     params.save(out)
@@ -300,11 +319,11 @@ def run(args) -> int:
 
     profile = load_profile(args.cost_profile) if args.cost_profile else None  # a bad file fails before the models load
     pair = load_pair(args.target, args.drafter, args.device, args.device_map, dtype=args.dtype)
-    params = calibrate_pair(pair, args.out, args.grid, args.val_prompts, args.ref_budget, args.max_new_tokens,
-                            args.max_prompt_tokens, args.window, args.utility, args.gain, args.cost, args.records,
-                            args.from_records, sampling=sampling_from_args(args), regular_prompts=args.regular_prompts,
-                            profile=profile, checkpoint=args.checkpoint, strength=args.strength,
-                            log=lambda m: print(m, flush=True))
+    cfg = CalibrationConfig(tuple(args.grid), args.val_prompts, args.regular_prompts, args.ref_budget,
+                            args.max_new_tokens, args.max_prompt_tokens, args.window, args.utility, args.gain,
+                            args.cost, sampling_from_args(args), profile, args.strength)
+    params = calibrate_pair(pair, args.out, cfg, records=args.records, from_records=args.from_records,
+                            checkpoint=args.checkpoint, log=lambda m: print(m, flush=True))
     fit = params.meta["fit"]
     r2 = f"R^2 {fit['cost_r2']:.3f}" if fit["cost_r2"] is not None else f"cost profile {profile.name} {profile.id}"
     print(f"c = {params.c} ({r2}); c_ar = {params.c_ar}; phi = {params.phi}; alpha = {params.alpha} "

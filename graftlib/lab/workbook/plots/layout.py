@@ -3,7 +3,8 @@
 `figure_title` gives every figure its two lines (what is compared; pair, machine, dtype, counts). `save_figure`
 writes PNG and PDF after turning crowded x tick labels (`untangle_ticks`), and refuses, in one line, a figure
 whose legend covers a label (`layout_problems`), whose tick labels overlap (`tick_overlaps`) or lie inside their
-panel (`labels_inside`), all read from the drawn extents. `legend_outside` / `legend_below` place legends off the
+panel (`labels_inside`), all read from the drawn extents, or one of whose panels draws against a y axis nothing names
+(`unnamed_axes`). `legend_outside` / `legend_below` place legends off the
 data; `grouped_bars` draws the bars with intervals the tables use.
 """
 
@@ -121,11 +122,23 @@ def labels_inside(fig) -> list[str]:
     return found
 
 
+def unnamed_axes(fig) -> list[str]:
+    """Where a panel draws data against a y axis that nothing names: no y label, no panel title, and no y label
+    on another panel of its row (a row may share one). One line each."""
+    panels = [ax for ax in fig.axes if ax.get_visible() and ax.axison and _drawn_ticklabels(ax, "y")
+              and (ax.lines or ax.patches or ax.collections or ax.images)]
+    named_rows = {round(ax.get_position().y0, 3) for ax in panels if ax.get_ylabel().strip()}
+    return [f"a panel at ({ax.get_position().x0:.2f}, {ax.get_position().y0:.2f}) has no y label or title"
+            for ax in panels if not (ax.get_ylabel().strip() or ax.get_title().strip()
+                                     or round(ax.get_position().y0, 3) in named_rows)]
+
+
 def save_figure(fig, name: str, figures_dir: str | Path) -> list[Path]:
     """`fig` as `<figures_dir>/<name>.png` and `.pdf`, overlapping x tick labels turned first (`untangle_ticks`);
-    refused, in one line, where a legend covers a label, tick labels still overlap or one lies inside its panel."""
+    refused, in one line, where a legend covers a label, tick labels still overlap or one lies inside its panel, or a
+    panel's y axis is named nowhere (`unnamed_axes`)."""
     untangle_ticks(fig)
-    problems = layout_problems(fig) + tick_overlaps(fig) + labels_inside(fig)
+    problems = layout_problems(fig) + tick_overlaps(fig) + labels_inside(fig) + unnamed_axes(fig)
     if problems:
         raise GraftError(f"figure {name}: {problems[0]}" + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""))
     out = Path(figures_dir)
