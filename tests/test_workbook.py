@@ -5,7 +5,7 @@ import ast
 import pytest
 
 from graftlib.core.errors import GraftError
-from graftlib.data import prompts as data
+from graftlib.data import packages
 from graftlib.lab.workbook.runner import (
     COMMITTED_FIGURES,
     COUNTS,
@@ -162,7 +162,7 @@ def test_notebook_figure_titles_are_short_and_name_no_ids_or_rules():
     assert titled >= 10
 
 
-needs_data = pytest.mark.skipif(not all(data.cache_status().values()),
+needs_data = pytest.mark.skipif(not all(packages.cache_status().values()),
                                 reason="prompt sets not fetched (make data)")
 
 

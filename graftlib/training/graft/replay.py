@@ -21,9 +21,7 @@ Invariants: a walked a_t(B) equals the verified replay's for every B (tests/test
 continuation is cut by the length limit are dropped, never counted short.
 
 `graft replay` runs it on eval or validation prompts and appends one JSON line per prompt; with
-`--cost-profile` it walks the grid and prices every record by the profile.
-
-Details: docs/internals.md, `graftlib.training.graft.replay`.
+`--cost-profile` it walks the grid and prices every record by the profile. Details: docs/internals.md.
 """
 
 import statistics
