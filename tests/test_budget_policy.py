@@ -86,7 +86,20 @@ def test_rounds_read_replay_lines_priced_by_a_profile():
         if r["reference"]:
             r["features"] = {"q1": [0.9, 0.5], "qk": [0.99, 0.8], "mass": [0.0, 1.2, 1.5]}
     R = bp.rounds(lines, CostProfile.load(PAPER_PROFILE))
-    assert R.extra.shape == (3, 7) and R.features().shape == (3, 21)
-    assert R.extra[0].tolist() == pytest.approx([0.9, 0.5, 0.99, 0.8, 0.0, np.log1p(1.2), np.log1p(1.5)])
+    assert R.extra.shape == (3, 4) and R.mass.shape == (3, 3) and R.features().shape == (3, 21)
+    assert R.extra[0].tolist() == pytest.approx([0.9, 0.5, 0.99, 0.8]) and R.mass[0].tolist() == [0.0, 1.2, 1.5]
+    assert bp.on_budgets(R, [0, 8]).mass[0].tolist() == [0.0, 1.5]  # the mass follows its budgets
     with pytest.raises(GraftError, match="no replayed rounds"):
         bp.rounds([])
+
+
+def test_the_forecast_policy_stops_where_the_heap_s_own_forecast_per_cost_peaks():
+    """(1 + mass_t(B)) / C_t(B) over SABA's grid: a round whose heap forecasts nothing past 4 nodes stops at 4, one
+    whose forecast keeps growing goes on; without recorded masses the policy says what it needs."""
+    R = _rounds(n=2)
+    with pytest.raises(GraftError, match="heap's mass"):
+        bp.forecast(R, SabaParams(grid=[4, 8, 16, 32]))
+    mass = np.array([[0.0, 2.0, 2.0, 2.0, 2.0], [0.0, 1.0, 3.0, 7.0, 15.0]])
+    R = bp.Rounds(R.budgets, R.tps, R.accepted, R.reference, R.state, R.prefix, R.prompt, np.zeros((2, 2)), mass)
+    params = SabaParams(grid=[4, 8, 16, 32], c=[0.01, 0.0001, 0.0])  # a node costs 1% of a round
+    assert bp.forecast(R, params).tolist() == [4, 32]

@@ -11,6 +11,7 @@ verifies to a budget and retains TPS_t(B_t) / TPS_t(B*_t) (the paper's Figure 6 
   - `reference`: the budget the replayed method chose (SABA's B_t, AR gate and online correction included);
   - `saba_model`: SABA's eq. 14-17 evaluated offline on s_t (no gate, no online correction);
   - `true_gain`: SABA's cost model C_t(B) with the realized a_t(B), the choice a perfect gain prediction makes;
+  - `forecast`: SABA's cost model with the heap's own forecast of a_t(B) (its score mass), a cost-aware stop;
   - a `Predictor` fitted on other rounds (validation prompts), of the whole per-budget curve log TPS_t(B) less its
     mean over B, from features a round has before it verifies (s_t's conf, degen, hist and log prefix_t,
     quadratic terms): ridge regression or the mean curve of the k nearest validation rounds.
@@ -36,7 +37,8 @@ from graftlib.lab.report.metrics import ratio_ci
 class Rounds:
     """Replayed rounds as arrays: `budgets` [K] (0: a plain AR step), `tps` / `accepted` [N, K], `reference` [N]
     (the replayed method's budget), `state` [N, 4] (s_t), `prefix` [N], `prompt` [N] (a prompt's uid) and, where
-    the replay recorded them (`replay.round_features`), `extra` [N, F]: per depth q1 and qk, per budget log(1 + mass)."""
+    the replay recorded them (`replay.round_features`), `extra` [N, 2D] (per depth q1 and qk) and `mass` [N, K] (the
+    heap's score mass at each budget)."""
 
     budgets: np.ndarray
     tps: np.ndarray
@@ -46,17 +48,18 @@ class Rounds:
     prefix: np.ndarray
     prompt: np.ndarray
     extra: np.ndarray | None = None
+    mass: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.tps)
 
     def features(self) -> np.ndarray:
-        """x_t: conf_t, degen_t, hist_t, log prefix_t and their pairwise products (with squares), then `extra`
-        where recorded; no constant."""
+        """x_t: conf_t, degen_t, hist_t, log prefix_t and their pairwise products (with squares), then `extra` and
+        log(1 + mass) where recorded; no constant."""
         base = np.column_stack([self.state[:, 0], self.state[:, 1], self.state[:, 2], np.log(self.prefix)])
         i, j = np.triu_indices(base.shape[1])
         x = np.column_stack([base, base[:, i] * base[:, j]])
-        return x if self.extra is None else np.column_stack([x, self.extra])
+        return x if self.extra is None else np.column_stack([x, self.extra, np.log1p(self.mass)])
 
     def retained(self, choice: np.ndarray) -> np.ndarray:
         """TPS_t(B_t) / TPS_t(B*_t) per round for one chosen budget per round (each one of `budgets`)."""
@@ -82,7 +85,7 @@ def rounds(lines: list[dict], profile=None) -> Rounds:
     require(per_round, "no replayed rounds")
     budgets = sorted(set.intersection(*({r.budget for r in g if not r.reference} for _, g in per_round)))
     require(budgets, "no budget was replayed in every round")
-    tps, acc, ref, state, prefix, prompt, extra = [], [], [], [], [], [], []
+    tps, acc, ref, state, prefix, prompt, extra, mass = [], [], [], [], [], [], [], []
     for uid, group in per_round:
         grid = {r.budget: r for r in group if not r.reference}
         chosen = next((r for r in group if r.reference), None)
@@ -94,10 +97,13 @@ def rounds(lines: list[dict], profile=None) -> Rounds:
         prefix.append(first.prefix_len)
         prompt.append(uid)
         f = chosen.features if chosen is not None else None
-        extra.append(None if f is None else f["q1"] + f["qk"] + np.log1p(f["mass"]).tolist())
+        extra.append(None if f is None else f["q1"] + f["qk"])
+        at = dict(zip(sorted(grid), f["mass"], strict=True)) if f is not None else {}  # the replay grid's order
+        mass.append([at[b] for b in budgets] if f is not None else None)
     known = all(e is not None for e in extra) and len({len(e) for e in extra}) == 1
     return Rounds(np.array(budgets), np.array(tps, float), np.array(acc, float), np.array(ref), np.array(state, float),
-                  np.array(prefix, float), np.array(prompt), np.array(extra, float) if known else None)
+                  np.array(prefix, float), np.array(prompt), np.array(extra, float) if known else None,
+                  np.array(mass, float) if known else None)
 
 
 # ----------------------------------------------------------------------------- policies
@@ -151,6 +157,19 @@ def oracle_on(R: Rounds, grid) -> np.ndarray:
     grid = _on_grid(R, grid)
     cols = np.searchsorted(R.budgets, grid)
     return grid[R.tps[:, cols].argmax(axis=1)]
+
+
+def forecast(R: Rounds, params) -> np.ndarray:
+    """A cost-aware stop on the round's own heap (CaDDTree's idea on GRAFT's TDES-ranked heap, offline): the budget
+    of SABA's grid with the most forecast tokens per second, (1 + mass_t(B)) / C_t(B), where mass_t(B) is the heap's
+    score mass of its first B pops (`replay.round_features`) and C_t(B) SABA's cost model."""
+    from graftlib.methods.saba import round_costs
+
+    require(R.mass is not None, "the forecast policy needs replays that record the heap's mass (round features)")
+    grid = _on_grid(R, [b for b in params.grid if b > 0])
+    cols = np.searchsorted(R.budgets, grid)
+    return np.array([grid[np.argmax((1 + R.mass[i, cols]) / round_costs(params, grid, int(p)))]
+                     for i, p in enumerate(R.prefix)])
 
 
 def decompose(R: Rounds, params, depth: int) -> dict[str, float]:
@@ -236,12 +255,12 @@ def on_budgets(R: Rounds, budgets) -> Rounds:
     cols = np.searchsorted(R.budgets, _on_grid(R, budgets))
     require(len(cols) == len(set(budgets)), f"budgets {sorted(set(budgets) - set(R.budgets.tolist()))} were not replayed")
     return Rounds(R.budgets[cols], R.tps[:, cols], R.accepted[:, cols], R.reference, R.state, R.prefix, R.prompt,
-                  R.extra)
+                  R.extra, None if R.mass is None else R.mass[:, cols])
 
 
 def subset(R: Rounds, mask: np.ndarray) -> Rounds:
     return Rounds(R.budgets, R.tps[mask], R.accepted[mask], R.reference[mask], R.state[mask], R.prefix[mask],
-                  R.prompt[mask], None if R.extra is None else R.extra[mask])
+                  R.prompt[mask], None if R.extra is None else R.extra[mask], None if R.mass is None else R.mass[mask])
 
 
 def against_best_fixed(R: Rounds, choice: np.ndarray, best: int) -> dict:
