@@ -114,69 +114,80 @@ def samplings(temperatures: str, top_p: float = 1.0, seed: int = 0) -> list:
     return [Sampling(t, top_p, seed=seed).check() for t in split_floats(temperatures, "temperatures", 0.0, 100.0)]
 
 
-def check_params(tasks: str | None = None, budgets: str | None = None, chain_budgets: str | None = None,
-                 n_prompts: int | None = None, max_new_tokens: int | None = None, methods: str | None = None,
-                 beta: float | None = None, profile: str | None = None, budget: int | None = None,
-                 cap: int | None = None, betas: str | None = None, grid: str | None = None,
-                 paper_grid: str | None = None, pools: str | None = None,
-                 repeats: int | None = None, unseen_by: tuple[str, ...] = (), n_tasks: int | None = None,
-                 **counts: int | str) -> dict:
-    """Validate notebook parameters; return them parsed (lists for comma strings). `counts`: other
-    integers >= 1 by name (e.g. saba_prompts=1), and budget lists by a name ending in `_grid`.
-    `unseen_by`: tasks that `tasks` may not name (Figure 5's: the task its scorer was trained on);
-    `n_tasks`: only the first n of `tasks` are run (a profile shortens a notebook's list, never changes it)."""
-    from graftlib.data import prompts
-    from graftlib.lab.run.bench import BASELINES
-    from graftlib.methods.registry import MAX_BUDGET, METHODS
+BUDGET_LISTS = ("budgets", "chain_budgets", "grid", "paper_grid")  # and every name ending in `_grid`
+
+
+def check_params(unseen_by: tuple[str, ...] = (), **params) -> dict:
+    """Validate notebook parameters by name; return the parsed ones (lists for comma strings, and `repeats`).
+    `tasks` (only its first `n_tasks` kept: a profile shortens a notebook's list, never changes it; none of
+    `unseen_by`, e.g. Figure 5's scorer's own task), `pools`, `methods`, `profile`; budget lists (`BUDGET_LISTS`,
+    any `*_grid`) and budgets (`budget`, `cap`) in [1, MAX_BUDGET]; `betas` and `beta` in [0, 10]; every other
+    name an integer >= 1 (e.g. saba_prompts=1). None values are skipped."""
+    from graftlib.methods.registry import MAX_BUDGET
 
     out: dict = {}
-    if profile is not None:
-        require(profile in PROFILES, f"parameter profile={profile!r}: choose from {', '.join(PROFILES)}")
-    if tasks is not None:
-        out["tasks"] = [t.strip() for t in tasks.split(",") if t.strip()]
-        require(out["tasks"], "parameter tasks is empty")
-        for t in out["tasks"]:
-            known = prompts.TASKS + prompts.GENERATED_TASKS
-            require(t in known, f"parameter tasks: unknown task {t!r}; choose from {', '.join(known)}")
-            require(t != "livecodebench", prompts.LIVECODEBENCH_MESSAGE)
-            require(t not in unseen_by, f"parameter tasks: {t!r} is the task the scorer under test was trained on; "
-                    f"name only tasks it never saw")
-        if n_tasks is not None:
-            require(isinstance(n_tasks, int) and n_tasks >= 1, f"parameter n_tasks={n_tasks!r}: must be an integer >= 1")
-            out["tasks"] = out["tasks"][:n_tasks]
-    if pools is not None:
-        out["pools"] = [x.strip() for x in pools.split(",") if x.strip()]
-        require(out["pools"], "parameter data_pools is empty")
-        for x in out["pools"]:
-            require(x in prompts.POOLS and x != "val", f"parameter data_pools: unknown training pool {x!r}; choose from "
-                    f"{', '.join(q for q in prompts.POOLS if q != 'val')}")
-    if methods is not None:
-        out["methods"] = [m.strip() for m in methods.split(",") if m.strip()]
-        for m in out["methods"]:
-            require(m in METHODS + BASELINES, f"parameter methods: unknown method {m!r}; choose from "
-                    f"{', '.join(METHODS + BASELINES)}")
-    lists = {k: v for k, v in counts.items() if k.endswith("_grid")}
-    for name, value in (("budgets", budgets), ("chain_budgets", chain_budgets), ("grid", grid),
-                        ("paper_grid", paper_grid), *lists.items()):
-        if value is not None:
+    for name, value in params.items():
+        if value is None or name == "n_tasks":
+            continue
+        if name == "tasks":
+            out["tasks"] = _tasks(value, unseen_by, params.get("n_tasks"))
+        elif name in ("pools", "methods", "profile"):
+            out.update(_names(name, value))
+        elif name in BUDGET_LISTS or name.endswith("_grid"):
             out[name] = split_ints(value, name)
             require(all(1 <= b <= MAX_BUDGET for b in out[name]),
                     f"parameter {name}={value!r}: budgets must lie in [1, {MAX_BUDGET}]")
-    for name, value in (("budget", budget), ("cap", cap)):
-        if value is not None:
+        elif name in ("budget", "cap"):
             require(isinstance(value, int) and 1 <= value <= MAX_BUDGET,
                     f"parameter {name}={value!r}: must be an integer in [1, {MAX_BUDGET}]")
-    if betas is not None:
-        out["betas"] = split_floats(betas, "betas", 0.0, 10.0)
-    for name, value in (("n_prompts", n_prompts), ("max_new_tokens", max_new_tokens), ("repeats", repeats),
-                        *((k, v) for k, v in counts.items() if k not in lists)):
-        if value is not None:
+        elif name == "betas":
+            out["betas"] = split_floats(value, "betas", 0.0, 10.0)
+        elif name == "beta":
+            require(0.0 <= value <= 10.0, f"parameter beta={value!r}: must lie in [0, 10]")
+        else:
             require(isinstance(value, int) and value >= 1, f"parameter {name}={value!r}: must be an integer >= 1")
-    if repeats is not None:
-        out["repeats"] = repeats
-    if beta is not None:
-        require(0.0 <= beta <= 10.0, f"parameter beta={beta!r}: must lie in [0, 10]")
+            if name == "repeats":
+                out["repeats"] = value
     return out
+
+
+def _tasks(text: str, unseen_by: tuple[str, ...], n_tasks) -> list[str]:
+    from graftlib.data import prompts
+
+    tasks = [t.strip() for t in text.split(",") if t.strip()]
+    require(tasks, "parameter tasks is empty")
+    known = prompts.TASKS + prompts.GENERATED_TASKS
+    for t in tasks:
+        require(t in known, f"parameter tasks: unknown task {t!r}; choose from {', '.join(known)}")
+        require(t != "livecodebench", prompts.LIVECODEBENCH_MESSAGE)
+        require(t not in unseen_by, f"parameter tasks: {t!r} is the task the scorer under test was trained on; "
+                f"name only tasks it never saw")
+    if n_tasks is None:
+        return tasks
+    require(isinstance(n_tasks, int) and n_tasks >= 1, f"parameter n_tasks={n_tasks!r}: must be an integer >= 1")
+    return tasks[:n_tasks]
+
+
+def _names(name: str, value: str) -> dict:
+    """`profile` checked; `pools` (training pools, parameter data_pools) and `methods` parsed into lists."""
+    from graftlib.data import prompts
+    from graftlib.lab.run.bench import BASELINES
+    from graftlib.methods.registry import METHODS
+
+    if name == "profile":
+        require(value in PROFILES, f"parameter profile={value!r}: choose from {', '.join(PROFILES)}")
+        return {}
+    items = [x.strip() for x in value.split(",") if x.strip()]
+    if name == "pools":
+        require(items, "parameter data_pools is empty")
+        known = [q for q in prompts.POOLS if q != "val"]
+        for x in items:
+            require(x in known, f"parameter data_pools: unknown training pool {x!r}; choose from {', '.join(known)}")
+    else:
+        for m in items:
+            require(m in METHODS + BASELINES, f"parameter methods: unknown method {m!r}; choose from "
+                    f"{', '.join(METHODS + BASELINES)}")
+    return {name: items}
 
 
 def profile_values(profile: str, out: Path, extra: dict | None = None) -> dict:
