@@ -2,7 +2,7 @@
 
 import textwrap
 
-from graftlib.lab.workbook.plots.layout import grouped_bars, legend_below, legend_outside
+from graftlib.lab.workbook.plots.layout import finish, grouped_bars, legend_below, legend_outside
 
 
 def plot_budget_curve(curve, title: str, measured: bool = True):
@@ -28,10 +28,7 @@ def plot_budget_curve(curve, title: str, measured: bool = True):
         ax.minorticks_off()
         ax.set_xlabel("budget B (nodes)")
         ax.set_title(name + ("" if name.startswith("MAT") else "; star: best B"), fontsize=8)
-    fig.suptitle(title, fontsize=7)
-    fig.tight_layout()
-    legend_below(fig, axes)
-    return fig
+    return finish(fig, axes, title)
 
 
 def plot_generalization(F, title: str):
@@ -66,10 +63,7 @@ def plot_generalization(F, title: str):
         grouped_bars(ax, tasks, series)
         ax.axhline(0, color="gray", lw=0.5)
         ax.set_title(name, fontsize=9)
-    fig.suptitle(title, fontsize=7)
-    fig.tight_layout()
-    legend_below(fig, axes)
-    return fig
+    return finish(fig, axes, title)
 
 
 def plot_temperature_tracking(R, title: str, paper_mean: float | None = None):
@@ -94,10 +88,7 @@ def plot_temperature_tracking(R, title: str, paper_mean: float | None = None):
         ax.set(title=name, xlabel="temperature", ylabel="")
     if paper_mean is not None:
         axes[0].axhline(paper_mean, color="black", ls="--", lw=0.8, label="paper Figure 6 mean (Qwen3-8B, A100, T = 0)")
-    fig.suptitle(title, fontsize=7)
-    fig.tight_layout()
-    legend_below(fig, axes)
-    return fig
+    return finish(fig, axes, title)
 
 
 def plot_regimes(T, curve, oracle, title: str, paper_mean: float):
@@ -142,10 +133,7 @@ def plot_regimes(T, curve, oracle, title: str, paper_mean: float):
     axes[2].set_xlabel("round")
     axes[2].set_ylabel("TPS(B_t) / TPS(B*_t)")
     axes[2].set_title("(c) Figure 6, paper's costs", fontsize=8)
-    fig.suptitle(title, fontsize=7)
-    fig.tight_layout()
-    legend_below(fig, axes)
-    return fig
+    return finish(fig, axes, title)
 
 
 def plot_oracle_tracking(fixed: dict[str, dict], rows: dict, paper_mean: float, title: str):
@@ -182,10 +170,7 @@ def plot_oracle_tracking(fixed: dict[str, dict], rows: dict, paper_mean: float, 
     axes[1].set_xlabel("retained oracle throughput per round, x")
     axes[1].set_ylabel("share of SABA's rounds retaining >= x")
     axes[1].set_title("(b) SABA's rounds", fontsize=8)
-    fig.suptitle(title, fontsize=7)
-    fig.tight_layout()
-    legend_below(fig, axes)
-    return fig
+    return finish(fig, axes, title)
 
 
 def plot_strength_axis(T, sizes: dict[str, float], calibrated: float | None, paper_mat: dict[str, float], title: str):

@@ -35,12 +35,29 @@ def figure_title(what: str, pair_desc: dict, workbook: str | None = None, **coun
     return f"{what}\n{caption(pair_desc, workbook, **counts)}"
 
 
+def _drawn(fig):
+    """The renderer of `fig` after a draw, so text extents are where they will be saved."""
+    fig.canvas.draw()
+    return fig.canvas.get_renderer()
+
+
+def _shown_axes(fig) -> list:
+    """The axes of `fig` that are drawn with their axis (colorbars and tables without one are left out)."""
+    return [ax for ax in fig.axes if ax.get_visible() and ax.axison]
+
+
+def finish(fig, axes, title: str):
+    """A figure's last steps: `title` above its panels, the layout, one legend under them (`legend_below`)."""
+    fig.suptitle(title, fontsize=7)
+    fig.tight_layout()
+    legend_below(fig, axes)
+    return fig
+
+
 def _labels(fig) -> list:
     """The texts that name a figure's axes: axis labels, tick labels and panel titles of every visible axes."""
     out = []
-    for ax in fig.axes:
-        if not ax.get_visible() or not ax.axison:
-            continue
+    for ax in _shown_axes(fig):
         texts = [ax.xaxis.label, ax.yaxis.label, ax.title, *_drawn_ticklabels(ax, "x"), *_drawn_ticklabels(ax, "y")]
         out += [t for t in texts if t.get_visible() and t.get_text().strip()]
     return out
@@ -73,12 +90,8 @@ def layout_problems(fig) -> list[str]:
 
 def _overlapping_ticks(fig) -> list[tuple]:
     """(axis, "x" or "y", label a, label b) for each pair of neighbouring tick labels drawn over each other."""
-    fig.canvas.draw()
-    renderer = fig.canvas.get_renderer()
-    found = []
-    for ax in fig.axes:
-        if not ax.get_visible() or not ax.axison:
-            continue
+    renderer, found = _drawn(fig), []
+    for ax in _shown_axes(fig):
         for which, ticks in (("x", _drawn_ticklabels(ax, "x")), ("y", _drawn_ticklabels(ax, "y"))):
             shown = [(t, t.get_window_extent(renderer)) for t in ticks if t.get_visible() and t.get_text().strip()]
             found += [(ax, which, a, b) for (a, box_a), (b, box_b) in itertools.pairwise(shown)
@@ -109,12 +122,8 @@ def untangle_ticks(fig) -> None:
 
 def labels_inside(fig) -> list[str]:
     """Where an x tick label is drawn inside its own panel's plot area (over its bars or lines): one line each."""
-    fig.canvas.draw()
-    renderer = fig.canvas.get_renderer()
-    found = []
-    for ax in fig.axes:
-        if not ax.get_visible() or not ax.axison:
-            continue
+    renderer, found = _drawn(fig), []
+    for ax in _shown_axes(fig):
         area = ax.patch.get_window_extent(renderer)
         inner = area.padded(-1.0)  # a label touching the frame is outside it
         found += [f"the tick label {t.get_text()[:30]!r} lies inside its panel" for t in _drawn_ticklabels(ax, "x")

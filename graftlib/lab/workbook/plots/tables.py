@@ -4,7 +4,7 @@ divides by), Table 2's components, Table 3's beta sweep and the edge-score compa
 import math
 import textwrap
 
-from graftlib.lab.workbook.plots.layout import grouped_bars, legend_below
+from graftlib.lab.workbook.plots.layout import finish, grouped_bars, legend_below
 
 
 def plot_paper_bars(T, title: str, ours_label: str, paper_label: str):
@@ -23,10 +23,7 @@ def plot_paper_bars(T, title: str, ours_label: str, paper_label: str):
     for ax, name in zip(axes, ("MAT", "speedup vs AR"), strict=True):
         ax.axhline(1.0, color="gray", lw=0.5)
         ax.set_title(name)
-    fig.suptitle(title, fontsize=7)
-    fig.tight_layout()
-    legend_below(fig, axes)
-    return fig
+    return finish(fig, axes, title)
 
 
 def plot_ratios(R, title: str, ours_label: str, paper_label: str):
@@ -81,10 +78,7 @@ def plot_modeled_bars(T, title: str, ours_label: str, paper_label: str):
         ax.axhline(1.0, color="gray", lw=0.5)
         ax.set_title(name)
         ax.tick_params(axis="x", labelsize=6)
-    fig.suptitle(title, fontsize=7)
-    fig.tight_layout()
-    legend_below(fig, axes)
-    return fig
+    return finish(fig, axes, title)
 
 
 def plot_components(T, labels: list[str], title: str, ours_label: str, paper_label: str):
@@ -117,10 +111,7 @@ def plot_components(T, labels: list[str], title: str, ours_label: str, paper_lab
     for ax, name in zip(axes, ("tokens/s against DDTree", "tree size", "acceptance", "SABA's AR gate"), strict=True):
         ax.set_title(name, fontsize=8)
         ax.tick_params(axis="x", labelsize=7, rotation=20)
-    fig.suptitle(title, fontsize=7)
-    fig.tight_layout()
-    legend_below(fig, axes)
-    return fig
+    return finish(fig, axes, title)
 
 
 def _ratio_whiskers(ax, T, tps: str, ref: float, color: str) -> None:
@@ -167,10 +158,7 @@ def plot_beta_sweep(T, title: str, ours_label: str, paper_label: str, tps: str =
         ax.plot(T.index, paper, "s--", color="tab:green", label=paper_label)
         ax.set_xlabel("beta")
         ax.set_ylabel(ylabel, fontsize=8)
-    fig.suptitle(title, fontsize=7)
-    fig.tight_layout()
-    legend_below(fig, axes)
-    return fig
+    return finish(fig, axes, title)
 
 
 def plot_edge_scores(tables: dict, title: str, paper_tdes: float | None = None):
