@@ -93,7 +93,7 @@ def rounds(lines: list[dict], profile=None) -> Rounds:
         acc.append([grid[b].accepted for b in budgets])
         ref.append(chosen.budget if chosen is not None and chosen.budget in grid else -1)
         first = grid[budgets[0]]
-        state.append(first.state[:3] + [1.0] if len(first.state) < 4 else first.state)
+        state.append(first.state)
         prefix.append(first.prefix_len)
         prompt.append(uid)
         f = chosen.features if chosen is not None else None
