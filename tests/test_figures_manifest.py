@@ -199,3 +199,9 @@ def test_grid_edges_name_every_best_budget_its_grid_does_not_bracket(tmp_path):
     assert any("fig6.csv: CPU set's best budget 32" in p for p in problems)
     assert any("table1.csv: DDTree's best budget 4" in p for p in problems)
     assert not any("hard" in p or "budget 8 " in p for p in problems)  # bracketed bests pass
+
+
+def test_every_committed_best_budget_lies_inside_its_grid():
+    from graftlib.lab.workbook.grid_check import grid_edges
+
+    assert grid_edges(FIGURES) == []
