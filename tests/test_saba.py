@@ -30,6 +30,7 @@ from graftlib.methods.saba import (
 )
 from graftlib.methods.saba_extensions import GainCorrection, table_correction
 from graftlib.methods.saba_params import DEFAULT_PATH, SabaParams, default_params
+from graftlib.methods.tdes import TDESNet, TDESScorer
 from graftlib.training.graft.saba_fit import (
     INTERCEPT_FLOOR,
     fit_cost,
@@ -406,6 +407,42 @@ def test_caddtree_stops_at_ratio_peak():
     assert curve.round_costs(0)[7] == pytest.approx(0.065)
 
 
+def tdes_heap(vocab: int, depth: int, seed: int = 0) -> HeapTreeBuilder:
+    """A TDES-ranked heap (eq. 13) from a random scorer: GRAFT's heap without a trained scorer."""
+    g = torch.Generator().manual_seed(seed)
+    torch.manual_seed(seed)  # the net's own initialization
+    net = TDESNet(torch.randn(vocab, 16, generator=g), 4, depth)
+    with torch.no_grad():
+        net.u.normal_(generator=g)
+    return TDESScorer.from_net(net, 1.0).builder(depth)
+
+
+def test_graft_stop_cuts_its_own_heap_and_keeps_sabas_gates():
+    """graft+stop's rule cuts GRAFT's TDES-ranked heap (not DDTree's) at the ratio peak of that heap's pops; its
+    gate is SABA's: a calibration whose AR step is far faster than any round turns a drafted round into one AR
+    step (budget 0), one whose AR step is slow never does."""
+    g = torch.Generator().manual_seed(5)
+    cand = Candidates.from_logits(torch.randn(7, 32, generator=g) * 3.0, 64)
+    heap, cap = tdes_heap(32, 7), 64
+    params = gated_params([10.0, 0.0], post_gate=True)
+    rule = CaDDTree.from_params(params, cap=cap, heap=heap, gated=True, name="graft+stop")
+    full = heap.build(0, cand, cap)
+    costs = rule.round_costs(10)
+    ratios = [(1 + np.exp(full.scores[1:n + 1]).sum()) / costs[n] for n in range(cap + 1)]
+    rule.reset()
+    assert rule.budget(cand, 10) == cap
+    tree = rule.build(0, cand, cap)
+    ref = heap.build(0, cand, tree.num_nodes)
+    assert (tree.tokens, tree.parents) == (ref.tokens, ref.parents)
+    first_drop = next((n for n in range(cap) if ratios[n + 1] <= ratios[n]), cap)  # the rule: R's first peak
+    assert 0 < tree.num_nodes == first_drop < cap
+    plain = HeapTreeBuilder().build(0, cand, cap)
+    assert (full.tokens, full.parents) != (plain.tokens, plain.parents)  # the scorer reorders the pops
+    fast = CaDDTree.from_params(gated_params([1e-5, 0.0], post_gate=True), cap=cap, heap=heap, gated=True)
+    fast.reset()
+    assert fast.budget(cand, 10) == 0
+
+
 # ----------------------------------------------------------------------------- exactness
 
 
@@ -597,6 +634,23 @@ def test_gated_decode_exact_and_context_complete(pairs, arch):
             assert bool(ar_rounds) == expect_ar or len(res.rounds) < 2
             drafted_ar = [r for r in ar_rounds if r.t_draft > 0]  # declined by the post-draft gate
             assert bool(drafted_ar) == (post and expect_ar) or len(res.rounds) < 2
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_graft_stop_decode_exact_with_its_gates(pairs, arch):
+    """graft+stop (the stop on a TDES-ranked heap, SABA's gates) equals AR with and without AR steps, and the
+    drafter sees every committed position."""
+    target, drafter, prompts, ar = pairs[arch]
+    heap = tdes_heap(target.config.vocab_size, drafter.block_size - 1)
+    for c_ar, post, expect_ar in (([1e-4, 0.0], True, True), ([10.0, 0.0], True, False)):
+        for p, ref in zip(prompts, ar):
+            rule = CaDDTree.from_params(gated_params(c_ar, post_gate=post), cap=64, heap=heap, gated=True)
+            res = ContextCheckingDecoder(target, drafter, rule, rule).decode(p, MAX_NEW)
+            assert res.tokens == ref, f"{arch} graft+stop gate {c_ar}: differs from AR"
+            assert all(r.nodes <= 64 for r in res.rounds)
+            ar_rounds = [r for r in res.rounds if r.budget == 0]
+            assert all(r.accepted == 1 and r.nodes == 0 for r in ar_rounds)
+            assert bool(ar_rounds) == expect_ar or len(res.rounds) < 2
 
 
 def test_decoder_reuse_starts_each_decode_afresh(pairs):

@@ -75,6 +75,7 @@ def make(pair, method: str, budget: int = 6) -> DecodeLoop:
         "ddtree+saba": lambda: (HeapTreeBuilder(), SabaController(GATED, cap=budget)),
         "graft": lambda: (scorer_builder(), SabaController(GATED, cap=budget)),
         "caddtree": lambda: (CaDDTree.from_params(GATED, cap=budget),) * 2,
+        "graft+stop": lambda: (CaDDTree.from_params(GATED, cap=budget, heap=scorer_builder(), gated=True),) * 2,
     }[method]()
     return DecodeLoop(target, drafter, *parts, sampling=SAMPLING)
 
@@ -122,7 +123,7 @@ def chi_square(counts: torch.Tensor, law: torch.Tensor) -> tuple[float, float]:
 
 @pytest.mark.parametrize("method, n", [("ddtree", N_MAIN), ("graft", N_MAIN), ("ar", N_OTHER), ("dflash", N_OTHER),
                                        ("ddtree+tdes", N_OTHER), ("ddtree+saba", N_OTHER),
-                                       ("caddtree", N_OTHER), ("eagle3", N_AR_DRAFTED),
+                                       ("caddtree", N_OTHER), ("graft+stop", N_OTHER), ("eagle3", N_AR_DRAFTED),
                                        ("opt-tree", N_AR_DRAFTED)])
 def test_first_three_tokens_follow_ar_sampling(pair, exact_law, method, n):
     dec = make(pair, method)

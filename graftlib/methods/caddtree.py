@@ -15,8 +15,15 @@ is measured at one prefix, so the context term is ignored there).
 
 `CaDDTree` is both the `TreeBuilder` and the `BudgetController` of the method: `budget` records the
 round's prefix length (the builder protocol does not carry it) and returns the cap. It is a stop rule on the
-one heap, not a heap of its own: the compiled heap builds the cap's tree, whose nodes are in pop order, and the
-tree is its first n nodes. Invariant: the tree equals `HeapTreeBuilder().build(root, cand, n)` for that n.
+one heap, not a heap of its own: the compiled heap (`heap`: DDTree's, or GRAFT's TDES-ranked one) builds the
+cap's tree, whose nodes are in pop order, and the tree is its first n nodes. Invariant: the tree equals
+`heap.build(root, cand, n)` for that n.
+
+`graft+stop` (the registry) is the rule on GRAFT's heap, its Phi_n the TDES-ranked path scores' mass, with SABA's AR
+gates (`gate`: a `SabaController` on the same calibration, whose pre-draft gate may skip the draft and whose
+post-draft gate may turn the round into one AR step, budget 0): SABA's per-round budget choice replaced by the stop
+on the heap's own forecast, everything else the paper's. Measured against SABA and the best fixed budget in
+docs/budget-policies.md.
 """
 
 import itertools
@@ -28,7 +35,7 @@ import numpy as np
 from graftlib.core.builders import Candidates, HeapTreeBuilder
 from graftlib.core.errors import require
 from graftlib.core.tree import Tree
-from graftlib.methods.saba import cost
+from graftlib.methods.saba import SabaController, cost
 from graftlib.methods.saba_extensions import table_correction
 
 
@@ -57,24 +64,31 @@ def stop_size(path_logq: list[float], cost: Sequence[float], delta: float = 0.0)
 
 
 class CaDDTree:
-    name = "caddtree"
+    """The stop rule on a heap (module doc): `heap` the builder whose pops it cuts (default DDTree's), `gate` a
+    `SabaController` whose AR gates it keeps (None: every round drafts)."""
 
     def __init__(self, round_costs: Callable[[int], Sequence[float]], cap: int, delta: float = 0.0,
-                 calibration: str = ""):
-        require(isinstance(cap, int) and cap >= 1, f"caddtree cap must be a positive integer, got {cap!r}")
+                 calibration: str = "", *, heap: HeapTreeBuilder | None = None, gate: SabaController | None = None,
+                 name: str = "caddtree"):
+        require(isinstance(cap, int) and cap >= 1, f"{name} cap must be a positive integer, got {cap!r}")
         self.round_costs = round_costs
         self.max_budget = cap
         self.delta = delta
         self.prefix_len = 0
         self.calibration = calibration
-        self.heap = HeapTreeBuilder()
+        self.heap = heap or HeapTreeBuilder()
+        self.gate = gate
+        self.name = name
 
     @classmethod
-    def from_params(cls, params, cap: int, delta: float = 0.0) -> "CaDDTree":
-        """Cost from SABA's calibrated C_t (`graftlib.methods.saba.cost` plus the cost table's correction)."""
+    def from_params(cls, params, cap: int, delta: float = 0.0, *, heap: HeapTreeBuilder | None = None,
+                    gated: bool = False, name: str = "caddtree") -> "CaDDTree":
+        """Cost from SABA's calibrated C_t (`graftlib.methods.saba.cost` plus the cost table's correction); with
+        `gated`, the calibration's AR gates too."""
         c, sizes = list(params.c), np.arange(cap + 1)
         delta_n = table_correction(params.cost_table, sizes)  # per tree size, computed once
-        return cls(lambda p: (cost(sizes, p, c) + delta_n).tolist(), cap, delta, params.id)
+        return cls(lambda p: (cost(sizes, p, c) + delta_n).tolist(), cap, delta, params.id, heap=heap,
+                   gate=SabaController(params, cap=cap) if gated else None, name=name)
 
     @classmethod
     def from_curve(cls, verify_s: dict[int, float], draft_s: float, cap: int, delta: float = 0.0) -> "CaDDTree":
@@ -85,12 +99,17 @@ class CaDDTree:
 
     def reset(self) -> None:
         self.prefix_len = 0
+        if self.gate is not None:
+            self.gate.reset()
 
     def speculate(self, prefix_len: int) -> bool:
-        return True
+        return self.gate is None or self.gate.speculate(prefix_len)
 
     def budget(self, cand: Candidates, prefix_len: int) -> int:
+        """The cap, or 0 (one AR step) where the gate's post-draft check declines the drafted round."""
         self.prefix_len = prefix_len
+        if self.gate is not None and self.gate.budget(cand, prefix_len) == 0:
+            return 0
         return self.max_budget
 
     def build(self, root_token: int, cand: Candidates, budget: int) -> Tree:
@@ -98,4 +117,5 @@ class CaDDTree:
         return full.prefix(stop_size(full.scores[1:], self.round_costs(self.prefix_len), self.delta))
 
     def feedback(self, record: dict) -> None:
-        pass
+        if self.gate is not None:
+            self.gate.feedback(record)

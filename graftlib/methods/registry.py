@@ -9,6 +9,7 @@ method is a named pair of them, built here from one row of `REGISTRY`:
   ddtree+saba  the heap, SABA choosing each round's budget up to `budget` (`graftlib.methods.saba`)
   graft        TDES + SABA
   caddtree     cost-aware stopping: the heap sizes itself (`graftlib.methods.caddtree`)
+  graft+stop   GRAFT with SABA's budget choice replaced by that stop on its own TDES-ranked heap (SABA's AR gates kept)
   dflash2      DFlash 2's chain: its pairwise selector's walk, `budget` drafts (`graftlib.methods.selector`)
   ddtree+sel   the heap with each parent's pool reweighted by the selector's transition score
   ddtree+tdes+sel  the same with TDES on top (eq. 13 over the reweighted log q)
@@ -140,8 +141,8 @@ def _selector_chain(a: MethodArgs) -> Parts:
     return SelectorChain(a.need_selector("dflash2")), FixedBudget(a.budget)
 
 
-def _caddtree(a: MethodArgs) -> Parts:
-    rule = CaDDTree.from_params(a.calibration(), cap=a.budget)  # the builder stops at its cost-aware peak
+def _stop(a: MethodArgs, heap: HeapTreeBuilder | None = None, gated: bool = False, name: str = "caddtree") -> Parts:
+    rule = CaDDTree.from_params(a.calibration(), cap=a.budget, heap=heap, gated=gated, name=name)  # stops at its peak
     return rule, rule
 
 
@@ -158,7 +159,9 @@ REGISTRY: dict[str, Method] = {m.name: m for m in (
            adaptive=True),
     Method("graft", lambda a: (a.scorer_builder("graft"), SabaController(a.calibration(), cap=a.budget)),
            tdes=True, adaptive=True),
-    Method("caddtree", _caddtree, adaptive=True),
+    Method("caddtree", _stop, adaptive=True),
+    Method("graft+stop", lambda a: _stop(a, a.scorer_builder("graft+stop"), gated=True, name="graft+stop"),
+           tdes=True, adaptive=True),
     Method("dflash2", _selector_chain, selector=True),
     Method("ddtree+sel", lambda a: (HeapTreeBuilder(name="ddtree+sel", selector=a.need_selector("ddtree+sel")),
                                     FixedBudget(a.budget)), selector=True),

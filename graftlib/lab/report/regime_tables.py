@@ -34,7 +34,7 @@ from graftlib.lab.report.paper_costs import MODEL, PROFILE_NAME, mat_needed, met
 from graftlib.methods.saba_params import SabaParams
 
 LABELS = {"ar": "AR", "dflash": "DFlash", "ddtree": "DDTree", "ddtree+tdes": "+TDES", "ddtree+saba": "+SABA",
-          "graft": "GRAFT", "caddtree": "CaDDTree", "eagle3": "EAGLE-3", "opt-tree": "OPT-Tree"}
+          "graft": "GRAFT", "caddtree": "CaDDTree", "graft+stop": "GRAFT+stop", "eagle3": "EAGLE-3", "opt-tree": "OPT-Tree"}
 
 
 @dataclass(frozen=True)
