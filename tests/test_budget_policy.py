@@ -103,3 +103,37 @@ def test_the_forecast_policy_stops_where_the_heap_s_own_forecast_per_cost_peaks(
     R = bp.Rounds(R.budgets, R.tps, R.accepted, R.reference, R.state, R.prefix, R.prompt, np.zeros((2, 2)), mass)
     params = SabaParams(grid=[4, 8, 16, 32], c=[0.01, 0.0001, 0.0])  # a node costs 1% of a round
     assert bp.forecast(R, params).tolist() == [4, 32]
+
+
+def test_same_prefix_throughput_is_tokens_over_time_along_the_trajectory():
+    R = _rounds(n=40, seed=8)
+    choice = bp.fixed(R, 8)
+    col = 2  # budget 8
+    want = R.accepted[:, col].sum() / (R.accepted[:, col] / R.tps[:, col]).sum()
+    assert bp.same_prefix_tps(R, choice) == pytest.approx(want)
+    assert bp.same_prefix_tps(R, bp.oracle(R)) >= max(bp.same_prefix_tps(R, bp.fixed(R, b)) for b in (4, 8, 16, 32)) - 1e-9
+    p = R.prompt[0]
+    rows = R.prompt == p
+    assert bp.same_prefix_tps(R, choice, p) == pytest.approx(R.accepted[rows, col].sum()
+                                                             / (R.accepted[rows, col] / R.tps[rows, col]).sum())
+
+
+def test_the_policy_table_fits_on_validation_and_scores_held_out_rounds():
+    """One row per policy; the oracle on top, the best fixed budget at 1.0 with the B it names; where the state
+    decides the best budget, the validation-fitted predictor beats the best fixed budget held out, where a coin
+    does it cannot; a grid whose best is its edge says so."""
+    params = SabaParams(grid=[4, 8, 16, 32])
+    rows = {r["kind"]: r for r in bp.policy_rows(_rounds(seed=9), _rounds(seed=10), params, depth=15)}
+    assert list(rows) == ["oracle", "best_fixed", "best_fixed_val", "saba", "saba_model", "predictor"]  # no mass
+    assert rows["oracle"]["retained_oracle"] == pytest.approx(1.0) and rows["oracle"]["vs_best_fixed"] > 1.2
+    assert rows["best_fixed"]["vs_best_fixed"] == pytest.approx(1.0)
+    assert rows["best_fixed"]["best_fixed_B"] in (4, 32) and rows["best_fixed"]["best_fixed_at_edge"]
+    assert rows["predictor"]["vs_best_fixed"] > 1.2 and rows["predictor"]["ci_low"] > 1.0
+    assert all(r["prompts"] == 20 and r["validation_prompts"] == 20 for r in rows.values())
+    coin = {r["kind"]: r for r in bp.policy_rows(_rounds(seed=11, informative=False),
+                                                 _rounds(seed=12, informative=False), params, depth=15)}
+    assert coin["predictor"]["vs_best_fixed"] < 1.03
+    mass = _rounds(seed=13)
+    mass = bp.Rounds(**{**mass.__dict__, "mass": np.tile([0.0, 1.0, 1.5, 1.8, 2.0], (len(mass), 1))})
+    with_stop = [r["kind"] for r in bp.policy_rows(mass, mass, params, depth=15)]
+    assert with_stop[-1] == "stop"

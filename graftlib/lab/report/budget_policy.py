@@ -258,6 +258,10 @@ def on_budgets(R: Rounds, budgets) -> Rounds:
                   R.extra, None if R.mass is None else R.mass[:, cols])
 
 
+def without_features(R: Rounds) -> Rounds:
+    return Rounds(R.budgets, R.tps, R.accepted, R.reference, R.state, R.prefix, R.prompt)
+
+
 def subset(R: Rounds, mask: np.ndarray) -> Rounds:
     return Rounds(R.budgets, R.tps[mask], R.accepted[mask], R.reference[mask], R.state[mask], R.prefix[mask],
                   R.prompt[mask], None if R.extra is None else R.extra[mask], None if R.mass is None else R.mass[mask])
@@ -273,3 +277,60 @@ def against_best_fixed(R: Rounds, choice: np.ndarray, best: int) -> dict:
     return {"retained_oracle": float(got.mean()), "best_fixed_retained": float(base.mean()),
             "vs_best_fixed": float(got.mean() / base.mean()), "ci": ratio_ci(num, den), "prompts": len(prompts),
             "rounds": len(R)}
+
+
+# ----------------------------------------------------------------------------- the policies' table
+
+
+POLICY_KINDS = {"oracle": "same-prefix oracle", "best_fixed": "best fixed B (after the fact)",
+                "best_fixed_val": "best fixed B on validation", "saba": "SABA (graft)",
+                "saba_model": "SABA's model, no gate", "predictor": "predictor fitted on validation",
+                "stop": "cost-aware stop on GRAFT's heap (graft+stop)"}
+PREDICTORS = [Predictor("ridge", alpha) for alpha in (1, 10, 100, 1000)] + [Predictor("knn", k=k) for k in (10, 25, 50)]
+
+
+def same_prefix_tps(R: Rounds, choice: np.ndarray, prompt=None) -> float:
+    """Tokens per second of one budget per round along the replayed trajectory: sum a_t(B_t) / sum l_t(B_t) (over
+    `prompt`'s rounds where given)."""
+    col = np.searchsorted(R.budgets, choice)
+    rows = np.arange(len(R)) if prompt is None else np.flatnonzero(R.prompt == prompt)
+    acc = R.accepted[rows, col[rows]]
+    return float(acc.sum() / (acc / R.tps[rows, col[rows]]).sum())
+
+
+def policy_rows(val: Rounds, held: Rounds, params, depth: int) -> list[dict]:
+    """Every policy on the held-out rounds `held` against the best fixed budget chosen after the fact on them (the
+    grid brackets it or `best_fixed_at_edge` says so); what a policy fits (the validation-best fixed budget, the
+    predictor chosen by cross-validation) is fitted on `val` only. Per policy: `retained_oracle` (Figure 6's
+    per-round mean), `vs_best_fixed` and its interval over prompts (`against_best_fixed`), and `tps_vs_best_fixed`,
+    the same-prefix throughput ratio; `kind` names the policy across regimes (`POLICY_KINDS`)."""
+    shared = [b for b in held.budgets.tolist() if b in set(val.budgets.tolist())]
+    val, held = on_budgets(val, shared), on_budgets(held, shared)
+    if val.mass is None or held.mass is None:  # a replay without round features: s_t and the prefix alone
+        val, held = without_features(val), without_features(held)
+    best = best_fixed(held)
+    if len(set(val.prompt.tolist())) >= 4:
+        predictor, cv = cross_validated(val, PREDICTORS)
+        fitted = f"predictor on validation ({predictor.name}, cv {cv[predictor.name]:.3f})"
+    else:  # too few validation prompts to cross-validate: the middle penalty
+        predictor = Predictor("ridge", 100).fit(val)
+        fitted = f"predictor on validation ({predictor.name}, not cross-validated)"
+    policies = {"oracle": ("oracle (same prefix)", oracle(held)),
+                "best_fixed": (f"best fixed (after the fact, B = {best})", fixed(held, best)),
+                "best_fixed_val": (f"best fixed on validation (B = {best_fixed(val)})", fixed(held, best_fixed(val))),
+                "saba": ("SABA (graft, the paper's)", reference(held)),
+                "saba_model": ("SABA's model offline (no gate)", saba_model(held, params, depth)),
+                "predictor": (fitted, predictor.choose(held))}
+    if held.mass is not None:
+        policies["stop"] = ("cost-aware stop on GRAFT's heap (graft+stop)", forecast(held, params))
+    base_tps = same_prefix_tps(held, fixed(held, best))
+    edge = best in (held.budgets[held.budgets > 0].min(), held.budgets.max())
+    rows = []
+    for kind, (name, choice) in policies.items():
+        s = against_best_fixed(held, choice, best)
+        rows.append({"policy": name, "kind": kind, "retained_oracle": s["retained_oracle"], "vs_best_fixed": s["vs_best_fixed"],
+                     "ci_low": s["ci"][0] if s["ci"] else None, "ci_high": s["ci"][1] if s["ci"] else None,
+                     "tps_vs_best_fixed": same_prefix_tps(held, choice) / base_tps, "best_fixed_B": best,
+                     "best_fixed_at_edge": edge, "prompts": s["prompts"], "rounds": s["rounds"],
+                     "validation_prompts": len(set(val.prompt.tolist()))})
+    return rows

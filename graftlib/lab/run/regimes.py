@@ -196,16 +196,23 @@ def regime_budget_curve(pair, regime: Regime, items: list, max_new_tokens: int, 
     return budget_curve(records_of(lines), grid, regime.profile)
 
 
+def regime_replay(pair, regime: Regime, items: list, max_new_tokens: int, grid: list[int], out,
+                  repeats: int = 1) -> list[dict]:
+    """GRAFT's trajectory (capped at the grid's largest budget) replayed over `grid` in `regime`, SABA choosing within
+    it (`replay.within_grid`): walked along AR's tokens where the regime walks, else each (round, budget) timed
+    `repeats` times (the median kept). The replay's JSON lines (`replay.replay_prompts`; resumable in `out`)."""
+    params = within_grid(regime.saba or default_params(), grid)
+    return replay_prompts(regime.pair_for(pair, items[0].task), "graft", max(grid), grid, items, max_new_tokens, out,
+                          MethodInputs(regime.scorer(), saba=params), repeats=1 if regime.walk else repeats,
+                          profile=regime.profile if regime.walk else None)
+
+
 def regime_oracle(pair, regime: Regime, items: list, max_new_tokens: int, grid: list[int], out,
                   repeats: int = 1) -> dict[str, list]:
-    """Figure 6 in `regime`: GRAFT's trajectory (capped at the grid's largest budget) replayed over `grid`,
-    SABA choosing within it (`replay.within_grid`); where the regime verifies, each (round, budget) timed
-    `repeats` times (the median kept). {figure: per-round oracle rows (`replay.oracle_rows`)}: "modeled" (the
+    """Figure 6 in `regime` (`regime_replay`). {figure: per-round oracle rows (`replay.oracle_rows`)}: "modeled" (the
     records priced by the regime's profile) and, where the regime verifies, "wall-clock" (the measured
     latencies)."""
-    params = within_grid(regime.saba or default_params(), grid)
-    lines = replay_prompts(regime.pair_for(pair, items[0].task), "graft", max(grid), grid, items, max_new_tokens, out,
-                           MethodInputs(regime.scorer(), saba=params), repeats=1 if regime.walk else repeats, profile=regime.profile if regime.walk else None)
+    lines = regime_replay(pair, regime, items, max_new_tokens, grid, out, repeats)
     records, prompt = records_of(lines), round_prompts(lines)
     rows = {"modeled": oracle_rows(priced(records, regime.profile))}
     if not regime.walk:

@@ -229,3 +229,41 @@ def plot_strength_axis(T, sizes: dict[str, float], calibrated: float | None, pap
             legend_outside(ax, fontsize=6)
     legend_below(fig, flat[:1])
     return fig
+
+
+def plot_budget_policies(T, losses: dict[str, dict], kinds: dict[str, str], title: str):
+    """The budget-policy study (`graftlib.lab.report.budget_policy`): (a) per regime each policy's mean retained share
+    of the same-prefix oracle's throughput on the held-out prompts (the best fixed budget chosen after the fact on
+    them, its B and the new policies' ratio to it under the regime); (b) SABA's loss against the oracle split into
+    its causes (points of retained throughput; a negative one gained), a group per regime. `T`: `policy_rows` with a `regime`
+    column, `losses`: {regime: `decompose`}, `kinds`: `POLICY_KINDS`."""
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    fig, axes = plt.subplots(1, 2, figsize=(13, 4.4), gridspec_kw={"width_ratios": [2, 1]})
+    regimes = list(dict.fromkeys(T["regime"]))
+    colors = dict(zip(kinds, ("black", "tab:gray", "silver", "tab:blue", "lightsteelblue", "tab:orange", "tab:green"),
+                      strict=False))
+    series = []
+    for kind, label in kinds.items():
+        rows = [T[(T["regime"] == r) & (T["kind"] == kind)] for r in regimes]
+        if any(len(x) for x in rows):
+            series.append((label, [float(x["retained_oracle"].iloc[0]) if len(x) else np.nan for x in rows],
+                           colors[kind]))
+    groups = []
+    for r in regimes:
+        best = T[(T["regime"] == r) & (T["kind"] == "best_fixed")].iloc[0]
+        edge = " (grid edge)" if best["best_fixed_at_edge"] else ""
+        groups.append(f"{textwrap.fill(r, 26)}\nbest fixed B={best['best_fixed_B']}{edge}")
+    grouped_bars(axes[0], groups, series)
+    axes[0].set_ylim(0.5, 1.02)
+    axes[0].set_ylabel("mean retained oracle throughput (held-out rounds)")
+    axes[0].set_title("(a) per-round budget policies against the same-prefix oracle", fontsize=8)
+    causes = [c for c in next(iter(losses.values())) if c != "total"]
+    grouped_bars(axes[1], [textwrap.fill(r, 18) for r in losses],
+                 [(f"SABA's loss: {c}", [100 * losses[r][c] for r in losses], color)
+                  for c, color in zip(causes, ("tab:purple", "tab:red", "tab:olive", "tab:cyan"), strict=False)])
+    axes[1].axhline(0, color="gray", lw=0.6)
+    axes[1].set_ylabel("points of retained oracle throughput")
+    axes[1].set_title("(b) SABA's loss by cause (one model swapped for the truth at a time)", fontsize=8)
+    return finish(fig, axes, title)
