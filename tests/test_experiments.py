@@ -137,8 +137,9 @@ def test_gpu_remote_refuses_an_unknown_script():
                          env={**os.environ, "DRY_RUN": "1"})
     assert out.returncode == 2 and "unknown script 'nonsense'" in out.stderr
 def test_tasks_branches_continues_the_committed_corpus():
-    """The generation settings of `experiments/tasks-branches.sh` are those the committed branch corpus was made with, so a
-    re-run extends it (an export of data made otherwise is refused, hours later) and featurizes into one data dir."""
+    """The generation settings of `experiments/tasks-branches.sh` are those the committed branch corpus was made with,
+    so a re-run extends it (an export of data made otherwise is refused, hours later) and featurizes into one data
+    dir."""
     from graftlib.training.drafter.corpus import read_corpus
     from graftlib.training.drafter.target_data import DataConfig, data_config_from_args
 

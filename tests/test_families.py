@@ -1,5 +1,5 @@
-"""The drafter families side by side (`graftlib.lab.workbook.drafter_families`): a DFlash and an EAGLE-3 drafter trained on one
-tiny dataset with the same split settings compare on the same held-out anchors, their rows are their final
+"""The drafter families side by side (`graftlib.lab.workbook.drafter_families`): a DFlash and an EAGLE-3 drafter trained
+on one tiny dataset with the same split settings compare on the same held-out anchors, their rows are their final
 evaluations, a DFlash lineage counts all its stages, and a difference in the split settings is named."""
 
 import json

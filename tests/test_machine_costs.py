@@ -1,5 +1,5 @@
-"""The cost profile of the machine at hand (`graftlib.lab.run.costs.machine_costs`): the shipped one where it was fitted,
-else measured once per machine and pair and cached, and SABA deciding with it."""
+"""The cost profile of the machine at hand (`graftlib.lab.run.costs.machine_costs`): the shipped one where it was
+fitted, else measured once per machine and pair and cached, and SABA deciding with it."""
 
 from pathlib import Path
 from types import SimpleNamespace

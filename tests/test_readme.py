@@ -53,8 +53,8 @@ STORY = re.compile(r"\bsessions?\b|\blent\b|device tool|device machine|workplace
 
 
 def test_the_project_describes_itself_not_the_story_of_its_making():
-    """Code, notebooks, the Makefile, the experiment scripts, the README and the docs speak of the project, its commands, commits and
-    dates, never of numbered working periods or of which machine was available when."""
+    """Code, notebooks, the Makefile, the experiment scripts, the README and the docs speak of the project, its
+    commands, commits and dates, never of numbered working periods or of which machine was available when."""
     files = [*(ROOT / "graftlib").rglob("*.py"), *(ROOT / "graftlib" / "assets").rglob("*.json"),
              *(ROOT / "notebooks").glob("*.ipynb"), ROOT / "README.md", ROOT / "Makefile",
              *(ROOT / "experiments").glob("*.sh"), *(ROOT / "docs").glob("*.md")]

@@ -279,8 +279,8 @@ def gather_positions(buf, start, keep) -> None:
 def warm_up() -> None:
     """Compile (or load from numba's disk cache) the kernels for the types a decode passes them: packed
     read-back pools (int32 ids and float32 log q, strided views) with and without edge-score tables, and
-    the verify blob, mask rows and the cache commit's gather. Once per process, before anything is timed: the first call of a kernel otherwise
-    compiles inside a decode (seconds on a fresh install, tens of ms from the cache)."""
+    the verify blob, mask rows and the cache commit's gather. Once per process, before anything is timed: the first call
+    of a kernel otherwise compiles inside a decode (seconds on a fresh install, tens of ms from the cache)."""
     packed = np.zeros((2, 9), np.float32)
     ids, logq = packed.view(np.int32)[:, :4], packed[:, 4:8]
     ids[:] = np.arange(8, dtype=np.int32).reshape(2, 4)

@@ -12,8 +12,8 @@ Shared buffer (`target_cache(shared=True)`, what the decode loop uses): every la
 values live in one [2L, b, kv_heads, capacity, head_dim] tensor (`SharedKV`; layer i's keys and
 values are rows 2i and 2i + 1), so the tree commit's gather over positions and the views after its
 crop are one op each for the whole cache instead of a few per layer (in host memory the gather is one
-compiled in-place pass, `graftlib.core.kernels.gather_positions`: no index tensor, no copy out). Layers join on their first
-update when their shapes match the buffer's; one that does not, or that leaves (batch selection),
+compiled in-place pass, `graftlib.core.kernels.gather_positions`: no index tensor, no copy out). Layers join on their
+first update when their shapes match the buffer's; one that does not, or that leaves (batch selection),
 keeps its own buffers and the cache is committed layer by layer (`SharedKV.complete`).
 
 Invariant: `layer.keys is buffer[:, :, :length]` (same for values) after every operation, so

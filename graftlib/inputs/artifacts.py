@@ -5,8 +5,8 @@ traces/ (`graft traces`), tdes.safetensors + tdes.json (`graft train-tdes`), per
 tdes-<task>.safetensors + .json (on the same traces), saba.json (`graft calibrate`), saba-paper-a100.json
 (SABA on the paper's grid under its A100 costs) and manifest.json (the pair, the hardware, each step's
 settings and outputs). A folder made with `--strength FILE` holds the same parts fitted on the drafter-strength
-construction (`graftlib.models.strength`), without saba.json: a construction is never timed. `--artifacts DIR` (`graftlib.inputs.cli_args`) points the decoding commands at it
-(`artifact_inputs`).
+construction (`graftlib.models.strength`), without saba.json: a construction is never timed. `--artifacts DIR`
+(`graftlib.inputs.cli_args`) points the decoding commands at it (`artifact_inputs`).
 
 The shipped artifacts (`ShippedAssets`, a root that defaults to graftlib/assets and is a parameter so
 tests never write into the repository): tdes/<name>.safetensors + .json (`default`: all tasks, `gsm8k`:

@@ -2,8 +2,8 @@
 
 `add_model_args` (--target, --drafter, --device, --device-map) feeds `graftlib.models.load_pair`, and
 `add_ar_drafter_arg` (--eagle3) its EAGLE-3 drafter, for commands that run AR-drafted methods;
-`add_method_args` (--tdes, --beta, --artifacts, --saba, --cost-profile) feeds `graftlib.methods.registry.make_parts` through
-`method_inputs` (the scorer path and the SABA calibration); `add_sampling_args`
+`add_method_args` (--tdes, --beta, --artifacts, --saba, --cost-profile) feeds `graftlib.methods.registry.make_parts`
+through `method_inputs` (the scorer path and the SABA calibration); `add_sampling_args`
 (--temperature, --top-p, --seed) gives `sampling_from_args`, the decode's `Sampling` (T = 0: greedy). They live here,
 below the commands of `graftlib.training` and `graftlib.lab`, so every command takes them from
 one place.

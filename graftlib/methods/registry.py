@@ -17,9 +17,9 @@ method is a named pair of them, built here from one row of `REGISTRY`:
   opt-tree     the same drafter grows OPT-Tree's tree of `budget` nodes (`opt_tree`)
 A new method is one factory and one row. `Method.tdes` marks methods that need a TDES scorer and
 the target's embeddings, `Method.selector` those that need a DFlash 2 drafter's selector
-(`MethodArgs.selector`, `graftlib.methods.selector.Selector.of(drafter)`), `Method.adaptive` those whose budget caps a per-round choice made from
-a SABA calibration, `Method.policy` the AR-drafted ones (`graftlib.core.ar_drafting`: the tree
-policy, with `release_budget` the budget of its release's settings); `MethodInputs.setting` names those
+(`MethodArgs.selector`, `graftlib.methods.selector.Selector.of(drafter)`), `Method.adaptive` those whose budget caps a
+per-round choice made from a SABA calibration, `Method.policy` the AR-drafted ones (`graftlib.core.ar_drafting`: the
+tree policy, with `release_budget` the budget of its release's settings); `MethodInputs.setting` names those
 inputs in every result's setting. Given the pair and hardware at hand (`pair`, `hardware`), a method
 checks the scorer and calibration it loads against the ones they were fitted for
 (`graftlib.inputs.artifacts`): another pair's is refused.

@@ -13,9 +13,9 @@ decode makes anyway. A drafter of `Strength(s, tau, lam, kappa)` drafts, at dept
 over the draft vocabulary, q_d the real drafter's marginal. One marginal per depth for the whole block, as a
 DFlash drafter's; past a miss it follows the drafter's own (wrong) spine, so a sibling's children are the
 spine's (lam: how much it still knows of the true path; the spine from two Jacobi sweeps of target forwards
-over context + spine, exact two depths past the miss). w_d is s, or, with probability kappa per round and depth (seeded by prompt, root and
-depth), all or nothing (1 with probability s, else 0): kappa spreads the knowledge over depths, which sets
-where the true token sits among the drafter's alternatives at its first miss. tau makes it as confident as it
+over context + spine, exact two depths past the miss). w_d is s, or, with probability kappa per round and depth (seeded
+by prompt, root and depth), all or nothing (1 with probability s, else 0): kappa spreads the knowledge over depths,
+which sets where the true token sits among the drafter's alternatives at its first miss. tau makes it as confident as it
 is right and moves no top-1. `Strength(s, tau)` (lam = 1, kappa = 0) is the earlier construction, mixing
 toward the greedy path everywhere. The fit and validation are `graftlib.lab.run.strength`'s.
 

@@ -4,9 +4,9 @@ What they are for: the fast exactness fixture of the tests (`tests/tiny.py`) and
 check (`graftlib.lab.run.device_check`, on any device), and a stand-in for a user's own pair (a
 model directory + a z-lab-layout drafter directory, `write_target_dir` / `write_drafter_dir`)
 to try `graft prepare` on in seconds; `exactness_eagle3` adds a random EAGLE-3 drafter for the
-AR-drafted methods, `exactness_dflash2` a random DFlash 2 drafter for the selector methods. Vocabulary 32 on purpose: random drafts are then often
-right, so trees get multi-node acceptance (and non-contiguous accepted paths) within a few dozen
-tokens. Every model is seeded: the same call gives the same weights.
+AR-drafted methods, `exactness_dflash2` a random DFlash 2 drafter for the selector methods. Vocabulary 32 on purpose:
+random drafts are then often right, so trees get multi-node acceptance (and non-contiguous accepted paths) within a few
+dozen tokens. Every model is seeded: the same call gives the same weights.
 """
 
 import torch

@@ -15,8 +15,8 @@ prompt cannot be run with its later turns (the bench refuses it).
 Record (`combine`). The one-turn fields hold totals over the turns: `tokens` (every turn's new
 tokens, in order), `new_tokens`, `prefill_s`, `decode_s`, `rounds`, `accepted_sum`, `nodes_sum`,
 `stage_s` and the other counts summed, the per-round lists (`accepted`, `round_shapes`)
-concatenated in turn order (any other field must agree across turns). `turns` holds one entry per turn (`TURN_FIELDS` plus its
-`prompt_tokens`), so a reader that knows nothing of turns reads a prompt's totals. Each turn's
+concatenated in turn order (any other field must agree across turns). `turns` holds one entry per turn (`TURN_FIELDS`
+plus its `prompt_tokens`), so a reader that knows nothing of turns reads a prompt's totals. Each turn's
 first token comes from its prefill, so the decoded tokens of a record are new_tokens - 1 per turn
 (`turn_entries`, `graftlib.lab.report.metrics.decoded_tokens`). Exactness (`matches`) holds when every
 turn's tokens equal AR's for that turn; its verdict (`judge`, `graftlib.core.exactness`) is that of

@@ -6,8 +6,8 @@ own benchmark does), with MAT, wall-clock tokens/s and speedup over AR with its 
 priced by the cost profile, `graftlib.lab.report.modeled`), a rank and the paper's numbers. Table 2
 (`table2`): per task and averaged over the tasks as in the paper, nodes, MAT, tokens/s and the
 change against DDTree at the same fixed budget, wall-clock (with the paired interval of the
-ratio) and modeled. Both follow the ranking rule (`graftlib.lab.report.modeled`): a method's best budget and the rank come from
-the ranking rule (`modeled.order_runs`: wall clock where a pair's interval excludes 1.0, else the
+ratio) and modeled. Both follow the ranking rule (`graftlib.lab.report.modeled`): a method's best budget and the rank
+come from the ranking rule (`modeled.order_runs`: wall clock where a pair's interval excludes 1.0, else the
 deterministic modeled figure), pooled over the tasks' prompts for the averaged rows (the run
 chosen per task relabeled, `modeled.relabeled`). Each returns a `Table`: the frame and a caption
 that names the cost profile and the rule, and counts the pairs each figure decided. The modeled

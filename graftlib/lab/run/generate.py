@@ -1,8 +1,8 @@
 """`graft generate`: decode one prompt with one method and print the text and round statistics.
 
 `--rounds` prints every round; `--show-tree` every round's draft tree (`graftlib.lab.report.tree_view`:
-tokens, path scores, the accepted path and the bonus token); `--stages` prints the mean round's stage breakdown, with an AR
-drafter's (eagle3, opt-tree) draft step split into its drafter forwards: the context step, then
+tokens, path scores, the accepted path and the bonus token); `--stages` prints the mean round's stage breakdown, with an
+AR drafter's (eagle3, opt-tree) draft step split into its drafter forwards: the context step, then
 one per depth (`RoundRecord.t_draft_steps`), so an EAGLE-3 round reads beside a DDTree round's.
 """
 

@@ -2,8 +2,8 @@
 and EAGLE-3 (one forward per depth), at the training compute each received.
 
 Both trainers share `graftlib.training.drafter.trainer`: with the same data and split settings they score exactly
-the same held-out anchors against the same labels (`graftlib.training.drafter.eval_anchors`: `same_anchors` names the first
-difference), so the final evaluations in the two drafters' `training.json` compare entry by entry. The EAGLE-3
+the same held-out anchors against the same labels (`graftlib.training.drafter.eval_anchors`: `same_anchors` names the
+first difference), so the final evaluations in the two drafters' `training.json` compare entry by entry. The EAGLE-3
 drafter, trained in stages on the corpora one run can featurize, ships with the DFlash drafter scored on its
 anchors (`anchors.REFERENCE`, read by `anchors.read_reference`): pass it as `scored` to show that evaluation in
 the DFlash row, whose compute stays its own lineage's. The per-depth column to compare is "chain dK": the share of

@@ -32,8 +32,9 @@ SCHEMA = "graft-figures/1"
 MANIFEST = "manifest.json"
 NOT_FIGURES = frozenset({"README.md", MANIFEST})
 COMMITTED_PROFILE = "evidence"  # the profile that draws the committed figures/ (runner.PROFILES["evidence"])
-# the notebooks whose figures depend on the EAGLE-3 drafter (they run it, `graftlib.lab.run.ar_baselines.ar_baseline_runs`,
-# or read its training record, `EMBEDDED_EAGLE3_DIR`; tests/test_figures_manifest.py keeps this set equal to them)
+# the notebooks whose figures depend on the EAGLE-3 drafter (they run it,
+# `graftlib.lab.run.ar_baselines.ar_baseline_runs`, or read its training record, `EMBEDDED_EAGLE3_DIR`;
+# tests/test_figures_manifest.py keeps this set equal to them)
 EAGLE3_NOTEBOOKS = frozenset({"fig1b_mismatch", "paper_regime", "sampling_temperature", "table1_main_results",
                               "table2_components", "train_drafter"})
 # the notebooks that decode with the DFlash 2 drafter's selector (`graftlib.lab.run.edge_scores`)

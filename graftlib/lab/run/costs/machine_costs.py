@@ -8,8 +8,8 @@ figures describe the first machine, not the reader's. `machine_profile` therefor
   2. the shipped profile, when this device and dtype are the machine's it was fitted on (the same
      `hardware_id`; another pair there prices with it too, or with its own `graft prepare` /
      `graft device-check` profile passed explicitly);
-  3. else this machine's own profile for the pair: read from the cache (`GRAFT_COSTS`, default `GRAFT_HOME/costs/`, keyed
-     by the hardware id and the pair's fingerprints) or measured once and cached (`measure_profile`).
+  3. else this machine's own profile for the pair: read from the cache (`GRAFT_COSTS`, default `GRAFT_HOME/costs/`,
+     keyed by the hardware id and the pair's fingerprints) or measured once and cached (`measure_profile`).
 `graft machine-costs` measures (or re-measures, `--force`) and caches it, printing it beside the
 shipped one; `graft bench` and the workbook's notebooks call `machine_profile` themselves.
 `measure_profile` fits the profile the way the shipped one was fitted, from warm decodes (each

@@ -235,8 +235,8 @@ def plot_budget_policies(T, losses: dict[str, dict], kinds: dict[str, str], titl
     """The budget-policy study (`graftlib.lab.report.budget_policy`): (a) per regime each policy's mean retained share
     of the same-prefix oracle's throughput on the held-out prompts (the best fixed budget chosen after the fact on
     them, its B and the new policies' ratio to it under the regime); (b) SABA's loss against the oracle split into
-    its causes (points of retained throughput; a negative one gained), a group per regime. `T`: `policy_rows` with a `regime`
-    column, `losses`: {regime: `decompose`}, `kinds`: `POLICY_KINDS`."""
+    its causes (points of retained throughput; a negative one gained), a group per regime. `T`: `policy_rows` with a
+    `regime` column, `losses`: {regime: `decompose`}, `kinds`: `POLICY_KINDS`."""
     import matplotlib.pyplot as plt
     import numpy as np
 

@@ -189,8 +189,8 @@ def legend_below(fig, axes) -> None:
 
 def grouped_bars(ax, groups: list[str], series: list[tuple]) -> None:
     """Bars per group, one per series `(label, values, color[, (lows, highs)])`, the optional interval
-    drawn as whiskers where it exists; a nan value draws no bar (a series without that group), a zero a "0" on the axis. The colour is the
-    caller's, so a series keeps it across panels and one legend serves them all."""
+    drawn as whiskers where it exists; a nan value draws no bar (a series without that group), a zero a "0" on the axis.
+    The colour is the caller's, so a series keeps it across panels and one legend serves them all."""
     import numpy as np
 
     width = 0.8 / len(series)

@@ -56,9 +56,10 @@ def curve_points(metrics) -> list[dict]:
 def plot_learning_curve(runs: dict, title: str, depths: tuple = (1, 2, 4, 8)):
     """Learning curves of one or more drafter runs (`{name: metrics.jsonl or lineage.jsonl}`) against the
     tokens seen (labels with a loss): held-out loss (and, where recorded, the hard CE on seen training text:
-    the memorization gap), top-1 hit rate vs the target at `depths`, in-loop (solid) and offline (dashed) chain tau; the top axis of the first panel reads steps (first run's labels per
-    step). A lineage (`graftlib.training.drafter.lineage`) gets a dotted line and its stage's name where each
-    later stage begins (each stage scores its own held-out split)."""
+    the memorization gap), top-1 hit rate vs the target at `depths`, in-loop (solid) and offline (dashed) chain tau; the
+    top axis of the first panel reads steps (first run's labels per step). A lineage
+    (`graftlib.training.drafter.lineage`) gets a dotted line and its stage's name where each later stage begins (each
+    stage scores its own held-out split)."""
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 3, figsize=(14, 4.8))
