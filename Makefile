@@ -63,7 +63,7 @@ test: data  ## unit tests + exactness on tiny models and on the embedded model
 	$(BIN)/python -m pytest -q -n 2 --dist worksteal --durations=25
 
 lint:
-	$(BIN)/ruff check graftlib tests
+	$(BIN)/ruff check graftlib tests notebooks
 
 clean:  ## results/ (benchmark records, executed notebooks); the venv and runs/ stay
 	rm -rf results

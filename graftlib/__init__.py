@@ -41,6 +41,6 @@ def __getattr__(name: str):
     from graftlib.models import pair
 
     face = {"DecodeResult": decode.DecodeResult, "Decoder": decoder.Decoder, "GraftError": errors.GraftError,
-            "METHODS": registry.METHODS, "MethodInputs": registry.MethodInputs, "Pair": pair.Pair, "load_pair": pair.load_pair,
-            "make_parts": registry.make_parts}
+            "METHODS": registry.METHODS, "MethodInputs": registry.MethodInputs, "Pair": pair.Pair,
+            "load_pair": pair.load_pair, "make_parts": registry.make_parts}
     return face[name]

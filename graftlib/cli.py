@@ -20,7 +20,8 @@ from graftlib.training.drafter import corpus, dflash_train, eagle3_train, pipeli
 from graftlib.training.graft import calibrate, replay, tdes_train, traces
 
 # subcommand modules, in the order shown by --help
-COMMAND_MODULES = (generate, bench, archive, modeled_check, cost_curves, machine_costs, paper_costs, strength, host_overhead,
+COMMAND_MODULES = (generate, bench, archive, modeled_check, cost_curves, machine_costs, paper_costs, strength,
+                   host_overhead,
                    device_check, prepare, ship, calibrate, replay, command, target_data, corpus, dflash_train, pipeline,
                    eagle3_train, traces, tdes_train, runner, readme_results)
 

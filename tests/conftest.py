@@ -15,7 +15,8 @@ from pathlib import Path
 # Whatever the suite measures stays in its own home: a cost profile measured under the suite's load (a workbook test
 # at one thread a worker) must not land in the user's GRAFT_HOME, where every later run on this machine would price
 # and decide with it. One folder per run, shared by its workers.
-os.environ["GRAFT_COSTS"] = str(Path(tempfile.gettempdir()) / f"graft-test-costs-{os.environ.get('PYTEST_XDIST_TESTRUNUID', os.getpid())}")
+RUN_ID = os.environ.get("PYTEST_XDIST_TESTRUNUID", os.getpid())
+os.environ["GRAFT_COSTS"] = str(Path(tempfile.gettempdir()) / f"graft-test-costs-{RUN_ID}")
 
 WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
 THREADS = max(1, min(2, (os.cpu_count() or 2) // WORKERS))

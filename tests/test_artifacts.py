@@ -49,7 +49,8 @@ def test_shipped_artifacts_name_the_embedded_pair_and_run_silent_here(embedded_p
     # fitted together (`make artifacts`) on one 2-thread CPU; which chip this workplace's machine has varies
     fitted = SabaParams.load(DEFAULT_PATH).meta["hardware"]
     assert fitted.startswith("cpu:2-threads:")
-    for config in (scorer_config(TDES_PATH), scorer_config(ShippedAssets().tdes("gsm8k")), SabaParams.load(DEFAULT_PATH).meta):
+    for config in (scorer_config(TDES_PATH), scorer_config(ShippedAssets().tdes("gsm8k")),
+                   SabaParams.load(DEFAULT_PATH).meta):
         assert config["pair"] == ident.to_dict() and config["hardware"] == fitted
     here = hardware_id(p.device)
     for method, budget in FITTED:
@@ -97,7 +98,8 @@ def test_same_pair_other_hardware_warns_for_saba_only(tiny, tmp_path):
         path = TDESScorer.from_net(net, 0.5, {"pair": ident.to_dict(), "hardware": "cuda:Some GPU"}).save(
             tmp_path / "s.safetensors", net)
         Decoder.for_method(tiny.target, tiny.drafter, "ddtree+tdes", 8, pair=ident, inputs=MethodInputs(tdes=str(path)))
-        Decoder.for_method(tiny.target, tiny.drafter, "ddtree+saba", 8, inputs=MethodInputs(saba=SabaParams()))  # records no pair
+        Decoder.for_method(tiny.target, tiny.drafter, "ddtree+saba", 8,
+                           inputs=MethodInputs(saba=SabaParams()))  # records no pair
 
 
 def test_artifact_inputs(tmp_path):
@@ -113,14 +115,16 @@ def test_artifact_inputs(tmp_path):
     bad["meta"]["pair"] = {"target": "x"}
     (tmp_path / "saba.json").write_text(json.dumps(bad))
     with pytest.raises(GraftError, match="'pair' must be an object"):
-        Decoder.for_method(tiny_target("qwen3"), tiny_drafter(), "ddtree+saba", 8, inputs=MethodInputs(saba=artifact_inputs(tmp_path)[1]))
+        Decoder.for_method(tiny_target("qwen3"), tiny_drafter(), "ddtree+saba", 8,
+                           inputs=MethodInputs(saba=artifact_inputs(tmp_path)[1]))
 
 
 def test_a_calibration_fitted_in_another_dtype_warns_like_another_machines(tiny):
     """The hardware string carries a dtype that is not the device's default, so a float32 calibration
     used by a bfloat16 pair on the same CPU warns, and one fitted in bfloat16 there does not."""
     ident = tiny.identity()
-    assert hardware_id("cpu", torch.float32) == hardware_id("cpu") and hardware_id("cpu", torch.bfloat16).endswith(":bfloat16")
+    assert hardware_id("cpu", torch.float32) == hardware_id("cpu") and hardware_id("cpu",
+                                                                                   torch.bfloat16).endswith(":bfloat16")
     fp32 = replace(SabaParams(), meta={"pair": ident.to_dict(), "hardware": hardware_id("cpu")})
     target16, drafter16 = tiny.target.to(torch.bfloat16), tiny.drafter.to(torch.bfloat16)
     try:

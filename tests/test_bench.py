@@ -150,7 +150,8 @@ def test_setting_names_the_drafter_weights():
 
 def test_table_shows_mismatch_rate_or_a_dash():
     row = dict(key="ddtree@8", prompts=2, mat=2.0, tokens_per_s=20.0, speedup=1.1, mean_nodes=8.0, ar_share=0.25,
-               declined_share=0.125, draft_ms=8.0, tree_ms=0.3, verify_ms=60.0, commit_ms=0.9, exact=True, mismatch_rate=0.1234)
+               declined_share=0.125, draft_ms=8.0, tree_ms=0.3, verify_ms=60.0, commit_ms=0.9, exact=True,
+               mismatch_rate=0.1234)
     lines = format_table([row, dict(row, key="ar", mismatch_rate=float("nan"), exact=False)]).splitlines()
     assert lines[0].split()[:10] == ["run", "n", "MAT", "tok/s", "speedup", "CI95", "nodes", "AR%", "decl%", "mism%"]
     assert lines[2].split()[5] == "-" and lines[2].split()[7:10] == ["25", "12", "12.3"] and lines[2].endswith("yes")

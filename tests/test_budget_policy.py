@@ -111,7 +111,8 @@ def test_same_prefix_throughput_is_tokens_over_time_along_the_trajectory():
     col = 2  # budget 8
     want = R.accepted[:, col].sum() / (R.accepted[:, col] / R.tps[:, col]).sum()
     assert bp.same_prefix_tps(R, choice) == pytest.approx(want)
-    assert bp.same_prefix_tps(R, bp.oracle(R)) >= max(bp.same_prefix_tps(R, bp.fixed(R, b)) for b in (4, 8, 16, 32)) - 1e-9
+    assert bp.same_prefix_tps(R, bp.oracle(R)) >= max(bp.same_prefix_tps(R, bp.fixed(R, b)) for b in (4, 8, 16,
+                                                                                                      32)) - 1e-9
     p = R.prompt[0]
     rows = R.prompt == p
     assert bp.same_prefix_tps(R, choice, p) == pytest.approx(R.accepted[rows, col].sum()

@@ -58,7 +58,8 @@ def test_export_then_featurize_round_trip(tmp_path, data, target):  # noqa: F811
         assert (a.topk_ids[:, 0] == b.topk_ids[:, 0]).float().mean() > 0.9
     greedy_match = [e["top1_match"] for e in index.shards]
     assert all(m is None or m > 0.9 for m in greedy_match)
-    assert [e["seconds"] for e in index.shards] == [e["seconds"] for e in sorted(src_index.shards, key=lambda e: e["first"])]
+    assert [e["seconds"] for e in index.shards] == [e["seconds"] for e in sorted(src_index.shards,
+                                                                                 key=lambda e: e["first"])]
 
     calls = []
     real = corpus_mod.featurize_sequences
@@ -156,7 +157,8 @@ def test_warm_start_from_a_drafter(tmp_path, data, target):  # noqa: F811
 
     start = warm_drafter(small_train_config(init_drafter=str(first), draft_vocab=0), target, LAYERS)
     saved, _ = load_drafter(str(first), target.config)
-    assert all(torch.equal(p.float(), q.float()) for p, q in zip(start.state_dict().values(), saved.state_dict().values()))
+    assert all(torch.equal(p.float(), q.float()) for p, q in zip(start.state_dict().values(),
+                                                                 saved.state_dict().values()))
     assert start.training and all(p.requires_grad for p in start.parameters())
     _, seqs = load_dataset(data)
     tr = Trainer(small_train_config(init_drafter=str(first), draft_vocab=0), target, seqs[:5], seqs[5:], LAYERS, [EOS])
@@ -186,7 +188,8 @@ def test_warm_start_from_a_drafter(tmp_path, data, target):  # noqa: F811
     assert 0 == points[0]["blocks_seen"] < points[1]["blocks_seen"] < points[2]["blocks_seen"] <= 4 * 32
     assert 0 == points[0]["tokens_seen"] < points[1]["tokens_seen"] < points[2]["tokens_seen"]
     # step 0 of the warm start scores the drafter it started from (the curve's first point)
-    assert points[0]["heldout_loss"] == pytest.approx(json.loads((first / "training.json").read_text())["final_eval"]["heldout_loss"], rel=1e-3)
+    started = json.loads((first / "training.json").read_text())["final_eval"]
+    assert points[0]["heldout_loss"] == pytest.approx(started["heldout_loss"], rel=1e-3)
 
 
 @pytest.mark.parametrize("corpus", corpus_mod.shipped_corpora(), ids=lambda p: p.name)

@@ -122,4 +122,5 @@ def test_a_packed_selector_keeps_every_row_a_draft_reads():
     mask = torch.ones(50, dtype=torch.bool)
     mask[d2t] = False
     assert not B[mask].any()
-    assert torch.equal(full["candidate_selector.predecessor_codebook"], state["candidate_selector.predecessor_codebook"])
+    assert torch.equal(full["candidate_selector.predecessor_codebook"],
+                       state["candidate_selector.predecessor_codebook"])

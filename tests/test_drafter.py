@@ -351,5 +351,6 @@ def test_a_pair_swaps_its_drafter_keeping_the_target(tmp_path):
     save_drafter(tiny_drafter(seed=1, selector_rank=4, selector_top_k=3), tmp_path / "d2")
     other = pair.with_drafter(str(tmp_path / "d2"))
     assert other.target is target and other.drafter_name == str(tmp_path / "d2") and other.drafter_trained
-    assert other.drafter.candidate_selector is not None and other.describe()["drafter_id"] != pair.describe()["drafter_id"]
+    assert other.drafter.candidate_selector is not None
+    assert other.describe()["drafter_id"] != pair.describe()["drafter_id"]
     assert resolve_drafter(EMBEDDED_DFLASH2) == EMBEDDED_DFLASH2_DIR and EMBEDDED_DFLASH2_DIR.is_dir()

@@ -145,7 +145,8 @@ def test_soft_loss_is_forward_kl_on_the_stored_topk(target):
     hard_trainer.drafter.load_state_dict(trainer.drafter.state_dict())
     hard, hard_stats = hard_trainer.loss(batch, h)
     # the hard CE is reported whatever distill is: the held-out figure that compares runs
-    assert stats["ce"] == pytest.approx(hard.item(), rel=1e-5) and hard_stats["ce"] == pytest.approx(hard.item(), rel=1e-5)
+    assert stats["ce"] == pytest.approx(hard.item(), rel=1e-5) and hard_stats["ce"] == pytest.approx(hard.item(),
+                                                                                                     rel=1e-5)
     assert stats["ce"] != pytest.approx(loss.item(), rel=1e-3)
     ev = trainer.evaluate()
     assert ev["heldout_ce"] != pytest.approx(ev["heldout_loss"], rel=1e-3)

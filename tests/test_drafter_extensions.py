@@ -133,7 +133,8 @@ def test_dflash2_parts_warm_start_as_the_same_function_and_train(tmp_path, data,
     assert torch.equal(prev[depth == 1], batch.ids[:, ::tr.drafter.block_size].reshape(-1))  # the anchors
     later = (depth >= 2) & (batch.labels >= 0)
     assert torch.equal(prev[later], batch.labels.roll(1, -1)[later])  # the true token before
-    cfg = small_train_config(draft_vocab=12, max_steps=20, init_drafter=str(first), eval_every=20, log_every=1, tau_prompts=2,
+    cfg = small_train_config(draft_vocab=12, max_steps=20, init_drafter=str(first), eval_every=20, log_every=1,
+                             tau_prompts=2,
                              tau_tokens=12, **parts)
     final = train(data, tmp_path / "b", cfg, log=lambda _: None)
     lines = [json.loads(x) for x in (tmp_path / "b" / "metrics.jsonl").read_text().splitlines()]

@@ -222,7 +222,8 @@ def test_each_evaluation_also_scores_seen_text(target, tiny_data, monkeypatch):
     asked = []
     real = Trainer.eval_batches
     monkeypatch.setattr(Trainer, "eval_batches", lambda self, seqs=None, seed_offset=1: (
-        asked.append(([s.uid for s in seqs] if seqs is not None else None, seed_offset)), real(self, seqs, seed_offset))[1])
+        asked.append(([s.uid for s in seqs] if seqs is not None else None, seed_offset)),
+        real(self, seqs, seed_offset))[1])
     sampled = frozenset({train_seqs[0].uid})
     trainer = Trainer(small_train_config(max_steps=60), target, train_seqs, held, LAYERS, [], sampled_uids=sampled)
     assert asked == [(None, 1), ([s.uid for s in train_seqs[1:]], 2)]
@@ -404,10 +405,12 @@ def test_cli_registers_both_commands():
     a = build_parser().parse_args(["drafter-data", "--out", "d", "--n-prompts", "10", "--batch-size", "8"])
     assert a.n_prompts == 10 and a.batch_size == 8 and a.max_response_tokens == 384
     b = build_parser().parse_args(["train-drafter", "--data", "d", "--out", "o", "--minutes", "5", "--layers", "2",
-                                   "--target-layer-ids", "2", "15", "--draft-vocab", "4096", "--resume", "--gamma", "3"])
+                                   "--target-layer-ids", "2", "15", "--draft-vocab", "4096", "--resume",
+                                   "--gamma", "3"])
     assert b.minutes == 5 and b.layers == 2 and b.target_layer_ids == [2, 15] and b.draft_vocab == 4096 and b.resume
     assert config_from_args(b).gamma == 3.0
-    c = config_from_args(build_parser().parse_args(["train-drafter", "--data", "d", "--out", "o", "--weight-decay", "0.1",
+    c = config_from_args(build_parser().parse_args(["train-drafter", "--data", "d", "--out", "o", "--weight-decay",
+                                                    "0.1",
                                                     "--feature-dropout", "0.2"]))
     assert (c.weight_decay, c.feature_dropout) == (0.1, 0.2)
     assert (config_from_args(b).weight_decay, config_from_args(b).feature_dropout) == (0.01, 0.0)  # the defaults
@@ -480,7 +483,8 @@ def test_pipeline_generates_and_trains_in_one_process(tmp_path):
     rec = json.loads((final / "training.json").read_text())
     data = json.loads((tmp_path / "out" / "data.json").read_text())
     assert rec["steps"] == 4 and rec["data"]["sequences"] == 12 and rec["data"]["in_memory"]
-    assert [c["count"] for c in data["chunks"]] == [5, 5, 2] and data["response_tokens"] == rec["data"]["response_tokens"]
+    assert [c["count"] for c in data["chunks"]] == [5, 5, 2]
+    assert data["response_tokens"] == rec["data"]["response_tokens"]
     assert rec["final_eval"]["tau_exact"] == "2/2"  # equal to the target's own AR decode
     assert rec["final_eval"]["tau_matches_data"] == "2/2"  # the data came from the same fp32 target
     assert "(exact 2/2, matches data 2/2)" in eval_line(rec["final_eval"])

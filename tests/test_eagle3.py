@@ -26,7 +26,8 @@ def random_state(seed=0, embed=True) -> dict[str, torch.Tensor]:
         return torch.randn(*shape, generator=g) * 0.3
 
     s = {"fc.weight": w(H, 3 * TH), "norm.weight": 1 + w(H), "lm_head.weight": w(DV, H),
-         "midlayer.self_attn.q_proj.weight": w(HEADS * HD, 2 * H), "midlayer.self_attn.k_proj.weight": w(KV * HD, 2 * H),
+         "midlayer.self_attn.q_proj.weight": w(HEADS * HD, 2 * H), "midlayer.self_attn.k_proj.weight": w(KV * HD,
+                                                                                                         2 * H),
          "midlayer.self_attn.v_proj.weight": w(KV * HD, 2 * H), "midlayer.self_attn.o_proj.weight": w(H, HEADS * HD),
          "midlayer.mlp.gate_proj.weight": w(FF, H), "midlayer.mlp.up_proj.weight": w(FF, H),
          "midlayer.mlp.down_proj.weight": w(H, FF), "midlayer.hidden_norm.weight": 1 + w(H),
@@ -73,7 +74,8 @@ def reference(s: dict, ids: torch.Tensor, feats: torch.Tensor, positions: list[i
     o = torch.einsum("hqk,khd->qhd", att, v).reshape(n, HEADS * HD) @ d["midlayer.self_attn.o_proj.weight"].T
     h = h + o
     m = rms(h, d["midlayer.post_attention_layernorm.weight"])
-    mlp = (torch.nn.functional.silu(m @ d["midlayer.mlp.gate_proj.weight"].T) * (m @ d["midlayer.mlp.up_proj.weight"].T))
+    gate, up = m @ d["midlayer.mlp.gate_proj.weight"].T, m @ d["midlayer.mlp.up_proj.weight"].T
+    mlp = torch.nn.functional.silu(gate) * up
     return h + mlp @ d["midlayer.mlp.down_proj.weight"].T
 
 

@@ -92,7 +92,8 @@ def test_unroll_equals_the_cached_chain_forward():
                     chains += 1
                 want = [int(s.tokens[a + 1 + j]) if a + 1 + j < len(s.tokens) else IGNORE for j in range(depth)]
                 assert batch.labels[r, slot].tolist() == want
-                assert batch.chain_ids[r, slot, 1:].tolist()[:len(s.tokens) - a - 1] == s.tokens[a + 1:a + depth].tolist()
+                chain = batch.chain_ids[r, slot, 1:].tolist()[:len(s.tokens) - a - 1]
+                assert chain == s.tokens[a + 1:a + depth].tolist()
         assert chains >= 10 and worst < 1e-4, (chains, worst)
         assert (batch.labels[1, 1:] == IGNORE).all()  # padded anchors
         # not vacuous: the chain's own keys matter (attending to the prefix only differs)
@@ -122,7 +123,8 @@ def test_unrolled_loss_decreases_and_evaluates(target, tiny_data):
     assert last < 0.8 * first, (first, last)
     ev = trainer.evaluate()
     assert len(ev["acc_by_depth"]) == 5 and 1 <= ev["offline_tau"] <= 6 and ev["heldout_loss"] > 0
-    assert ev["heldout_ce"] > 0 and ev["heldout_ce"] != pytest.approx(ev["heldout_loss"], rel=1e-3)  # soft term mixed in
+    assert ev["heldout_ce"] > 0 and ev["heldout_ce"] != pytest.approx(ev["heldout_loss"],
+                                                                      rel=1e-3)  # soft term mixed in
     assert trainer.drafter.training  # evaluation leaves the mode as it was
 
 
@@ -228,7 +230,8 @@ def test_warm_start_continues_the_weights_and_the_lineage(tmp_path, target, tiny
                   small_config(max_steps=2, eval_every=2, draft_vocab=16, init_drafter=str(parent)), log=lambda _: None)
     assert torch.equal(load_eagle3(child, target_embed=embed).d2t, want["d2t"])
     curve = lineage.read_lineage(child)
-    assert [(r["stage"], r["stage_step"]) for r in curve] == [("stage1", 2), ("stage1", 4), ("stage2", 0), ("stage2", 2)]
+    assert [(r["stage"], r["stage_step"]) for r in curve] == [("stage1", 2), ("stage1", 4), ("stage2", 0),
+                                                              ("stage2", 2)]
     assert [r["step"] for r in curve] == [2, 4, 4, 6]
     first = json.loads((tmp_path / "stage2" / "metrics.jsonl").read_text().splitlines()[0])
     last = json.loads((tmp_path / "stage1" / "metrics.jsonl").read_text().splitlines()[-1])
@@ -295,7 +298,8 @@ def test_evaluation_uses_greedy_heldout_responses_only(target, tiny_data):
                    held[0].topk_logp)
     off.tokens[off.prompt_len + 1] = int(off.topk_ids[1, 1])  # a sampled token: not the target's first choice
     assert not off.greedy()
-    trainer = Eagle3Trainer(small_config(), target, train_seqs, [off, *held], LAYERS, sampled_uids=frozenset({held[1].uid}))
+    trainer = Eagle3Trainer(small_config(), target, train_seqs, [off, *held], LAYERS,
+                            sampled_uids=frozenset({held[1].uid}))
     assert [s.uid for s in trainer.greedy_heldout] == [held[0].uid]
 
 

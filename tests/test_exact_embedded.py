@@ -24,7 +24,8 @@ MAX_NEW = 64
 # pool (8, 64, 256) and every shipped-artifact method; the other budgets (dflash@7, ddtree@1, @32)
 # run on the tiny models (tests/test_exact_tiny.py) and in `experiments/device-check.sh`'s exactness section.
 RUNS = ([("dflash", 15)] + [("ddtree", b) for b in (8, 64, 256)]
-        + [("ddtree+tdes", 32), ("ddtree+saba", 64), ("graft", 64), ("caddtree", 64), ("graft+stop", 64)])  # shipped TDES / SABA
+        # shipped TDES / SABA
+        + [("ddtree+tdes", 32), ("ddtree+saba", 64), ("graft", 64), ("caddtree", 64), ("graft+stop", 64)])
 
 pytestmark = pytest.mark.slow
 

@@ -78,7 +78,8 @@ def bf16_pairs():
 
 def verdicts(pair, method: str, budget: int) -> list[Verdict]:
     target, drafter, eagle3, prompts, refs = pair
-    dec = Decoder.for_method(target, eagle3 if method in AR_METHODS else drafter, method, budget, inputs=MethodInputs(saba=SabaParams()))
+    dec = Decoder.for_method(target, eagle3 if method in AR_METHODS else drafter, method, budget,
+                             inputs=MethodInputs(saba=SabaParams()))
     return [verdict(target, p, ref, dec.decode(p, NEW).tokens) for p, ref in zip(prompts, refs)]
 
 
@@ -129,4 +130,5 @@ def test_summary_counts_ties_and_mismatches():
     assert [verdict_of(r) for r in recs] == [None, "tie", "exact", "tie", "mismatch"]
     row = next(r for r in summarize(recs) if r["key"] == "ddtree@8")
     assert (row["ties"], row["mismatches"], row["exact"]) == (2, 1, False) and exactness_cell(row) == "1 MISMATCH"
-    assert exactness_cell(dict(row, mismatches=0)) == "2 tie" and exactness_cell(dict(row, ties=0, mismatches=0)) == "yes"
+    assert exactness_cell(dict(row, mismatches=0)) == "2 tie" and exactness_cell(dict(row, ties=0,
+                                                                                      mismatches=0)) == "yes"

@@ -21,7 +21,8 @@ SCRIPTS = sorted(p.stem for p in (ROOT / "experiments").glob("*.sh") if p.name !
 
 
 def make_dry(*args: str) -> str:
-    """What `make -n ARGS` prints for the user's Makefile (nothing runs); the outer `make test`'s flags are not passed."""
+    """What `make -n ARGS` prints for the user's Makefile (nothing runs); the outer `make test`'s flags are not
+    passed."""
     env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
     return subprocess.run(["make", "-n", "--no-print-directory", *args], cwd=ROOT, env=env,
                           capture_output=True, text=True, check=True).stdout
@@ -59,7 +60,8 @@ def make_graft_commands(target: str) -> list[list[str]]:
 
 def test_eagle3_equal_commands_parse_and_score_the_same_anchors():
     parser = build_parser()
-    parsed = {args[0]: parser.parse_args(args) for args in graft_commands("eagle3-equal") + graft_commands("eagle3-ship")}
+    commands = graft_commands("eagle3-equal") + graft_commands("eagle3-ship")
+    parsed = {args[0]: parser.parse_args(args) for args in commands}
     assert {"drafter-corpus", "train-eagle3", "train-drafter", "ship-eagle3"} <= set(parsed)
     e3, df = parsed["train-eagle3"], parsed["train-drafter"]
     assert len(e3.data) == 3 and e3.data == df.data  # one data set, in one order: one held-out split
@@ -117,7 +119,8 @@ def test_the_users_makefile_has_its_few_targets_and_each_experiment_its_script()
 def test_every_script_dry_runs_and_its_graft_commands_parse(name):
     args = ("device-check",) if name == "gpu-remote" else ()
     commands = graft_commands(name, *args)
-    assert commands or "/papermill notebooks/" in script_dry(name, *args), f"{name}.sh runs no graft command or notebook"
+    assert commands or "/papermill notebooks/" in script_dry(name,
+                                                             *args), f"{name}.sh runs no graft command or notebook"
     parser = build_parser()
     for a in commands:
         parser.parse_args(a)
@@ -133,7 +136,8 @@ def test_the_users_targets_parse(target):
 
 
 def test_gpu_remote_refuses_an_unknown_script():
-    out = subprocess.run(["bash", "experiments/gpu-remote.sh", "nonsense"], cwd=ROOT, capture_output=True, text=True, check=False,
+    out = subprocess.run(["bash", "experiments/gpu-remote.sh", "nonsense"], cwd=ROOT, capture_output=True, text=True,
+                         check=False,
                          env={**os.environ, "DRY_RUN": "1"})
     assert out.returncode == 2 and "unknown script 'nonsense'" in out.stderr
 def test_tasks_branches_continues_the_committed_corpus():

@@ -178,7 +178,8 @@ def test_check_figures_wants_the_evidence_figures_from_one_clean_commit(tmp_path
                                                             for n in ("a.png", "b.png", "c.png")]
     problems = check_figures(figs, assets, profile="evidence")
     assert problems == ["b.png: drawn from a dirty tree",
-                        "the figures were drawn at 2 commits (aaaaaaaa, bbbbbbbb): redraw them all from one clean commit"]
+                        ("the figures were drawn at 2 commits (aaaaaaaa, bbbbbbbb): redraw them all from one clean "
+                        "commit")]
 
 
 def test_grid_edges_name_every_best_budget_its_grid_does_not_bracket(tmp_path):

@@ -42,7 +42,8 @@ def test_table_has_every_method_budget_and_stage(table):
         if r["method"] == "ddtree":
             assert r["host_ms"]["tdes"] == 0
         else:  # the compiled heap scores inside it: tdes is the excess over DDTree's heap at the same B
-            heap = next(d["host_ms"]["tree"] for d in table["rows"] if (d["method"], d["budget"]) == ("ddtree", r["budget"]))
+            heap = next(d["host_ms"]["tree"] for d in table["rows"] if (d["method"], d["budget"]) == ("ddtree",
+                                                                                                      r["budget"]))
             raw = r["tree_with_tdes_ms"]
             assert r["host_ms"]["tdes"] == pytest.approx(max(raw - heap, 0.0))
             assert r["host_ms"]["tree"] + r["host_ms"]["tdes"] == pytest.approx(raw)

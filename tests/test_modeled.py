@@ -50,7 +50,8 @@ def test_modeled_time_of_three_rounds_by_hand():
 
 def test_ar_decode_is_tokens_minus_one_ar_steps():
     profile, p, n = hand_profile(), 9, 12
-    assert profile.ar_modeled_seconds(p, n) == pytest.approx((n - 1) * 0.05 + 0.0001 * ((n - 1) * p + (n - 1) * (n - 2) / 2))
+    rows = (n - 1) * p + (n - 1) * (n - 2) / 2
+    assert profile.ar_modeled_seconds(p, n) == pytest.approx((n - 1) * 0.05 + 0.0001 * rows)
     assert profile.ar_modeled_seconds(p, 1) == 0.0
     rec = {"uid": "u", "key": "ar", "method": "ar", "prompt_tokens": p, "new_tokens": n}
     assert price(rec, profile)["modeled_s"] == profile.ar_modeled_seconds(p, n)
@@ -110,7 +111,8 @@ def test_the_rows_term_prices_what_a_round_accepted(tmp_path):
         assert profile.round_s(shape) == plain.round_s(shape)
     rec = {"uid": "u", "key": "ddtree@8", "method": "ddtree", "prompt_tokens": 40, "new_tokens": 6,
            "round_shapes": [[8, 8, 40, 1], [0, 0, 44, 1]], "accepted": [4, 1]}
-    assert price(rec, profile)["modeled_s"] == pytest.approx(profile.round_s(at8) + profile.round_s(RoundShape(0, 0, 44, True)))
+    assert price(rec, profile)["modeled_s"] == pytest.approx(profile.round_s(at8) + profile.round_s(RoundShape(0, 0, 44,
+                                                                                                               True)))
     assert price({**rec, "accepted": None}, profile)["modeled_s"] == price(rec, plain)["modeled_s"]
     with pytest.raises(GraftError, match="1 accepted counts for 2 round shapes"):
         price({**rec, "accepted": [4]}, profile)
@@ -226,7 +228,8 @@ def test_reprice_under_another_profile_keeps_the_rounds():
     cpu, fast = hand_profile(), hand_profile(name="fast", c=[0.01, 0.0, 0.0], c_ar=[0.005, 0.0], c_draft=0.001,
                                             cost_table=None)
     (a,), (b,) = reprice([rec], cpu), reprice([rec], fast)
-    assert a["modeled_s"] == pytest.approx(hand_round(RoundShape(4, 2, 10, True)) + hand_round(RoundShape(0, 0, 13, True)))
+    assert a["modeled_s"] == pytest.approx(hand_round(RoundShape(4, 2, 10, True)) + hand_round(RoundShape(0, 0, 13,
+                                                                                                          True)))
     assert b["modeled_s"] == pytest.approx(0.01 + 0.006) and b["cost_profile"]["name"] == "fast"
     assert b["modeled_tokens_per_s"] == pytest.approx(3 / 0.016)
     assert price({**rec, "round_shapes": None}, cpu)["modeled_s"] is None  # written before round shapes

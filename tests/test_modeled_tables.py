@@ -104,7 +104,8 @@ def test_claims_under_wall_clock_and_the_model():
     assert c1["ratio wall-clock"] == pytest.approx(0.7 / 0.5) and c1["ratio modeled"] == pytest.approx(0.85 / 0.6)
     # the paper's size: GRAFT / DDTree of Table 1 (Qwen3-8B), geometric mean over the two tasks
     t1 = TABLE1["Qwen3-8B"]
-    size = ((t1["GRAFT"]["gsm8k"][1] / t1["DDTree"]["gsm8k"][1]) * (t1["GRAFT"]["mbpp"][1] / t1["DDTree"]["mbpp"][1])) ** 0.5
+    size = ((t1["GRAFT"]["gsm8k"][1] / t1["DDTree"]["gsm8k"][1])
+            * (t1["GRAFT"]["mbpp"][1] / t1["DDTree"]["mbpp"][1])) ** 0.5
     assert c1["paper size"] == pytest.approx(size) and (c1["tasks"], c1["prompts a task"], c1["prompts"]) == (2, 10, 20)
     assert c1["verdict wall-clock"] == c1["verdict modeled"] == "reproduced"
     assert c1["model error"] == pytest.approx(abs((0.5 / 0.6) / (0.7 / 0.85) - 1))  # both runs' models err
@@ -118,7 +119,8 @@ def test_claims_under_wall_clock_and_the_model():
     c5 = got[("C5", POOLED)]
     assert c5["verdict wall-clock"] == c5["verdict modeled"] == "opposite"
     summary = {s["claim"]: s for s in claims_summary(rows)}
-    assert summary["C4"]["wall-clock"].startswith("inside noise (") and "(tasks: 2 inside noise)" in summary["C4"]["wall-clock"]
+    c4 = summary["C4"]["wall-clock"]
+    assert c4.startswith("inside noise (") and "(tasks: 2 inside noise)" in c4
     assert summary["C7"]["counts"] == "2 tasks x 10 prompts x 33 tokens"
     assert "C4    gsm8k" in format_claims(rows) and "inside noise" in format_claims(rows)
     # two prompts a task: not tested, whatever the ratio, and the cell says why
@@ -328,7 +330,8 @@ def test_table1_as_ratios_reads_the_claims_and_the_papers_rows():
     row = R.loc[("DDTree", "gsm8k")]
     assert row["TPS ratio"] == pytest.approx(c1["ratio wall-clock"]) and (row.lo, row.hi) == c1["CI95 wall-clock"]
     assert row["m-TPS ratio"] == pytest.approx(c1["ratio modeled"])
-    graft, ddtree = (s for s in summarize([r for r in recs if r["task"] == "gsm8k"]) if s["key"] in c1["runs modeled"].split(" vs "))
+    graft, ddtree = (s for s in summarize([r for r in recs if r["task"] == "gsm8k"])
+                     if s["key"] in c1["runs modeled"].split(" vs "))
     assert row["MAT ratio"] == pytest.approx(graft["mat"] / ddtree["mat"] if graft["key"].startswith("graft")
                                              else ddtree["mat"] / graft["mat"])
     paper = TABLE1["Qwen3-8B"]

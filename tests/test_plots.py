@@ -16,7 +16,8 @@ def _bars(legend):
 
     fig, axes = plt.subplots(1, 2, figsize=(6, 3))
     for ax in axes:
-        layout.grouped_bars(ax, ["gsm8k", "mbpp"], [("ours", [1.0, 0.0], "tab:blue"), ("paper", [2.0, 3.0], "tab:green")])
+        layout.grouped_bars(ax, ["gsm8k", "mbpp"], [("ours", [1.0, 0.0], "tab:blue"),
+                                                    ("paper", [2.0, 3.0], "tab:green")])
         ax.set_xlabel("task")
         ax.set_ylabel("MAT")
     legend(fig, axes)
@@ -87,11 +88,13 @@ def test_turned_tick_labels_hang_below_their_panel_and_a_label_inside_it_is_refu
 
 def test_table2_draws_acceptance_beside_speed_size_and_the_ar_gate():
     labels = ["DDTree", "+TDES", "+SABA", "GRAFT"]
-    T = pd.DataFrame({"nodes/round": [16.0, 16.0, 5.0, 5.0], "MAT": [3.1, 3.2, 2.4, 2.5], "m-dTPS %": [0.0, 1.0, 2.0, 3.0],
+    T = pd.DataFrame({"nodes/round": [16.0, 16.0, 5.0, 5.0], "MAT": [3.1, 3.2, 2.4, 2.5],
+                      "m-dTPS %": [0.0, 1.0, 2.0, 3.0],
                       "AR steps %": [0.0, 0.0, 60.0, 59.0], "paper nodes": [110.0, 110.0, 49.0, 49.0],
                       "paper MAT": [6.0, 6.2, 5.6, 5.8], "paper dTPS %": [0.0, 5.7, 12.8, 19.4]}, index=labels)
     fig = tables.plot_components(T, labels, "Table 2", "ours", "paper")
-    assert [ax.get_title() for ax in fig.axes] == ["tokens/s against DDTree", "tree size", "acceptance", "SABA's AR gate"]
+    assert [ax.get_title() for ax in fig.axes] == ["tokens/s against DDTree", "tree size", "acceptance",
+                                                   "SABA's AR gate"]
     heights = sorted(round(b.get_height(), 2) for b in fig.axes[2].patches)
     assert heights == sorted([3.1, 3.2, 2.4, 2.5, 6.0, 6.2, 5.6, 5.8])
     assert all(ax.get_ylabel() for ax in fig.axes)
@@ -139,14 +142,16 @@ def test_the_claims_figure_draws_every_cell_in_full():
 
 def test_the_claims_figure_names_its_regimes_the_construction_and_its_colours():
     C = pd.DataFrame({"source": ["Table 1 (i)"], "paper": ["GRAFT beats DDTree"],
-                      "machine wall-clock": ["opposite (0.9x)"], "machine counts": ["3 tasks x 10 prompts x 128 tokens"],
+                      "machine wall-clock": ["opposite (0.9x)"],
+                      "machine counts": ["3 tasks x 10 prompts x 128 tokens"],
                       "paper+acceptance modeled": ["reproduced (1.3x)"],
                       "paper+acceptance counts": ["1 task x 10 prompts x 128 tokens"]}, index=["C1"])
     cols, heads = claims.claims_columns(C)
     assert cols == ["machine wall-clock", "paper+acceptance modeled"]
     assert heads == ["this machine, wall clock", "paper's costs + acceptance (drafter-strength construction), modeled"]
     assert claims.claims_counts(C, "C1") == ("this machine: 3 tasks x 10 prompts x 128 tokens; paper's costs + "
-                                            "acceptance (drafter-strength construction): 1 task x 10 prompts x 128 tokens")
+                                            "acceptance (drafter-strength construction): 1 task x 10 prompts x 128 "
+                                            "tokens")
     fig = claims.plot_claims(C, "claims")
     drawn = " ".join(" ".join(c.get_text().get_text().split()) for c in fig.axes[0].tables[0].get_celld().values())
     assert "drafter-strength construction" in drawn

@@ -57,13 +57,15 @@ def test_new_pair_first_run_prepare_and_use(capsys, user_pair):
     assert {s: (v["status"], v["complete"]) for s, v in manifest["steps"].items()} == {
         "traces": ("made", True), "tdes": ("made", True), "saba": ("made", True)}
     saba = SabaParams.load(out / "saba.json")
-    assert saba.grid == [1, 2, 4] and saba.meta["pair"] == pair.to_dict() == scorer_config(out / "tdes.safetensors")["pair"]
+    assert saba.grid == [1, 2, 4]
+    assert saba.meta["pair"] == pair.to_dict() == scorer_config(out / "tdes.safetensors")["pair"]
     assert saba.meta["hardware"] == manifest["hardware"] == scorer_config(out / "tdes.safetensors")["hardware"]
     assert (out / "traces" / "index.json").is_file() and "--artifacts" in log
 
     code, log, _ = cli(capsys, "prepare", "--target", target, "--drafter", drafter, "--device", "cpu", "--quick",
                        "--out", str(out), *SIZES)  # resumable: nothing left to do
-    assert code == 0 and {v["status"] for v in json.loads((out / "manifest.json").read_text())["steps"].values()} == {"kept"}
+    steps = json.loads((out / "manifest.json").read_text())["steps"]
+    assert code == 0 and {v["status"] for v in steps.values()} == {"kept"}
     assert SabaParams.load(out / "saba.json").id == saba.id
 
     # step 4: SABA on the paper's grid under the paper's A100 costs, walked (seconds for one tiny prompt)
@@ -81,7 +83,8 @@ def test_new_pair_first_run_prepare_and_use(capsys, user_pair):
 
     texts = []
     for method in ("ar", "graft", "ddtree+saba"):
-        code, text, err = generate(capsys, target, drafter, "--method", method, "--budget", "8", "--artifacts", str(out))
+        code, text, err = generate(capsys, target, drafter, "--method", method, "--budget", "8", "--artifacts",
+                                   str(out))
         assert code == 0, err
         texts.append(text.splitlines()[0])
     assert texts[0] == texts[1] == texts[2]  # GRAFT with the pair's own artifacts is exact

@@ -147,7 +147,8 @@ def test_the_ratios_pair_prompts_so_a_prompt_s_difficulty_cancels():
         pytest.approx(1.05), pytest.approx(1.05))
     T = _betas({"TPS": [10, 11, 12, 13, 9], "modeled TPS": [10, 11, 14, 13, 9]})
     assert T.at[0.0, "TPS / beta 0"] == 1.0 and T.at[0.0, "TPS / beta 0 CI95 low"] == 1.0
-    assert T.at[0.2, "modeled TPS / beta 0"] == pytest.approx(1.3) and T.at[0.4, "TPS / beta 0.2"] == pytest.approx(9 / 13)
+    assert T.at[0.2, "modeled TPS / beta 0"] == pytest.approx(1.3) and T.at[0.4,
+                                                                            "TPS / beta 0.2"] == pytest.approx(9 / 13)
     assert T.at[0.2, "modeled TPS / beta 0 CI95 low"] < 1.3 < T.at[0.2, "modeled TPS / beta 0 CI95 high"]
 
 
@@ -244,7 +245,8 @@ def test_figure_claims_hold_and_fail_as_the_figures_say():
     assert F.at["F6b", "machine wall-clock"].startswith("opposite (SABA / best fixed B=64: 0.944x")
     assert F.at["F6", "machine wall-clock"] == "direction only (85.0% [85.0%, 85.0%] vs the paper's 94.1%)"  # a level
     assert F.at["F6b", "machine modeled"].startswith("inside noise")  # SABA above on half the prompts, below on half
-    assert F.at["F6b", "paper modeled"].startswith("reproduced") and F.at["F6", "paper modeled"].startswith("reproduced")
+    assert F.at["F6b", "paper modeled"].startswith("reproduced") and F.at["F6",
+                                                                          "paper modeled"].startswith("reproduced")
     assert "gain prediction only" in F.at["F6", "tests"]
     short = _oracle([0.93] * 10, {**around, 64: [0.90] * 10})  # above the best fixed budget, short of the paper's
     G = figure_claims({"paper": paper()}, oracles={"paper": {"modeled": short}}, n_prompts=10, max_new_tokens=128)

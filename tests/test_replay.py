@@ -53,7 +53,8 @@ def test_replay_reproduces_rounds_and_keeps_state(pair, method, budget, params):
     params = params or SabaParams()
     prompt = random_prompt(7, 11)
     ar = Decoder.for_method(target, drafter, "ar").decode(prompt, MAX_NEW).tokens
-    plain = Decoder(target, drafter, *make_parts(method, budget, drafter.block_size, inputs=MethodInputs(saba=params))).decode(prompt, MAX_NEW)
+    plain = Decoder(target, drafter, *make_parts(method, budget, drafter.block_size,
+                                                 inputs=MethodInputs(saba=params))).decode(prompt, MAX_NEW)
     if params is GATED:
         assert any(r.budget == 0 for r in plain.rounds) and any(r.budget for r in plain.rounds)
     if params is POST_GATED:
@@ -83,7 +84,8 @@ def test_replay_reproduces_rounds_and_keeps_state(pair, method, budget, params):
     fixed = fixed_budget_retained(res.records)
     assert sorted(fixed) == GRID and all(0 < v <= 1 for v in fixed.values())
     per_round_best = [max(GRID, key=lambda b: grid_tps[b]) for grid_tps in
-                      ({r.budget: r.tps for r in res.records if r.round == t and not r.reference} for t in range(len(refs)))]
+                      ({r.budget: r.tps for r in res.records if r.round == t and not r.reference}
+                       for t in range(len(refs)))]
     if len(set(per_round_best)) == 1:  # one budget is the oracle's every round: it retains everything
         assert fixed[per_round_best[0]] == pytest.approx(1.0)
 
@@ -118,7 +120,8 @@ def test_calibration_pipeline(pair, tmp_path):
     by = {b: [r for r in grid if r.budget == b] for b in (0, 4)}
     assert fixed4["speedup_vs_ar"] == pytest.approx(sum(r.accepted for r in by[4]) / sum(r.latency for r in by[4])
                                                     * sum(r.latency for r in by[0]) / len(by[0]))
-    assert offline_tracking(replace(params, grid=[4], c_ar=None), [r for r in records if r.budget])["speedup_vs_ar"] is None
+    assert offline_tracking(replace(params, grid=[4], c_ar=None),
+                            [r for r in records if r.budget])["speedup_vs_ar"] is None
     assert SabaParams.load(params.save(tmp_path / "saba.json")).id == params.id
     write_records(tmp_path / "replay.jsonl", records)
     again = read_replay_records(tmp_path / "replay.jsonl")

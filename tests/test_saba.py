@@ -309,7 +309,8 @@ def test_cost_table_captures_a_kernel_step(tmp_path):
         assert round_costs(params, np.array(list(step), dtype=float), pp) == pytest.approx(want, abs=1.5e-3)
     smooth_err = np.abs(cost(np.array([2.0, 3.0]), 200, c) - (0.05 + np.array([0.001, 0.013]) + 3e-5 * 200))
     assert smooth_err.max() > 3e-3  # eq. 17 alone misprices the step
-    assert np.all(np.diff(cost(np.array(sorted(step), dtype=float), 0, c) + table_correction(params.cost_table, sorted(step))) >= 0)
+    assert np.all(np.diff(cost(np.array(sorted(step), dtype=float), 0, c) + table_correction(params.cost_table,
+                                                                                             sorted(step))) >= 0)
     again = SabaParams.load(params.save(tmp_path / "p.json"))
     assert again.cost_table == table and again.id == params.id != replace(params, cost_table=None).id
     mid = table_correction(params.cost_table, [6.0])[0]
@@ -463,7 +464,8 @@ def test_exact_vs_ar(pairs, arch, method, budget, monkeypatch):
     target, drafter, prompts, ar = pairs[arch]
     shipped = replace(default_params(), meta={})  # the shipped numbers, without the pair they belong to
     for p, ref in zip(prompts, ar):
-        res = Decoder.for_method(target, drafter, method, budget, inputs=MethodInputs(saba=shipped)).decode(p, MAX_NEW, record_trees=True)
+        dec = Decoder.for_method(target, drafter, method, budget, inputs=MethodInputs(saba=shipped))
+        res = dec.decode(p, MAX_NEW, record_trees=True)
         assert res.tokens == ref, f"{arch} {method}@{budget}: differs from AR"
         # a SABA gate's AR step (budget 0), or a CaDDTree tree that stops at its root: one token, no drafts
         assert all(1 <= r.nodes <= budget or (r.nodes, r.accepted) == (0, 1) for r in res.rounds)
@@ -564,7 +566,8 @@ def test_gain_correction_math():
     off = GainCorrection(None)
     off.add(4.0, 1)
     assert off.k == 1.0
-    assert BudgetGrid(gated_params(None), [8]).extras([0.0, 0.0, 0.0, 1.0], None)[0] == pytest.approx([2 * (1 - math.exp(-2))])
+    assert BudgetGrid(gated_params(None), [8]).extras([0.0, 0.0, 0.0, 1.0],
+                                                      None)[0] == pytest.approx([2 * (1 - math.exp(-2))])
 
 
 def test_gate_learns_from_overpredicted_rounds():

@@ -117,7 +117,8 @@ def test_tdes_beside_the_selector_decodes_exactly(dflash2_pair, tmp_path):
     path = TDESScorer.from_net(net, 2.0).save(tmp_path / "s.safetensors", net)
     prompt = random_prompt(3, 9)
     ar = Decoder.for_method(target, drafter, "ar").decode(prompt, 24).tokens
-    both = Decoder.for_method(target, drafter, "ddtree+tdes+sel", 8, inputs=MethodInputs(tdes=str(path))).decode(prompt, 24,
+    both = Decoder.for_method(target, drafter, "ddtree+tdes+sel", 8, inputs=MethodInputs(tdes=str(path))).decode(prompt,
+                                                                                                                 24,
                                                                                            record_trees=True)
     assert both.tokens == ar
     trees = {m: [r.tree for r in Decoder.for_method(target, drafter, m, 8, inputs=MethodInputs(tdes=str(path))).decode(

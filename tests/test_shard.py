@@ -83,7 +83,8 @@ def test_readme_torchrun_command_prints_one_merged_table(tmp_path):
     target, drafter = write_target_dir(tmp_path / "target", "qwen3"), write_drafter_dir(tmp_path / "drafter")
     out = tmp_path / "x.jsonl"
     cmd = [sys.executable, "-m", "torch.distributed.run", *argv[1:], "--target", str(target), "--drafter",
-           str(drafter), "--device", "cpu", "--max-new-tokens", "2", "--no-warmup", "--shipped-costs", "--out", str(out)]
+           str(drafter), "--device", "cpu", "--max-new-tokens", "2", "--no-warmup", "--shipped-costs",
+           "--out", str(out)]
     env = dict(os.environ, GRAFT_HOME=str(tmp_path / "home"), GRAFT_DATA_FILES=str(FIXTURE_FILES),
                OMP_NUM_THREADS="1", PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
     proc = subprocess.run(cmd, check=False, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)

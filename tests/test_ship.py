@@ -128,7 +128,8 @@ def test_a_folder_with_the_paper_regime_step_ships_that_calibration_too(folder, 
     pair, _ = tiny_pair
     mine = tmp_path / "artifacts"
     shutil.copytree(folder, mine)
-    m = prepare(pair, mine, replace(SIZES, paper_prompts=1), command="graft prepare --paper-prompts 1 (test)", log=quiet)
+    m = prepare(pair, mine, replace(SIZES, paper_prompts=1), command="graft prepare --paper-prompts 1 (test)",
+                log=quiet)
     assert statuses(m) == {"traces": "kept", "tdes": "kept", "tdes-gsm8k": "kept", "saba": "kept", "saba-paper": "made"}
     assets = ShippedAssets(tmp_path / "assets")
     written = {p.relative_to(assets.root).as_posix() for p in ship(mine, pair.identity(), assets, log=quiet)}
@@ -381,7 +382,8 @@ def test_prepare_on_the_strength_construction_fits_every_part_on_it_and_ships_as
     index = json.loads((out / "traces" / "index.json").read_text())
     real = json.loads((folder / "traces" / "index.json").read_text())
     assert index["strength"] == strength["strength_id"] and "strength" not in real
-    mat = [sum(s["mat"] * s["rounds"] for s in i["shards"]) / sum(s["rounds"] for s in i["shards"]) for i in (index, real)]
+    mat = [sum(s["mat"] * s["rounds"] for s in i["shards"]) / sum(s["rounds"] for s in i["shards"]) for i in (index,
+                                                                                                              real)]
     assert mat[0] > mat[1] + 0.5, mat  # the same prompts drafted at strength 0.9 accept far deeper
     paper = SabaParams.load(out / "saba-paper-a100.json")
     assert paper.meta["strength_id"] == strength["strength_id"] and paper.meta["regular_prompts"] == 0

@@ -1,4 +1,5 @@
-"""The stage breakdown beside Table 1 (graftlib.lab.report.metrics.round_stages): pooled per-round arithmetic on hand-made records."""
+"""The stage breakdown beside Table 1 (graftlib.lab.report.metrics.round_stages): pooled per-round arithmetic on
+hand-made records."""
 
 import pytest
 

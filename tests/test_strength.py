@@ -37,7 +37,8 @@ def test_a_stronger_drafter_decodes_ar_exactly_and_walks_as_it_verifies(models, 
     ar = Decoder.for_method(target, None, "ar").decode(prompt, n).tokens
     walked_drafter, verified_drafter = StrengthDrafter(base, strength), StrengthDrafter(base, strength)
     saba = SabaParams() if method == "ddtree+saba" else None  # a calibration of no pair (the tiny one has none)
-    walked = WalkedDecoder.for_method(target, walked_drafter, method, budget, inputs=MethodInputs(saba=saba)).decode_along(prompt, ar, n)
+    walked = WalkedDecoder.for_method(target, walked_drafter, method, budget,
+                                      inputs=MethodInputs(saba=saba)).decode_along(prompt, ar, n)
     dec = Decoder.for_method(target, verified_drafter, method, budget, inputs=MethodInputs(saba=saba))
     verified_drafter.follow(WalkedDecoder.for_method(target, base, "ddtree", 4).continuation(
         prompt, ar, n + base.block_size), target.lm_head.weight, target)  # the verified decode handed the same one
@@ -53,11 +54,13 @@ def test_acceptance_grows_with_strength_and_a_full_strength_chain_accepts_the_bl
     mats = [_mat(WalkedDecoder.for_method(target, StrengthDrafter(base, Strength(s)), "dflash", base.block_size - 1)
                  .decode_along(prompt, ar, n)) for s in (0.0, 0.5, 1.0)]
     assert mats[0] < mats[1] < mats[2]
-    full = WalkedDecoder.for_method(target, StrengthDrafter(base, Strength(1.0, lam=0.0)), "dflash", base.block_size - 1)
+    full = WalkedDecoder.for_method(target, StrengthDrafter(base, Strength(1.0, lam=0.0)), "dflash",
+                                    base.block_size - 1)
     assert all(r.accepted == base.block_size for r in full.decode_along(prompt, ar, n).rounds[:-1])
     # s = 0 is the real drafter, round for round
     real = WalkedDecoder.for_method(target, base, "ddtree", 16).decode_along(prompt, ar, n)
-    zero = WalkedDecoder.for_method(target, StrengthDrafter(base, Strength(0.0)), "ddtree", 16).decode_along(prompt, ar, n)
+    zero = WalkedDecoder.for_method(target, StrengthDrafter(base, Strength(0.0)), "ddtree", 16).decode_along(prompt, ar,
+                                                                                                             n)
     assert rounds(real) == rounds(zero)
 
 

@@ -276,17 +276,20 @@ def test_methods_ddtree_tdes_and_graft_load_a_scorer_by_path(tiny_pair, tmp_path
     prompt = random_prompt(3, 9)
     ar = Decoder.for_method(target, drafter, "ar").decode(prompt, 24).tokens
     by_hand = Decoder(target, drafter, scorer.builder(D), FixedBudget(8), []).decode(prompt, 24, record_trees=True)
-    named = Decoder.for_method(target, drafter, "ddtree+tdes", 8, inputs=MethodInputs(tdes=str(path))).decode(prompt, 24, record_trees=True)
+    named = Decoder.for_method(target, drafter, "ddtree+tdes", 8, inputs=MethodInputs(tdes=str(path)))
+    named = named.decode(prompt, 24, record_trees=True)
     assert named.tokens == ar and [r.tree for r in named.rounds] == [r.tree for r in by_hand.rounds]
     flat = Decoder.for_method(target, drafter, "ddtree+tdes", 8, inputs=MethodInputs(tdes=str(path), beta=0.0)).decode(
         prompt, 24, record_trees=True)
     dd = Decoder.for_method(target, drafter, "ddtree", 8).decode(prompt, 24, record_trees=True)
     assert [r.tree for r in flat.rounds] == [r.tree for r in dd.rounds]  # beta = 0 is DDTree
     saba = replace(default_params(), meta={})  # the shipped numbers, without the pair they belong to
-    graft = Decoder.for_method(target, drafter, "graft", 32, inputs=MethodInputs(tdes=str(path), saba=saba)).decode(prompt, 24)
+    graft = Decoder.for_method(target, drafter, "graft", 32, inputs=MethodInputs(tdes=str(path),
+                                                                                 saba=saba)).decode(prompt, 24)
     assert graft.tokens == ar and all(0 <= r.budget <= 32 for r in graft.rounds)  # 0: an AR-gate step
     with pytest.raises(GraftError, match="no TDES scorer at"):
-        Decoder.for_method(target, drafter, "ddtree+tdes", 8, inputs=MethodInputs(tdes=str(tmp_path / "missing.safetensors")))
+        Decoder.for_method(target, drafter, "ddtree+tdes", 8,
+                           inputs=MethodInputs(tdes=str(tmp_path / "missing.safetensors")))
     with pytest.raises(GraftError, match="beta must be in"):
         Decoder.for_method(target, drafter, "graft", 8, inputs=MethodInputs(tdes=str(path), beta=-1.0))
 

@@ -223,7 +223,8 @@ def blob_rows(pad: int = 0, itemsize: int = 4, bits: int = 7) -> tuple[list[list
 
 def test_verify_blob_rows_hide_all_but_ancestors_or_self():
     rows, head, keys = blob_rows()
-    assert [[j for j, v in enumerate(row) if v == 0] for row in rows] == [sorted(ANCESTORS_OR_SELF[i]) for i in range(6)]
+    visible = [[j for j, v in enumerate(row) if v == 0] for row in rows]
+    assert visible == [sorted(ANCESTORS_OR_SELF[i]) for i in range(6)]
     assert all(len(row) == 6 and set(row) <= {0, 7} for row in rows)
     assert head.tolist() == [TOKENS, [20 + d for d in DEPTHS]]
     assert dict(zip(keys.tolist(), range(1, 6))) == child_edges(TOKENS, PARENTS)
@@ -266,7 +267,8 @@ def test_mask_buffer_reuse_matches_fresh_masks():
     assert not buf.fits(4, 29, "cpu", torch.float32) and not buf.fits(4, 0, "cpu", torch.bfloat16)
     # too small: verify_inputs falls back to a fresh mask
     small = MaskBuffer(2, 4, "cpu", torch.float32)
-    assert torch.equal(verify_inputs(branchy(), 7, masks=small).attention_mask, verify_inputs(branchy(), 7).attention_mask)
+    assert torch.equal(verify_inputs(branchy(), 7, masks=small).attention_mask,
+                       verify_inputs(branchy(), 7).attention_mask)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
@@ -278,7 +280,8 @@ def test_mask_rows_written_in_place_equal_the_uploaded_block(dtype):
     direct, uploaded = MaskBuffer(8, 40, "cpu", dtype), MaskBuffer(8, 40, "cpu", dtype)
     uploaded.host = None
     for tree, start in [(branchy(), 3), (other, 5), (branchy(), 6), (other, 12), (branchy(), 12), (other, 30)]:
-        a, b = verify_inputs(tree, start, masks=direct, dtype=dtype), verify_inputs(tree, start, masks=uploaded, dtype=dtype)
+        a, b = verify_inputs(tree, start, masks=direct, dtype=dtype), verify_inputs(tree, start, masks=uploaded,
+                                                                                    dtype=dtype)
         assert torch.equal(a.attention_mask, b.attention_mask), (start, tree.tokens)
         assert torch.equal(a.input_ids, b.input_ids) and torch.equal(a.position_ids, b.position_ids)
         hidden = a.attention_mask[0, 0, :, start:] != 0

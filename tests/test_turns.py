@@ -63,7 +63,8 @@ def test_second_turn_follows_the_runs_own_answer(pair, spy, tmp_path):
         start = len(USER[0]) + 2  # ',' + the first user message + '!'
         assert second[:start - 1] == turn1_ids[:-1] and second[start:start + len(answer)] == answer
         assert second[start - 1] == tok.convert_tokens_to_ids("!")
-        assert [ids for k, uid, ids in spy if k == key and uid.startswith("q1")] == [tuple(turn1_ids), tuple(second)] * (
+        assert [ids for k, uid, ids in spy if k == key and uid.startswith("q1")] == [tuple(turn1_ids),
+                                                                                     tuple(second)] * (
             2 if key == "ar" else 1)  # AR decodes the prompt twice (bracketing)
         assert [uid for k, uid, _ in spy if k == key and uid.startswith("q1")][:2] == ["q1", "q1/turn2"]
         assert (t1["prompt_tokens"], t2["prompt_tokens"]) == (len(turn1_ids), len(second))

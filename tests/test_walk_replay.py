@@ -109,7 +109,8 @@ def test_priced_records_and_a_calibration_under_a_profile():
         assert (p.accepted, p.budget, p.state) == (r.accepted, r.budget, r.state)
     assert {p.t_draft for p in out if p.budget > 0} == {PROFILE.c_draft}
     params = fit_params(out, GRID[1:], depth, profile=PROFILE)
-    assert (params.c, params.c_ar, params.c_draft, params.cost_table) == (PROFILE.c, PROFILE.c_ar, PROFILE.c_draft, None)
+    assert (params.c, params.c_ar, params.c_draft, params.cost_table) == (PROFILE.c, PROFILE.c_ar, PROFILE.c_draft,
+                                                                          None)
     assert params.meta["cost_profile"] == PROFILE.label and params.meta["fit"]["cost_r2"] is None
     assert params.gain_table is not None and sorted(map(int, params.gain_table)) == GRID[1:]
     assert 0 < offline_tracking(params, out, depth)["mean_retained"] <= 1

@@ -22,7 +22,8 @@ def rounds(res) -> list[tuple]:
 def same_rounds(target, drafter, method, budget, prompt, max_new, eos_ids=None, **kw):
     real = Decoder.for_method(target, drafter, method, budget, eos_ids=eos_ids, **kw).decode(prompt, max_new)
     ar = Decoder.for_method(target, None, "ar", eos_ids=eos_ids).decode(prompt, max_new).tokens
-    walked = WalkedDecoder.for_method(target, drafter, method, budget, eos_ids=eos_ids, **kw).decode_along(prompt, ar, max_new)
+    walked = WalkedDecoder.for_method(target, drafter, method, budget, eos_ids=eos_ids, **kw).decode_along(prompt, ar,
+                                                                                                           max_new)
     assert walked.tokens == real.tokens == ar
     assert rounds(walked) == rounds(real)
     assert all(r.t_verify == 0 for r in walked.rounds)

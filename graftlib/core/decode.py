@@ -56,7 +56,8 @@ class RoundRecord:
     accepted_nodes: list[int] | None = None
     t_draft_steps: list[float] | None = None  # AR drafters: seconds per drafter forward (core.ar_drafting)
     draft_rows: list[int] | None = None  # AR drafters: input rows per drafter forward (context step first)
-    censored: bool = False  # the walk ended at a leaf (tree.is_leaf): a_t is a lower bound of what a deeper tree accepts
+    # the walk ended at a leaf (tree.is_leaf): a_t is a lower bound of what a deeper tree accepts
+    censored: bool = False
 
 
 @dataclass

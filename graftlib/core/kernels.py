@@ -161,7 +161,8 @@ def _next_child(row, prev) -> int:
 
 @numba.njit(cache=True)
 def build_heap(root, ids, logq, budget, depth_limit, tables):
-    """The best-first tree of at most `budget` draft nodes and depth `depth_limit` (module doc; `tables`: `HeapTables`)."""
+    """The best-first tree of at most `budget` draft nodes and depth `depth_limit` (module doc; `tables`:
+    `HeapTables`)."""
     D, K = ids.shape
     scored = tables.tdes_parent.shape[0] > 0 or tables.selector_prev.shape[0] > 0
     n_max = budget + 1

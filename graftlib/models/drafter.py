@@ -98,7 +98,8 @@ class DFlashConfig:
         archs = d.get("architectures") or ["DFlashDraftModel"]
         require(archs[0] in ("DFlashDraftModel", "DFlash2DraftModel"),
                 f"drafter architecture {archs[0]!r} is not supported (DFlashDraftModel or DFlash2DraftModel)")
-        conv, rank = dc.get("conv_kernel_size", d.get("conv_kernel_size")), dc.get("selector_rank", d.get("selector_rank"))
+        conv, rank = dc.get("conv_kernel_size", d.get("conv_kernel_size")), dc.get("selector_rank",
+                                                                                   d.get("selector_rank"))
         require(archs[0] == "DFlashDraftModel" or conv or rank,
                 "a DFlash2DraftModel config names neither conv_kernel_size nor selector_rank in dflash_config")
         rope = d.get("rope_parameters") or d.get("rope_scaling") or {}

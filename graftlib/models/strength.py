@@ -217,7 +217,8 @@ class TaskStrengths:
 
     def __init__(self, path: str | Path = STRENGTH_PATH):
         self.path = Path(path)
-        require(self.path.is_file(), f"no drafter-strength file at {portable(self.path)}: run `graft calibrate-strength`")
+        require(self.path.is_file(), f"no drafter-strength file at {portable(self.path)}: run `graft "
+                                     "calibrate-strength`")
         d = json.loads(self.path.read_text())
         require(d.get("schema") in (SCHEMA, SCHEMA_V1), f"{portable(self.path)} is not a drafter-strength file "
                 f"({SCHEMA})")

@@ -108,7 +108,8 @@ def resolve_target(name_or_path: str) -> Path | str:
         return path
     if name_or_path.count("/") == 1 and not name_or_path.startswith((".", "/", "~")):
         return name_or_path  # an HF id, looked up in the local cache only
-    raise GraftError(f"target {name_or_path!r} not found: pass {EMBEDDED_TARGET!r}, a model directory or a cached HF id")
+    raise GraftError(f"target {name_or_path!r} not found: pass {EMBEDDED_TARGET!r}, a model directory or a cached "
+                     "HF id")
 
 
 def load_tokenizer(name_or_path: str = EMBEDDED_TARGET):

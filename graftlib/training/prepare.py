@@ -107,7 +107,8 @@ def artifact_folder(pair: PairId, strength: dict | None = None) -> Path:
     return base.with_name(f"{base.name}-strength-{strength['strength_id']}") if strength else base
 
 
-def _kept(manifest: dict, step: str, record: dict | None, pair: PairId, where: str, hardware: str | None = None) -> bool:
+def _kept(manifest: dict, step: str, record: dict | None, pair: PairId, where: str,
+          hardware: str | None = None) -> bool:
     """The step's output exists, is complete, is this pair's (and, given `hardware`, this machine's)."""
     done = manifest["steps"].get(step, {}).get("complete") is True
     return (done and record is not None and _fitted_for(record, pair, where)
@@ -254,12 +255,14 @@ def add_parser(sub) -> None:
     p.add_argument("--out", default=None, help="the pair's folder (default: artifacts/<target>--<drafter>)")
     p.add_argument("--quick", action="store_true", help="small sizes (QUICK: 8 traced prompts, 2 epochs, 2 "
                    "validation prompts): a first try, minutes on a CPU")
-    p.add_argument("--trace-prompts", type=int, default=None, help=f"tdes-pool prompts to trace (default {d.trace_prompts})")
+    p.add_argument("--trace-prompts", type=int, default=None,
+                   help=f"tdes-pool prompts to trace (default {d.trace_prompts})")
     p.add_argument("--trace-minutes", type=float, default=None, help="start no new trace shard after this many "
                    "minutes (a re-run goes on)")
     p.add_argument("--task-scorers", nargs="+", default=None, metavar="TASK", help="also train a scorer on each "
                    "task's traces only (tdes-TASK.*; the shipped gsm8k scorer: --task-scorers gsm8k)")
-    p.add_argument("--val-prompts", type=int, default=None, help=f"validation prompts for SABA (default {d.val_prompts})")
+    p.add_argument("--val-prompts", type=int, default=None, help="validation prompts for SABA (default "
+                                                                 f"{d.val_prompts})")
     p.add_argument("--regular-prompts", type=int, default=None, help="prompts of the regular set's validation split "
                    f"replayed for SABA beside them (default {d.regular_prompts})")
     p.add_argument("--paper-prompts", type=int, default=None, help="validation prompts of step 4, SABA on the paper's "
@@ -268,7 +271,8 @@ def add_parser(sub) -> None:
                    f"{' '.join(map(str, CPU_GRID))} on a CPU, {' '.join(map(str, GPU_GRID))} on a GPU)")
     p.add_argument("--strength", default=None, metavar="FILE", help="fit every part on the drafter-strength "
                    "construction (a `graft calibrate-strength` file: each prompt at its task's strength): traces, "
-                   "scorers and SABA under the paper's costs, into their own folder; --ship names them paper-acceptance")
+                   "scorers and SABA under the paper's costs, into their own folder; --ship names them "
+                   "paper-acceptance")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
     p.add_argument("--ship", action="store_true", help="then copy the folder's scorers and calibration into the "
                    "shipped assets (the embedded pair only; `graft ship-artifacts`)")
@@ -309,7 +313,8 @@ def run(args) -> int:
         print(f"use them: graft generate --target {args.target} --drafter {args.drafter} --artifacts {out} "
               f"--method graft --prompt '...'  (graft bench takes --artifacts too)")
     else:
-        print("fitted on the drafter-strength construction: the paper+acceptance regime reads them once shipped (--ship)")
+        print("fitted on the drafter-strength construction: the paper+acceptance regime reads them once shipped "
+              "(--ship)")
     if args.ship:
         assets = ShippedAssets(Path(args.assets)) if args.assets else ShippedAssets()
         ship(out, pair.identity(), assets, log=lambda m: print(m, flush=True))

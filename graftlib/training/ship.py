@@ -75,7 +75,8 @@ def shipments(d: ArtifactDir, manifest: dict, assets: ShippedAssets) -> list[tup
     drafter-strength construction ships under the names `ACCEPTANCE` and `ACCEPTANCE-<task>`."""
     tasks = [s["task"] for step, s in sorted(manifest["steps"].items()) if step.startswith("tdes-")]
     if manifest.get("strength"):
-        return ([(d.tdes, assets.tdes(ACCEPTANCE))] + [(d.task_tdes(t), assets.tdes(f"{ACCEPTANCE}-{t}")) for t in tasks]
+        return ([(d.tdes, assets.tdes(ACCEPTANCE))] + [(d.task_tdes(t),
+                                                        assets.tdes(f"{ACCEPTANCE}-{t}")) for t in tasks]
                 + [(d.saba_paper, assets.saba_paper_acceptance)])
     scorers = [(d.tdes, assets.tdes("default"))] + [(d.task_tdes(t), assets.tdes(t)) for t in tasks]
     paper = [(d.saba_paper, assets.saba_paper)] if "saba-paper" in manifest["steps"] else []
@@ -233,7 +234,8 @@ def _load_strict(family: str, src: Path, target, drafts_of: Path | None = None) 
 def add_parser(sub) -> None:
     p = sub.add_parser("ship-artifacts", help="copy a finished `graft prepare` folder of the embedded pair into "
                        "the shipped assets (graftlib/assets)")
-    p.add_argument("--from", dest="folder", required=True, help="the `graft prepare` folder (e.g. artifacts/smollm2-135m--embedded-<drafter id>)")
+    p.add_argument("--from", dest="folder", required=True, help="the `graft prepare` folder (e.g. "
+                                                                "artifacts/smollm2-135m--embedded-<drafter id>)")
     p.add_argument("--assets", default=None, help=f"the assets root (default: {portable(ShippedAssets().root)})")
     p.set_defaults(func=run)
     p = sub.add_parser("ship-drafter", help="make a trained DFlash drafter directory the embedded drafter (then "
@@ -242,9 +244,11 @@ def add_parser(sub) -> None:
     p.set_defaults(func=run_ship_drafter, family="dflash")
     p = sub.add_parser("ship-eagle3", help="make a trained EAGLE-3 drafter directory the embedded target's EAGLE-3 "
                        "drafter (the eagle3 and opt-tree methods)")
-    p.add_argument("--from", dest="folder", required=True, help="the drafter directory (e.g. runs/eagle3-equal/drafter)")
+    p.add_argument("--from", dest="folder", required=True,
+                   help="the drafter directory (e.g. runs/eagle3-equal/drafter)")
     p.add_argument("--reference", default=None, metavar="DIR",
-                   help="the shipped DFlash drafter scored on this drafter's held-out anchors (`experiments/eagle3-equal.sh`'s "
+                   help="the shipped DFlash drafter scored on this drafter's held-out anchors "
+                   "(`experiments/eagle3-equal.sh`'s "
                    "runs/eagle3-equal-dflash/drafter), shipped beside it for the families table")
     p.set_defaults(func=run_ship_drafter, family="eagle3")
     p = sub.add_parser("ship-dflash2", help="make a DFlash 2 drafter directory (the embedded drafter's weights and "

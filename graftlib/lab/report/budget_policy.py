@@ -253,7 +253,8 @@ def cross_validated(R: Rounds, candidates: list[Predictor], folds: int = 4) -> t
 def on_budgets(R: Rounds, budgets) -> Rounds:
     """`R` with only `budgets` (each replayed in `R`), e.g. the grid two replays share."""
     cols = np.searchsorted(R.budgets, _on_grid(R, budgets))
-    require(len(cols) == len(set(budgets)), f"budgets {sorted(set(budgets) - set(R.budgets.tolist()))} were not replayed")
+    require(len(cols) == len(set(budgets)), f"budgets {sorted(set(budgets) - set(R.budgets.tolist()))} were not "
+                                            "replayed")
     return Rounds(R.budgets[cols], R.tps[:, cols], R.accepted[:, cols], R.reference, R.state, R.prefix, R.prompt,
                   R.extra, None if R.mass is None else R.mass[:, cols])
 
@@ -328,7 +329,8 @@ def policy_rows(val: Rounds, held: Rounds, params, depth: int) -> list[dict]:
     rows = []
     for kind, (name, choice) in policies.items():
         s = against_best_fixed(held, choice, best)
-        rows.append({"policy": name, "kind": kind, "retained_oracle": s["retained_oracle"], "vs_best_fixed": s["vs_best_fixed"],
+        rows.append({"policy": name, "kind": kind, "retained_oracle": s["retained_oracle"],
+                     "vs_best_fixed": s["vs_best_fixed"],
                      "ci_low": s["ci"][0] if s["ci"] else None, "ci_high": s["ci"][1] if s["ci"] else None,
                      "tps_vs_best_fixed": same_prefix_tps(held, choice) / base_tps, "best_fixed_B": best,
                      "best_fixed_at_edge": edge, "prompts": s["prompts"], "rounds": s["rounds"],

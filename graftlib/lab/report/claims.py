@@ -175,7 +175,8 @@ def evaluate_claims(records: list[dict], budget: int | None = None, cap: int | N
             per_task = {}
             for task, recs in [*((t, tasks[t]) for t in runs), (POOLED, pooled)]:
                 pick = {role: c if task == POOLED else {task: c[task]} for role, c in chosen.items()}
-                compared = (relabeled(recs, pick[claim.slower], "slower") + relabeled(recs, pick[claim.faster], "faster")
+                compared = (relabeled(recs, pick[claim.slower], "slower") + relabeled(recs, pick[claim.faster],
+                                                                                      "faster")
                             + [r for r in recs if r["key"] == "ar"])
                 r = rank(compared, "slower", "faster")
                 per_task.setdefault(task, r.prompts)
@@ -255,7 +256,8 @@ def format_claims(rows: list[dict]) -> str:
                      f"{r['ratio modeled']:>7.3f}x {ci_text(r['CI95 modeled'])} {err} {r['verdict modeled']:<14} "
                      f"{r['runs wall-clock']}")
     lines.append("claims: " + "; ".join(f"{c.id} {c.paper} ({c.source})" for c in CLAIMS))
-    lines.append(f"ratio: TPS faster / slower run, paired per prompt, with its 95% bootstrap interval over prompts under "
+    lines.append("ratio: TPS faster / slower run, paired per prompt, with its 95% bootstrap interval over prompts "
+                 "under "
                  f"each figure; paper: the paper's ratio; err: the model's measured error on the two runs; verdicts: "
                  f"{', '.join(VERDICTS)} (graftlib.lab.report.claims; not tested under {MIN_PROMPTS} prompts a task)")
     return "\n".join(lines)

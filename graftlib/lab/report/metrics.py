@@ -168,7 +168,8 @@ def format_table(rows: list[dict]) -> str:
         ci = f"{'-':>11}" if ci is None else f"{ci[0]:>5.2f}-{ci[1]:<5.2f}"
         lines.append(
             f"{r['key']:<14} {r['prompts']:>3} {r['mat']:>5.2f} {r['tokens_per_s']:>7.2f} {r['speedup']:>6.2f}x {ci} "
-            f"{r['mean_nodes']:>6.1f} {100 * r['ar_share']:>4.0f} {100 * r.get('declined_share', 0.0):>5.0f} {mism} {r['draft_ms']:>7.1f} {r['tree_ms']:>6.2f} "
+            f"{r['mean_nodes']:>6.1f} {100 * r['ar_share']:>4.0f} {100 * r.get('declined_share', 0.0):>5.0f} {mism} "
+            f"{r['draft_ms']:>7.1f} {r['tree_ms']:>6.2f} "
             f"{r['verify_ms']:>7.1f} {r['commit_ms']:>6.2f} {modeled_cells(r)} {exactness_cell(r)}")
     lines.append("per-stage columns: ms per round; tok/s: decoded tokens / decode time (prefill excluded); "
                  "CI95: bootstrap interval of the speedup over prompts (metrics.speedup_ci); "
@@ -178,14 +179,16 @@ def format_table(rows: list[dict]) -> str:
                  "exact: yes, or N tie (decodes that left AR's tokens at a certified near-tie of the target's "
                  "top-2 logits, graftlib.core.exactness) or N MISMATCH (a bug); "
                  "m-tok/s, m-spd: modeled tokens/s and speedup, the rounds priced by the cost profile "
-                 f"{next((r['cost_profile'] for r in rows if r.get('cost_profile')), 'none')} (graftlib.lab.report.modeled)")
+                 f"{next((r['cost_profile'] for r in rows if r.get('cost_profile')), 'none')} "
+                 "(graftlib.lab.report.modeled)")
     return "\n".join(lines)
 
 
 def modeled_cells(row: dict) -> str:
     """The table's modeled tokens/s and speedup cells; dashes without a modeled figure."""
     tps, spd = row.get("modeled_tokens_per_s", math.nan), row.get("modeled_speedup", math.nan)
-    return (f"{'-':>7}" if math.isnan(tps) else f"{tps:>7.2f}") + " " + (f"{'-':>6}" if math.isnan(spd) else f"{spd:>5.2f}x")
+    tps_cell = f"{'-':>7}" if math.isnan(tps) else f"{tps:>7.2f}"
+    return tps_cell + " " + (f"{'-':>6}" if math.isnan(spd) else f"{spd:>5.2f}x")
 
 
 # ----------------------------------------------------------------------------- stages of a round

@@ -86,7 +86,8 @@ class Ranking:
         return None if self.ratio == 1.0 else self.b if self.ratio > 1.0 else self.a
 
     def caption(self) -> str:
-        ci = "no interval (< 3 prompts)" if self.wall_ci is None else f"95% CI {self.wall_ci[0]:.3f}-{self.wall_ci[1]:.3f}"
+        ci = ("no interval (< 3 prompts)" if self.wall_ci is None
+              else f"95% CI {self.wall_ci[0]:.3f}-{self.wall_ci[1]:.3f}")
         if self.wall_ci is not None:
             ci += ", contains 1.0" if self.wall_ci[0] <= 1.0 <= self.wall_ci[1] else ", excludes 1.0"
         modeled = "no modeled figure" if math.isnan(self.modeled_ratio) else f"modeled {self.modeled_ratio:.3f}x"

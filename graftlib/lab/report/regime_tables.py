@@ -34,7 +34,8 @@ from graftlib.lab.report.paper_costs import MODEL, PROFILE_NAME, mat_needed, met
 from graftlib.methods.saba_params import SabaParams
 
 LABELS = {"ar": "AR", "dflash": "DFlash", "ddtree": "DDTree", "ddtree+tdes": "+TDES", "ddtree+saba": "+SABA",
-          "graft": "GRAFT", "caddtree": "CaDDTree", "graft+stop": "GRAFT+stop", "eagle3": "EAGLE-3", "opt-tree": "OPT-Tree"}
+          "graft": "GRAFT", "caddtree": "CaDDTree", "graft+stop": "GRAFT+stop", "eagle3": "EAGLE-3",
+          "opt-tree": "OPT-Tree"}
 
 
 @dataclass(frozen=True)
@@ -49,7 +50,8 @@ class Regime:
     chains: tuple[int, ...]  # the DFlash chain's drafts per round
     walk: bool  # DFlash-drafted runs walked (modeled only), not verified
     strength: dict | None = None  # task -> (s, tau) of the drafter-strength construction (None: the real drafter)
-    tdes: dict | None = None  # {"default": path, task: path} TDES scorers fitted for this regime's drafter (None: given)
+    # {"default": path, task: path}: TDES scorers fitted for this regime's drafter (None: as given)
+    tdes: dict | None = None
 
     def scorer(self, path: str | None = None, task: str | None = None) -> str | None:
         """The TDES scorer a run of this regime uses: the regime's own (`task`: the one trained on that task's
@@ -439,7 +441,8 @@ def figure_claims(regimes: dict[str, Regime], curves: dict | None = None, oracle
                 best = groups.idxmax().map(lambda x: x[1])
                 easy, hard = best.get("easy"), best.get("hard")
                 grid = [b for _, b in curves[name].index]
-                v = EDGE if at_edge(easy, grid) or at_edge(hard, grid) else _qualitative(easy > hard, easy < hard, tested)
+                v = EDGE if at_edge(easy, grid) or at_edge(hard, grid) else _qualitative(easy > hard, easy < hard,
+                                                                                         tested)
                 table["F1c"][col] = f"{v} (easy B={easy}, hard B={hard})"
                 table["F1c"][f"{name} counts"] = counts(1)
             if transfer is not None and name in transfer:
@@ -450,7 +453,8 @@ def figure_claims(regimes: dict[str, Regime], curves: dict | None = None, oracle
                 direction = EDGE if at_edge(f["best_fixed_budget"], f["fixed"]) else sized_verdict(
                     f["ratio"], f["ci"], 1.0, f["prompts"] if tested else 0, min_prompts=min_prompts)
                 ci = f" [{f['ci'][0]:.3f}, {f['ci'][1]:.3f}]" if f["ci"] else ""
-                table["F6b"][col] = (f"{direction} (SABA / best fixed B={f['best_fixed_budget']}: {f['ratio']:.3f}x{ci}; "
+                table["F6b"][col] = (f"{direction} (SABA / best fixed B={f['best_fixed_budget']}: "
+                                     f"{f['ratio']:.3f}x{ci}; "
                                      f"{f['saba']:.1%} vs {f['best_fixed']:.1%})")
                 table["F6"][col] = _level_cell(f["saba"], f["saba_ci"], FIGURE6["mean_retained"],
                                                f["prompts"] if tested else 0, min_prompts)

@@ -70,7 +70,8 @@ class BenchPrompt:
     uid: str
     input_ids: tuple[int, ...]
     truncated_from: int | None = None
-    user_turns: tuple[str, ...] = ()  # every user message of a multi-turn prompt (graftlib.lab.report.multiturn); () = one turn
+    # every user message of a multi-turn prompt (graftlib.lab.report.multiturn); () = one turn
+    user_turns: tuple[str, ...] = ()
 
 
 def parse_runs(methods: list[str], budgets: list[int], chain_budgets: list[int],

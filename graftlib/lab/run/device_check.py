@@ -93,7 +93,8 @@ class CheckConfig:
 
 def quick(cfg: CheckConfig) -> CheckConfig:
     """The small variant: a couple of prompts, fewer tokens, sizes and repeats, QUICK prepare."""
-    return replace(cfg, exact_prompts=2, exact_tokens=48, tiny_tokens=24, costs_sizes=(1, 2, 4, 8, 16, 32, 64, 128, 256),
+    return replace(cfg, exact_prompts=2, exact_tokens=48, tiny_tokens=24,
+                   costs_sizes=(1, 2, 4, 8, 16, 32, 64, 128, 256),
                    costs_repeats=2, host_budgets=(8, 64), host_rounds=16, host_repeats=1, bench_prompts=2,
                    bench_tokens=48, ar_widths=(1, 10), ar_contexts=(1, 4), minutes=min(cfg.minutes, 3.0),
                    prepare=QUICK)
@@ -105,7 +106,8 @@ def tiny(cfg: CheckConfig) -> CheckConfig:
                    costs_repeats=1, host_budgets=(8, 64), host_rounds=4, host_repeats=1, bench_prompts=1,
                    bench_tokens=16, bench_budgets=(8,), graft_cap=16, ar_tree_runs=(), ar_widths=(1, 4),
                    ar_contexts=(1,), prompt_tokens=96,
-                   prepare=replace(QUICK, trace_prompts=2, trace_tokens=16, shard_size=2, val_prompts=2, calib_tokens=16,
+                   prepare=replace(QUICK, trace_prompts=2, trace_tokens=16, shard_size=2, val_prompts=2,
+                                   calib_tokens=16,
                                    max_prompt_tokens=96, grid=(1, 2, 4)))
 
 
@@ -140,7 +142,8 @@ def exactness_of(label: str, target, drafters: dict, prompts, runs, n: int, eos_
     rows = []
     for method, budget in runs:
         drafter = drafters["eagle3" if method in AR_METHODS else "dflash2" if method in SELECTOR_METHODS else "dflash"]
-        dec = Decoder.for_method(target, drafter, method, budget, eos_ids=eos_ids, pair=pair_id, inputs=MethodInputs(saba=saba))
+        dec = Decoder.for_method(target, drafter, method, budget, eos_ids=eos_ids, pair=pair_id,
+                                 inputs=MethodInputs(saba=saba))
         rows.append({"run": f"{method}@{budget}", **exactness_row(label, dec, target, prompts, refs, n)})
     return rows
 
@@ -156,7 +159,8 @@ def exactness_section(cfg: CheckConfig, pair) -> dict:
     for arch in ARCH_SEEDS:
         target, drafter = exactness_pair(arch)
         eagle3, dflash2 = exactness_eagle3(target, arch), exactness_dflash2(arch)
-        target, drafter, eagle3, dflash2 = (m.to(cfg.device, pair.target.dtype) for m in (target, drafter, eagle3, dflash2))
+        target, drafter, eagle3, dflash2 = (m.to(cfg.device, pair.target.dtype) for m in (target, drafter, eagle3,
+                                                                                          dflash2))
         rows += exactness_of(f"tiny-{arch}", target, {"dflash": drafter, "eagle3": eagle3, "dflash2": dflash2},
                              exactness_prompts(arch),
                              TINY_RUNS, cfg.tiny_tokens, saba=SabaParams())  # the builtin calibration: no pair to check
@@ -171,7 +175,8 @@ def exactness_section(cfg: CheckConfig, pair) -> dict:
 
 def costs_section(cfg: CheckConfig, pair) -> dict:
     curve = verify_cost_curve(pair.target, list(cfg.costs_sizes), cfg.costs_prefix, cfg.costs_repeats)
-    return {"prefix_len": cfg.costs_prefix, "repeats": cfg.costs_repeats, "verify_ms": {n: 1000 * t for n, t in curve.items()},
+    return {"prefix_len": cfg.costs_prefix, "repeats": cfg.costs_repeats,
+            "verify_ms": {n: 1000 * t for n, t in curve.items()},
             "x_one_token": {n: t / curve[min(curve)] for n, t in curve.items()}}
 
 
@@ -216,7 +221,8 @@ def device_profile(report: dict, name: str | None = None) -> CostProfile | None:
     host_s = float(np.median([r["host_total_ms"] for r in sections["host"]["result"]["table"]["rows"]])) / 1000
     saba = sections["prepare"]["result"]["cost_profile"]
     fitted_from = {"command": "graft device-check", "date": report["date"], "graftlib": report["graftlib"],
-                   "verify_curve": {"prefix_len": sections["costs"]["result"]["prefix_len"], "tokens": sorted(verify_s)},
+                   "verify_curve": {"prefix_len": sections["costs"]["result"]["prefix_len"],
+                                    "tokens": sorted(verify_s)},
                    "host_s": host_s, "c_draft_from": saba["id"], "dtype": report.get("dtype")}
     return from_curve(name or slug(report["hardware"]) + (f"-{report['dtype']}" if report.get("dtype") else ""),
                       report["hardware"], verify_s, saba["c_draft"], host_s, fitted_from, saba.get("c_ar_draft"))

@@ -25,7 +25,8 @@ from graftlib.lab.report.regime_tables import Regime
 from graftlib.lab.run.bench import Run
 from graftlib.lab.run.regimes import tasks_bench
 
-EDGE_SCORES = {"DDTree": "ddtree", "+TDES": "ddtree+tdes", "+selector": "ddtree+sel", "+TDES+selector": "ddtree+tdes+sel"}
+EDGE_SCORES = {"DDTree": "ddtree", "+TDES": "ddtree+tdes", "+selector": "ddtree+sel",
+               "+TDES+selector": "ddtree+tdes+sel"}
 POOLED = "pooled"  # the row pooling every task's prompts
 
 

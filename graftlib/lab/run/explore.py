@@ -72,13 +72,15 @@ def explore(pair, prompt_ids: list[int], method: str = "graft", budget: int = 64
     method (EAGLE-3, OPT-Tree: the tree grows with its own drafter, so no DFlash draft can be replayed or
     rebuilt) is decoded once with its trees kept, without candidates, states or oracle."""
     if method in AR_METHODS:
-        dec = Decoder.for_method(pair.target, pair.eagle3_drafter(), method, budget, eos_ids=pair.eos_ids, sampling=sampling)
+        dec = Decoder.for_method(pair.target, pair.eagle3_drafter(), method, budget, eos_ids=pair.eos_ids,
+                                 sampling=sampling)
         res = dec.decode(prompt_ids, max_new_tokens, record_trees=True)
         n = len(res.rounds)
         none = [None] * n
         return Exploration(res.tokens, res.rounds, none, list(none), [{"best_budget": None, "retained": None}] * n,
                            _starts(res.rounds), [{} for _ in range(n)])
-    dec = replay_decoder(pair.target, pair.drafter, method, budget, list(grid), MethodInputs(saba=params), eos_ids=pair.eos_ids,
+    dec = replay_decoder(pair.target, pair.drafter, method, budget, list(grid), MethodInputs(saba=params),
+                         eos_ids=pair.eos_ids,
                          sampling=sampling, cls=_Keeping)
     res = dec.replay(prompt_ids, max_new_tokens, record_trees=True)
     rounds = res.decode.rounds

@@ -90,7 +90,8 @@ def run(args) -> int:
     if args.stages and res.rounds:
         print("\n".join(stage_lines(res.rounds)))
     if args.rounds:
-        print(f"{'t':>4} {'acc':>4} {'B':>5} {'nodes':>5} {'prefix':>6} {'draft':>7} {'tree':>7} {'verify':>7} {'commit':>7}"
+        print(f"{'t':>4} {'acc':>4} {'B':>5} {'nodes':>5} {'prefix':>6} {'draft':>7} {'tree':>7} {'verify':>7} "
+              f"{'commit':>7}"
               "  draft forwards")
         for t, r in enumerate(res.rounds):
             steps = "/".join(f"{1000 * x:.1f}" for x in r.t_draft_steps or [])

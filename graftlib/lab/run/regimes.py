@@ -63,7 +63,8 @@ def paper(budgets=(8, 16, 32, 64, 128, 256), cap: int = 512, budget: int | None 
     `budgets` has it, else their middle."""
     profile = CostProfile.load(PAPER_PROFILE)
     budget = budget or (PAPER_TABLE2_BUDGET if PAPER_TABLE2_BUDGET in budgets else _middle(budgets))
-    return Regime("paper", "the paper's A100 costs: modeled", profile, with_costs(SabaParams.load(ShippedAssets().saba_paper), profile),
+    return Regime("paper", "the paper's A100 costs: modeled", profile,
+                  with_costs(SabaParams.load(ShippedAssets().saba_paper), profile),
                   tuple(budgets), budget, cap, (15,), True)
 
 

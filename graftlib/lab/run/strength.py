@@ -238,7 +238,8 @@ def fit_lam(pair, strength: Strength, w: Walked, sibling: float, budget: int = P
         return {"value": stats["sibling"]["rate"], "cases": stats["sibling"]["cases"]}
 
     r = _solve(at, sibling, rising=True, tol=tol, steps=steps)
-    return {"lam": r["x"], "sibling": r["value"], "cases": r["cases"], **({"bound": r["bound"]} if "bound" in r else {})}
+    return {"lam": r["x"], "sibling": r["value"], "cases": r["cases"],
+            **({"bound": r["bound"]} if "bound" in r else {})}
 
 
 def chain_strength(strength: Strength) -> Strength:
@@ -318,7 +319,8 @@ def format_row(task: str, r: dict) -> str:
     return (f"{task:<10} s={r['s']:.3f} kappa={r['kappa']:.3f} lam={r['lam']:.3f} tau={r['tau']:.3f}  chain MAT "
             f"val {r['chain_mat_val']:.2f} / eval {r['chain_mat_eval']:.2f} (paper {r['paper_chain_mat']:.2f})  "
             f"DDTree@{PAPER_BUDGET} MAT {r['ddtree_mat_eval']:.2f} (paper {r['paper_ddtree_mat']:.2f}; real "
-            f"{r['real_ddtree_mat_eval']:.2f})  next top-1 after sibling / spine {c['calibrated']['sibling']['rate']:.2f}"
+            f"{r['real_ddtree_mat_eval']:.2f})  next top-1 after sibling / spine "
+            f"{c['calibrated']['sibling']['rate']:.2f}"
             f" / {c['calibrated']['spine']['rate']:.2f} (real {c['real']['sibling']['rate']:.2f} / "
             f"{c['real']['spine']['rate']:.2f})  first miss rank-1 / top-3 {f['calibrated']['rank1']:.2f} / "
             f"{f['calibrated']['top3']:.2f} (real {f['real']['rank1']:.2f} / {f['real']['top3']:.2f})")
@@ -343,7 +345,8 @@ def run(args) -> int:
     from graftlib.models.pair import load_pair
 
     pair = load_pair(args.target, args.drafter, args.device, args.device_map, dtype=args.dtype)
-    command = "graft " + " ".join(sys.argv[1:]) if sys.argv[1:2] == ["calibrate-strength"] else "graft calibrate-strength"
+    given = sys.argv[1:2] == ["calibrate-strength"]
+    command = "graft " + " ".join(sys.argv[1:]) if given else "graft calibrate-strength"
     compare = TaskStrengths(args.compare) if args.compare else None
     calibrate_tasks(pair, args.tasks, args.n_prompts, args.max_new_tokens, Path(args.out), command, compare)
     print(f"written to {args.out}")

@@ -40,8 +40,8 @@ EAGLE3_NOTEBOOKS = frozenset({"fig1b_mismatch", "paper_regime", "sampling_temper
 # the notebooks that decode with the DFlash 2 drafter's selector (`graftlib.lab.run.edge_scores`)
 DFLASH2_NOTEBOOKS = frozenset({"table2_components"})
 # notebooks that decide with the paper-grid calibration (`saba_paper`): those drawing the paper's regime
-PAPER_NOTEBOOKS = frozenset({"fig1b_mismatch", "fig1c_budget_throughput", "fig5_generalization", "fig6_oracle_tracking",
-                             "paper_regime", "table1_main_results", "table2_components", "table3_beta"})
+PAPER_NOTEBOOKS = frozenset({"budget_policies", "fig1b_mismatch", "fig1c_budget_throughput", "fig5_generalization",
+                             "fig6_oracle_tracking", "paper_regime", "table1_main_results", "table2_components", "table3_beta"})
 
 
 def manifest_path(folder: str | Path) -> Path:
@@ -160,7 +160,8 @@ def _entry_problems(name: str, entry: dict, folder: Path, shipped: dict, profile
         if used.get(key) != ids and (not key.startswith("saba_paper") or entry.get("notebook") in PAPER_NOTEBOOKS):
             out.append(f"{name}: drawn with {key} {used.get(key)}, the shipped one is {ids}")
     if entry.get("notebook") in EAGLE3_NOTEBOOKS and used.get("eagle3") != shipped["eagle3"]:
-        out.append(f"{name}: drawn with the EAGLE-3 drafter {used.get('eagle3')}, the shipped one is {shipped['eagle3']}")
+        out.append(f"{name}: drawn with the EAGLE-3 drafter {used.get('eagle3')}, the shipped one is "
+                   f"{shipped['eagle3']}")
     if entry.get("notebook") in DFLASH2_NOTEBOOKS and used.get("dflash2") != shipped["dflash2"]:
         out.append(f"{name}: drawn with the DFlash 2 drafter {used.get('dflash2')}, the shipped one is "
                    f"{shipped['dflash2']}")
@@ -184,7 +185,8 @@ def check_figures(folder: str | Path, assets: ShippedAssets | None = None,
     entries = read_manifest(folder)["figures"]
     shipped = shipped_ids(assets)
     files = snapshot(folder)
-    problems = [f"{name}: not in {MANIFEST} (drawn outside the workbook?)" for name in sorted(set(files) - set(entries))]
+    problems = [f"{name}: not in {MANIFEST} (drawn outside the workbook?)"
+                for name in sorted(set(files) - set(entries))]
     problems += [f"{name}: in {MANIFEST} but not in {portable(folder)}" for name in sorted(set(entries) - set(files))]
     for name in sorted(set(files) & set(entries)):
         problems += _entry_problems(name, entries[name], folder, shipped, profile)

@@ -57,7 +57,8 @@ def tokens_path(corpus: Path, shard_file: str) -> Path:
 def read_corpus(corpus: str | Path) -> dict:
     corpus = Path(corpus)
     index = _read_index(corpus)
-    require(index is not None, f"no drafter corpus in {corpus} (the committed ones are in the repository's data/corpus, "
+    require(index is not None, f"no drafter corpus in {corpus} (the committed ones are in the repository's "
+                               "data/corpus, "
             "not in an installed package; write one with `graft drafter-corpus --from-data DIR`)")
     return index
 
@@ -79,13 +80,15 @@ def export(data_dir: str | Path, corpus: str | Path, log=print) -> dict:
 
     data_dir, corpus = Path(data_dir), Path(corpus)
     data = read_index(data_dir)
-    require(data is not None and data.shards, f"no drafter data in {data_dir}: run `graft drafter-data --out {data_dir}`")
+    require(data is not None and data.shards, f"no drafter data in {data_dir}: run `graft drafter-data --out "
+                                              f"{data_dir}`")
     shared = data.shared()
     old = _read_index(corpus)
     if old is None:
         corpus.mkdir(parents=True, exist_ok=True)
         old = {"format": FORMAT, **shared, "shards": []}
-    diff = [f"{k} {old[k]!r} (data {shared[k]!r})" for k in SHARED_KEYS if k != "target_layer_ids" and old[k] != shared[k]]
+    diff = [f"{k} {old[k]!r} (data {shared[k]!r})" for k in SHARED_KEYS
+            if k != "target_layer_ids" and old[k] != shared[k]]
     require(not diff, f"corpus {corpus} holds data made with other settings: {'; '.join(diff)}")
     have = {s["file"]: s for s in old["shards"]}
     added = 0
@@ -178,7 +181,8 @@ def featurize(corpus: str | Path, out: str | Path, model, layer_ids: list[int], 
     done = {s["file"]: s for s in index.shards}
     wanted = c["shards"][:shards]
     todo = [e for e in wanted if not shard_done(out, done.get(e["file"]), e["count"])]
-    log(f"featurizing corpus {corpus} into {out}: {len(wanted) - len(todo)} of {len(wanted)} shards done, {len(todo)} to make "
+    log(f"featurizing corpus {corpus} into {out}: {len(wanted) - len(todo)} of {len(wanted)} shards done, {len(todo)} "
+        "to make "
         f"(layers {list(layer_ids)}, top-{top_k})")
     for entry in todo:
         t0 = time.perf_counter()
@@ -209,7 +213,8 @@ def _main(args) -> int:
 
     if args.threads:
         torch.set_num_threads(args.threads)
-    require(bool(args.from_data) != bool(args.to_data), "give one of --from-data DIR (export) or --to-data DIR (featurize)")
+    require(bool(args.from_data) != bool(args.to_data), "give one of --from-data DIR (export) or --to-data DIR "
+                                                        "(featurize)")
     if args.from_data:
         export(args.from_data, args.corpus)
         return 0
@@ -230,7 +235,8 @@ def add_parser(subparsers) -> None:
                     "recomputes features and top-k log-probs from the corpus into a drafter-data directory "
                     "(one forward per batch, resumable), instead of generating the responses again.",
     )
-    p.add_argument("--corpus", default=str(SHIPPED_CORPUS), help=f"corpus directory (default: the shipped one, {SHIPPED_CORPUS.name})")
+    p.add_argument("--corpus", default=str(SHIPPED_CORPUS), help="corpus directory (default: the shipped one, "
+                                                                 f"{SHIPPED_CORPUS.name})")
     p.add_argument("--from-data", default=None, metavar="DIR", help="export: add this data directory's shards")
     p.add_argument("--to-data", default=None, metavar="DIR", help="featurize into this data directory")
     p.add_argument("--target-layer-ids", type=int, nargs="+", default=None,

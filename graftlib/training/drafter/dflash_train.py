@@ -71,7 +71,8 @@ class TrainConfig(LoopConfig):
     init_from_target: bool = False  # measured: worse at equal time (ablation.json)
     init_drafter: str | None = None  # warm start: a trained drafter's weights, layers and draft vocabulary
     fc_init: str = "last"  # "last": identity on the deepest stored layer; "random"
-    draft_head: bool = False  # the drafter's own LM head, trained (DFlashConfig.draft_head; starts as the target's rows)
+    # the drafter's own LM head, trained (DFlashConfig.draft_head; starts as the target's rows)
+    draft_head: bool = False
     anchor_context: bool = False  # the anchor-context input path (DFlashConfig.anchor_context; starts at zero)
     conv_kernel_size: int = 0  # DFlash 2's convolution taps (0: none; starts as the identity)
     selector_rank: int = 0  # DFlash 2's selector rank (0: none)
@@ -285,7 +286,8 @@ class Trainer(LoopTrainer):
     def _use_vocab(self) -> None:
         """Target-id <-> draft-id maps and the frozen LM head rows of the drafter's vocabulary."""
         vocab, dev = self.target.config.vocab_size, self.device
-        self.draft_ids = self.drafter.d2t.clone() if self.drafter.config.draft_vocab_size else torch.arange(vocab, device=dev)
+        self.draft_ids = self.drafter.d2t.clone() if self.drafter.config.draft_vocab_size else torch.arange(vocab,
+                                                                                                            device=dev)
         self.t2d = draft_index(self.draft_ids, vocab)
         self.frozen_head = self.target.lm_head.weight.detach()[self.draft_ids].to(self.compute_dtype)
 
@@ -438,7 +440,8 @@ class Trainer(LoopTrainer):
         out = {"tau": accepted / max(rounds, 1), "tau_exact": f"{exact}/{len(seqs)}",
                "tau_matches_data": f"{matches_data}/{len(seqs)}"}
         if self.drafter.config.selector_rank:  # the selector's chain in the loop (`graftlib.methods.selector`)
-            sel = Decoder.for_method(self.target, self.drafter, "dflash2", self.drafter.block_size - 1, eos_ids=self.eos)
+            sel = Decoder.for_method(self.target, self.drafter, "dflash2", self.drafter.block_size - 1,
+                                     eos_ids=self.eos)
             runs = [sel.decode(s.tokens[:s.prompt_len].tolist(), min(self.cfg.tau_tokens, s.response_len))
                     for s in seqs]
             out["sel_tau"] = sum(r.accepted for x in runs for r in x.rounds) / max(sum(len(x.rounds) for x in runs), 1)
@@ -536,7 +539,8 @@ def write_ablation(root: str | Path, out: str | Path, baseline: str = "base",
 
 def config_from_args(args) -> TrainConfig:
     """The `TrainConfig` of `add_loop_args` + `add_drafter_args`' options."""
-    return TrainConfig(layers=args.layers, gamma=args.gamma, fc_init=args.fc_init, init_from_target=args.init_from_target,
+    return TrainConfig(layers=args.layers, gamma=args.gamma, fc_init=args.fc_init,
+                       init_from_target=args.init_from_target,
                        init_drafter=args.init_drafter, draft_head=args.draft_head, anchor_context=args.anchor_context,
                        conv_kernel_size=args.conv_kernel_size, selector_rank=args.selector_rank,
                        selector_top_k=args.selector_top_k, selector_alpha=args.selector_alpha,
@@ -554,8 +558,10 @@ def add_drafter_args(p, d: TrainConfig) -> None:
     p.add_argument("--gamma", type=float, default=d.gamma,
                    help=f"depth decay of the loss weights exp(-(k - 1) / gamma); smaller focuses the first depths "
                         f"(default {d.gamma})")
-    p.add_argument("--tau-prompts", type=int, default=d.tau_prompts, help=f"held-out prompts for loop tau (default {d.tau_prompts})")
-    p.add_argument("--tau-tokens", type=int, default=d.tau_tokens, help=f"tokens per loop-tau prompt (default {d.tau_tokens})")
+    p.add_argument("--tau-prompts", type=int, default=d.tau_prompts,
+                   help=f"held-out prompts for loop tau (default {d.tau_prompts})")
+    p.add_argument("--tau-tokens", type=int, default=d.tau_tokens,
+                   help=f"tokens per loop-tau prompt (default {d.tau_tokens})")
     p.add_argument("--fc-init", default=d.fc_init, choices=("last", "random"), help=f"default {d.fc_init}")
     p.add_argument("--init-from-target", action="store_true",
                    help="start the layers from the target's last ones (default: random init, which learned ~2x "
@@ -577,7 +583,8 @@ def add_drafter_args(p, d: TrainConfig) -> None:
     p.add_argument("--selector-alpha", type=float, default=d.selector_alpha,
                    help=f"weight of the selector's loss (default {d.selector_alpha})")
     p.add_argument("--parts-only", action="store_true",
-                   help="train only DFlash 2's parts of the warm start, its other weights frozen (a selector alone then "
+                   help="train only DFlash 2's parts of the warm start, its other weights frozen (a selector alone "
+                        "then "
                         "leaves the draft distributions, and the TDES scorer and SABA calibration fitted on them, as "
                         "they were)")
     p.add_argument("--init-drafter", default=None, metavar="DIR",

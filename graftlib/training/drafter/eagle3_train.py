@@ -193,7 +193,8 @@ class Eagle3Trainer(LoopTrainer):
             self.drafter = warm_drafter(cfg, target, layer_ids).to(self.device)
             self.warm_start = True
         else:
-            ids = choose_draft_vocab(train, cfg.draft_vocab, vocab) if 0 < cfg.draft_vocab < vocab else torch.arange(vocab)
+            subset = 0 < cfg.draft_vocab < vocab
+            ids = choose_draft_vocab(train, cfg.draft_vocab, vocab) if subset else torch.arange(vocab)
             self.drafter = make_drafter(cfg, target, layer_ids, ids.sort().values).to(self.device)
         self._use_vocab()
         self.step_weights = cfg.step_weight ** torch.arange(max(cfg.ttt_steps, cfg.eval_depth), device=self.device)

@@ -185,7 +185,8 @@ def target_layer_shape(tc) -> dict:
     return dict(hidden_size=tc.hidden_size, intermediate_size=tc.intermediate_size,
                 num_attention_heads=tc.num_attention_heads, num_key_value_heads=tc.num_key_value_heads,
                 head_dim=getattr(tc, "head_dim", None) or tc.hidden_size // tc.num_attention_heads,
-                rms_norm_eps=tc.rms_norm_eps, rope_theta=float(rope.get("rope_theta", getattr(tc, "rope_theta", 10000.0))),
+                rms_norm_eps=tc.rms_norm_eps, rope_theta=float(rope.get("rope_theta",
+                                                                        getattr(tc, "rope_theta", 10000.0))),
                 vocab_size=tc.vocab_size, max_position_embeddings=tc.max_position_embeddings)
 
 

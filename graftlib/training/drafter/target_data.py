@@ -226,7 +226,8 @@ class _Batch:
     def admit(self, queue: list[int], out: _Responses) -> list[int]:
         """Step 1: prefill waiting prompts into free rows once enough are free; the rest of the queue."""
         free = [r for r, s in enumerate(self.slot) if s < 0]
-        if not (queue and free and (len(free) >= max(1, len(self.slot) // REFILL_SHARE) or len(free) == len(self.slot))):
+        enough = len(free) >= max(1, len(self.slot) // REFILL_SHARE) or len(free) == len(self.slot)
+        if not (queue and free and enough):
             return queue
         device = self.model.device
         take, queue = queue[:len(free)], queue[len(free):]
@@ -551,13 +552,15 @@ def add_data_args(p, d: DataConfig) -> None:
     p.add_argument("--pool", default=d.pool, help=f"training pool (graftlib.data.prompts.POOLS; default {d.pool!r})")
     p.add_argument("--prompts", default=None, help="read the prompts from this file instead of --pool "
                                                    "(JSONL[.gz] written by --export-prompts)")
-    p.add_argument("--n-prompts", type=int, default=d.n_prompts, help=f"first prompts of the pool (default {d.n_prompts})")
+    p.add_argument("--n-prompts", type=int, default=d.n_prompts,
+                   help=f"first prompts of the pool (default {d.n_prompts})")
     p.add_argument("--max-prompt-tokens", type=int, default=d.max_prompt_tokens,
                    help=f"cut longer questions to fit (default {d.max_prompt_tokens})")
     p.add_argument("--max-response-tokens", type=int, default=d.max_response_tokens,
                    help=f"response cap (default {d.max_response_tokens})")
     p.add_argument("--batch-size", type=int, default=d.batch_size, help=f"generation batch (default {d.batch_size})")
-    p.add_argument("--shard-size", type=int, default=d.shard_size, help=f"prompts per shard, or per generation chunk in drafter-pipeline (default {d.shard_size})")
+    p.add_argument("--shard-size", type=int, default=d.shard_size,
+                   help=f"prompts per shard, or per generation chunk in drafter-pipeline (default {d.shard_size})")
     p.add_argument("--top-k", type=int, default=d.top_k,
                    help=f"target log-probs stored per response token for distillation (default {d.top_k}; 0: none)")
     p.add_argument("--sample-share", type=float, default=d.sample_share,

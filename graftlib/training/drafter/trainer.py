@@ -70,7 +70,8 @@ class LoopConfig:
 
     def check(self) -> None:
         require(self.draft_vocab >= 0, f"draft_vocab must be >= 0 (0 = full vocabulary), got {self.draft_vocab}")
-        require(self.blocks_per_step >= 1 and self.blocks_per_seq >= 1, "blocks_per_step and blocks_per_seq must be >= 1")
+        require(self.blocks_per_step >= 1 and self.blocks_per_seq >= 1,
+                "blocks_per_step and blocks_per_seq must be >= 1")
         require(self.eval_blocks_per_seq is None or self.eval_blocks_per_seq >= 1,
                 f"eval_blocks_per_seq must be >= 1, got {self.eval_blocks_per_seq}")
         require(self.lr > 0, f"lr must be > 0, got {self.lr}")

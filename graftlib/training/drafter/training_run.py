@@ -298,9 +298,11 @@ def training_record(trainer: LoopTrainer, run: Run, draft_vocab_size: int, wall_
 def add_loop_args(p, d: LoopConfig, data: bool = True) -> None:
     """The options every drafter trainer takes (defaults from `d`; `data`: --data and --resume too)."""
     if data:
-        p.add_argument("--data", required=True, nargs="+", help="one or more directories written by `graft drafter-data`")
+        p.add_argument("--data", required=True, nargs="+", help="one or more directories written by `graft "
+                                                                "drafter-data`")
     p.add_argument("--out", required=True, help="output directory (checkpoint/, metrics.jsonl, drafter/)")
-    p.add_argument("--minutes", type=float, default=d.minutes, help=f"time budget; the lr schedule follows it (default {d.minutes})")
+    p.add_argument("--minutes", type=float, default=d.minutes,
+                   help=f"time budget; the lr schedule follows it (default {d.minutes})")
     p.add_argument("--max-steps", type=int, default=None, help="step budget (with --minutes: whichever ends first)")
     p.add_argument("--clock", default=d.clock, choices=("wall", "cpu"),
                    help=f"what --minutes counts: wall time or this process's CPU time, for equal compute on a "
@@ -314,8 +316,10 @@ def add_loop_args(p, d: LoopConfig, data: bool = True) -> None:
     p.add_argument("--blocks-per-seq", type=int, default=d.blocks_per_seq,
                    help=f"anchors packed into one sequence's row (default {d.blocks_per_seq})")
     p.add_argument("--lr", type=float, default=d.lr, help=f"peak learning rate (default {d.lr})")
-    p.add_argument("--eval-every", type=int, default=d.eval_every, help=f"steps between evaluations (default {d.eval_every})")
-    p.add_argument("--eval-blocks", type=int, default=d.eval_blocks, help=f"held-out anchors evaluated (default {d.eval_blocks})")
+    p.add_argument("--eval-every", type=int, default=d.eval_every,
+                   help=f"steps between evaluations (default {d.eval_every})")
+    p.add_argument("--eval-blocks", type=int, default=d.eval_blocks,
+                   help=f"held-out anchors evaluated (default {d.eval_blocks})")
     p.add_argument("--eval-blocks-per-seq", type=int, default=None,
                    help="the held-out anchors' grouping per row (default: --blocks-per-seq); give another recipe's "
                         "--blocks-per-seq to score exactly its held-out anchors")
@@ -323,7 +327,8 @@ def add_loop_args(p, d: LoopConfig, data: bool = True) -> None:
     p.add_argument("--bf16", action="store_true", help="bf16 autocast even where it is emulated (slow on AVX2 CPUs)")
     p.add_argument("--schedule", default=d.schedule, choices=("wsd", "cosine", "linear"),
                    help=f"lr schedule (default {d.schedule}: warmup, plateau, decay over the last --decay)")
-    p.add_argument("--decay", type=float, default=d.decay, help=f"wsd: decaying fraction of the run (default {d.decay})")
+    p.add_argument("--decay", type=float, default=d.decay,
+                   help=f"wsd: decaying fraction of the run (default {d.decay})")
     p.add_argument("--distill", type=float, default=d.distill,
                    help=f"weight of the soft loss on the target's stored top-k log-probs (default {d.distill})")
     p.add_argument("--weight-decay", type=float, default=d.weight_decay,

@@ -76,7 +76,8 @@ def replay_rounds(target, drafter, prompts: list[list[int]], grid: list[int], re
               eos_ids, sampling)
     sid = setting_id(**(setting or {}), grid=dec.grid, ref_budget=ref_budget, max_new_tokens=max_new_tokens, walk=walk,
                      window=window, hist_prior=hist_prior, **sampling.setting())
-    done = {r["uid"]: r["records"] for r in read_records(checkpoint) if r.get("setting_id") == sid} if checkpoint else {}
+    done = ({r["uid"]: r["records"] for r in read_records(checkpoint) if r.get("setting_id") == sid}
+            if checkpoint else {})
     records: list[ReplayRecord] = []
     for i, (ids, uid) in enumerate(zip(prompts, uids)):
         if uid in done:
@@ -132,7 +133,8 @@ def fit_params(records: list[ReplayRecord], grid: list[int], depth: int, window:
                                                               [r.budget for r in on_grid],
                                                               [r.accepted for r in on_grid])
     params = SabaParams(phi=phi, alpha=alpha, c=list(c), grid=sorted(b for b in set(grid) if b > 0), window=window,
-                        hist_prior=hist_prior, lam_min=lam_min, utility=utility, c_ar=None if c_ar is None else list(c_ar), c_draft=c_draft,
+                        hist_prior=hist_prior, lam_min=lam_min, utility=utility,
+                        c_ar=None if c_ar is None else list(c_ar), c_draft=c_draft,
                         gain_table=table, cost_table=cost_table, rows_cost=rows_cost,
                         meta={**(meta or {}), "fit": fit})
     return params if profile is None else with_costs(params, profile)
@@ -226,7 +228,8 @@ def add_parser(sub) -> None:
                    help="decide under this cost profile (e.g. graftlib/assets/costs/paper-a100.json): its costs "
                    "instead of a cost fit, and the grid's acceptance walked along the greedy continuation instead "
                    "of verified, so grids up to 512 nodes run in minutes on a CPU (T = 0 only)")
-    p.add_argument("--strength", default=None, metavar="FILE", help="a drafter-strength file (graft calibrate-strength): "
+    p.add_argument("--strength", default=None, metavar="FILE",
+                   help="a drafter-strength file (graft calibrate-strength): "
                    "each prompt drafted at its task's calibrated strength, a construction (with --cost-profile and "
                    "--regular-prompts 0)")
     add_sampling_args(p)
@@ -271,14 +274,18 @@ def calibrate_pair(pair, out, cfg: CalibrationConfig, *, records: str | None = N
                                                               cfg.profile, cfg.strength)
     sampling, max_new_tokens, max_prompt_tokens = cfg.sampling, cfg.max_new_tokens, cfg.max_prompt_tokens
     require(val_prompts >= 1, "--val-prompts must be >= 1")
-    require(profile is None or sampling.greedy, "--cost-profile walks the grid along the greedy continuation: T = 0 only")
-    require(0 <= regular_prompts <= REGULAR_VAL, f"--regular-prompts must be in [0, {REGULAR_VAL}], got {regular_prompts}")
+    require(profile is None or sampling.greedy, "--cost-profile walks the grid along the greedy continuation: T = 0 "
+                                                "only")
+    require(0 <= regular_prompts <= REGULAR_VAL, f"--regular-prompts must be in [0, {REGULAR_VAL}], got "
+                                                 f"{regular_prompts}")
     require(all(b >= 1 for b in grid), f"--grid budgets must be >= 1 (the AR step is always replayed), got {grid}")
     require(strength is None or (profile is not None and regular_prompts == 0), "--strength drafts along greedy AR's "
-            "tokens: calibrate walked under a --cost-profile, with --regular-prompts 0 (the regular set has no strength)")
+            "tokens: calibrate walked under a --cost-profile, with --regular-prompts 0 (the regular set has no "
+            "strength)")
     items = pool("val", val_prompts) + (load_items("regular", "val", regular_prompts) if regular_prompts else [])
     prompts = [format_prompt(item, pair.tokenizer, max_prompt_tokens).input_ids for item in items]
-    drafter, before, setting = pair.drafter, None, {"pair": pair.identity().to_dict(), "max_prompt_tokens": max_prompt_tokens}
+    drafter, before, setting = pair.drafter, None, {"pair": pair.identity().to_dict(),
+                                                    "max_prompt_tokens": max_prompt_tokens}
     if strength is not None:
         strengths = TaskStrengths(strength)
         drafter, before = drafting_along(pair.target, pair.drafter, strengths, [item.task for item in items],

@@ -189,7 +189,8 @@ class WalkReplay(ReplayDecoder):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         require(self.sampling.greedy, "a walk replay reads acceptance off the greedy continuation: T = 0 only")
-        require(isinstance(self.builder, HeapTreeBuilder), "a walk replay needs a best-first heap (ddtree, ddtree+tdes, "
+        require(isinstance(self.builder, HeapTreeBuilder), "a walk replay needs a best-first heap (ddtree, "
+                                                           "ddtree+tdes, "
                 f"ddtree+saba, graft), whose trees are nested in the budget, not {type(self.builder).__name__}")
         self._rounds: list[tuple[int, list[int], list[int], list[int]]] = []  # (pos, tokens, parents, record idx)
         self._result = None

@@ -154,7 +154,8 @@ def losses(net: TDESNet, data: TDESData, cfg: TDESConfig, w1: float, kl_idx=None
     i = p_idx if p_idx is not None else slice(None)
     if len(data.pos_parent[i]):
         d = data.pair_depth[i]
-        margin = cfg.gamma - net(data.pos_parent[i], data.pos_child[i], d) + net(data.neg_parent[i], data.neg_child[i], d)
+        margin = cfg.gamma - net(data.pos_parent[i], data.pos_child[i], d) + net(data.neg_parent[i], data.neg_child[i],
+                                                                                 d)
         out["pair"] = F.softplus(margin).mean()  # eq. 10
     else:
         out["pair"] = zero

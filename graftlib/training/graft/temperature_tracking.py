@@ -75,8 +75,8 @@ def retained_oracle(params: SabaParams, records: list[ReplayRecord], depth: int 
 def replayed(pair, items: list, sampling: Sampling, cfg: TrackingConfig, out) -> list[ReplayRecord]:
     """Replay records of `items` at `sampling` (resumable lines in `out`, keyed by their setting)."""
     lines = replay_prompts(pair, "ddtree", cfg.ref_budget, [0, *cfg.grid], items, cfg.max_new_tokens, out,
-                           MethodInputs(saba=SabaParams()), repeats=cfg.repeats, max_prompt_tokens=cfg.max_prompt_tokens,
-                           sampling=sampling)
+                           MethodInputs(saba=SabaParams()), repeats=cfg.repeats,
+                           max_prompt_tokens=cfg.max_prompt_tokens, sampling=sampling)
     return records_of(lines)
 
 

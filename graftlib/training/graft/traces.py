@@ -148,7 +148,8 @@ class CandidateTap:
 def replay_hidden(target, prompt_ids: list[int], records: list, max_new_tokens: int, tree_room: int):
     """Yield each round's verify hidden states [N+1, H] by replaying the recorded trees and commits."""
     device = target.device
-    cache = target_cache(target.config, len(prompt_ids) + max_new_tokens + tree_room, shared=True)  # as the decode loop's
+    cache = target_cache(target.config, len(prompt_ids) + max_new_tokens + tree_room,
+                         shared=True)  # as the decode loop's
     ids = torch.tensor([prompt_ids], device=device)
     target_forward(target, ids, torch.arange(len(prompt_ids), device=device)[None], cache)
     start = len(prompt_ids)

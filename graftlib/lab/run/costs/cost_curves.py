@@ -156,7 +156,8 @@ def ar_draft_cost_curve(drafter, widths: list[int], contexts: list[int], prefix_
     callable returning the seconds of one step of another drafter, `dflash_draft_step`) is timed once
     per repeat among the shuffled trees, so load hits it alike: its median is "reference"."""
     require(all(w >= 1 for w in widths) and all(n >= 1 for n in contexts) and depth >= 1 and repeats >= 1,
-            f"AR draft costs need widths, contexts, depth and repeats >= 1, got {widths}, {contexts}, {depth}, {repeats}")
+            f"AR draft costs need widths, contexts, depth and repeats >= 1, "
+            f"got {widths}, {contexts}, {depth}, {repeats}")
     g = torch.Generator().manual_seed(seed)
     vocab = drafter.config.vocab_size
     kv = drafter.new_cache()
@@ -194,7 +195,8 @@ def fit_ar_draft(curve: dict[str, dict[int, float]]) -> dict:
     """One line through every median of `ar_draft_cost_curve`: a forward of w input rows costs
     e0 + e1 w (least squares, e1 >= 0: clamped to 0, e0 then the mean, should noise give a negative
     slope). Returns c_ar_draft [e0, e1] and each point's rows, measured and fitted seconds."""
-    points = [("context", n, t) for n, t in curve["context"].items()] + [("depth", w, t) for w, t in curve["depth"].items()]
+    points = [("context", n, t) for n, t in curve["context"].items()] + [("depth", w,
+                                                                          t) for w, t in curve["depth"].items()]
     rows = np.array([p[1] for p in points], dtype=float)
     secs = np.array([p[2] for p in points], dtype=float)
     e1, e0 = np.polyfit(rows, secs, 1) if len(set(rows)) > 1 else (0.0, float(secs.mean()))
@@ -246,7 +248,8 @@ def dflash_draft_cost(pair, context: int = 4, budget: int = 32, prefix_len: int 
 def add_parser(sub) -> None:
     p = sub.add_parser("costs", help="verify-forward cost curve and tree-building cost on this machine")
     add_model_args(p)
-    p.add_argument("--sizes", nargs="+", type=int, default=[1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256])
+    p.add_argument("--sizes", nargs="+", type=int, default=[1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192,
+                                                            256])
     p.add_argument("--budgets", nargs="+", type=int, default=[16, 32, 64, 128, 256, 512])
     p.add_argument("--prefix-len", type=int, default=256)
     p.add_argument("--repeats", type=int, default=5)
@@ -279,7 +282,8 @@ def run(args) -> int:
 
     require(all(s >= 1 for s in args.sizes), "--sizes must be >= 1")
     require(all(b >= 1 for b in args.budgets), "--budgets must be >= 1")
-    require(args.ar_draft or not (args.profile_out or args.ar_draft_out), "--profile-out / --ar-draft-out need --ar-draft")
+    require(args.ar_draft or not (args.profile_out or args.ar_draft_out),
+            "--profile-out / --ar-draft-out need --ar-draft")
     base = None  # --ar-draft: the profile it extends (a bad file fails before the models load)
     if args.ar_draft:
         base = CostProfile.load(args.cost_profile) if args.cost_profile else saba_profile()
@@ -294,7 +298,8 @@ def run(args) -> int:
     print(f"{'tokens':>6} {'ms':>8} {'x 1-token':>9}")
     for n, t in curve.items():
         print(f"{n:>6} {1000 * t:>8.1f} {t / base:>9.2f}")
-    print(f"\n{'budget':>6} {'topk ms':>8} {'tree ms':>8} {'verify ms':>9} {'tree/verify':>11} {'(topk+tree)/verify':>18}")
+    print(f"\n{'budget':>6} {'topk ms':>8} {'tree ms':>8} {'verify ms':>9} {'tree/verify':>11} "
+          f"{'(topk+tree)/verify':>18}")
     for b, t in build.items():
         v = interpolate(curve, b + 1)
         print(f"{b:>6} {1000 * t['candidates']:>8.2f} {1000 * t['tree']:>8.2f} {1000 * v:>9.1f} "

@@ -59,7 +59,8 @@ def cache_path(pair) -> Path:
     return costs_dir() / f"{key}.json"
 
 
-def measure_profile(pair, log=print, prompts: list[list[int]] | None = None, new_tokens: int = FIT_TOKENS) -> CostProfile:
+def measure_profile(pair, log=print, prompts: list[list[int]] | None = None,
+                    new_tokens: int = FIT_TOKENS) -> CostProfile:
     """This machine's cost profile for `pair` (module doc); `prompts` (token ids) replace the validation
     prompts, for a pair without a tokenizer."""
     from graftlib.data.prompts import format_prompt, load_items

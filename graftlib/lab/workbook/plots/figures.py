@@ -12,7 +12,8 @@ def plot_budget_curve(curve, title: str, measured: bool = True):
     budget of the grid is a labelled tick. `curve`: `tables.budget_curve`."""
     import matplotlib.pyplot as plt
 
-    panels = [("mat", "MAT (tokens accepted a round)"), *([("tps", "measured tokens/s (wall clock)")] if measured else []),
+    panels = [("mat", "MAT (tokens accepted a round)"), *([("tps",
+                                                            "measured tokens/s (wall clock)")] if measured else []),
               ("m_tps", "modeled tokens/s (cost profile)")]
     grid = sorted(set(curve.index.get_level_values("B")))
     fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.6), sharex=True)
@@ -154,9 +155,11 @@ def plot_oracle_tracking(fixed: dict[str, dict], rows: dict, paper_mean: float, 
     for n in names:
         f = fixed[n]
         ci = f" [{f['ci'][0]:.3f}, {f['ci'][1]:.3f}]" if f["ci"] else " (no interval)"
-        labels.append(f"{textwrap.fill(n, 24)}\nbest fixed B={f['best_fixed_budget']}\nSABA / fixed {f['ratio']:.3f}x\n{ci.strip()}")
+        labels.append(f"{textwrap.fill(n, 24)}\nbest fixed B={f['best_fixed_budget']}\nSABA / fixed "
+                      f"{f['ratio']:.3f}x\n{ci.strip()}")
     axes[0].set_xticks(range(len(names)), labels, fontsize=6)
-    axes[0].axhline(paper_mean, color="black", ls="--", lw=0.8, label=f"paper's SABA (Qwen3-8B, A100): {paper_mean:.3f}")
+    axes[0].axhline(paper_mean, color="black", ls="--", lw=0.8,
+                    label=f"paper's SABA (Qwen3-8B, A100): {paper_mean:.3f}")
     axes[0].set_ylim(0, 1.05)
     axes[0].set_ylabel("mean retained oracle throughput")
     axes[0].set_title("(a) SABA against one budget every round", fontsize=8)

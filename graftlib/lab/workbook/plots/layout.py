@@ -149,7 +149,8 @@ def save_figure(fig, name: str, figures_dir: str | Path) -> list[Path]:
     untangle_ticks(fig)
     problems = layout_problems(fig) + tick_overlaps(fig) + labels_inside(fig) + unnamed_axes(fig)
     if problems:
-        raise GraftError(f"figure {name}: {problems[0]}" + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""))
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise GraftError(f"figure {name}: {problems[0]}{more}")
     out = Path(figures_dir)
     out.mkdir(parents=True, exist_ok=True)
     paths = [out / f"{name}.{ext}" for ext in ("png", "pdf")]

@@ -35,8 +35,10 @@ def plot_training_run(metrics, summary: dict, name: str):
     axes[2].set_ylabel("hit rate vs the target (held-out)")
     legend_outside(axes[2])
     d = summary["data"]
-    fig.suptitle(f"{name} | target {summary['target']} | {summary['hardware']} | {len(ev)} evaluations | {d['sequences']} sequences, "
-                 f"{d['response_tokens']} response tokens | {summary['train_s'] / 60:.0f} min, {summary['steps']} steps",
+    fig.suptitle(f"{name} | target {summary['target']} | {summary['hardware']} | {len(ev)} evaluations | "
+                 f"{d['sequences']} sequences, "
+                 f"{d['response_tokens']} response tokens | {summary['train_s'] / 60:.0f} min, "
+                 f"{summary['steps']} steps",
                  fontsize=8)
     fig.tight_layout()
     return fig
