@@ -9,6 +9,7 @@ import torch
 from tiny import ARCH_SEEDS, tiny_pairs
 
 from graftlib.core.tree import Tree
+from graftlib.lab.run.bench import record_mismatch
 from graftlib.methods.decoder import Decoder
 
 MAX_NEW = 37  # not a multiple of the block or of any budget
@@ -94,6 +95,7 @@ def test_ar_baseline_is_greedy(pairs, arch):
 def test_speculative_equals_ar(pairs, arch, method, budget):
     target, drafter, prompts, ar = pairs[arch]
     dec = Decoder.for_method(target, drafter, method, budget)
+    dec.observers.append(record_mismatch)  # Figure 1(b)'s flag, as the bench asks for it
     noncontiguous, mats = 0, []
     for p, ref in zip(prompts, ar):
         res = dec.decode(p, max_new_tokens=MAX_NEW, record_trees=True)
@@ -116,6 +118,7 @@ def test_eager_verdicts_equal_ar(pairs, arch):
     target, drafter, prompts, ar = pairs[arch]
     for method, budget in (("ar", 1), ("dflash", 7), ("ddtree", 64)):
         dec = Decoder.for_method(target, drafter, method, budget)
+        dec.observers.append(record_mismatch)
         dec.eager_verdicts = True
         for p, ref in zip(prompts, ar):
             res = dec.decode(p, max_new_tokens=MAX_NEW, record_trees=method != "ar")

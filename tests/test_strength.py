@@ -10,6 +10,7 @@ from tiny import random_prompt, tiny_drafter, tiny_target
 from graftlib.core.errors import GraftError
 from graftlib.core.kvcache import target_cache
 from graftlib.core.verify import target_forward
+from graftlib.lab.run.bench import record_mismatch
 from graftlib.methods.decoder import Decoder, WalkedDecoder
 from graftlib.methods.registry import MethodInputs
 from graftlib.methods.saba_params import SabaParams
@@ -37,9 +38,11 @@ def test_a_stronger_drafter_decodes_ar_exactly_and_walks_as_it_verifies(models, 
     ar = Decoder.for_method(target, None, "ar").decode(prompt, n).tokens
     walked_drafter, verified_drafter = StrengthDrafter(base, strength), StrengthDrafter(base, strength)
     saba = SabaParams() if method == "ddtree+saba" else None  # a calibration of no pair (the tiny one has none)
-    walked = WalkedDecoder.for_method(target, walked_drafter, method, budget,
-                                      inputs=MethodInputs(saba=saba)).decode_along(prompt, ar, n)
+    walking = WalkedDecoder.for_method(target, walked_drafter, method, budget, inputs=MethodInputs(saba=saba))
     dec = Decoder.for_method(target, verified_drafter, method, budget, inputs=MethodInputs(saba=saba))
+    for d in (walking, dec):
+        d.observers.append(record_mismatch)  # the mismatch flag compared too
+    walked = walking.decode_along(prompt, ar, n)
     verified_drafter.follow(WalkedDecoder.for_method(target, base, "ddtree", 4).continuation(
         prompt, ar, n + base.block_size), target.lm_head.weight, target)  # the verified decode handed the same one
     verified = dec.decode(prompt, n)
@@ -73,7 +76,9 @@ def test_lam_moves_the_tree_past_a_miss_but_never_a_chain(models):
 
     def walk(method, budget, lam):
         drafter = StrengthDrafter(base, Strength(0.5, lam=lam, kappa=0.3))
-        return rounds(WalkedDecoder.for_method(target, drafter, method, budget).decode_along(prompt, ar, n))
+        dec = WalkedDecoder.for_method(target, drafter, method, budget)
+        dec.observers.append(record_mismatch)
+        return rounds(dec.decode_along(prompt, ar, n))
 
     assert walk("dflash", base.block_size - 1, 0.0) == walk("dflash", base.block_size - 1, 1.0)
     assert walk("ddtree", 32, 0.0) != walk("ddtree", 32, 1.0)

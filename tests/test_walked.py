@@ -7,6 +7,7 @@ from tiny import random_prompt, tiny_drafter, tiny_target
 
 from graftlib.core.errors import GraftError
 from graftlib.core.sampling import Sampling
+from graftlib.lab.run.bench import record_mismatch
 from graftlib.methods.decoder import Decoder, WalkedDecoder
 from graftlib.methods.registry import MethodInputs
 from graftlib.methods.saba_params import SabaParams
@@ -20,10 +21,13 @@ def rounds(res) -> list[tuple]:
 
 
 def same_rounds(target, drafter, method, budget, prompt, max_new, eos_ids=None, **kw):
-    real = Decoder.for_method(target, drafter, method, budget, eos_ids=eos_ids, **kw).decode(prompt, max_new)
+    real_dec = Decoder.for_method(target, drafter, method, budget, eos_ids=eos_ids, **kw)
+    walked_dec = WalkedDecoder.for_method(target, drafter, method, budget, eos_ids=eos_ids, **kw)
+    for dec in (real_dec, walked_dec):
+        dec.observers.append(record_mismatch)  # the mismatch flag compared too
+    real = real_dec.decode(prompt, max_new)
     ar = Decoder.for_method(target, None, "ar", eos_ids=eos_ids).decode(prompt, max_new).tokens
-    walked = WalkedDecoder.for_method(target, drafter, method, budget, eos_ids=eos_ids, **kw).decode_along(prompt, ar,
-                                                                                                           max_new)
+    walked = walked_dec.decode_along(prompt, ar, max_new)
     assert walked.tokens == real.tokens == ar
     assert rounds(walked) == rounds(real)
     assert all(r.t_verify == 0 for r in walked.rounds)

@@ -24,7 +24,7 @@ from graftlib.core.decode import DecodeLoop, DecodeResult, RoundOutcome, RoundRe
 from graftlib.core.errors import require
 from graftlib.core.kvcache import target_cache
 from graftlib.core.timing import StageTimer
-from graftlib.core.tree import child_edges, greedy_walk, is_leaf, parent_mismatch
+from graftlib.core.tree import child_edges, greedy_walk
 from graftlib.core.verify import LazyArgmax, target_forward
 
 
@@ -114,18 +114,12 @@ class WalkedLoop(DecodeLoop):
         tree = self.builder.build(st.root, cand, budget)
         nxt = _PathTokens(self._cont, st.start, tree)
         accepted, bonus = greedy_walk(child_edges(tree.tokens, tree.parents), nxt)
-        a = len(accepted)
-        record = RoundRecord(a, budget, tree.num_nodes, st.start, 0.0, 0.0, 0.0, 0.0, tree.depths[accepted[-1]],
-                             parent_mismatch(tree.tokens, tree.parents, tree.depths, accepted[-1], bonus))
-        record.censored = is_leaf(tree.parents, accepted[-1])
-        if record_trees:
-            record.tree = {"tokens": tree.tokens, "parents": tree.parents, "depths": tree.depths, "scores": tree.scores}
-            record.accepted_nodes = accepted
+        record = self.tree_record(tree, accepted, bonus, budget, st.start, timer.take(), record_trees)
         new = [tree.tokens[i] for i in accepted[1:]] + [bonus]
-        return RoundOutcome(record, new, self._walk_rows(st, a))
+        return RoundOutcome(record, new, self._walk_rows(st, len(accepted)))
 
     def ar_round(self, st: SpecState, timer: StageTimer) -> RoundOutcome:
-        record = RoundRecord(1, 0, 0, st.start, 0.0, 0.0, 0.0, 0.0)
+        record = RoundRecord(accepted=1, budget=0, nodes=0, prefix_len=st.start, **timer.take())
         return RoundOutcome(record, [self._cont.at(st.start + 1)], self._walk_rows(st, 1))
 
 

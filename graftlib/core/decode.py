@@ -16,7 +16,12 @@ greedy AR (up to floating-point near-ties between multi-token and one-token forw
 At T > 0 (`graftlib.core.sampling`) the verdict at a node is a seeded draw from the target's processed
 distribution and the same walk follows it: the output law is AR sampling's. Budget 0 is one plain AR step.
 
-`DecodeLoop.decode(prompt_ids)` returns a `DecodeResult`: the tokens and one `RoundRecord` per round.
+`DecodeLoop.decode(prompt_ids)` returns a `DecodeResult`: the tokens and one `RoundRecord` per round. The loop
+measures through one timer: one `StageTimer.mark` at the end of each sub-step (`graftlib.core.timing.STAGES`), the
+round's stage seconds taken into its record, built by keyword (`tree_record`). What the lab measures beyond that is
+attached, not done by every decode: `observers` get each drafted round's record, tree, path and bonus (Figure 1(b)'s
+parent-child mismatch, `graftlib.lab.run.bench.record_mismatch`), and a `SplitLog` passed to `decode` gets every
+mark (host overhead, `graftlib.lab.run.costs.host_overhead`).
 The loop knows only the `TreeBuilder` / `BudgetController` interfaces (`graftlib.core.builders`) and the
 `Drafter` protocol; methods by name are built in `graftlib.methods.registry`, and an AR drafter's
 depth-by-depth draft step is `graftlib.core.ar_drafting.TreeDraftLoop`.
@@ -35,7 +40,7 @@ from graftlib.core.kernels import warm_up
 from graftlib.core.kvcache import target_cache
 from graftlib.core.sampling import GREEDY, LazySample, Sampling
 from graftlib.core.timing import SplitLog, StageTimer
-from graftlib.core.tree import MaskBuffer, greedy_walk, is_leaf, parent_mismatch, verify_inputs
+from graftlib.core.tree import MaskBuffer, Tree, greedy_walk, is_leaf, verify_inputs
 from graftlib.core.verify import LazyArgmax, commit_cache, kept_rows, target_forward
 
 
@@ -50,7 +55,8 @@ class RoundRecord:
     t_verify: float
     t_commit: float
     last_depth: int = 0  # d*: depth of the last accepted node
-    mismatch: bool = False  # t* is in the tree at depth d* + 1 under another parent (tree.parent_mismatch)
+    # t* is in the tree at depth d* + 1 under another parent (tree.parent_mismatch): set by an observer that asks
+    mismatch: bool = False
     tree: dict | None = None  # tokens / parents / depths (record_trees)
     target_next: list[int] | None = None  # target argmax token at every node (record_trees)
     accepted_nodes: list[int] | None = None
@@ -89,12 +95,15 @@ class DecodeResult:
 
 
 class DecodeLoop:
-    """Target + drafter + (builder, controller). `builder=None` means AR decoding."""
+    """Target + drafter + (builder, controller). `builder=None` means AR decoding. `observers`: functions each
+    drafted round's record, tree, accepted path and bonus token are handed to (`tree_record`)."""
 
     def __init__(self, target, drafter: Drafter | None, builder: TreeBuilder | None = None,
                  controller: BudgetController | None = None, eos_ids: list[int] | None = None,
                  sampling: Sampling = GREEDY):
         self.target = target
+        # f(record, tree, accepted, bonus) per drafted round (`tree_record`): what the lab measures beyond the loop
+        self.observers: list = []
         self.sampling = sampling.check()
         self.drafter = drafter
         self.builder = builder
@@ -196,7 +205,7 @@ class DecodeLoop:
         logits = self.sampling.temper(drafter.draft_logits(h, self.draft_head))  # [D, V_draft]
         top = top_k(logits, k, drafter.id_map, h)  # on the device
         if st.timer is not None:
-            st.timer.split("draft_forward")
+            st.timer.mark("draft_forward")
         return Candidates.from_top_k(top, h)
 
     def tree_round(self, st: "SpecState", cand: Candidates, budget: int, timer: StageTimer,
@@ -212,70 +221,74 @@ class DecodeLoop:
             return self.ar_round(st, timer)
         # build tree
         tree = self.builder.build(st.root, cand, budget)
-        timer.split("tree_build")
+        timer.mark("tree_build")
         vi = verify_inputs(tree, st.start, self.device, self.lm_head.dtype, st.masks)
-        t_tree = timer.lap()
-        timer.split("verify_inputs")
+        timer.mark("verify_inputs")
         # verify: [1, N+1] tokens at positions start + depth
         out = target_forward(self.target, vi.input_ids, vi.position_ids, st.cache, vi.attention_mask, True)
         verdict = self.verdict(out.hidden, st.gen)
-        timer.split("verify_forward")
+        timer.mark("verify_forward")
         # accept (T > 0: the walk draws the target's token at each node it reaches)
         accepted, bonus = greedy_walk(vi.edges, verdict)
-        t_verify = timer.lap()
-        timer.split("walk")
+        timer.mark("walk")
         # commit: KV of accepted nodes; their features feed the next draft
         idx = kept_rows(accepted, self.device)  # None: the accepted path is rows 0..a-1
         commit_cache(st.cache, st.start, accepted, idx)
         features = self.drafter.context_features(out.hidden_states)  # [1, N+1, F]
         features = features[:, :len(accepted)] if idx is None else features.index_select(1, idx)  # [1, a, F]
-        new = [tree.tokens[i] for i in accepted[1:]] + [bonus]
-        t_commit = timer.lap()
-        timer.split("commit")
-        record = RoundRecord(len(accepted), budget, tree.num_nodes, st.start, 0.0, t_tree, t_verify, t_commit,
-                             tree.depths[accepted[-1]],
-                             parent_mismatch(tree.tokens, tree.parents, tree.depths, accepted[-1], bonus))
-        record.censored = is_leaf(tree.parents, accepted[-1])
+        timer.mark("commit")
+        record = self.tree_record(tree, accepted, bonus, budget, st.start, timer.take(), record_trees)
+        if record_trees:
+            record.target_next = verdict.all_rows()
+        return RoundOutcome(record, [tree.tokens[i] for i in accepted[1:]] + [bonus], features)
+
+    def tree_record(self, tree: Tree, accepted: list[int], bonus: int, budget: int, start: int, times: dict,
+                    record_trees: bool = False) -> RoundRecord:
+        """The round's record (built by keyword), handed to the loop's observers (e.g. Figure 1's parent-child
+        mismatch, `graftlib.lab.run.bench.record_mismatch`) with the round's tree, path and bonus."""
+        last = accepted[-1]
+        record = RoundRecord(accepted=len(accepted), budget=budget, nodes=tree.num_nodes, prefix_len=start,
+                             last_depth=tree.depths[last], censored=is_leaf(tree.parents, last), **times)
         if record_trees:
             record.tree = {"tokens": tree.tokens, "parents": tree.parents, "depths": tree.depths, "scores": tree.scores}
-            record.target_next = verdict.all_rows()
             record.accepted_nodes = accepted
-        return RoundOutcome(record, new, features)
+        for observe in self.observers:
+            observe(record, tree, accepted, bonus)
+        return record
 
     def ar_round(self, st: "SpecState", timer: StageTimer) -> "RoundOutcome":
         """Budget 0: the root through the target at position `start` (causal, no mask), its verdict
-        (argmax, or a draw at T > 0) is the round's token; restorable by the same crop as `tree_round`."""
-        t_tree = timer.lap()
+        (argmax, or a draw at T > 0) is the round's token; restorable by the same crop as `tree_round`.
+        Its stages: the gate and budget choice (tree), the forward (verify), the features (commit)."""
+        timer.mark("verify_inputs")
         out = target_forward(self.target, torch.tensor([[st.root]], device=self.device),
                              torch.tensor([[st.start]], device=self.device), st.cache, None, True)
         nxt = self.verdict(out.hidden, st.gen)[0]
-        t_verify = timer.lap()
+        timer.mark("walk")
         features = self.drafter.context_features(out.hidden_states)  # [1, 1, F]
-        record = RoundRecord(1, 0, 0, st.start, 0.0, t_tree, t_verify, timer.lap())
+        timer.mark("commit")
+        record = RoundRecord(accepted=1, budget=0, nodes=0, prefix_len=st.start, **timer.take())
         return RoundOutcome(record, [nxt], features)
 
     def _speculate(self, result: DecodeResult, st: "SpecState", max_new_tokens: int, record_trees: bool,
                    stop_at_eos: bool, timer: StageTimer, eos: bool):
         self.controller.reset()  # a Decoder may decode many prompts: no history crosses between them
-        timer.split("prefill")
+        timer.mark("prefill")  # the prompt's drafter context and start state: before the first round, untimed
         while not eos and len(result.tokens) < max_new_tokens:
-            # gate + draft (budget choice counted in the tree step)
-            cand, budget, t_draft = None, 0, 0.0
+            # gate + draft (the budget choice is timed with the tree)
+            cand, budget = None, 0
             go = self.controller.speculate(st.start)
-            timer.split("gate")
+            timer.mark("gate")
             if go:
                 cand = self.draft(st, self.pool)
-                t_draft = timer.lap()
-                timer.split("candidates")
+                timer.mark("candidates")
                 budget = self.controller.budget(cand, st.start)
-                timer.split("budget")
+                timer.mark("budget")
             # build tree .. commit (budget 0: one AR step)
             step = self.tree_round(st, cand, budget, timer, record_trees)
             # update
-            step.record.t_draft = t_draft
             eos = self.advance(result, st, step, max_new_tokens, stop_at_eos)
-            timer.lap()
-            timer.split("update")
+            timer.mark("update")
         result.stop = "eos" if eos else "length"
 
     def advance(self, result: DecodeResult, st: "SpecState", step: "RoundOutcome", max_new_tokens: int,

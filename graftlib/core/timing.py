@@ -5,14 +5,17 @@ work to whichever later stage synchronizes first; `StageTimer` synchronizes the 
 boundary. The decode loop, replay and the cost measurements share it, so their stage times are
 comparable.
 
-Splits (optional, for host-overhead measurements): a `StageTimer` made with a `SplitLog` also
-charges the time since the previous split to the name given at each `split(name)` (the loop
-names its sub-steps: candidates, tree build, verify inputs, walk, commit, ...), and any events
-counted on the log in between (host<->device synchronizations, `graftlib.lab.run.costs.host_overhead`).
-Without a log `split` returns at once and never synchronizes, so the loop pays nothing for it.
-The log's clock is wall time unless given another (`time.thread_time`: a CPU run's host work
-without the preemptions of a shared machine).
-Invariant: with a log, the split times of a decode sum to its wall time from its first split on.
+Marks (`StageTimer.mark(name)`): the decode loop's one timing call, at the end of each named sub-step (gate,
+draft forward, candidates, budget, tree build, verify inputs, verify forward, walk, commit, update; `STAGES`). A mark
+that ends one of a round's stages (draft, tree, verify, commit) reads the clock (synchronizing a GPU) and charges
+the time since the previous read to that stage; `take()` hands the round's stage seconds to its record and starts
+the next round's. Where the lab attaches a `SplitLog` (host-overhead measurements) every mark also charges the time
+since the previous mark to its own name, and any events counted on the log in between (host<->device
+synchronizations, `graftlib.lab.run.costs.host_overhead`); without a log the marks inside a stage return at once and
+never synchronize, so the loop pays nothing for them. The log's clock is wall time unless given another
+(`time.thread_time`: a CPU run's host work without the preemptions of a shared machine).
+Invariants: with a log, the split times of a decode sum to its wall time from its first mark on; a round's stage
+seconds are the same with a log as without (the stage ends are read either way).
 
 Warm-up (`warm_up`, `WarmUp`): what is timed must be warm. A GPU's first decodes of a shape compile
 kernels and fill caches (seconds, where a warm decode takes milliseconds), so a fixed number of
@@ -62,13 +65,26 @@ class SplitLog:
         return out
 
 
+# The decode loop's sub-steps in round order: the stage each one's time goes to (None: untimed, the prefill and the
+# update between rounds) and whether it ends that stage (the mark that reads the clock without a log).
+STAGES: dict[str, tuple[str | None, bool]] = {
+    "prefill": (None, True), "gate": ("draft", False), "draft_forward": ("draft", False),
+    "candidates": ("draft", True), "budget": ("tree", False), "tree_build": ("tree", False),
+    "verify_inputs": ("tree", True), "verify_forward": ("verify", False), "walk": ("verify", True),
+    "commit": ("commit", True), "update": (None, True),
+}
+ROUND_STAGES = ("draft", "tree", "verify", "commit")  # a `RoundRecord`'s t_draft .. t_commit
+
+
 class StageTimer:
-    """Wall-clock stage times; synchronizes the GPU at each boundary on CUDA."""
+    """Wall-clock stage times (module doc); synchronizes the GPU at each stage end on CUDA. `lap` is the bare
+    primitive (seconds since the previous read) for measurements outside the loop."""
 
     def __init__(self, device: torch.device, splits: SplitLog | None = None):
         self.cuda = torch.device(device).type == "cuda"
         self.splits = splits
         self.t = self.now()
+        self.stage_s = dict.fromkeys(ROUND_STAGES, 0.0)
 
     def now(self) -> float:
         if self.cuda:
@@ -81,12 +97,28 @@ class StageTimer:
         t, self.t = self.t, self.now()
         return self.t - t
 
-    def split(self, name: str) -> None:
-        """Charge the time since the previous split to `name` (no-op without a `SplitLog`)."""
+    def mark(self, name: str) -> None:
+        """The end of sub-step `name` (`STAGES`; module doc)."""
+        stage, ends = STAGES[name]
+        if ends:
+            dt = self.lap()
+            if stage is not None:
+                self.stage_s[stage] += dt
         if self.splits is not None:
-            if self.cuda:
+            if self.cuda and not ends:
                 torch.cuda.synchronize()
             self.splits.charge(name, self.splits.clock())
+
+    def take(self) -> dict[str, float]:
+        """The round's stage seconds as a record's fields (t_draft .. t_commit); the next round's start at 0."""
+        out = {f"t_{k}": v for k, v in self.stage_s.items()}
+        self.stage_s = dict.fromkeys(ROUND_STAGES, 0.0)
+        return out
+
+    def restart(self) -> None:
+        """Drop what was measured since the last read: the next stage starts now (a replay's repeated round)."""
+        self.lap()
+        self.stage_s = dict.fromkeys(ROUND_STAGES, 0.0)
 
 
 @dataclass(frozen=True)

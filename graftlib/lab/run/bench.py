@@ -24,6 +24,7 @@ from graftlib.core.paths import results_dir
 from graftlib.core.records import append_record, setting_id
 from graftlib.core.sampling import GREEDY, Sampling, prompt_sampling
 from graftlib.core.timing import WarmUp, warm_up
+from graftlib.core.tree import parent_mismatch
 from graftlib.core.version import __version__
 from graftlib.inputs.cli_args import (
     add_ar_drafter_arg,
@@ -127,6 +128,12 @@ def hf_generate(pair, prompt_ids: list[int], max_new_tokens: int) -> tuple[list[
     return out[0, len(prompt_ids):].tolist(), t_first - t0, t1 - t_first
 
 
+def record_mismatch(record, tree, accepted: list[int], bonus: int) -> None:
+    """Figure 1(b)'s parent-child mismatch of a drafted round (`graftlib.core.tree.parent_mismatch`) into its record:
+    the decode loop's observer the bench attaches (`DecodeLoop.observers`)."""
+    record.mismatch = parent_mismatch(tree.tokens, tree.parents, tree.depths, accepted[-1], bonus)
+
+
 def decode_record(pair, run: Run, prompt: BenchPrompt, max_new_tokens: int, inputs: MethodInputs = SHIPPED_INPUTS,
                   sampling: Sampling = GREEDY, ar_tokens: list[int] | None = None, shared: dict | None = None) -> dict:
     """One decode's record; `ar_tokens` (greedy AR's for this prompt): the run's rounds walked along them
@@ -144,6 +151,7 @@ def decode_record(pair, run: Run, prompt: BenchPrompt, max_new_tokens: int, inpu
     decoder = kind.for_method(pair.target, drafter_for(pair, run.method), run.method, run.budget or 1,
                               eos_ids=pair.eos_ids, inputs=inputs, sampling=prompt_sampling(sampling, prompt.uid),
                               pair=pair.identity() if run.method in FITTED_METHODS else None)
+    decoder.observers.append(record_mismatch)
     if ar_tokens is None:
         res = decoder.decode(ids, max_new_tokens)
     else:

@@ -135,7 +135,7 @@ class ReplayDecoder(Decoder):
         for _ in range(self.repeats):
             if rng is not None:  # T > 0: every budget and repeat sees the round's same random stream
                 st.gen.set_state(rng)
-            timer.lap()
+            timer.restart()
             step = self.tree_round(st, cand, budget, timer)
             commit_cache(st.cache, st.start, [])  # restore the round's start state
             runs.append(step)
@@ -157,16 +157,17 @@ class ReplayDecoder(Decoder):
         t = 0
         while not eos and len(result.tokens) < max_new_tokens:
             go = self.controller.speculate(st.start)
-            timer.lap()
+            timer.restart()
             cand = self.draft(st, k)
-            t_draft = timer.lap()
+            timer.mark("candidates")
+            t_draft = timer.take()["t_draft"]
             budget = self.controller.budget(cand, st.start) if go else 0
             t_choose = timer.lap()
             base = dict(round=t, prefix_len=st.start, t_draft=t_draft, state=self.tracker.signals(cand).tolist(),
                         reference_budget=budget)
             for b in self.grid:
                 self.records.append(self._measure(st, cand, b, timer, base))
-            timer.lap()
+            timer.restart()
             step = self.tree_round(st, cand, budget, timer, record_trees)
             step.record.t_draft = t_draft if go else 0.0  # a post-gated round (go, budget 0) paid its draft
             step.record.t_tree += t_choose
@@ -178,7 +179,7 @@ class ReplayDecoder(Decoder):
             if budget:
                 self.tracker.feedback(asdict(r))
             eos = self.advance(result, st, step, max_new_tokens, stop_at_eos)
-            timer.lap()
+            timer.restart()
             t += 1
         result.stop = "eos" if eos else "length"
 
