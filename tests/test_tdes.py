@@ -56,12 +56,24 @@ def test_beta_zero_is_ddtree(seed):
         assert (a.tokens, a.parents, a.depths, a.scores) == (b.tokens, b.parents, b.depths, b.scores)
 
 
+def f_of(scorer, parent: int, depth: int, ids) -> np.ndarray:
+    """f_theta(p, c, d) of eq. 6 from the scorer's tables, term by term (the plain reference of the heap's scores)."""
+    u = scorer.u[depth - 1]
+    return (scorer.C[np.asarray(ids)] + u) @ ((scorer.P[parent] + u) * scorer.scale)
+
+
+def f_centred(scorer, parent: int, depth: int, ids) -> np.ndarray:
+    """f~ (eq. 5): f minus its mean over C_{p,d} = ids."""
+    f = f_of(scorer, parent, depth, ids)
+    return f - f.mean()
+
+
 def test_centring_sums_to_zero():
     scorer, _ = random_scorer(1, beta=0.7)
     cand = make_cand(depth=4, vocab=V - 1, k=7, seed=3)
     for d in range(1, 5):
         for p in (ROOT, 0, 5, 42):
-            ft = scorer.f_centred(p, d, cand.ids[d - 1])
+            ft = f_centred(scorer, p, d, cand.ids[d - 1])
             assert abs(ft.sum()) < 1e-4 and ft.std() > 1e-3
             s = np.array(scorer.child_scores(p, d, cand.ids[d - 1], cand.logq[d - 1])) - np.array(cand.logq[d - 1])
             assert abs(s.sum()) < 1e-4  # the residual beta * f~ is centred over C_{p,d}
@@ -79,7 +91,7 @@ def test_child_scores_match_brute_force(beta):
             got = scorer.child_scores(p, d, ids, lq)
             assert got == pytest.approx(want.tolist(), abs=1e-4)
             assert np.argsort(-np.array(got)).tolist() == np.argsort(-want).tolist()
-            assert scorer.f(p, d, ids) == pytest.approx(f.tolist(), abs=1e-4)
+            assert f_of(scorer, p, d, ids) == pytest.approx(f.tolist(), abs=1e-4)
     with pytest.raises(GraftError, match="depths 1..4"):
         scorer.child_scores(ROOT, 5, cand.ids[0], cand.logq[0])
 
@@ -92,7 +104,7 @@ def test_heap_is_best_first_under_tdes(seed, budget):
 
     def edge(p, d, c, lq):
         ids = cand.ids[d - 1]
-        return lq + scorer.beta * float(scorer.f_centred(p, d, ids)[ids.index(c)])
+        return lq + scorer.beta * float(f_centred(scorer, p, d, ids)[ids.index(c)])
 
     tree = HeapTreeBuilder(scorer, name="tdes").build(ROOT, cand, budget)
     check_structure(tree)

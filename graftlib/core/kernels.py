@@ -124,6 +124,14 @@ def _score_row(ids, logq, tables, token, d, out) -> None:
         out[j] = out[j] + (f[j] - mean)
 
 
+def edge_scores(ids, logq, tables: HeapTables, token: int, d: int) -> np.ndarray:
+    """The edge scores the heap gives `token`'s children at pool row d (`_score_row`), float32 [K]: the same compiled
+    code, for callers outside the heap."""
+    out = np.empty(ids.shape[1], np.float32)
+    _score_row(ids, logq, tables, token, d, out)
+    return out
+
+
 @numba.njit(cache=True, fastmath=True)
 def _reweight(A, X, token, d, row) -> None:
     """row (log q_d over the pool) <- log q'_d of the module doc: g_j = A[token] . X[d, j] added, then the

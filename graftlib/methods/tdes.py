@@ -9,8 +9,9 @@ Edge score (eq. 4): S_TDES(v) = log q_{t,d}(c) + beta * f~(p, c, d); path score 
 Inference (`TDESScorer`, a `BilinearScorer`): the projections depend on the token id only, so P = g_p(E) and
 C = g_c(E) are tables over the vocabulary, made once; centring cancels u_d on the child side, so every edge
 score of a parent is one product log q + beta f~ = X_d y with X_d = [C[C_d] - mean C[C_d] | log q_d] and
-y = [beta s / sqrt(m) (P[p] + u_d) | 1]. The compiled heap scores with these tables (`bilinear_tables`);
-`child_scores` is the same in numpy. beta = 0 gives exactly log q (DDTree's tree).
+y = [beta s / sqrt(m) (P[p] + u_d) | 1]. The compiled heap scores with these tables (`bilinear_tables`,
+`graftlib.core.kernels._score_row`), the one scoring path: `child_scores` calls the same kernel for one pool, and
+the plain reference (eq. 6 term by term) lives in tests/test_tdes.py. beta = 0 gives exactly log q (DDTree's tree).
 
 Training (eqs. 7-12) lives in `graftlib.training.graft.tdes_train`.
 
@@ -33,6 +34,7 @@ from safetensors.torch import load_file, save_file
 
 from graftlib.core.builders import HeapTreeBuilder
 from graftlib.core.errors import GraftError, require
+from graftlib.core.kernels import edge_scores, heap_tables
 from graftlib.core.paths import ASSETS_DIR
 from graftlib.models.drafter import load_state_strict
 
@@ -94,14 +96,12 @@ class TDESScorer:
         self.s = float(s)
         self.beta = float(beta)
         self.scale = self.s / math.sqrt(self.P.shape[1])
-        k = self.beta * self.scale
+        k = self.beta * self.scale  # beta * s / sqrt(m): where beta enters the decode's edge scores (eq. 4)
         # the sides' tables (module doc): [k P | 1], [k u | 0], [C | 0]
         self.P1 = np.concatenate([self.P * k, np.ones((self.P.shape[0], 1), np.float32)], axis=1)
         self.u0 = np.concatenate([self.u * k, np.zeros((self.u.shape[0], 1), np.float32)], axis=1)
         self.C0 = np.concatenate([self.C, np.zeros((self.C.shape[0], 1), np.float32)], axis=1)
         self.config = dict(config or {})
-        self._pool: dict[int, tuple] = {}  # depth -> (child_ids, logq, X_d)
-        self._means: dict[int, np.ndarray] = {}  # k -> [1, k] of 1 / k (`_mean_row`)
 
     @property
     def vocab(self) -> int:
@@ -121,55 +121,19 @@ class TDESScorer:
         return cls(P.cpu().numpy(), C.cpu().numpy(), net.u.detach().cpu().numpy(), float(net.s.detach()), beta,
                    config)
 
-    def f(self, parent_token: int, depth: int, child_ids) -> np.ndarray:
-        """f_theta(p, c, d) for c in child_ids (eq. 6), float32 [K]."""
-        u = self.u[depth - 1]
-        return (self.C[np.asarray(child_ids)] + u) @ ((self.P[parent_token] + u) * self.scale)
-
-    def f_centred(self, parent_token: int, depth: int, child_ids) -> np.ndarray:
-        """f~ (eq. 5): f minus its mean over C_{p,d} = child_ids."""
-        f = self.f(parent_token, depth, child_ids)
-        return f - f.mean()
-
-    def parent_side(self, parent_token: int, depth: int) -> np.ndarray:
-        """y = [beta s / sqrt(m) (P[p] + u_d) | 1], float32 [m + 1] (module doc)."""
-        return self.P1[parent_token] + self.u0[depth - 1]
-
-    def child_sides(self, ids: np.ndarray, logq: np.ndarray) -> np.ndarray:
-        """X_d = [C[C_d] - mean C[C_d] | log q_d] of n pools at once, float32 [n, K, m + 1]: `ids` [n, K]
-        token ids, `logq` [n, K] (module doc). One gather, the centring (the zero column stays 0) and
-        the log q column."""
-        side = np.take(self.C0, ids, axis=0)
-        side -= np.matmul(self._mean_row(ids.shape[1]), side)  # the pools' means: a product beats a reduction
-        side[:, :, -1] = logq
-        return side
-
-    def _mean_row(self, k: int) -> np.ndarray:
-        """[1, k] of 1 / k (float32): a product with it averages k rows (kept per k)."""
-        row = self._means.get(k)
-        if row is None:
-            row = self._means[k] = np.full((1, k), 1.0 / k, np.float32)
-        return row
-
     def _check_depth(self, depth: int) -> None:
         if depth > self.depths or depth < 1:
             raise GraftError(f"TDES scorer trained for depths 1..{self.depths}, asked depth {depth}")
 
-    def _child_side(self, depth: int, child_ids, logq) -> np.ndarray:
-        """One pool's X_d [K, m + 1], cached for the pool last asked at `depth` (recognised by the
-        identity of the `child_ids` / `logq` objects)."""
-        hit = self._pool.get(depth)
-        if hit is None or hit[0] is not child_ids or hit[1] is not logq:
-            self._check_depth(depth)
-            side = self.child_sides(np.asarray(child_ids, dtype=np.int64)[None], np.asarray(logq, np.float32)[None])
-            hit = (child_ids, logq, side[0])
-            self._pool[depth] = hit
-        return hit[2]
-
     def child_scores(self, parent_token: int, depth: int, child_ids: list[int], logq: list[float]) -> np.ndarray:
-        """log q + beta * f~ (float32 [K]) for the children C_{p,d} = child_ids at `depth` under
-        `parent_token` (eq. 4): one [K, m + 1] x [m + 1] product per call."""
-        return self._child_side(depth, child_ids, logq) @ self.parent_side(parent_token, depth)
+        """log q + beta * f~ (float32 [K]) for the children C_{p,d} = child_ids at `depth` under `parent_token`
+        (eq. 4): the compiled heap's own edge scores (`kernels.edge_scores`), for callers outside the heap (the
+        scorer's evaluation in training, the tests' reference heap)."""
+        self._check_depth(depth)
+        ids = np.zeros((depth, len(child_ids)), np.int32)
+        lq = np.zeros((depth, len(child_ids)), np.float32)
+        ids[-1], lq[-1] = child_ids, logq
+        return edge_scores(ids, lq, heap_tables(self.bilinear_tables()), parent_token, depth - 1)
 
     def bilinear_tables(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """([k P | 1], [k u | 0], [C | 0]): the sides' tables (module doc), for the compiled heap
