@@ -242,3 +242,17 @@ def test_a_walked_bench_takes_ar_from_another_setting_and_a_timed_one_never_does
     assert {r["setting_id"] for r in second} != {r["setting_id"] for r in first}
     run_bench(tiny_pair, prompts, runs, 12, out, progress=False, warmup=False, extra={"x": 3})  # verified: timed
     assert calls["ar"] == 8
+
+
+def test_same_decodes_compares_the_deterministic_columns_only(tmp_path, capsys):
+    from graftlib.core.records import append_record
+    from graftlib.lab.report.metrics import same_decodes
+
+    rec = dict(key="ddtree@8", uid="gsm8k/1", accepted=[3, 2], rounds=2, nodes_sum=16, mismatch_sum=1, new_tokens=5,
+               verdict="exact", decode_s=0.5)
+    for name, changes in (("a", {}), ("b", {"decode_s": 0.7}), ("c", {"accepted": [2, 3]})):
+        append_record(tmp_path / f"{name}.jsonl", dict(rec, **changes))
+    assert same_decodes(tmp_path / "a.jsonl", tmp_path / "b.jsonl") == 0  # a clock is no difference
+    assert "identical: 1 decodes" in capsys.readouterr().out
+    assert same_decodes(tmp_path / "a.jsonl", tmp_path / "c.jsonl") == 1
+    assert "accepted [3, 2] -> [2, 3]" in capsys.readouterr().out

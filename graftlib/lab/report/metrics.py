@@ -226,3 +226,20 @@ def stage_table(records: list[dict], runs: list[tuple[str, str, str]]) -> list[d
         require(recs, f"stage breakdown: no records of {key} on {task}")
         rows.append({"task": task, "method": label, "run": key, **round_stages(recs)})
     return rows
+
+
+DETERMINISTIC = ("accepted", "round_shapes", "rounds", "nodes_sum", "accepted_sum", "mismatch_sum", "new_tokens",
+                 "verdict", "matches_ar")  # a decode's columns that no clock moves
+
+
+def same_decodes(old: str, new: str) -> int:
+    """Compare two benches of the same prompts and runs (`experiments/same-decodes.sh`) on their `DETERMINISTIC`
+    columns, record by record (run key, prompt uid); print "identical" or each difference. 0 if identical, else 1."""
+    from graftlib.core.records import read_records
+
+    a, b = ({(r["key"], r["uid"]): r for r in read_records(path) if "key" in r} for path in (old, new))
+    require(a and set(a) == set(b), f"{old} and {new} hold different runs or prompts: compare the same bench")
+    diff = [f"{key} {uid}: {col} {a[key, uid].get(col)!r} -> {b[key, uid].get(col)!r}"
+            for key, uid in sorted(a) for col in DETERMINISTIC if a[key, uid].get(col) != b[key, uid].get(col)]
+    print("\n".join(diff) if diff else f"identical: {len(a)} decodes, columns {', '.join(DETERMINISTIC)}")
+    return 1 if diff else 0
