@@ -59,10 +59,10 @@ def _swap(keys, counts, owners, picks, a, b) -> None:
 
 
 @numba.njit(cache=True)
-def _push(keys, counts, owners, picks, size, key, count, owner, pick) -> int:
-    """Append an entry and sift it up; returns the new size."""
+def _push(keys, counts, owners, picks, size, entry) -> int:
+    """Append `entry` = (key, push counter, owner node, pick) and sift it up; returns the new size."""
     i = size
-    keys[i], counts[i], owners[i], picks[i] = key, count, owner, pick
+    keys[i], counts[i], owners[i], picks[i] = entry
     while i > 0:
         up = (i - 1) >> 1
         if not _less(keys, counts, i, up):
@@ -192,7 +192,7 @@ def build_heap(root, ids, logq, budget, depth_limit, tables):
         return tokens, parents, depths, scores, n
     j = _first_child(0, root, 0, ids, logq, tables, rows, scored)
     first = np.float64(logq[0, j]) if not scored else np.float64(rows[0, j])
-    size = _push(keys, counts, owners, picks, 0, -first, 0, 0, j)
+    size = _push(keys, counts, owners, picks, 0, (-first, 0, 0, j))
     counter = 1
     while size > 0 and n - 1 < budget:
         size = _pop(keys, counts, owners, picks, size)
@@ -209,12 +209,12 @@ def build_heap(root, ids, logq, budget, depth_limit, tables):
             else:
                 j = _next_child(rows[parent], index)
                 nxt = np.float64(rows[parent, j])
-            size = _push(keys, counts, owners, picks, size, -scores[parent] - nxt, counter, parent, j)
+            size = _push(keys, counts, owners, picks, size, (-scores[parent] - nxt, counter, parent, j))
             counter += 1
         if depth < depth_limit and n - 1 < budget:  # first child of the new node
             j = _first_child(node, tokens[node], depth, ids, logq, tables, rows, scored)
             first = np.float64(logq[depth, j]) if not scored else np.float64(rows[node, j])
-            size = _push(keys, counts, owners, picks, size, neg - first, counter, node, j)
+            size = _push(keys, counts, owners, picks, size, (neg - first, counter, node, j))
             counter += 1
     return tokens, parents, depths, scores, n
 

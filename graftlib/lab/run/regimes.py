@@ -29,7 +29,7 @@ from graftlib.lab.report.regime_tables import GSM8K_SCORER, Regime, beta_table, 
 from graftlib.lab.report.tables import budget_curve
 from graftlib.lab.run.bench import Run, run_bench, task_prompts
 from graftlib.lab.run.costs.machine_costs import deciding
-from graftlib.methods.registry import AR_METHODS, REGISTRY, MethodInputs
+from graftlib.methods.registry import AR_METHODS, REGISTRY, SHIPPED_INPUTS, MethodInputs
 from graftlib.methods.saba_params import SabaParams, default_params
 from graftlib.models.strength import STRENGTH_PATH, TaskStrengths
 from graftlib.training.graft.replay import (
@@ -116,19 +116,19 @@ def regime_runs(regime: Regime, ar_drafted: bool = True) -> list[Run]:
 
 
 def regime_bench(pair, regime: Regime, prompts: list, runs: list[Run], max_new_tokens: int, out,
-                 progress: bool = False, tdes: str | None = None, beta: float | None = None) -> list[dict]:
+                 progress: bool = False, inputs: MethodInputs = SHIPPED_INPUTS) -> list[dict]:
     """`run_bench` deciding and priced in `regime` (walked where the regime walks), keyed by the regime (and the
-    drafter strength where it has one: the prompts are one task's). `tdes`: the scorer (None: the regime's own
-    where it has one, else the shipped default)."""
+    drafter strength where it has one: the prompts are one task's). `inputs`: the TDES scorer (None: the regime's
+    own where it has one, else the shipped default) and beta; the SABA calibration is always the regime's."""
     extra = {"regime": regime.name}
     if regime.strength is not None:
         tasks = {p.task for p in prompts}
         require(len(tasks) == 1, f"the {regime.name} regime benches one task at a time, got {sorted(tasks)}")
         pair = regime.pair_for(pair, tasks.pop())
         extra.update(pair.drafter.strength.setting())
-    return run_bench(pair, prompts, runs, max_new_tokens, out, MethodInputs(tdes or regime.scorer(), beta, regime.saba),
-                     progress=progress,
-                     extra=extra, cost_profile=regime.profile, walk=regime.walk)
+    inputs = MethodInputs(inputs.tdes or regime.scorer(), inputs.beta, regime.saba)
+    return run_bench(pair, prompts, runs, max_new_tokens, out, inputs, progress=progress, extra=extra,
+                     cost_profile=regime.profile, walk=regime.walk)
 
 
 def tasks_bench(pair, regime: Regime, tasks: list[str], n_prompts: int, runs: list[Run], max_new_tokens: int, out,
@@ -174,9 +174,11 @@ def regime_transfer(pair, regime: Regime, tasks: list[str], n_prompts: int, max_
     """Figure 5 in `regime`: DDTree against +TDES at the regime's fixed budget on `tasks`, once per TDES scorer
     (name -> path; None: the shipped default), as `regime_tables.transfer_table` (ratios with intervals)."""
     runs = [Run("ar", None), Run("ddtree", regime.budget), Run("ddtree+tdes", regime.budget)]
+    # the regime's own scorers where it has them (`Regime.scorer`)
+    scorer_of = {scorer: regime.scorer(path, "gsm8k" if scorer == GSM8K_SCORER else None)
+                 for scorer, path in scorers.items()}
     records = {scorer: tasks_bench(pair, regime, tasks, n_prompts, runs, max_new_tokens, out,
-                                   tdes=regime.scorer(path, "gsm8k" if scorer == GSM8K_SCORER else None))
-               for scorer, path in scorers.items()}  # the regime's own scorers where it has them (`Regime.scorer`)
+                                   inputs=MethodInputs(tdes)) for scorer, tdes in scorer_of.items()}
     return transfer_table(records, regime.walk)
 
 
@@ -184,7 +186,8 @@ def regime_betas(pair, regime: Regime, task: str, n_prompts: int, max_new_tokens
     """Table 3 in `regime`: GRAFT at the regime's cap on `task` for each TDES weight beta, each beta its own
     setting with its own AR, as `regime_tables.beta_table` (ratios to beta = 0 and 0.2 with intervals)."""
     runs = [Run("ar", None), Run("graft", regime.cap)]
-    return beta_table({beta: tasks_bench(pair, regime, [task], n_prompts, runs, max_new_tokens, out, beta=beta)
+    return beta_table({beta: tasks_bench(pair, regime, [task], n_prompts, runs, max_new_tokens, out,
+                                         inputs=MethodInputs(beta=beta))
                        for beta in betas}, regime.walk)
 
 
