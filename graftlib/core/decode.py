@@ -16,15 +16,12 @@ greedy AR (up to floating-point near-ties between multi-token and one-token forw
 At T > 0 (`graftlib.core.sampling`) the verdict at a node is a seeded draw from the target's processed
 distribution and the same walk follows it: the output law is AR sampling's. Budget 0 is one plain AR step.
 
-`DecodeLoop.decode(prompt_ids)` returns a `DecodeResult`: the tokens and one `RoundRecord` per round. The loop
-measures through one timer: one `StageTimer.mark` at the end of each sub-step (`graftlib.core.timing.STAGES`), the
-round's stage seconds taken into its record, built by keyword (`tree_record`). What the lab measures beyond that is
-attached, not done by every decode: `observers` get each drafted round's record, tree, path and bonus (Figure 1(b)'s
-parent-child mismatch, `graftlib.lab.run.bench.record_mismatch`), and a `SplitLog` passed to `decode` gets every
-mark (host overhead, `graftlib.lab.run.costs.host_overhead`).
-The loop knows only the `TreeBuilder` / `BudgetController` interfaces (`graftlib.core.builders`) and the
-`Drafter` protocol; methods by name are built in `graftlib.methods.registry`, and an AR drafter's
-depth-by-depth draft step is `graftlib.core.ar_drafting.TreeDraftLoop`.
+`DecodeLoop.decode(prompt_ids)` returns the tokens and one `RoundRecord` per round, timed by one `StageTimer.mark`
+per sub-step (`graftlib.core.timing.STAGES`) and built by keyword (`tree_record`). The lab's instruments are attached,
+not run by every decode: `observers` get each drafted round (Figure 1(b)'s mismatch, `bench.record_mismatch`), a
+`SplitLog` passed to `decode` every mark (`graftlib.lab.run.costs.host_overhead`). The loop knows only the
+`TreeBuilder` / `BudgetController` interfaces (`graftlib.core.builders`) and the `Drafter` protocol; methods by name
+are built in `graftlib.methods.registry`, an AR drafter's draft step is `graftlib.core.ar_drafting.TreeDraftLoop`.
 
 Details: docs/internals.md, `graftlib.core.decode`.
 """
