@@ -1,8 +1,8 @@
 """The decoding loop: AR baseline and speculative decoding, one code path for CPU and CUDA.
 
-A speculative round is six named steps (batch size 1, T = 0); `draft`, `tree_round` (build tree ..
-commit, for a given budget, restorable by a crop) and `advance` (update) are separate methods so
-`graftlib.training.graft.replay` can run the same round with other budgets from a saved `SpecState`:
+A speculative round is six named steps (batch size 1, T = 0); `draft`, `tree_round` (build tree .. commit, for a
+given budget, restorable by a crop) and `advance` (update) are separate methods so `graftlib.training.graft.replay`
+can run the same round with other budgets from a saved `SpecState`:
   gate        controller.speculate(start): draft this round, or take one plain AR step (budget 0)
   draft       drafter([root, mask x D] at positions start.., new context features) -> logits [D, V]
   build tree  budget = controller.budget(cand, start) (0: an AR step after all); tree = builder.build(..)
@@ -13,8 +13,8 @@ commit, for a given budget, restorable by a crop) and `advance` (update) are sep
 
 Exactness: every emitted token is the target's argmax given the committed prefix, so the output equals
 greedy AR (up to floating-point near-ties between multi-token and one-token forwards, which tests certify).
-At T > 0 (`graftlib.core.sampling`) the verdict at a node is a seeded draw from the target's processed
-distribution and the same walk follows it: the output law is AR sampling's. Budget 0 is one plain AR step.
+At T > 0 (`graftlib.core.sampling`) a node's verdict is a seeded draw from the target's processed distribution and
+the same walk follows it: the output law is AR sampling's. Budget 0 is one plain AR step.
 
 `DecodeLoop.decode(prompt_ids)` returns the tokens and one `RoundRecord` per round, timed by one `StageTimer.mark`
 per sub-step (`graftlib.core.timing.STAGES`) and built by keyword (`tree_record`). The lab's instruments are attached,
