@@ -11,10 +11,9 @@ can run the same round with other budgets from a saved `SpecState`:
   commit      compact the target KV cache to the accepted nodes; emit their tokens + the bonus
   update      the accepted nodes' target features feed the next draft; feedback hooks
 
-Exactness: every emitted token is the target's argmax given the committed prefix, so the output equals
-greedy AR (up to floating-point near-ties between multi-token and one-token forwards, which tests certify).
-At T > 0 (`graftlib.core.sampling`) a node's verdict is a seeded draw from the target's processed distribution and
-the same walk follows it: the output law is AR sampling's. Budget 0 is one plain AR step.
+Exactness: every emitted token is the target's argmax given the committed prefix: the output is greedy AR's (up to
+certified near-ties). At T > 0 (`graftlib.core.sampling`) a node's verdict is a seeded draw from the target's
+processed distribution and the walk follows it: the output law is AR sampling's. Budget 0 is one plain AR step.
 
 `DecodeLoop.decode(prompt_ids)` returns the tokens and one `RoundRecord` per round, timed by one `StageTimer.mark`
 per sub-step (`graftlib.core.timing.STAGES`) and built by keyword (`tree_record`). The lab's instruments are attached,
