@@ -191,11 +191,14 @@ def test_grid_edges_name_every_best_budget_its_grid_does_not_bracket(tmp_path):
                  ).to_csv(tmp_path / "table1.csv", index=False)
     pd.DataFrame({"run": ["CPU set"], "best fixed budget": [32.0], "grid": ["4,8,16,32"]}).to_csv(
         tmp_path / "fig6.csv", index=False)
+    pd.DataFrame({"task": ["gsm8k", "gsm8k"], "run": ["ddtree@16", "ddtree@2"], "grid": ["", "2,4,8"]}).to_csv(
+        tmp_path / "table2_per_task.csv", index=False)  # no budget column: the run's key names the budget
     sweep = [("paper", g, b, t) for g, best in (("hard", 16), ("easy", 4)) for b, t in
              ((4, 1.0 + (best == 4)), (8, 1.5), (16, 1.2 + (best == 16)), (32, 1.1))]
     pd.DataFrame(sweep, columns=["regime", "group", "B", "m_tps"]).to_csv(tmp_path / "fig1c.csv", index=False)
     problems = grid_edges(tmp_path)
-    assert len(problems) == 3, problems
+    assert len(problems) == 4, problems
+    assert any("table2_per_task.csv: gsm8k's best budget 2" in p for p in problems)
     assert any("fig1c.csv: paper/easy best B=4 by m_tps" in p for p in problems)
     assert any("fig6.csv: CPU set's best budget 32" in p for p in problems)
     assert any("table1.csv: DDTree's best budget 4" in p for p in problems)

@@ -3,8 +3,8 @@
 A "best fixed budget" chosen after the fact at the smallest or largest budget of its grid is no best: the grid
 does not bracket it, and a comparison against it is `not tested` (`graftlib.lab.report.modeled.EDGE`). The CSVs
 beside the figures say which budgets they searched in one of two forms, and `grid_edges` reads both:
-  - a `grid` column ("4,8,16") beside the best budget (`best fixed budget`, else `budget`): Table 1's and Table 2's
-    DDTree, Figure 6's best fixed budget, the strength axis;
+  - a `grid` column ("4,8,16") beside the best budget (`best fixed budget`, else `budget`, else the `run` key's
+    "@B"): Table 1's and Table 2's DDTree, Figure 6's best fixed budget, the strength axis;
   - a sweep, one row per budget (`regime, group, B, tps, m_tps`: Figure 1(c)): each (regime, group)'s best B by
     each throughput column it has.
 One line per best at an edge; `tests/test_figures_manifest.py` wants none in the committed figures.
@@ -33,6 +33,8 @@ def grid_edges(folder: str | Path) -> list[str]:
             best_col = "best fixed budget" if "best fixed budget" in df.columns else "budget"
             for i, row in df.iterrows():
                 grid, best = row.get("grid"), row.get(best_col)
+                if best is None and "@" in str(row.get("run", "")):  # no budget column: the run's key names it
+                    best = float(str(row["run"]).rsplit("@", 1)[1])
                 known = isinstance(grid, str) and grid.strip() and not (isinstance(best, float) and math.isnan(best))
                 if known and at_edge(int(best), _budgets(grid)):
                     label = next((str(row[c]) for c in ("method", "run", "task") if c in df.columns), str(i))
