@@ -277,3 +277,16 @@ def test_cli_rejects_a_bad_cost_profile_before_loading_models(tmp_path, capsys):
     bad.write_text('{"name": "h200"}')
     assert cli.main(["bench", "--cost-profile", str(bad), "--methods", "ar"]) == 2
     assert "h200.json: missing keys" in capsys.readouterr().err
+
+
+def test_walked_records_are_ranked_by_the_modeled_figure():
+    """A walked run has no wall clock (NaN decode times): the ranking rule decides by the modeled figure, so the best
+    budget it picks is the modeled one (a NaN interval once let it pick by nothing)."""
+    from graftlib.lab.report.modeled import best_run, order_runs
+
+    recs = [dict(key=k, uid=f"p{i}", new_tokens=33, decode_s=float("nan"), modeled_s=m * (1 + 0.01 * i))
+            for i in range(5) for k, m in (("ddtree@8", 1.2), ("ddtree@32", 1.0), ("ddtree@128", 1.5))]
+    r = rank(recs, "ddtree@32", "ddtree@128")
+    assert r.figure == "modeled" and r.faster == "ddtree@32"
+    assert order_runs(recs, ["ddtree@8", "ddtree@32", "ddtree@128"]).keys == ("ddtree@32", "ddtree@8", "ddtree@128")
+    assert best_run(recs, ["ddtree@8", "ddtree@32", "ddtree@128"], "rule") == "ddtree@32"

@@ -104,6 +104,8 @@ def rank(records: list[dict], a: str, b: str) -> Ranking:
     paired = [(by_key[a][u], by_key[b][u]) for u in by_key[a] if u in by_key[b]]
     require(len(paired) > 0, f"no prompt was decoded by both {a!r} and {b!r}")
     wall, ci = pooled_speedup(paired), speedup_ci(paired)
+    if math.isnan(wall):  # walked records carry no wall clock: the modeled figure decides
+        ci = None
     priced = all(x.get("modeled_s") is not None for pair in paired for x in pair)
     modeled = pooled_speedup(paired, "modeled_s") if priced else math.nan
     modeled_ci = speedup_ci(paired, time="modeled_s") if priced else None
