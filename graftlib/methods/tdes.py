@@ -101,6 +101,7 @@ class TDESScorer:
         self.P1 = np.concatenate([self.P * k, np.ones((self.P.shape[0], 1), np.float32)], axis=1)
         self.u0 = np.concatenate([self.u * k, np.zeros((self.u.shape[0], 1), np.float32)], axis=1)
         self.C0 = np.concatenate([self.C, np.zeros((self.C.shape[0], 1), np.float32)], axis=1)
+        self.tables = heap_tables((self.P1, self.u0, self.C0))  # the heap's inputs, for `child_scores`
         self.config = dict(config or {})
 
     @property
@@ -133,7 +134,7 @@ class TDESScorer:
         ids = np.zeros((depth, len(child_ids)), np.int32)
         lq = np.zeros((depth, len(child_ids)), np.float32)
         ids[-1], lq[-1] = child_ids, logq
-        return edge_scores(ids, lq, heap_tables(self.bilinear_tables()), parent_token, depth - 1)
+        return edge_scores(ids, lq, self.tables, parent_token, depth - 1)
 
     def bilinear_tables(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """([k P | 1], [k u | 0], [C | 0]): the sides' tables (module doc), for the compiled heap

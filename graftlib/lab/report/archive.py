@@ -39,8 +39,8 @@ def pack_file(src: Path, dst: Path) -> dict:
     records = read_records(src)
     settings = {r["setting_id"]: r["setting"] for r in records if "setting" in r and "setting_id" in r}
     dst.parent.mkdir(parents=True, exist_ok=True)
-    lines = [json.dumps({"setting_id": sid, "setting": setting},
-                        sort_keys=True) for sid, setting in sorted(settings.items())]
+    lines = [json.dumps({"setting_id": sid, "setting": setting}, sort_keys=True)
+             for sid, setting in sorted(settings.items())]
     lines += [json.dumps(compact(r), sort_keys=True) for r in records]
     tmp = dst.with_suffix(".tmp")
     with open(tmp, "wb") as raw, gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as f:

@@ -25,7 +25,7 @@ predictor never sees the rounds it is scored on (`fit` and `choose` take differe
 """
 
 import itertools
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -259,10 +259,6 @@ def on_budgets(R: Rounds, budgets) -> Rounds:
                   R.extra, None if R.mass is None else R.mass[:, cols])
 
 
-def without_features(R: Rounds) -> Rounds:
-    return Rounds(R.budgets, R.tps, R.accepted, R.reference, R.state, R.prefix, R.prompt)
-
-
 def subset(R: Rounds, mask: np.ndarray) -> Rounds:
     return Rounds(R.budgets, R.tps[mask], R.accepted[mask], R.reference[mask], R.state[mask], R.prefix[mask],
                   R.prompt[mask], None if R.extra is None else R.extra[mask], None if R.mass is None else R.mass[mask])
@@ -308,7 +304,7 @@ def policy_rows(val: Rounds, held: Rounds, params, depth: int) -> list[dict]:
     shared = [b for b in held.budgets.tolist() if b in set(val.budgets.tolist())]
     val, held = on_budgets(val, shared), on_budgets(held, shared)
     if val.mass is None or held.mass is None:  # a replay without round features: s_t and the prefix alone
-        val, held = without_features(val), without_features(held)
+        val, held = (replace(R, extra=None, mass=None) for R in (val, held))
     best = best_fixed(held)
     if len(set(val.prompt.tolist())) >= 4:
         predictor, cv = cross_validated(val, PREDICTORS)

@@ -175,9 +175,8 @@ def evaluate_claims(records: list[dict], budget: int | None = None, cap: int | N
             per_task = {}
             for task, recs in [*((t, tasks[t]) for t in runs), (POOLED, pooled)]:
                 pick = {role: c if task == POOLED else {task: c[task]} for role, c in chosen.items()}
-                compared = (relabeled(recs, pick[claim.slower], "slower") + relabeled(recs, pick[claim.faster],
-                                                                                      "faster")
-                            + [r for r in recs if r["key"] == "ar"])
+                compared = (relabeled(recs, pick[claim.slower], "slower")
+                            + relabeled(recs, pick[claim.faster], "faster") + [r for r in recs if r["key"] == "ar"])
                 r = rank(compared, "slower", "faster")
                 per_task.setdefault(task, r.prompts)
                 fewest = min(per_task[t] for t in runs) if task == POOLED else r.prompts

@@ -441,8 +441,8 @@ def figure_claims(regimes: dict[str, Regime], curves: dict | None = None, oracle
                 best = groups.idxmax().map(lambda x: x[1])
                 easy, hard = best.get("easy"), best.get("hard")
                 grid = [b for _, b in curves[name].index]
-                v = EDGE if at_edge(easy, grid) or at_edge(hard, grid) else _qualitative(easy > hard, easy < hard,
-                                                                                         tested)
+                edge = at_edge(easy, grid) or at_edge(hard, grid)
+                v = EDGE if edge else _qualitative(easy > hard, easy < hard, tested)
                 table["F1c"][col] = f"{v} (easy B={easy}, hard B={hard})"
                 table["F1c"][f"{name} counts"] = counts(1)
             if transfer is not None and name in transfer:

@@ -195,8 +195,8 @@ def fit_ar_draft(curve: dict[str, dict[int, float]]) -> dict:
     """One line through every median of `ar_draft_cost_curve`: a forward of w input rows costs
     e0 + e1 w (least squares, e1 >= 0: clamped to 0, e0 then the mean, should noise give a negative
     slope). Returns c_ar_draft [e0, e1] and each point's rows, measured and fitted seconds."""
-    points = [("context", n, t) for n, t in curve["context"].items()] + [("depth", w,
-                                                                          t) for w, t in curve["depth"].items()]
+    points = [("context", n, t) for n, t in curve["context"].items()]
+    points += [("depth", w, t) for w, t in curve["depth"].items()]
     rows = np.array([p[1] for p in points], dtype=float)
     secs = np.array([p[2] for p in points], dtype=float)
     e1, e0 = np.polyfit(rows, secs, 1) if len(set(rows)) > 1 else (0.0, float(secs.mean()))
@@ -248,8 +248,8 @@ def dflash_draft_cost(pair, context: int = 4, budget: int = 32, prefix_len: int 
 def add_parser(sub) -> None:
     p = sub.add_parser("costs", help="verify-forward cost curve and tree-building cost on this machine")
     add_model_args(p)
-    p.add_argument("--sizes", nargs="+", type=int, default=[1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192,
-                                                            256])
+    p.add_argument("--sizes", nargs="+", type=int, default=[1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128,
+                                                            192, 256])
     p.add_argument("--budgets", nargs="+", type=int, default=[16, 32, 64, 128, 256, 512])
     p.add_argument("--prefix-len", type=int, default=256)
     p.add_argument("--repeats", type=int, default=5)
