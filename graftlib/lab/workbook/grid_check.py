@@ -37,7 +37,7 @@ def grid_edges(folder: str | Path) -> list[str]:
                     best = float(str(row["run"]).rsplit("@", 1)[1])
                 known = isinstance(grid, str) and grid.strip() and not (isinstance(best, float) and math.isnan(best))
                 if known and at_edge(int(best), _budgets(grid)):
-                    label = next((str(row[c]) for c in ("method", "run", "task") if c in df.columns), str(i))
+                    label = next((str(row[c]) for c in ("method", "task", "run") if c in df.columns), str(i))
                     out.append(f"{path.name}: {label}'s best budget {int(best)} lies at the edge of its grid {grid}")
         elif {"B", "group"} <= set(df.columns):
             keys = [c for c in ("regime", "group") if c in df.columns]
