@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Measures: nothing; makes more greedy text of the task distribution: each `tdes` prompt answered three times, a
-#   sampled prefix kept as context, then the target's greedy continuation (graftlib/training/drafter/target_data.py). On a
+#   sampled prefix kept as context, then the target's greedy continuation (graftlib/training/drafter/data/target_data.py). On a
 #   fresh machine the committed shards are featurized from their corpus first (~3.6x cheaper than generating them
 #   again); then BRANCH_MIN minutes (60) of generation on BRANCH_THREADS (1), and the finished shards' tokens
 #   exported into the committed corpus. Re-run to go on.

@@ -16,7 +16,8 @@ from graftlib.lab.run import bench, device_check, generate, strength
 from graftlib.lab.run.costs import cost_curves, host_overhead, machine_costs, modeled_check
 from graftlib.lab.workbook import readme_results, runner
 from graftlib.training import prepare, ship
-from graftlib.training.drafter import corpus, dflash_train, eagle3_train, pipeline, target_data
+from graftlib.training.drafter import dflash_train, eagle3_train, pipeline
+from graftlib.training.drafter.data import corpus, target_data
 from graftlib.training.graft import calibrate, replay, tdes_train, traces
 
 # subcommand modules, in the order shown by --help

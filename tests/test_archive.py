@@ -12,7 +12,7 @@ from graftlib.core.records import read_records
 from graftlib.lab.report import archive
 from graftlib.lab.report.metrics import summarize
 from graftlib.lab.run import bench
-from graftlib.lab.run.bench import BenchPrompt, Run, run_bench
+from graftlib.lab.run.bench import BenchPrompt, BenchSpec, Run, run_bench
 from graftlib.models import Pair
 
 
@@ -25,7 +25,7 @@ def test_packed_records_redraw_without_decoding(tiny_pair, tmp_path, monkeypatch
     results, packed, restored = tmp_path / "results", tmp_path / "figures" / "records", tmp_path / "restored"
     prompts = [BenchPrompt("custom", f"p{i}", tuple(random_prompt(i, 9))) for i in range(3)]
     runs = [Run("ar", None), Run("dflash", 3), Run("ddtree", 8)]
-    first = run_bench(tiny_pair, prompts, runs, 20, results / "bench.jsonl", progress=False, warmup=False)
+    first = run_bench(tiny_pair, prompts, runs, results / "bench.jsonl", BenchSpec(20, warmup=False), progress=False)
     stats = archive.pack(results, packed)
     assert stats["bench.jsonl"]["records"] == 9 and stats["bench.jsonl"]["settings"] == 1
     assert stats["bench.jsonl"]["bytes"] < (results / "bench.jsonl").stat().st_size / 3
@@ -43,7 +43,7 @@ def test_packed_records_redraw_without_decoding(tiny_pair, tmp_path, monkeypatch
         raise AssertionError("a packed record was decoded again")
 
     monkeypatch.setattr(bench, "decode_prompt", no_decoding)
-    redrawn = run_bench(tiny_pair, prompts, runs, 20, restored / "bench.jsonl", progress=False, warmup=False)
+    redrawn = run_bench(tiny_pair, prompts, runs, restored / "bench.jsonl", BenchSpec(20, warmup=False), progress=False)
     columns = ("prompts", "mat", "tokens_per_s", "speedup", "mean_nodes", "modeled_speedup", "mismatch_rate")
 
     def table(recs):  # nan (AR's mismatch rate) as None, so equal tables compare equal
@@ -65,7 +65,7 @@ def test_restore_resumes_from_the_committed_records_and_keeps_local_ones(tiny_pa
     results, packed, fresh = tmp_path / "results", tmp_path / "records", tmp_path / "fresh"
     prompts = [BenchPrompt("custom", f"p{i}", tuple(random_prompt(i, 9))) for i in range(3)]
     runs = [Run("ar", None), Run("ddtree", 8)]
-    run_bench(tiny_pair, prompts[:2], runs, 12, results / "bench.jsonl", progress=False, warmup=False)
+    run_bench(tiny_pair, prompts[:2], runs, results / "bench.jsonl", BenchSpec(12, warmup=False), progress=False)
     archive.pack(results, packed)
     assert archive.restore(packed, fresh) == {"bench.jsonl.gz": 4}
     assert archive.restore(packed, fresh) == {}  # already there: kept
@@ -73,6 +73,6 @@ def test_restore_resumes_from_the_committed_records_and_keeps_local_ones(tiny_pa
     real = bench.decode_prompt
     monkeypatch.setattr(bench, "decode_prompt", lambda pair, run, prompt, *a, **k: decoded.append(prompt.uid)
                         or real(pair, run, prompt, *a, **k))
-    recs = run_bench(tiny_pair, prompts, runs, 12, fresh / "bench.jsonl", progress=False, warmup=False)
+    recs = run_bench(tiny_pair, prompts, runs, fresh / "bench.jsonl", BenchSpec(12, warmup=False), progress=False)
     assert set(decoded) == {"p2"} and len(recs) == 6
     assert archive.restore(tmp_path / "none", fresh) == {}

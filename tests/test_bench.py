@@ -11,7 +11,7 @@ from graftlib.core.errors import GraftError
 from graftlib.core.records import append_record, read_records, setting_id
 from graftlib.core.timing import WarmUp, warm_up
 from graftlib.lab.report.metrics import decoded_tokens, exactness_cell, format_table, summarize
-from graftlib.lab.run.bench import BenchPrompt, Run, parse_runs, run_bench, warm_key
+from graftlib.lab.run.bench import BenchPrompt, BenchSpec, Run, parse_runs, run_bench, warm_key
 from graftlib.models import Pair
 
 
@@ -93,7 +93,7 @@ def test_run_bench_checks_exactness_and_resumes(tiny_pair, tmp_path):
     out = tmp_path / "bench.jsonl"
     prompts = [BenchPrompt("custom", f"p{i}", tuple(random_prompt(i, 9))) for i in range(2)]
     runs = [Run("ar", None), Run("dflash", 3), Run("ddtree", 16)]
-    recs = run_bench(tiny_pair, prompts, runs, 24, out, progress=False)
+    recs = run_bench(tiny_pair, prompts, runs, out, BenchSpec(24), progress=False)
     assert len(recs) == 6 and len(read_records(out)) == 6
     assert all(r["matches_ar"] for r in recs if r["method"] != "ar")
     assert all(r["new_tokens"] == 24 for r in recs)
@@ -101,17 +101,17 @@ def test_run_bench_checks_exactness_and_resumes(tiny_pair, tmp_path):
         assert len(r["decode_s_runs"]) == 2 and r["decode_s"] == pytest.approx(sum(r["decode_s_runs"]) / 2)
     assert [r["key"] for r in read_records(out)] == ["dflash@3", "ddtree@16", "ar"] * 2  # AR's record ends the block
     # a re-run with the same settings decodes nothing new
-    again = run_bench(tiny_pair, prompts, runs, 24, out, progress=False)
+    again = run_bench(tiny_pair, prompts, runs, out, BenchSpec(24), progress=False)
     assert len(read_records(out)) == 6 and len(again) == 6
     # interrupted sweep: drop the last two records; the re-run redoes exactly those
     lines = out.read_text().splitlines()
     out.write_text("\n".join(lines[:4]) + "\n" + lines[4][:20])
-    run_bench(tiny_pair, prompts, runs, 24, out, progress=False)
+    run_bench(tiny_pair, prompts, runs, out, BenchSpec(24), progress=False)
     done = read_records(out)
     assert len(done) == 6 and sorted((r["uid"], r["key"]) for r in done) == sorted(
         (p.uid, r.key) for p in prompts for r in runs)
     # another setting (max_new_tokens) is measured separately
-    run_bench(tiny_pair, prompts[:1], runs[:1], 12, out, progress=False)
+    run_bench(tiny_pair, prompts[:1], runs[:1], out, BenchSpec(12), progress=False)
     assert len(read_records(out)) == 7
     assert json.loads(out.read_text().splitlines()[-1])["new_tokens"] == 12
 
@@ -125,7 +125,7 @@ def test_run_bench_under_torchrun_writes_rank_files_that_merge(tiny_pair, tmp_pa
     monkeypatch.setenv("WORLD_SIZE", "2")
     for rank in (0, 1):
         monkeypatch.setenv("RANK", str(rank))
-        run_bench(tiny_pair, prompts, runs, 12, out, progress=False, warmup=False)
+        run_bench(tiny_pair, prompts, runs, out, BenchSpec(12, warmup=False), progress=False)
     assert not out.exists()
     r0 = read_records(tmp_path / "bench.rank0-of-2.jsonl")
     r1 = read_records(tmp_path / "bench.rank1-of-2.jsonl")
@@ -133,7 +133,7 @@ def test_run_bench_under_torchrun_writes_rank_files_that_merge(tiny_pair, tmp_pa
     assert len(merged_records(out)) == 6
     monkeypatch.setenv("WORLD_SIZE", "1")  # a single-process reader (a notebook) finds every shard done
     monkeypatch.setenv("RANK", "0")
-    recs = run_bench(tiny_pair, prompts, runs, 12, out, progress=False, warmup=False)
+    recs = run_bench(tiny_pair, prompts, runs, out, BenchSpec(12, warmup=False), progress=False)
     assert len(recs) == 6 and not out.exists() and all(r["matches_ar"] for r in recs if r["method"] != "ar")
 
 
@@ -163,8 +163,9 @@ def test_table_shows_mismatch_rate_or_a_dash():
 def test_walked_runs_have_the_verified_rounds_and_modeled_figures_only(tiny_pair, tmp_path):
     prompts = [BenchPrompt("custom", f"p{i}", tuple(random_prompt(i, 9))) for i in range(2)]
     runs = [Run("ar", None), Run("dflash", 3), Run("ddtree", 16)]
-    verified = run_bench(tiny_pair, prompts, runs, 24, tmp_path / "v.jsonl", progress=False, warmup=False)
-    walked = run_bench(tiny_pair, prompts, runs, 24, tmp_path / "w.jsonl", progress=False, warmup=False, walk=True)
+    verified = run_bench(tiny_pair, prompts, runs, tmp_path / "v.jsonl", BenchSpec(24, warmup=False), progress=False)
+    walked = run_bench(tiny_pair, prompts, runs, tmp_path / "w.jsonl", BenchSpec(24, warmup=False, walk=True),
+                       progress=False)
     by = {(r["uid"], r["key"]): r for r in verified}
     for w in walked:
         v = by[(w["uid"], w["key"])]
@@ -179,7 +180,8 @@ def test_walked_runs_have_the_verified_rounds_and_modeled_figures_only(tiny_pair
     assert cells == {"ar": "yes", "dflash@3": "walked", "ddtree@16": "walked"}
     with pytest.raises(GraftError, match="T = 0"):
         from graftlib.core.sampling import Sampling
-        run_bench(tiny_pair, prompts, runs, 24, tmp_path / "t.jsonl", progress=False, walk=True, sampling=Sampling(0.7))
+        run_bench(tiny_pair, prompts, runs, tmp_path / "t.jsonl", BenchSpec(24, walk=True, sampling=Sampling(0.7)),
+                  progress=False)
 
 
 def test_warm_up_runs_until_two_decodes_in_a_row_agree():
@@ -212,7 +214,7 @@ def test_no_cold_decode_is_timed(tiny_pair, tmp_path, monkeypatch):
     monkeypatch.setattr(bench, "decode_prompt", clocked)
     prompts = [BenchPrompt("custom", f"p{i}", tuple(random_prompt(i, 7))) for i in range(2)]
     runs = [Run("ar", None), Run("ddtree", 8), Run("ddtree", 6), Run("dflash", 3)]
-    recs = run_bench(tiny_pair, prompts, runs, 12, tmp_path / "b.jsonl", progress=False)
+    recs = run_bench(tiny_pair, prompts, runs, tmp_path / "b.jsonl", BenchSpec(12), progress=False)
     assert all(r["decode_s"] == pytest.approx(0.01 * decoded_tokens(r)) for r in recs)  # every timed decode warm
     assert {r["key"]: r["warmup"]["decodes"] for r in recs} == {"ar": 5, "ddtree@8": 5, "ddtree@6": 5, "dflash@3": 5}
     assert calls[warm_key(Run("ddtree", 6))] == 5 + 2 * 2  # one bucket: warmed once for both budgets
@@ -233,14 +235,16 @@ def test_a_walked_bench_takes_ar_from_another_setting_and_a_timed_one_never_does
     out = tmp_path / "b.jsonl"
     prompts = [BenchPrompt("custom", f"p{i}", tuple(random_prompt(i, 7))) for i in range(2)]
     runs = [Run("ar", None), Run("ddtree", 8)]
-    first = run_bench(tiny_pair, prompts, runs, 12, out, progress=False, warmup=False, walk=True, extra={"x": 1})
+    walked = BenchSpec(12, warmup=False, walk=True)
+    first = run_bench(tiny_pair, prompts, runs, out, walked, progress=False, extra={"x": 1})
     assert calls["ar"] == 4  # bracketed: twice a prompt
-    second = run_bench(tiny_pair, prompts, runs, 12, out, progress=False, warmup=False, walk=True, extra={"x": 2})
+    second = run_bench(tiny_pair, prompts, runs, out, walked, progress=False, extra={"x": 2})
     assert calls["ar"] == 4 and calls["ddtree"] == 4  # AR taken from the first setting, the walked runs decoded
     ar1, ar2 = ({r["uid"]: r for r in recs if r["key"] == "ar"} for recs in (first, second))
     assert all(ar2[u]["tokens"] == ar1[u]["tokens"] and ar2[u]["ar_from"] == ar1[u]["setting_id"] for u in ar1)
     assert {r["setting_id"] for r in second} != {r["setting_id"] for r in first}
-    run_bench(tiny_pair, prompts, runs, 12, out, progress=False, warmup=False, extra={"x": 3})  # verified: timed
+    run_bench(tiny_pair, prompts, runs, out, BenchSpec(12, warmup=False), progress=False,
+              extra={"x": 3})  # verified: timed
     assert calls["ar"] == 8
 
 

@@ -138,3 +138,29 @@ def test_the_policy_table_fits_on_validation_and_scores_held_out_rounds():
     mass = bp.Rounds(**{**mass.__dict__, "mass": np.tile([0.0, 1.0, 1.5, 1.8, 2.0], (len(mass), 1))})
     with_stop = [r["kind"] for r in bp.policy_rows(mass, mass, params, depth=15)]
     assert with_stop[-1] == "stop"
+
+
+def _bench(uid, key, wall, modeled, new=40):
+    method, _, budget = key.partition("@")
+    return {"uid": uid, "key": key, "method": method, "budget": int(budget) if budget else None, "new_tokens": new,
+            "decode_s": wall, "modeled_s": modeled, "rounds": 10, "accepted_sum": 20, "nodes_sum": 40,
+            "matches_ar": True, "stage_s": {"draft": 0.0, "tree": 0.0, "verify": 0.0, "commit": 0.0}}
+
+
+def test_timed_rows_divide_each_policy_by_the_fastest_fixed_budget_after_the_fact():
+    # per prompt: AR 2 s; fixed budgets 4 / 8 / 16 at 1.0 / 0.8 / 1.2 s (8 fastest, inside its grid) by wall clock,
+    # 16 fastest by the modeled figure (at its grid's edge); the policy 0.9 s wall, 0.5 s modeled
+    recs = [r for i in range(4) for r in (
+        _bench(f"p{i}", "ar", 2.0, 2.0), _bench(f"p{i}", "ddtree@4", 1.0, 1.0), _bench(f"p{i}", "ddtree@8", 0.8, 0.9),
+        _bench(f"p{i}", "ddtree@16", 1.2, 0.6), _bench(f"p{i}", "graft+stop@64", 0.9 + 0.01 * i, 0.5))]
+    (wall,) = bp.timed_rows(recs, policies=("graft+stop",))
+    assert wall["best_fixed"] == "ddtree@8" and not wall["best_fixed_at_edge"]
+    assert wall["vs_ar"] == pytest.approx(2.0 * 4 / sum(0.9 + 0.01 * i for i in range(4)))
+    assert wall["vs_best_fixed"] == pytest.approx(0.8 * 4 / sum(0.9 + 0.01 * i for i in range(4)))
+    lo, hi = wall["vs_best_fixed_ci"]
+    assert lo <= wall["vs_best_fixed"] <= hi < 1
+    (modeled,) = bp.timed_rows(recs, policies=("graft+stop",), time="modeled_speedup")
+    assert modeled["best_fixed"] == "ddtree@16" and modeled["best_fixed_at_edge"]
+    assert modeled["vs_best_fixed"] == pytest.approx(0.6 / 0.5) and modeled["vs_ar"] == pytest.approx(4.0)
+    (alone,) = bp.timed_rows([r for r in recs if not r["key"].startswith("ddtree")], policies=("graft+stop",))
+    assert alone["best_fixed"] is None and alone["vs_best_fixed"] is None and alone["vs_ar"] > 2

@@ -1,4 +1,4 @@
-"""The token corpus (`graftlib.training.drafter.corpus`): drafter data exported to tokens and featurized back
+"""The token corpus (`graftlib.training.drafter.data.corpus`): drafter data exported to tokens and featurized back
 gives the same tokens, uids and split, features and top-k log-probs equal to the ones captured while
 generating (to float tolerance), resumably; plus the warm start of the DFlash trainer from a drafter."""
 
@@ -12,11 +12,11 @@ from tiny import tiny_tokenizer, write_target_dir
 
 from graftlib.core.errors import GraftError
 from graftlib.lab.workbook.plots.training import curve_points
-from graftlib.training.drafter import corpus as corpus_mod
-from graftlib.training.drafter import target_data as drafter_data
+from graftlib.training.drafter.data import corpus as corpus_mod
+from graftlib.training.drafter.data import target_data as drafter_data
+from graftlib.training.drafter.data.store import load_dataset
+from graftlib.training.drafter.data.target_data import DataConfig, build_dataset
 from graftlib.training.drafter.dflash_train import train
-from graftlib.training.drafter.store import load_dataset
-from graftlib.training.drafter.target_data import DataConfig, build_dataset
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -153,7 +153,8 @@ def test_warm_start_from_a_drafter(tmp_path, data, target):  # noqa: F811
     cfg = small_train_config(max_steps=4, draft_vocab=0)
     first = train(data, tmp_path / "a", cfg, log=lambda _: None)
     from graftlib.models.drafter import load_drafter, save_drafter
-    from graftlib.training.drafter.dflash_train import Trainer, warm_drafter
+    from graftlib.training.drafter.dflash_init import warm_drafter
+    from graftlib.training.drafter.dflash_train import Trainer
 
     start = warm_drafter(small_train_config(init_drafter=str(first), draft_vocab=0), target, LAYERS)
     saved, _ = load_drafter(str(first), target.config)

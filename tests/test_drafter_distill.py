@@ -16,12 +16,14 @@ from graftlib.core.errors import GraftError
 from graftlib.core.paths import PACKAGE_DIR, portable
 from graftlib.data.prompts import Item
 from graftlib.methods.decoder import Decoder
-from graftlib.training.drafter import target_data as drafter_data
 from graftlib.training.drafter.blocks import pack_blocks
-from graftlib.training.drafter.dflash_train import TrainConfig, Trainer
+from graftlib.training.drafter.data import target_data as drafter_data
+from graftlib.training.drafter.data.batched import Capture, Sampled
+from graftlib.training.drafter.data.store import load_dataset, read_prompts, read_shard, write_prompts
+from graftlib.training.drafter.data.target_data import DataConfig, build_dataset, generate_sequences, sampled
+from graftlib.training.drafter.dflash_init import TrainConfig
+from graftlib.training.drafter.dflash_train import Trainer
 from graftlib.training.drafter.samples import IGNORE
-from graftlib.training.drafter.store import load_dataset, read_prompts, read_shard, write_prompts
-from graftlib.training.drafter.target_data import DataConfig, build_dataset, generate_sequences, sampled
 from graftlib.training.drafter.trainer import lr_factor
 
 LAYERS = [0, 2]
@@ -38,8 +40,7 @@ def target():
 
 def test_topk_logprobs_are_the_targets_distribution(target):
     prompts = prompts_of([3, 11, 7, 20], seed=3)
-    seqs = generate_sequences(target, prompts, LAYERS, 24, [EOS], batch_size=3, feature_dtype=torch.float32,
-                              top_k=K)
+    seqs = generate_sequences(target, prompts, Capture(LAYERS, K, torch.float32), 24, [EOS], batch_size=3)
     for s in seqs:
         assert s.topk_ids.shape == (s.response_len, K) and s.topk_logp.shape == (s.response_len, K)
         with torch.inference_mode():
@@ -57,8 +58,8 @@ def test_sampled_rows_are_reproducible_and_greedy_rows_stay_exact(target):
     temps = [0.0, 1.0, 0.0, 1.0]
 
     def run(seed):
-        return generate_sequences(target, prompts, LAYERS, 20, [], batch_size=4, top_k=K, temperatures=temps,
-                                  generator=torch.Generator().manual_seed(seed))
+        return generate_sequences(target, prompts, Capture(LAYERS, K), 20, [], batch_size=4,
+                                  sampled=Sampled(temps, generator=torch.Generator().manual_seed(seed)))
 
     a, b, c = run(0), run(0), run(1)
     assert all(torch.equal(x.tokens, y.tokens) for x, y in zip(a, b))
@@ -114,7 +115,7 @@ def test_prompts_file_round_trip(tmp_path):
 
 def test_soft_loss_is_forward_kl_on_the_stored_topk(target):
     prompts = prompts_of([5, 8, 6, 9, 7, 10], seed=40)
-    seqs = generate_sequences(target, prompts, LAYERS, 16, [], batch_size=6, top_k=K)
+    seqs = generate_sequences(target, prompts, Capture(LAYERS, K), 16, [], batch_size=6)
     for i, s in enumerate(seqs):
         s.uid = f"t/{i}"
     cfg = TrainConfig(block_size=4, mask_token_id=16, draft_vocab=0, blocks_per_step=8, blocks_per_seq=4,
@@ -183,7 +184,7 @@ def test_portable_paths(tmp_path, monkeypatch):
 
 
 def test_loop_tau_uses_greedy_heldout_responses_only(target):
-    seqs = generate_sequences(target, prompts_of([5, 6, 7, 8], seed=60), LAYERS, 8, [], batch_size=4)
+    seqs = generate_sequences(target, prompts_of([5, 6, 7, 8], seed=60), Capture(LAYERS), 8, [], batch_size=4)
     for i, s in enumerate(seqs):
         s.uid = f"h/{i}"
     cfg = TrainConfig(block_size=4, mask_token_id=16, draft_vocab=0, blocks_per_step=4, blocks_per_seq=2,
@@ -198,7 +199,7 @@ def test_bf16_autocast_only_where_native(target):
     assert native_bf16(torch.device("cuda")) and not native_bf16(torch.device("meta"))
     cpu = native_bf16(torch.device("cpu"))
     assert cpu == bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
-    seqs = generate_sequences(target, prompts_of([5, 6, 7], seed=70), LAYERS, 8, [], batch_size=3)
+    seqs = generate_sequences(target, prompts_of([5, 6, 7], seed=70), Capture(LAYERS), 8, [], batch_size=3)
     for i, s in enumerate(seqs):
         s.uid = f"b/{i}"
     base = dict(block_size=4, mask_token_id=16, draft_vocab=0, blocks_per_step=4, blocks_per_seq=2, minutes=None,
@@ -208,8 +209,8 @@ def test_bf16_autocast_only_where_native(target):
 
 
 def test_sampled_share_is_independent_of_the_heldout_split():
+    from graftlib.training.drafter.data.store import Sequence
     from graftlib.training.drafter.samples import heldout_split
-    from graftlib.training.drafter.store import Sequence
 
     seqs = [Sequence(torch.tensor([1, 2, 3]), 1, torch.zeros(2, 4), f"u/{i}") for i in range(4000)]
     _, held = heldout_split(seqs, 0.04)
@@ -218,8 +219,8 @@ def test_sampled_share_is_independent_of_the_heldout_split():
 
 
 def test_loop_tau_prompts_spread_over_the_pools():
+    from graftlib.training.drafter.data.store import Sequence
     from graftlib.training.drafter.samples import spread_by_pool
-    from graftlib.training.drafter.store import Sequence
 
     uids = ["sharegpt/a", "sharegpt/b", "alpaca/1", "sharegpt/c", "regular/x", "gsm8k/9", "alpaca/2"]
     seqs = [Sequence(torch.tensor([1, 2, 3]), 1, torch.zeros(2, 4), u) for u in uids]
@@ -254,7 +255,7 @@ def test_branches_are_greedy_continuations_of_a_sampled_prefix(tmp_path, target,
     1..branch_tokens tokens (stored as context: prompt_len grows by it) and then the target's greedy
     continuation of that context, with its top-k rows only over the greedy part."""
     from graftlib.data.prompts import format_prompt
-    from graftlib.training.drafter.target_data import branch_prefix
+    from graftlib.training.drafter.data.target_data import branch_prefix
 
     tok = tiny_tokenizer()
     cfg = DataConfig(target="tiny", n_prompts=3, shard_size=4, batch_size=3, max_prompt_tokens=40,
@@ -298,8 +299,8 @@ def test_branches_are_greedy_continuations_of_a_sampled_prefix(tmp_path, target,
 
 
 def test_a_prompts_branches_fall_on_one_side_of_the_split():
+    from graftlib.training.drafter.data.store import Sequence
     from graftlib.training.drafter.samples import heldout_split
-    from graftlib.training.drafter.store import Sequence
 
     seqs = [Sequence(torch.tensor([1, 2, 3]), 1, torch.zeros(2, 4), f"u/{i}@branch{j}")
             for i in range(500) for j in (1, 2, 3)]
@@ -313,7 +314,7 @@ def test_a_prompts_branches_fall_on_one_side_of_the_split():
 def test_a_token_tied_with_the_first_choice_is_greedy():
     """bf16 logits tie: a response token whose stored log-prob equals the first choice's counts as greedy
     (argmax and top-k may order a tie differently); a token below the first choice does not."""
-    from graftlib.training.drafter.store import Sequence
+    from graftlib.training.drafter.data.store import Sequence
 
     ids = torch.tensor([[7, 8, 9], [4, 5, 6]], dtype=torch.int32)
     logp = torch.tensor([[-0.5, -0.5, -2.0], [-0.1, -3.0, -4.0]], dtype=torch.float16)
@@ -338,8 +339,8 @@ def test_draws_are_made_for_the_sampling_rows_only(target, monkeypatch):
         return real(probs, *args, **kwargs)
 
     monkeypatch.setattr(torch, "multinomial", counting)
-    seqs = generate_sequences(target, prompts, LAYERS, 12, [], batch_size=2, top_k=K, temperatures=temps,
-                              generator=torch.Generator().manual_seed(0), sampled_tokens=spans)
+    seqs = generate_sequences(target, prompts, Capture(LAYERS, K), 12, [], batch_size=2,
+                              sampled=Sampled(temps, spans, torch.Generator().manual_seed(0)))
     assert sum(drawn) == sum(min(k, s.response_len) for s, t, k in zip(seqs, temps, spans) if t > 0)
     for s, t, k in zip(seqs, temps, spans):
         start = s.prompt_len + (k if t > 0 else 0)
@@ -361,7 +362,7 @@ def test_a_prompt_given_several_times_is_prefilled_once(target, monkeypatch):
         return forward(*args, **kwargs)
 
     monkeypatch.setattr(target.model, "forward", recording)
-    seqs = generate_sequences(target, prompts, LAYERS, 10, [], batch_size=4, feature_dtype=torch.float32, top_k=K)
+    seqs = generate_sequences(target, prompts, Capture(LAYERS, K, torch.float32), 10, [], batch_size=4)
     assert rows == [2, 1]  # admitted by length: a, a, a, c (two prefilled), then b, b (one); without sharing 4, 2
     monkeypatch.undo()
     ar = Decoder.for_method(target, None, "ar")

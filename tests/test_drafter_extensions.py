@@ -15,9 +15,10 @@ from graftlib.core.errors import GraftError
 from graftlib.methods.decoder import Decoder
 from graftlib.models.drafter import DFlashConfig, init_weights, load_drafter, save_drafter
 from graftlib.models.pair import fingerprint, identify
-from graftlib.training.drafter.dflash_train import Trainer, predecessors, train, warm_drafter
-from graftlib.training.drafter.store import load_dataset
-from graftlib.training.drafter.target_data import DataConfig, build_dataset
+from graftlib.training.drafter.data.store import load_dataset
+from graftlib.training.drafter.data.target_data import DataConfig, build_dataset
+from graftlib.training.drafter.dflash_init import warm_drafter
+from graftlib.training.drafter.dflash_train import Trainer, predecessors, train
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -17,10 +17,14 @@ from graftlib.data.prompts import Item
 from graftlib.lab.workbook.plots.training import plot_learning_curve
 from graftlib.methods.decoder import Decoder
 from graftlib.models.drafter import init_weights, load_drafter
-from graftlib.training.drafter import target_data as drafter_data
 from graftlib.training.drafter.blocks import pack_blocks
+from graftlib.training.drafter.data import batched
+from graftlib.training.drafter.data import target_data as drafter_data
+from graftlib.training.drafter.data.batched import Capture
+from graftlib.training.drafter.data.store import Sequence, load_dataset
+from graftlib.training.drafter.data.target_data import DataConfig, build_dataset, generate_sequences
+from graftlib.training.drafter.dflash_init import TrainConfig
 from graftlib.training.drafter.dflash_train import (
-    TrainConfig,
     Trainer,
     ablation_summary,
     config_from_args,
@@ -29,8 +33,6 @@ from graftlib.training.drafter.dflash_train import (
 )
 from graftlib.training.drafter.lineage import read_lineage, stages
 from graftlib.training.drafter.samples import IGNORE
-from graftlib.training.drafter.store import Sequence, load_dataset
-from graftlib.training.drafter.target_data import DataConfig, build_dataset, generate_sequences
 from graftlib.training.drafter.training_run import eval_line, run_loop
 
 LAYERS = [0, 2]
@@ -65,7 +67,7 @@ def small_train_config(**kw) -> TrainConfig:
 
 def test_generation_matches_full_forward_and_ar(target):
     prompts = prompts_of([3, 17, 9, 30, 1, 12, 25])
-    seqs = generate_sequences(target, prompts, LAYERS, 40, [EOS], batch_size=4, feature_dtype=torch.float32)
+    seqs = generate_sequences(target, prompts, Capture(LAYERS, dtype=torch.float32), 40, [EOS], batch_size=4)
     stops = 0
     ar = Decoder.for_method(target, None, "ar", eos_ids=[EOS])
     for p, s in zip(prompts, seqs):
@@ -89,10 +91,9 @@ def test_continuous_batching_refills_rows_and_resizes_the_cache(target, monkeypa
     shifts = []
     real = BufferedLayer.shift_front
     monkeypatch.setattr(BufferedLayer, "shift_front", lambda self, d: (shifts.append(d), real(self, d))[1])
-    monkeypatch.setattr(drafter_data, "COMPACT_MIN", 8)
+    monkeypatch.setattr(batched, "COMPACT_MIN", 8)
     prompts = prompts_of([2, 3, 2, 3, 2, 3, 2, 3, 40, 2, 3, 2, 45, 50], seed=81)
-    seqs = generate_sequences(target, prompts, LAYERS, 24, [EOS], batch_size=2, feature_dtype=torch.float32,
-                              top_k=4)
+    seqs = generate_sequences(target, prompts, Capture(LAYERS, 4, torch.float32), 24, [EOS], batch_size=2)
     assert any(d > 0 for d in shifts) and any(d < 0 for d in shifts), shifts
     ar = Decoder.for_method(target, None, "ar", eos_ids=[EOS])
     for p, s in zip(prompts, seqs):
@@ -198,7 +199,7 @@ def test_packed_blocks_equal_single_block_forwards():
 @pytest.fixture(scope="module")
 def tiny_data(target):
     prompts = prompts_of([4, 9, 6, 12, 5, 8, 7, 10, 3, 11], seed=50)
-    seqs = generate_sequences(target, prompts, LAYERS, 30, [], batch_size=10)
+    seqs = generate_sequences(target, prompts, Capture(LAYERS), 30, [], batch_size=10)
     for i, s in enumerate(seqs):
         s.uid = f"tiny/{i}"
     return seqs[:8], seqs[8:]
@@ -466,15 +467,15 @@ def test_flat_packing_trains_identically(target, tiny_data):
 
 def test_pipeline_generates_and_trains_in_one_process(tmp_path):
     """`graft drafter-pipeline` (the GPU run, here on the CPU): prompts file -> in-memory data -> drafter."""
+    from graftlib.training.drafter.data.store import write_prompts
     from graftlib.training.drafter.pipeline import run
-    from graftlib.training.drafter.store import write_prompts
 
     tdir = write_target_dir(tmp_path / "target", initializer_range=0.1)
     write_prompts(tmp_path / "prompts.jsonl", items(12))
     data_cfg = DataConfig(target=str(tdir), n_prompts=12, shard_size=5, batch_size=3, max_prompt_tokens=40,
-                          max_response_tokens=16, top_k=4, sample_share=0.25, target_layer_ids=LAYERS)
+                          max_response_tokens=16, top_k=4, sample_share=0.25, target_layer_ids=LAYERS, max_minutes=5)
     cfg = small_train_config(max_steps=4, distill=0.5, heldout=0.25, tau_prompts=2, tau_tokens=8)
-    finals = run(tmp_path / "out", data_cfg, cfg, data_minutes=5, prompts_file=tmp_path / "prompts.jsonl",
+    finals = run(tmp_path / "out", data_cfg, cfg, prompts_file=tmp_path / "prompts.jsonl",
                  device="cpu", variants=["d1:0.5:1", "h1:0:1"], log=lambda _: None, command="test")
     assert sorted(finals) == ["d1", "h1"]
     final = finals["d1"]

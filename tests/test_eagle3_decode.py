@@ -325,7 +325,7 @@ def test_bench_and_generate_run_ar_drafted_methods(pairs, tmp_path, capsys):
 
     from graftlib.cli import main
     from graftlib.lab.report.metrics import round_stages, stage_table
-    from graftlib.lab.run.bench import BenchPrompt, Run, run_bench
+    from graftlib.lab.run.bench import BenchPrompt, BenchSpec, Run, run_bench
     from graftlib.models import load_pair
 
     tdir, ddir = write_target_dir(tmp_path / "target", "qwen3", seed=1), write_drafter_dir(tmp_path / "dflash")
@@ -333,7 +333,7 @@ def test_bench_and_generate_run_ar_drafted_methods(pairs, tmp_path, capsys):
     write_eagle3_dir(tmp_path / "e3", random_eagle3(eagle3_config(pair.target.config), pair.target.config), embed=True)
     prompts = [BenchPrompt("custom", "p0", tuple(pair.prompt_ids("abc")))]
     runs = [Run("ar", None), Run("eagle3", 8), Run("opt-tree", 8)]
-    recs = run_bench(pair, prompts, runs, 12, tmp_path / "b.jsonl", warmup=False, progress=False)
+    recs = run_bench(pair, prompts, runs, tmp_path / "b.jsonl", BenchSpec(12, warmup=False), progress=False)
     by_key = {r["key"]: r for r in recs}
     assert by_key["eagle3@8"]["matches_ar"] and by_key["opt-tree@8"]["matches_ar"]
     assert by_key["eagle3@8"]["tree_setting"] == {"depth": 7, "top_k": 10, "total_tokens": 9}

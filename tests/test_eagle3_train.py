@@ -13,6 +13,9 @@ from tiny import VOCAB, prompts_of, tiny_target, tiny_tokenizer, write_target_di
 from graftlib.core.errors import GraftError
 from graftlib.models.drafter import init_weights
 from graftlib.models.eagle3 import Eagle3Cache, Eagle3Config, Eagle3Drafter, load_eagle3, save_eagle3
+from graftlib.training.drafter.data.batched import Capture
+from graftlib.training.drafter.data.store import Sequence
+from graftlib.training.drafter.data.target_data import DataConfig, build_dataset, generate_sequences
 from graftlib.training.drafter.eagle3_train import (
     Eagle3TrainConfig,
     Eagle3Trainer,
@@ -21,8 +24,6 @@ from graftlib.training.drafter.eagle3_train import (
     unroll,
 )
 from graftlib.training.drafter.samples import IGNORE
-from graftlib.training.drafter.store import Sequence
-from graftlib.training.drafter.target_data import DataConfig, build_dataset, generate_sequences
 
 LAYERS = [0, 1, 2]  # low, mid, high of the 4-layer tiny target
 H, TH = 48, 64
@@ -38,7 +39,7 @@ def target():
 @pytest.fixture(scope="module")
 def tiny_data(target):
     prompts = prompts_of([4, 9, 6, 12, 5, 8, 7, 10, 3, 11], seed=50)
-    seqs = generate_sequences(target, prompts, LAYERS, 30, [], batch_size=10, top_k=5)
+    seqs = generate_sequences(target, prompts, Capture(LAYERS, 5), 30, [], batch_size=10)
     for i, s in enumerate(seqs):
         s.uid = f"tiny/{i}"
     return seqs[:8], seqs[8:]

@@ -144,8 +144,8 @@ def test_tasks_branches_continues_the_committed_corpus():
     """The generation settings of `experiments/tasks-branches.sh` are those the committed branch corpus was made with,
     so a re-run extends it (an export of data made otherwise is refused, hours later) and featurizes into one data
     dir."""
-    from graftlib.training.drafter.corpus import read_corpus
-    from graftlib.training.drafter.target_data import DataConfig, data_config_from_args
+    from graftlib.training.drafter.data.corpus import read_corpus
+    from graftlib.training.drafter.data.target_data import DataConfig, data_config_from_args
 
     commands = graft_commands("tasks-branches")
     parser = build_parser()

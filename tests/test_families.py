@@ -13,8 +13,8 @@ from graftlib.data.prompts import Item
 from graftlib.lab.workbook.drafter_families import families_table, plot_families, same_anchors
 from graftlib.training.drafter import dflash_train as drafter_train
 from graftlib.training.drafter import eagle3_train
+from graftlib.training.drafter.data.target_data import DataConfig, build_dataset
 from graftlib.training.drafter.lineage import read_lineage
-from graftlib.training.drafter.target_data import DataConfig, build_dataset
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from graftlib.training.drafter.blocks import FlatBlocks, pack_blocks
+from graftlib.training.drafter.data.store import Sequence
 from graftlib.training.drafter.samples import IGNORE
-from graftlib.training.drafter.store import Sequence
 
 
 def _seqs(soft: bool, n: int = 6, feat: int = 5, k: int = 3, seed: int = 0) -> list[Sequence]:

@@ -153,11 +153,21 @@ def test_public_face():
 
 
 MAX_MODULES, MAX_DOCSTRING, MAX_FUNCTION = 12, 25, 80  # what a reader takes in at once
+MAX_PARAMS, MAX_LINES = 8, 500  # a call a reader reads whole; a module a reader reads whole
+
+
+def _params(node) -> int:
+    """A function's parameters, `self` / `cls` not counted."""
+    a = node.args
+    names = [*a.posonlyargs, *a.args, *a.kwonlyargs]
+    own = 1 if names and names[0].arg in ("self", "cls") else 0
+    return len(names) - own + (a.vararg is not None) + (a.kwarg is not None)
 
 
 def house_problems(root: Path) -> list[str]:
-    """One line per folder (but `core/`) with more than MAX_MODULES modules directly in it, module docstring
-    over MAX_DOCSTRING lines and function over MAX_FUNCTION lines under the package dir `root`."""
+    """One line per folder (but `core/`) with more than MAX_MODULES modules directly in it, module over MAX_LINES
+    lines, module docstring over MAX_DOCSTRING lines, function over MAX_FUNCTION lines and function with more than
+    MAX_PARAMS parameters under the package dir `root`."""
     import ast
     from collections import Counter
 
@@ -166,13 +176,18 @@ def house_problems(root: Path) -> list[str]:
     out += [f"{d.relative_to(root)}/ holds {n} modules" for d, n in sorted(folders.items())
             if n > MAX_MODULES and d != root / "core"]
     for path in sorted(root.rglob("*.py")):
-        tree = ast.parse(path.read_text())
+        text = path.read_text()
+        tree = ast.parse(text)
+        if len(text.splitlines()) > MAX_LINES:
+            out.append(f"{path.relative_to(root)}: {len(text.splitlines())} lines")
         doc = ast.get_docstring(tree, clean=False) or ""
         if len(doc.splitlines()) > MAX_DOCSTRING:
             out.append(f"{path.relative_to(root)}: a {len(doc.splitlines())}-line module docstring")
+        functions = [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
         out += [f"{path.relative_to(root)}: {node.name} is {node.end_lineno - node.lineno + 1} lines"
-                for node in ast.walk(tree) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
-                and node.end_lineno - node.lineno + 1 > MAX_FUNCTION]
+                for node in functions if node.end_lineno - node.lineno + 1 > MAX_FUNCTION]
+        out += [f"{path.relative_to(root)}: {node.name} takes {_params(node)} parameters"
+                for node in functions if _params(node) > MAX_PARAMS]
     return out
 
 
@@ -186,5 +201,9 @@ def test_house_problems_are_reported(tmp_path):
         write(pkg, f"room/m{i}.py", "")
     write(pkg, "long_doc.py", '"""' + "line\n" * (MAX_DOCSTRING + 1) + '"""\n')
     write(pkg, "long_fn.py", "def f():\n" + "    x = 1\n" * MAX_FUNCTION)
+    write(pkg, "wide.py", "class C:\n    def m(self, a, b, c, d, e, f, g, h):\n        pass\n\n\n"
+                          "def w(a, b, c, d, e, f, g, *h, i):\n    pass\n")
+    write(pkg, "long_module.py", "x = 1\n" * (MAX_LINES + 1))
     assert house_problems(pkg) == ["room/ holds 13 modules", "long_doc.py: a 26-line module docstring",
-                                   "long_fn.py: f is 81 lines"]
+                                   "long_fn.py: f is 81 lines", "long_module.py: 501 lines",
+                                   "wide.py: w takes 9 parameters"]

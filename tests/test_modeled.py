@@ -13,7 +13,7 @@ from graftlib.core.errors import GraftError
 from graftlib.inputs.cost_profile import CostProfile, RoundShape, default_profile, from_saba, load_profile
 from graftlib.lab.report.metrics import format_table, summarize
 from graftlib.lab.report.modeled import format_validation, price, rank, reprice, validate
-from graftlib.lab.run.bench import BenchPrompt, Run, run_bench
+from graftlib.lab.run.bench import BenchPrompt, BenchSpec, Run, run_bench
 from graftlib.methods.decoder import Decoder
 from graftlib.methods.saba_params import DEFAULT_PATH, SabaParams
 from graftlib.models import Pair
@@ -171,8 +171,8 @@ def test_rerunning_the_bench_gives_identical_modeled_columns(tiny_pair, tmp_path
     prompts = [BenchPrompt("custom", f"p{i}", tuple(random_prompt(i, 9))) for i in range(2)]
     runs = [Run("ar", None), Run("dflash", 3), Run("ddtree", 8)]
     profile = hand_profile()
-    first, second = (run_bench(tiny_pair, prompts, runs, 20, tmp_path / f"{i}.jsonl", progress=False, warmup=False,
-                               cost_profile=profile) for i in (1, 2))
+    spec = BenchSpec(20, warmup=False, cost_profile=profile)
+    first, second = (run_bench(tiny_pair, prompts, runs, tmp_path / f"{i}.jsonl", spec, progress=False) for i in (1, 2))
     a, b = ({(r["uid"], r["key"]): r for r in recs} for recs in (first, second))
     assert a.keys() == b.keys() and len(a) == 6
     for k in a:
@@ -191,7 +191,7 @@ def test_rerunning_the_bench_gives_identical_modeled_columns(tiny_pair, tmp_path
             assert rec["modeled_s"] == pytest.approx(sum(hand_round(s) for s in shapes), rel=1e-12)
     # the setting id is the same as without a profile: resuming under the default profile decodes
     # nothing, and reprices the records it returns
-    again = run_bench(tiny_pair, prompts, runs, 20, tmp_path / "1.jsonl", progress=False, warmup=False)
+    again = run_bench(tiny_pair, prompts, runs, tmp_path / "1.jsonl", BenchSpec(20, warmup=False), progress=False)
     assert len(again) == 6 and all(r["cost_profile"] == default_profile().label for r in again)
     assert {k: r["decode_s"] for k, r in a.items()} == {(r["uid"], r["key"]): r["decode_s"] for r in again}
 

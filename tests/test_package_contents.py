@@ -3,7 +3,7 @@ calibrations, cost profiles), not the drafter-training corpora, which live in th
 data/corpus and are read by the training commands from there."""
 
 from graftlib.core.paths import ASSETS_DIR, PROJECT_DIR
-from graftlib.training.drafter.corpus import CORPUS_ROOT, shipped_corpora
+from graftlib.training.drafter.data.corpus import CORPUS_ROOT, shipped_corpora
 
 
 def test_the_package_ships_no_training_corpus():

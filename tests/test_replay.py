@@ -3,6 +3,7 @@ leaves the state untouched (the continued decode equals AR), oracle bookkeeping,
 calibration pipeline end to end."""
 
 from dataclasses import replace
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -14,6 +15,7 @@ from graftlib.methods.registry import MethodInputs, make_parts
 from graftlib.methods.saba import round_costs
 from graftlib.methods.saba_params import SabaParams
 from graftlib.training.graft.calibrate import (
+    FitModels,
     fit_params,
     offline_tracking,
     read_replay_records,
@@ -22,6 +24,7 @@ from graftlib.training.graft.calibrate import (
 )
 from graftlib.training.graft.replay import (
     ReplayDecoder,
+    ReplaySpec,
     fixed_budget_retained,
     oracle_rows,
     replay_decoder,
@@ -59,7 +62,8 @@ def test_replay_reproduces_rounds_and_keeps_state(pair, method, budget, params):
         assert any(r.budget == 0 for r in plain.rounds) and any(r.budget for r in plain.rounds)
     if params is POST_GATED:
         assert any(r.budget == 0 and r.t_draft > 0 for r in plain.rounds)
-    res = replay_decoder(target, drafter, method, budget, GRID, MethodInputs(saba=params)).replay(prompt, MAX_NEW)
+    res = replay_decoder(target, drafter, method, budget, ReplaySpec(tuple(GRID)),
+                         MethodInputs(saba=params)).replay(prompt, MAX_NEW)
     assert res.decode.tokens == ar == plain.tokens  # replays left cache and prefix exactly as before
     assert [r.accepted for r in res.decode.rounds] == [r.accepted for r in plain.rounds]
     refs = [r for r in res.records if r.reference]
@@ -92,18 +96,21 @@ def test_replay_reproduces_rounds_and_keeps_state(pair, method, budget, params):
 
 def test_replay_repeats_and_errors(pair):
     target, drafter = pair
-    dec = replay_decoder(target, drafter, "ddtree", 4, [2, 4], MethodInputs(saba=SabaParams()), repeats=2)
+    dec = replay_decoder(target, drafter, "ddtree", 4, ReplaySpec((2, 4), repeats=2), MethodInputs(saba=SabaParams()))
     res = dec.replay(random_prompt(3, 5), 12)
     assert res.records and all(r.latency > 0 for r in res.records)
     with pytest.raises(GraftError, match="grid"):
-        replay_decoder(target, drafter, "ddtree", 4, [-1, 4])
+        ReplaySpec((-1, 4))
+    with pytest.raises(GraftError, match="repeats"):
+        ReplaySpec((4,), repeats=0)
     with pytest.raises(GraftError, match="speculative"):
-        ReplayDecoder(target, drafter, None, None, [4])
+        ReplayDecoder(target, drafter, None, None, ReplaySpec((4,)))
 
 
 def test_calibration_pipeline(pair, tmp_path):
     target, drafter = pair
-    records = replay_rounds(target, drafter, [random_prompt(11, 9), random_prompt(12, 4)], [0, *GRID], 4, 20)
+    records = replay_rounds(SimpleNamespace(target=target, drafter=drafter, eos_ids=None),
+                            {"0": random_prompt(11, 9), "1": random_prompt(12, 4)}, ReplaySpec((0, *GRID), 20), 4)
     rounds = sorted({r.round for r in records})
     assert rounds == list(range(len(rounds)))  # numbered across prompts
     ar = [r for r in records if r.budget == 0]
@@ -132,7 +139,8 @@ def test_calibration_pipeline(pair, tmp_path):
     assert set(params.rows_cost["ref"]) == {str(b) for b in GRID} and params.rows_cost["h"] >= 0
     assert params.rows_cost["ref"]["4"] == pytest.approx(np.mean([r.accepted for r in drafted if r.budget == 4]))
     assert SabaParams.load(params.save(tmp_path / "saba.json")).rows_cost == params.rows_cost
-    paper = fit_params(records, GRID, drafter.block_size - 1, concave=False, shared_prefix=False, gain_model="eq16")
+    paper = fit_params(records, GRID, drafter.block_size - 1,
+                       models=FitModels(gain="eq16", concave=False, shared_prefix=False))
     assert len(paper.c) == 3 and paper.gain_table is None
     # the cost table (default): one correction per grid budget, the medians of eq. 17's residuals
     assert sorted(map(int, params.cost_table)) == GRID
@@ -141,10 +149,10 @@ def test_calibration_pipeline(pair, tmp_path):
                  for r in records if not r.reference and r.budget == b] for b in GRID}
     assert all(params.cost_table[str(b)] >= np.median(resid[b]) - 1e-9 for b in GRID)  # raised only for monotony
     assert params.cost_table[str(GRID[0])] == pytest.approx(np.median(resid[GRID[0]]))
-    assert fit_params(records, GRID, drafter.block_size - 1, cost_model="eq17").cost_table is None
+    assert fit_params(records, GRID, drafter.block_size - 1, models=FitModels(cost="eq17")).cost_table is None
     assert 0 < offline_tracking(paper, records, drafter.block_size - 1)["mean_retained"] <= 1
     with pytest.raises(GraftError, match="gain model"):
-        fit_params(records, GRID, drafter.block_size - 1, gain_model="mass")
+        FitModels(gain="mass")
     assert params.c_draft > 0 and params.c_draft == pytest.approx(np.median([r.t_draft for r in records
                                                                              if r.reference and r.budget]))
 
@@ -161,11 +169,14 @@ def test_replay_prompts_resumes_and_numbers_rounds(pair, tmp_path):
     p = Pair(target, tiny_tokenizer(), drafter, False, "tiny", "tiny")
     items = [Item("alpaca", f"alpaca/{i}", t, t) for i, t in enumerate(["count to five.", "name a color."])]
     out = tmp_path / "replay.jsonl"
-    first = replay_prompts(p, "ddtree", 4, [2, 4], items[:1], 12, out)
-    lines = replay_prompts(p, "ddtree", 4, [2, 4], items, 12, out)
+    spec = ReplaySpec((2, 4), 12)
+    first = replay_prompts(p, "ddtree", 4, items[:1], out, spec)
+    lines = replay_prompts(p, "ddtree", 4, items, out, spec)
     assert len(read_records(out)) == 2 and lines[0] == first[0]  # the first prompt was not redone
     rows = oracle_rows(records_of(lines))
     n_rounds = sum(line["summary"]["rounds"] for line in lines)
     assert len(rows) == n_rounds and len({r["round"] for r in rows}) == n_rounds
-    replay_prompts(p, "ddtree", 8, [2, 4], items[:1], 12, out)  # another setting: a new line
+    replay_prompts(p, "ddtree", 8, items[:1], out, spec)  # another setting: a new line
     assert len(read_records(out)) == 3
+    with pytest.raises(GraftError, match="walks exactly when"):  # a walk that nothing prices
+        replay_prompts(p, "ddtree", 4, items[:1], out, ReplaySpec((2, 4), 12, walk=True))

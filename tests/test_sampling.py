@@ -57,25 +57,26 @@ def test_bench_at_t_above_zero_is_seeded_per_prompt_and_keyed_by_its_sampling(tm
     from tiny import random_prompt, tiny_drafter, tiny_target
 
     from graftlib.core.records import read_records
-    from graftlib.lab.run.bench import BenchPrompt, Run, run_bench
+    from graftlib.lab.run.bench import BenchPrompt, BenchSpec, Run, run_bench
     from graftlib.models.pair import Pair
 
     pair = Pair(tiny_target("qwen3"), SimpleNamespace(eos_token_id=None), tiny_drafter(), False, "tiny-qwen3", "tiny")
     prompts = [BenchPrompt("custom", f"p{i}", tuple(random_prompt(i, 9))) for i in range(2)]
     runs = [Run("ar", None), Run("ddtree", 8)]
     hot = Sampling(0.8, seed=3)
-    recs = run_bench(pair, prompts, runs, 16, tmp_path / "a.jsonl", progress=False, sampling=hot)
-    again = run_bench(pair, prompts, runs, 16, tmp_path / "b.jsonl", progress=False, sampling=hot)
+    recs = run_bench(pair, prompts, runs, tmp_path / "a.jsonl", BenchSpec(16, sampling=hot), progress=False)
+    again = run_bench(pair, prompts, runs, tmp_path / "b.jsonl", BenchSpec(16, sampling=hot), progress=False)
     key = {(r["uid"], r["key"]): r["tokens"] for r in again}
     assert all(key[(r["uid"], r["key"])] == r["tokens"] for r in recs)  # same seed, same tokens
     assert all(r["matches_ar"] is None for r in recs) and recs[0]["setting"]["sampling"]["temperature"] == 0.8
     ar = {r["uid"]: r["tokens"] for r in recs if r["method"] == "ar"}
     assert ar["p0"] != ar["p1"]  # prompts get their own streams (and AR decoded each twice alike: bracket)
-    greedy = run_bench(pair, prompts, runs, 16, tmp_path / "a.jsonl", progress=False)
+    greedy = run_bench(pair, prompts, runs, tmp_path / "a.jsonl", BenchSpec(16), progress=False)
     assert all(r["matches_ar"] for r in greedy if r["method"] != "ar") and "sampling" not in greedy[0]["setting"]
     assert len(read_records(tmp_path / "a.jsonl")) == 8  # a T = 0 run is another setting, measured apart
     with pytest.raises(GraftError, match="hf baseline runs greedy only"):
-        run_bench(pair, prompts[:1], [Run("hf", None)], 4, tmp_path / "c.jsonl", progress=False, sampling=hot)
+        run_bench(pair, prompts[:1], [Run("hf", None)], tmp_path / "c.jsonl", BenchSpec(4, sampling=hot),
+                  progress=False)
 
 
 def test_temperature_lists_parse_or_name_the_problem():

@@ -1,5 +1,8 @@
 """Trace rounds and the mismatch metric (hand-built trees), and trace collection on a tiny model + resume."""
 
+from dataclasses import replace
+from types import SimpleNamespace
+
 import pytest
 import torch
 from tiny import random_prompt, tiny_drafter, tiny_target
@@ -7,6 +10,7 @@ from tiny import random_prompt, tiny_drafter, tiny_target
 from graftlib.cli import build_parser
 from graftlib.core.errors import GraftError
 from graftlib.training.graft.traces import (
+    TraceConfig,
     TraceRound,
     collect_traces,
     could_continue,
@@ -118,8 +122,10 @@ def test_collect_and_resume(tiny_pair, tmp_path):
     target, drafter = tiny_pair
     prompts = [random_prompt(s, n) for s, n in ((0, 5), (1, 9), (2, 3), (3, 7))]
     logs = []
-    kw = dict(shard_size=2, settings={"target": "tiny"}, log=logs.append)
-    index = collect_traces(target, drafter, prompts[:3], 6, 20, tmp_path, **kw)
+    kw = dict(settings={"target": "tiny"}, log=logs.append)
+    pair, cfg = SimpleNamespace(target=target, drafter=drafter, eos_ids=None), TraceConfig(budget=6, max_new_tokens=20,
+                                                                                           shard_size=2)
+    index = collect_traces(pair, prompts[:3], tmp_path, cfg, **kw)
     assert [s["count"] for s in index["shards"]] == [2, 1]
     assert all(s["replay_disagree"] == 0 for s in index["shards"])
     _, rounds = load_traces(tmp_path)
@@ -146,14 +152,14 @@ def test_collect_and_resume(tiny_pair, tmp_path):
         prefix[r.prompt] = start + [r.tokens[0]] + [r.tokens[a] for a in r.accepted_nodes[1:]]
     # resume: nothing to redo; a larger prompt list only adds the missing shard
     first = (tmp_path / "shard-00000.safetensors").stat().st_mtime_ns
-    collect_traces(target, drafter, prompts[:3], 6, 20, tmp_path, **kw)
+    collect_traces(pair, prompts[:3], tmp_path, cfg, **kw)
     assert "0 to make" in logs[-1] or any("0 to make" in x for x in logs[-2:])
-    index = collect_traces(target, drafter, prompts, 6, 20, tmp_path, **kw)
+    index = collect_traces(pair, prompts, tmp_path, cfg, **kw)
     assert (tmp_path / "shard-00000.safetensors").stat().st_mtime_ns == first
     assert [s["count"] for s in sorted(index["shards"], key=lambda s: s["first"])] == [2, 2]
     assert {r.prompt for r in load_traces(tmp_path)[1]} == {0, 1, 2, 3}
     uid_dir = tmp_path / "with-uids"  # the task filter reads the uids the index records
-    collect_traces(target, drafter, prompts, 6, 20, uid_dir, uids=["gsm8k/a", "mbpp/b", "gsm8k/c", "alpaca/d"], **kw)
+    collect_traces(pair, prompts, uid_dir, cfg, uids=["gsm8k/a", "mbpp/b", "gsm8k/c", "alpaca/d"], **kw)
     assert {r.prompt for r in load_traces(uid_dir, ["gsm8k"])[1]} == {0, 2}
     assert {r.prompt for r in load_traces(uid_dir, ["mbpp", "alpaca"])[1]} == {1, 3}
     with pytest.raises(GraftError, match="cannot filter by task"):
@@ -161,7 +167,7 @@ def test_collect_and_resume(tiny_pair, tmp_path):
     with pytest.raises(GraftError, match="no trace rounds"):
         load_traces(uid_dir, ["humaneval"])
     with pytest.raises(GraftError, match="other settings"):
-        collect_traces(target, drafter, prompts, 8, 20, tmp_path, **kw)
+        collect_traces(pair, prompts, tmp_path, replace(cfg, budget=8), **kw)
     retrained = dict(kw, settings={"target": "tiny", "drafter_id": "0123456789ab"})
     with pytest.raises(GraftError, match="drafter_id '\\?' \\(asked '0123456789ab'\\)"):
-        collect_traces(target, drafter, prompts, 6, 20, tmp_path, **retrained)
+        collect_traces(pair, prompts, tmp_path, cfg, **retrained)

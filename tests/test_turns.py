@@ -52,7 +52,7 @@ def _prompts(tok):
 def test_second_turn_follows_the_runs_own_answer(pair, spy, tmp_path):
     tok, out = pair.tokenizer, tmp_path / "bench.jsonl"
     runs = [bench.Run("ar", None), bench.Run("dflash", 3), bench.Run("ddtree", 8)]
-    recs = bench.run_bench(pair, _prompts(tok), runs, 14, out, warmup=False, progress=False)
+    recs = bench.run_bench(pair, _prompts(tok), runs, out, bench.BenchSpec(14, warmup=False), progress=False)
     two = {r["key"]: r for r in recs if r["uid"] == "q1"}
     turn1_ids = conversation_ids(tok, [USER[0]])
     for key, rec in two.items():
@@ -89,18 +89,18 @@ def test_second_turn_follows_the_runs_own_answer(pair, spy, tmp_path):
                                                     / sum(r["decode_s"] for r in mine))
 
     n = len(spy)  # resumable: a re-run decodes nothing; a lost record is decoded again, both turns
-    assert len(bench.run_bench(pair, _prompts(tok), runs, 14, out, warmup=False, progress=False)) == 6
+    assert len(bench.run_bench(pair, _prompts(tok), runs, out, bench.BenchSpec(14, warmup=False), progress=False)) == 6
     assert len(spy) == n
     lines = out.read_text().splitlines()
     lost = next(i for i, line in enumerate(lines) if '"q1"' in line and '"ddtree@8"' in line)
     out.write_text("\n".join(lines[:lost] + lines[lost + 1:]) + "\n")
-    bench.run_bench(pair, _prompts(tok), runs, 14, out, warmup=False, progress=False)
+    bench.run_bench(pair, _prompts(tok), runs, out, bench.BenchSpec(14, warmup=False), progress=False)
     assert [(k, uid) for k, uid, _ in spy[n:]] == [("ddtree@8", "q1"), ("ddtree@8", "q1/turn2")]
     assert len(read_records(out)) == 6
 
     # --turns 1: the first turn alone, under the one-turn setting (old results), not the 2-turn one
     first_only = [bench.BenchPrompt(p.task, p.uid, p.input_ids) for p in _prompts(tok)]
-    one = bench.run_bench(pair, first_only, runs[:1], 14, out, warmup=False, progress=False)
+    one = bench.run_bench(pair, first_only, runs[:1], out, bench.BenchSpec(14, warmup=False), progress=False)
     assert len(read_records(out)) == 8 and all("turns" not in r and "turns" not in r["setting"] for r in one)
     assert {r["uid"]: r["tokens"] for r in one}["q1"] == two["ar"]["turns"][0]["tokens"]
 

@@ -2,6 +2,9 @@
 (tiny models and the embedded pair, which accepts long paths), pricing by a profile, and a calibration
 that decides under a profile."""
 
+from dataclasses import replace
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 from tiny import random_prompt, tiny_drafter, tiny_target
@@ -13,7 +16,7 @@ from graftlib.core.tree import Tree
 from graftlib.inputs.cost_profile import CostProfile, RoundShape, with_costs
 from graftlib.methods.saba_params import SabaParams
 from graftlib.training.graft.calibrate import fit_params, offline_tracking, replay_rounds
-from graftlib.training.graft.replay import ReplayDecoder, WalkReplay, priced, walk_ranks
+from graftlib.training.graft.replay import ReplayDecoder, ReplaySpec, WalkReplay, priced, walk_ranks
 
 GRID = [0, 1, 2, 3, 4, 8, 16, 32]
 PROFILE = CostProfile("test-a100", "test", [0.024, 8e-5, 0.0], [0.019, 0.0], 0.009)
@@ -47,9 +50,9 @@ def test_walk_ranks_on_a_hand_built_tree():
 
 
 def _same_as_verified(target, drafter, prompt, max_new, ref_budget=4, eos_ids=None):
-    args = (target, drafter, HeapTreeBuilder(), FixedBudget(ref_budget), GRID, 1, 8, 2.0, eos_ids)
-    verified = ReplayDecoder(*args).replay(prompt, max_new)
-    walked = WalkReplay(*args).replay(prompt, max_new)
+    args = (target, drafter, HeapTreeBuilder(), FixedBudget(ref_budget))
+    verified = ReplayDecoder(*args, ReplaySpec(tuple(GRID)), eos_ids).replay(prompt, max_new)
+    walked = WalkReplay(*args, ReplaySpec(tuple(GRID), walk=True), eos_ids).replay(prompt, max_new)
     assert walked.decode.tokens[:len(verified.decode.tokens)] == verified.decode.tokens
     got = {(r.round, r.budget, r.reference): r for r in walked.records}
     kept = {r.round for r in walked.records}
@@ -89,19 +92,33 @@ def test_walked_acceptance_equals_verified_on_the_embedded_pair(embedded_pair):
     assert max(r.accepted for r in grid) >= 6  # long accepted paths: the walk is tested past the first node
 
 
-def test_walk_replay_refuses_sampling():
+def test_walk_replay_refuses_sampling_and_a_spec_that_does_not_walk():
     target, drafter = tiny_target("llama", seed=0), tiny_drafter(seed=0)
     with pytest.raises(GraftError, match="T = 0"):
-        WalkReplay(target, drafter, HeapTreeBuilder(), FixedBudget(4), GRID, sampling=Sampling(0.7))
+        ReplaySpec(tuple(GRID), sampling=Sampling(0.7), walk=True)
+    with pytest.raises(GraftError, match="walks its grid"):
+        WalkReplay(target, drafter, HeapTreeBuilder(), FixedBudget(4), ReplaySpec(tuple(GRID)))
+    with pytest.raises(GraftError, match="walks its grid"):  # a price without a walk
+        ReplaySpec(tuple(GRID), profile=PROFILE)
+
+
+def _pair(target, drafter):
+    return SimpleNamespace(target=target, drafter=drafter, eos_ids=None)
+
+
+def _prompts(*seeds):
+    return {str(i): random_prompt(seed, 9 - 5 * i) for i, seed in enumerate(seeds)}
 
 
 @pytest.mark.usefixtures("one_thread")
 def test_priced_records_and_a_calibration_under_a_profile():
     target, drafter = tiny_target("llama", seed=0, initializer_range=0.1), tiny_drafter(seed=0)
     depth = drafter.block_size - 1
-    records = replay_rounds(target, drafter, [random_prompt(11, 9), random_prompt(12, 4)], GRID, 4, 20, walk=True)
+    walked = ReplaySpec(tuple(GRID), 20, walk=True)
+    records = replay_rounds(_pair(target, drafter), _prompts(11, 12), walked, 4)
     assert all(r.latency == 0 for r in records if not r.reference)
     out = priced(records, PROFILE)
+    assert replay_rounds(_pair(target, drafter), _prompts(11, 12), replace(walked, profile=PROFILE), 4) == out
     for r, p in zip(records, out):
         drafted = r.budget > 0 or r.t_draft > 0
         assert p.latency == pytest.approx(PROFILE.round_s(RoundShape(r.budget, r.nodes, r.prefix_len, drafted,
@@ -125,15 +142,16 @@ def test_priced_records_and_a_calibration_under_a_profile():
 @pytest.mark.usefixtures("one_thread")
 def test_replay_rounds_resumes_from_its_checkpoint(tmp_path, monkeypatch):
     target, drafter = tiny_target("llama", seed=0, initializer_range=0.1), tiny_drafter(seed=0)
-    prompts, ck = [random_prompt(11, 9), random_prompt(12, 4)], tmp_path / "ck.jsonl"
-    first = replay_rounds(target, drafter, prompts[:1], GRID, 4, 20, walk=True, checkpoint=ck)
-    both = replay_rounds(target, drafter, prompts, GRID, 4, 20, walk=True, checkpoint=ck)
+    pair, prompts, ck = _pair(target, drafter), _prompts(11, 12), tmp_path / "ck.jsonl"
+    spec = ReplaySpec(tuple(GRID), 20, walk=True)
+    first = replay_rounds(pair, {"0": prompts["0"]}, spec, 4, checkpoint=ck)
+    both = replay_rounds(pair, prompts, spec, 4, checkpoint=ck)
     assert both[:len(first)] == first and len(both) > len(first)
 
     def no_decoding(*args, **kwargs):
         raise AssertionError("a checkpointed prompt was decoded again")
 
     monkeypatch.setattr(WalkReplay, "replay", no_decoding)
-    assert replay_rounds(target, drafter, prompts, GRID, 4, 20, walk=True, checkpoint=ck) == both
+    assert replay_rounds(pair, prompts, spec, 4, checkpoint=ck) == both
     with pytest.raises(AssertionError, match="decoded again"):  # another setting is not read from it
-        replay_rounds(target, drafter, prompts, GRID, 8, 20, walk=True, checkpoint=ck)
+        replay_rounds(pair, prompts, spec, 8, checkpoint=ck)

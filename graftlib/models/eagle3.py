@@ -35,7 +35,7 @@ from torch import nn
 
 from graftlib.core.errors import GraftError, require
 from graftlib.core.paths import ASSETS_DIR
-from graftlib.models.drafter import MLP, RMSNorm, apply_rope, rope_cos_sin
+from graftlib.models.drafter_layers import MLP, RMSNorm, apply_rope, rope_cos_sin
 
 EMBEDDED_EAGLE3_DIR = ASSETS_DIR / "drafters" / "smollm2-135m-eagle3"  # the embedded target's (once trained)
 

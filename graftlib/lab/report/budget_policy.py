@@ -18,7 +18,8 @@ verifies to a budget and retains TPS_t(B_t) / TPS_t(B*_t) (the paper's Figure 6 
 `decompose` splits SABA's loss against the oracle into its causes by swapping one model at a time for the truth:
 gate and online correction (reference -> saba_model), gain (-> true_gain), cost (-> the oracle on SABA's grid) and
 grid (-> the oracle on the replay's grid). `against_best_fixed` pools a policy per prompt against the best fixed
-budget with a bootstrap interval over prompts (`metrics.ratio_ci`), as Figure 6 does.
+budget with a bootstrap interval over prompts (`metrics.ratio_ci`), as Figure 6 does; `timed_rows` does it for
+decoded bench records (wall clock or modeled), against the fixed budget fastest after the fact and against AR.
 
 Invariants: every policy returns one budget of the rounds' grid per round; the oracle retains 1 in every round; a
 predictor never sees the rounds it is scored on (`fit` and `choose` take different `Rounds`).
@@ -30,7 +31,8 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from graftlib.core.errors import require
-from graftlib.lab.report.metrics import ratio_ci
+from graftlib.lab.report.metrics import ratio_ci, summarize
+from graftlib.lab.report.modeled import at_edge
 
 
 @dataclass(frozen=True)
@@ -332,3 +334,28 @@ def policy_rows(val: Rounds, held: Rounds, params, depth: int) -> list[dict]:
                      "best_fixed_at_edge": edge, "prompts": s["prompts"], "rounds": s["rounds"],
                      "validation_prompts": len(set(val.prompt.tolist()))})
     return rows
+
+
+def timed_rows(records: list[dict], fixed_methods=("ddtree", "ddtree+tdes"), policies=("graft", "graft+stop"),
+               time: str = "speedup") -> list[dict]:
+    """Decoded bench records (one task, interleaved per prompt): each policy's speedup over AR and its ratio to the
+    best fixed budget, the run of `fixed_methods` fastest by `time` ("speedup": wall clock; "modeled_speedup")
+    after the fact, with bootstrap intervals over prompts (`metrics.speedup_ci`); `best_fixed_at_edge` says when
+    that run's budget lies at the edge of its method's grid. Without fixed runs (a set decoded against AR only)
+    the ratio columns are None."""
+    rows = summarize(records)
+    fixed_rows = [r for r in rows if r["method"] in fixed_methods]
+    best = max(fixed_rows, key=lambda r: r[time]) if fixed_rows else None
+    against = {r["key"]: r for r in summarize(records, baseline=best["key"])} if best else {}
+    ci_of = "speedup_ci" if time == "speedup" else "modeled_speedup_ci"
+    out = []
+    for r in (r for r in rows if r["method"] in policies):
+        vs = against.get(r["key"])
+        out.append({"policy": r["key"], "prompts": r["prompts"], "mat": r["mat"], "mean_nodes": r["mean_nodes"],
+                    "ar_share": r["ar_share"], "exact": r["exact"], "vs_ar": r[time], "vs_ar_ci": r[ci_of],
+                    "best_fixed": best["key"] if best else None,
+                    "best_fixed_at_edge": at_edge(best["budget"], [f["budget"] for f in fixed_rows
+                                                                   if f["method"] == best["method"]])
+                    if best else None,
+                    "vs_best_fixed": vs[time] if vs else None, "vs_best_fixed_ci": vs[ci_of] if vs else None})
+    return out

@@ -404,9 +404,9 @@ def _beta_cell(T, tps: str, prompts: int, min_prompts: int) -> str:
 
 def figure_claims(regimes: dict[str, Regime], curves: dict | None = None, oracles: dict | None = None,
                   mismatch: dict | None = None, transfer: dict | None = None, betas: dict | None = None,
-                  n_prompts: int = 0, max_new_tokens: int = 0, min_prompts: int = MIN_PROMPTS):
+                  n_prompts: int = 0, max_new_tokens: int = 0):
     """The paper's figure and Table 3 claims (`FIGURE_CLAIMS`) per regime and figure, as rows shaped like
-    `claims_by_regime`'s (verdicts of `graftlib.lab.report.claims`, `not tested` under `min_prompts` prompts a task;
+    `claims_by_regime`'s (verdicts of `graftlib.lab.report.claims`, `not tested` under `MIN_PROMPTS` prompts a task;
     `VERDICT_RULES` is each one's rule); each argument is {regime name: that item's table} and an item left
     out (None) is left out of the rows:
       F1b  `mismatch` (`mismatch_table`): GRAFT's mismatch rate below DDTree's on every task;
@@ -422,6 +422,7 @@ def figure_claims(regimes: dict[str, Regime], curves: dict | None = None, oracle
     items = {"F1b": mismatch, "F1c": curves, "F5": transfer, "F6": oracles, "F6b": oracles, "T3": betas}
     table = {k: {"source": src, "paper": words, "tests": VERDICT_RULES[k]} for k, (src, words) in FIGURE_CLAIMS.items()
              if items[k] is not None}
+    min_prompts = MIN_PROMPTS
     tested = n_prompts >= min_prompts
 
     def counts(tasks: int) -> str:

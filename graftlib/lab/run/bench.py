@@ -35,7 +35,7 @@ from graftlib.inputs.cli_args import (
     sampling_from_args,
 )
 from graftlib.inputs.cost_profile import CostProfile, RoundShape, default_profile, load_profile
-from graftlib.lab.report.metrics import decoded_tokens, format_table, summarize, summarize_tasks
+from graftlib.lab.report.metrics import decoded_tokens, format_table, summarize
 from graftlib.lab.report.modeled import format_validation, price, reprice, validate
 from graftlib.lab.report.multiturn import TURNS, decode_turns, judge, matches, turn_uid, user_turns
 from graftlib.lab.run.costs.machine_costs import deciding, machine_profile
@@ -232,12 +232,25 @@ def bench_setting(pair, prompts: list[BenchPrompt], runs: list[Run], max_new_tok
                 **({"turns": "all"} if any(p.user_turns for p in prompts) else {}), **({"walk": True} if walk else {}))
 
 
-def run_bench(pair, prompts: list[BenchPrompt], runs: list[Run], max_new_tokens: int, out: Path,
-              inputs: MethodInputs = SHIPPED_INPUTS, warmup: bool = True, progress: bool = True,
-              extra: dict | None = None, sampling: Sampling = GREEDY, cost_profile: CostProfile | None = None,
-              walk: bool = False) -> list[dict]:
-    """Decode every prompt with every run (interleaved), append records, return this setting's records.
-    `inputs` (`MethodInputs`): the TDES scorer and beta of the `ddtree+tdes` and `graft` runs and the SABA
+@dataclass(frozen=True)
+class BenchSpec:
+    """How a bench decodes and measures: `max_new_tokens` a prompt (a turn), at `sampling` (T = 0: greedy), each
+    timed run after a `warmup` (`warm_runs`), or `walk`ed along the prompt's AR tokens (T = 0: modeled figures
+    only); every record priced under `cost_profile` (None: `cost_profile.default_profile()`). `turns`: a
+    multi-turn set's turns decoded, "all" (DDTree's protocol) or the first ("1"; `task_prompts`)."""
+
+    max_new_tokens: int = 256
+    sampling: Sampling = GREEDY
+    warmup: bool = True
+    walk: bool = False
+    cost_profile: CostProfile | None = None
+    turns: str = "all"
+
+
+def run_bench(pair, prompts: list[BenchPrompt], runs: list[Run], out: Path, spec: BenchSpec,
+              inputs: MethodInputs = SHIPPED_INPUTS, extra: dict | None = None, progress: bool = True) -> list[dict]:
+    """Decode every prompt with every run (interleaved) as `spec` says, append records, return this setting's
+    records. `inputs` (`MethodInputs`): the TDES scorer and beta of the `ddtree+tdes` and `graft` runs and the SABA
     calibration of the adaptive ones (None each: the shipped ones; `graftlib.inputs.artifacts`). Under torchrun
     (`graftlib.lab.run.shard`) this rank decodes its share of the prompts into its own file next to `out`;
     records already in `out` or in any rank file count as done, so shards merge on reading. At T > 0
@@ -253,6 +266,8 @@ def run_bench(pair, prompts: list[BenchPrompt], runs: list[Run], max_new_tokens:
 
     from graftlib.lab.run.shard import merged_records, rank_world, shard, shard_path
 
+    max_new_tokens, sampling, walk, warmup = spec.max_new_tokens, spec.sampling, spec.walk, spec.warmup
+    cost_profile = spec.cost_profile
     require(len(prompts) > 0, "no prompts to benchmark")
     setting = bench_setting(pair, prompts, runs, max_new_tokens, inputs, extra, sampling, walk)
     require(not walk or sampling.greedy, "--walk follows greedy AR's tokens: T = 0 only")
@@ -349,21 +364,15 @@ def bracket(first: dict, second: dict) -> dict:
     return first
 
 
-def bench_records(pair, tasks: list[str], runs: list[Run], n_prompts: int, max_new_tokens: int, out: Path,
-                  inputs: MethodInputs = SHIPPED_INPUTS, progress: bool = False, sampling: Sampling = GREEDY,
-                  cost_profile: CostProfile | None = None, turns: str = "all") -> list[dict]:
-    """`run_bench` over several tasks (first `n_prompts` eval prompts each); every task's records."""
+def bench_records(pair, tasks: list[str], runs: list[Run], n_prompts: int, out: Path, spec: BenchSpec,
+                  inputs: MethodInputs = SHIPPED_INPUTS) -> list[dict]:
+    """`run_bench` over several tasks (first `n_prompts` eval prompts each, `spec.turns` of them); every task's
+    records."""
     records = []
     for task in tasks:
-        prompts = task_prompts(pair, task, n_prompts, turns=turns)
-        records += run_bench(pair, prompts, runs, max_new_tokens, out, inputs, progress=progress, extra={"task": task},
-                             sampling=sampling, cost_profile=cost_profile)
+        prompts = task_prompts(pair, task, n_prompts, turns=spec.turns)
+        records += run_bench(pair, prompts, runs, out, spec, inputs, extra={"task": task}, progress=False)
     return records
-
-
-def bench_tasks(*args, **kwargs) -> list[dict]:
-    """`bench_records` summarized per task: summary rows with `task`."""
-    return summarize_tasks(bench_records(*args, **kwargs))
 
 
 def load_prompts(pair, args) -> list[BenchPrompt]:
@@ -469,8 +478,8 @@ def run(args) -> int:
         if any(r.method in AR_METHODS for r in runs):
             profile.require_ar_draft()
     print(f"graft bench: costs of {profile.name} ({profile.id}, {profile.hardware})")
-    records = run_bench(pair, prompts, runs, args.max_new_tokens, out, inputs, warmup=not args.no_warmup,
-                        sampling=sampling_from_args(args), cost_profile=profile, walk=args.walk, extra=extra)
+    spec = BenchSpec(args.max_new_tokens, sampling_from_args(args), not args.no_warmup, args.walk, profile)
+    records = run_bench(pair, prompts, runs, out, spec, inputs, extra=extra)
     rank, world = rank_world()
     if world > 1:  # a torchrun shard: rank 0 prints the sweep's one table once every rank's records are in
         if rank > 0:

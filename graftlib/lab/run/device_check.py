@@ -38,7 +38,7 @@ from graftlib.core.version import __version__
 from graftlib.inputs.artifacts import ArtifactDir, artifact_inputs
 from graftlib.inputs.cost_profile import CostProfile, from_curve, from_saba, with_ar_draft
 from graftlib.lab.report.metrics import format_table, summarize
-from graftlib.lab.run.bench import Run, run_bench, task_prompts
+from graftlib.lab.run.bench import BenchSpec, Run, run_bench, task_prompts
 from graftlib.lab.run.costs.cost_curves import ar_draft_cost_curve, fit_ar_draft, verify_cost_curve
 from graftlib.lab.run.costs.host_overhead import format_host_table, host_overhead_table
 from graftlib.methods.decoder import Decoder, drafter_for
@@ -132,19 +132,32 @@ def exactness_row(label: str, decoder, target, prompts: list[list[int]], refs: l
     return row
 
 
-def exactness_of(label: str, target, drafters: dict, prompts, runs, n: int, eos_ids=None, pair_id=None,
-                 saba: SabaParams | None = None) -> list[dict]:
-    """Rows of `exactness_row` for every (method, budget) in `runs` on one model pair; `drafters`:
+@dataclass
+class CheckedPair:
+    """A target and its drafters as the exactness section checks them, named `label` in its rows: `drafters`
     {"dflash": the DFlash drafter, "eagle3": the EAGLE-3 drafter of the AR-drafted methods, "dflash2": a DFlash 2
-    drafter for the selector methods}."""
+    drafter for the selector methods}; `pair_id` checks the methods' artifacts against it, `saba` the calibration
+    (None: the shipped one)."""
+
+    label: str
+    target: object
+    drafters: dict
+    eos_ids: list[int] | None = None
+    pair_id: object = None
+    saba: SabaParams | None = None
+
+
+def exactness_of(checked: CheckedPair, prompts, runs, n: int) -> list[dict]:
+    """Rows of `exactness_row` for every (method, budget) in `runs` on one model pair."""
+    target, eos_ids = checked.target, checked.eos_ids
     ar = Decoder.for_method(target, None, "ar", eos_ids=eos_ids)
     refs = [ar.decode(ids, n).tokens for ids in prompts]
     rows = []
     for method, budget in runs:
-        drafter = drafters["eagle3" if method in AR_METHODS else "dflash2" if method in SELECTOR_METHODS else "dflash"]
-        dec = Decoder.for_method(target, drafter, method, budget, eos_ids=eos_ids, pair=pair_id,
-                                 inputs=MethodInputs(saba=saba))
-        rows.append({"run": f"{method}@{budget}", **exactness_row(label, dec, target, prompts, refs, n)})
+        kind = "eagle3" if method in AR_METHODS else "dflash2" if method in SELECTOR_METHODS else "dflash"
+        dec = Decoder.for_method(target, checked.drafters[kind], method, budget, eos_ids=eos_ids,
+                                 pair=checked.pair_id, inputs=MethodInputs(saba=checked.saba))
+        rows.append({"run": f"{method}@{budget}", **exactness_row(checked.label, dec, target, prompts, refs, n)})
     return rows
 
 
@@ -161,13 +174,14 @@ def exactness_section(cfg: CheckConfig, pair) -> dict:
         eagle3, dflash2 = exactness_eagle3(target, arch), exactness_dflash2(arch)
         target, drafter, eagle3, dflash2 = (m.to(cfg.device, pair.target.dtype) for m in (target, drafter, eagle3,
                                                                                           dflash2))
-        rows += exactness_of(f"tiny-{arch}", target, {"dflash": drafter, "eagle3": eagle3, "dflash2": dflash2},
-                             exactness_prompts(arch),
-                             TINY_RUNS, cfg.tiny_tokens, saba=SabaParams())  # the builtin calibration: no pair to check
+        tiny = CheckedPair(f"tiny-{arch}", target, {"dflash": drafter, "eagle3": eagle3, "dflash2": dflash2},
+                           saba=SabaParams())  # the builtin calibration: no pair to check
+        rows += exactness_of(tiny, exactness_prompts(arch), TINY_RUNS, cfg.tiny_tokens)
     if not cfg.tiny:
         prompts = [list(p.input_ids) for p in task_prompts(pair, "gsm8k", cfg.exact_prompts)]
-        rows += exactness_of(pair.target_name, pair.target, {"dflash": pair.drafter, "eagle3": pair.eagle3_drafter()},
-                             prompts, EMBEDDED_RUNS, cfg.exact_tokens, pair.eos_ids, pair.identity())
+        checked = CheckedPair(pair.target_name, pair.target, {"dflash": pair.drafter, "eagle3": pair.eagle3_drafter()},
+                              pair.eos_ids, pair.identity())
+        rows += exactness_of(checked, prompts, EMBEDDED_RUNS, cfg.exact_tokens)
     total = {k: sum(r[k] for r in rows) for k in VERDICTS}
     return {"dtype": str(pair.target.dtype).removeprefix("torch."), "rows": rows, **total,
             "passed": total["mismatch"] == 0}
@@ -237,8 +251,8 @@ def bench_section(cfg: CheckConfig, pair, out: Path, prepared: bool) -> dict:
     if profile is None or profile.c_ar_draft is not None:  # the shipped profile prices AR-drafted rounds
         runs += [Run(m, b) for m, b in cfg.ar_tree_runs]
     prompts = task_prompts(pair, "gsm8k", cfg.bench_prompts, max_prompt_tokens=cfg.prompt_tokens)
-    records = run_bench(pair, prompts, runs, cfg.bench_tokens, out / "bench.jsonl", MethodInputs(tdes, saba=saba),
-                        progress=False, cost_profile=profile, extra={"task": "gsm8k"})
+    records = run_bench(pair, prompts, runs, out / "bench.jsonl", BenchSpec(cfg.bench_tokens, cost_profile=profile),
+                        MethodInputs(tdes, saba=saba), extra={"task": "gsm8k"}, progress=False)
     rows = summarize(records)
     return {"artifacts": "prepared" if prepared else "shipped", "prompts": len(prompts), "tokens": cfg.bench_tokens,
             "rows": rows, "table": format_table(rows)}

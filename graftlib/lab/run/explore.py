@@ -26,7 +26,7 @@ from graftlib.methods.decoder import Decoder
 from graftlib.methods.registry import AR_METHODS, MethodInputs
 from graftlib.methods.saba import BudgetGrid, SabaController
 from graftlib.methods.saba_params import SabaParams
-from graftlib.training.graft.replay import ReplayDecoder, oracle_rows, replay_decoder
+from graftlib.training.graft.replay import ReplayDecoder, ReplaySpec, oracle_rows, replay_decoder
 
 
 @dataclass
@@ -79,9 +79,8 @@ def explore(pair, prompt_ids: list[int], method: str = "graft", budget: int = 64
         none = [None] * n
         return Exploration(res.tokens, res.rounds, none, list(none), [{"best_budget": None, "retained": None}] * n,
                            _starts(res.rounds), [{} for _ in range(n)])
-    dec = replay_decoder(pair.target, pair.drafter, method, budget, list(grid), MethodInputs(saba=params),
-                         eos_ids=pair.eos_ids,
-                         sampling=sampling, cls=_Keeping)
+    dec = replay_decoder(pair.target, pair.drafter, method, budget, ReplaySpec(tuple(grid), sampling=sampling),
+                         MethodInputs(saba=params), eos_ids=pair.eos_ids, cls=_Keeping)
     res = dec.replay(prompt_ids, max_new_tokens, record_trees=True)
     rounds = res.decode.rounds
     require(len(dec.kept) == len(rounds) == len(dec.states), "explore: one draft and one state per round")

@@ -18,7 +18,7 @@ paper_regime notebooks share (same parameters, same setting: one decodes, the ot
 where it walks).
 """
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from graftlib.core.errors import require
@@ -27,12 +27,13 @@ from graftlib.inputs.artifacts import ShippedAssets
 from graftlib.inputs.cost_profile import PAPER_PROFILE, CostProfile, default_profile, with_costs
 from graftlib.lab.report.regime_tables import GSM8K_SCORER, Regime, beta_table, transfer_table
 from graftlib.lab.report.tables import budget_curve
-from graftlib.lab.run.bench import Run, run_bench, task_prompts
+from graftlib.lab.run.bench import BenchSpec, Run, run_bench, task_prompts
 from graftlib.lab.run.costs.machine_costs import deciding
 from graftlib.methods.registry import AR_METHODS, REGISTRY, SHIPPED_INPUTS, MethodInputs
 from graftlib.methods.saba_params import SabaParams, default_params
 from graftlib.models.strength import STRENGTH_PATH, TaskStrengths
 from graftlib.training.graft.replay import (
+    ReplaySpec,
     oracle_rows,
     priced,
     records_of,
@@ -95,14 +96,27 @@ def pick(names: str, regimes: dict[str, Regime], required: str | None = None) ->
     return {n: r for n, r in regimes.items() if n in chosen}
 
 
-def named(names: str, costs: CostProfile | None = None, budgets=(4, 8, 16), cap: int = 64, chains=(3, 15),
-          budget: int | None = None, paper_budgets=(8, 16, 32, 64, 128, 256), paper_cap: int = 512,
+@dataclass(frozen=True)
+class RegimeBudgets:
+    """A notebook's budgets for its regimes: this machine's fixed `budgets`, adaptive `cap`, DFlash `chains` and
+    +TDES's `budget` (None: the middle of `budgets`); the paper regimes' fixed `paper_budgets` and `paper_cap`."""
+
+    budgets: tuple[int, ...] = (4, 8, 16)
+    cap: int = 64
+    chains: tuple[int, ...] = (3, 15)
+    budget: int | None = None
+    paper_budgets: tuple[int, ...] = (8, 16, 32, 64, 128, 256)
+    paper_cap: int = 512
+
+
+def named(names: str, costs: CostProfile | None = None, sizes: RegimeBudgets = RegimeBudgets(),
           required: str = "machine") -> dict[str, Regime]:
-    """The regimes a notebook's `regime_names` parameter names (`pick`), built from its budgets: this machine's
-    (priced and decided by `costs`), the paper's costs, the paper's costs and acceptance."""
-    builders = {"machine": lambda: machine(budgets, cap, chains, budget, costs),
-                "paper": lambda: paper(paper_budgets, paper_cap),
-                "paper+acceptance": lambda: paper_acceptance(paper_budgets, paper_cap)}
+    """The regimes a notebook's `regime_names` parameter names (`pick`), built from its budgets `sizes`: this
+    machine's (priced and decided by `costs`), the paper's costs, the paper's costs and acceptance."""
+    s = sizes
+    builders = {"machine": lambda: machine(s.budgets, s.cap, s.chains, s.budget, costs),
+                "paper": lambda: paper(s.paper_budgets, s.paper_cap),
+                "paper+acceptance": lambda: paper_acceptance(s.paper_budgets, s.paper_cap)}
     return {name: builders[name]() for name in pick(names, dict.fromkeys(builders), required)}
 
 
@@ -127,8 +141,8 @@ def regime_bench(pair, regime: Regime, prompts: list, runs: list[Run], max_new_t
         pair = regime.pair_for(pair, tasks.pop())
         extra.update(pair.drafter.strength.setting())
     inputs = MethodInputs(inputs.tdes or regime.scorer(), inputs.beta, regime.saba)
-    return run_bench(pair, prompts, runs, max_new_tokens, out, inputs, progress=progress, extra=extra,
-                     cost_profile=regime.profile, walk=regime.walk)
+    spec = BenchSpec(max_new_tokens, walk=regime.walk, cost_profile=regime.profile)
+    return run_bench(pair, prompts, runs, out, spec, inputs, extra=extra, progress=progress)
 
 
 def tasks_bench(pair, regime: Regime, tasks: list[str], n_prompts: int, runs: list[Run], max_new_tokens: int, out,
@@ -191,12 +205,20 @@ def regime_betas(pair, regime: Regime, task: str, n_prompts: int, max_new_tokens
                        for beta in betas}, regime.walk)
 
 
+def replay_spec(regime: Regime, grid: list[int], max_new_tokens: int, repeats: int = 1) -> ReplaySpec:
+    """A replay over `grid` in `regime`: walked along AR's tokens and priced by its profile where it walks, else
+    each (round, budget) timed `repeats` times."""
+    if regime.walk:
+        return ReplaySpec(tuple(grid), max_new_tokens, walk=True, profile=regime.profile)
+    return ReplaySpec(tuple(grid), max_new_tokens, repeats)
+
+
 def regime_budget_curve(pair, regime: Regime, items: list, max_new_tokens: int, grid: list[int], out):
     """Figure 1(c) in `regime`: a DDTree trajectory at the grid's largest budget replayed over `grid` (walked and
     priced by the regime's profile where it walks, `replay.WalkReplay`), as `tables.budget_curve`; on this
     machine the same replay as the Figure 1(c) notebook's."""
-    lines = replay_prompts(regime.pair_for(pair, items[0].task), "ddtree", max(grid), grid, items, max_new_tokens, out,
-                           profile=regime.profile if regime.walk else None)
+    lines = replay_prompts(regime.pair_for(pair, items[0].task), "ddtree", max(grid), items, out,
+                           replay_spec(regime, grid, max_new_tokens))
     return budget_curve(records_of(lines), grid, regime.profile)
 
 
@@ -206,9 +228,9 @@ def regime_replay(pair, regime: Regime, items: list, max_new_tokens: int, grid: 
     it (`replay.within_grid`): walked along AR's tokens where the regime walks, else each (round, budget) timed
     `repeats` times (the median kept). The replay's JSON lines (`replay.replay_prompts`; resumable in `out`)."""
     params = within_grid(regime.saba or default_params(), grid)
-    return replay_prompts(regime.pair_for(pair, items[0].task), "graft", max(grid), grid, items, max_new_tokens, out,
-                          MethodInputs(regime.scorer(), saba=params), repeats=1 if regime.walk else repeats,
-                          profile=regime.profile if regime.walk else None)
+    spec = replay_spec(regime, grid, max_new_tokens, repeats)
+    return replay_prompts(regime.pair_for(pair, items[0].task), "graft", max(grid), items, out, spec,
+                          MethodInputs(regime.scorer(), saba=params))
 
 
 def regime_oracle(pair, regime: Regime, items: list, max_new_tokens: int, grid: list[int], out,

@@ -21,6 +21,7 @@ from graftlib.lab.report.claims import CLAIMS, POOLED, evaluate_claims, paper_si
 from graftlib.lab.report.metrics import summarize
 from graftlib.lab.report.modeled import best_run
 from graftlib.lab.report.paper_costs import method_errors
+from graftlib.lab.report.regime_tables import Regime
 from graftlib.lab.report.tables import grid_text
 from graftlib.lab.run.bench import Run
 from graftlib.lab.run.regimes import ar_drafted_records, paper, tasks_bench
@@ -40,12 +41,13 @@ def shape(task: str, path=STRENGTH_PATH) -> Strength:
     return TaskStrengths(path).of(task)
 
 
-def axis_records(pair, task: str, points, n_prompts: int, max_new_tokens: int, out, budgets=(32, 64, 128, 256, 512),
-                 budget: int = 128, cap: int = 512, log=print) -> dict[float, list[dict]]:
+def axis_records(pair, task: str, points, n_prompts: int, max_new_tokens: int, out, base: Regime | None = None,
+                 log=print) -> dict[float, list[dict]]:
     """{s: records} on `task`'s first `n_prompts` eval prompts, each s with its temperature and the task's calibrated
-    lam and kappa (module doc); the key "baselines" holds EAGLE-3 / OPT-Tree in the paper regime
+    lam and kappa (module doc), in the paper regime `base` (its fixed budgets, +TDES's budget and the adaptive cap;
+    default `regimes.paper((32, 64, 128, 256, 512))`); the key "baselines" holds EAGLE-3 / OPT-Tree in it
     (`regimes.ar_drafted_records`, beside `out`). Resumable (`run_bench` by setting)."""
-    base = paper(tuple(budgets), cap, budget)
+    base = base or paper((32, 64, 128, 256, 512))
     val = walked_prompts(pair, task, fit_split(task, n_prompts), n_prompts, max_new_tokens)
     out_records = {"baselines": ar_drafted_records(pair, base, [task], n_prompts, max_new_tokens, Path(out).parent)}
     calibrated = shape(task)
@@ -53,8 +55,8 @@ def axis_records(pair, task: str, points, n_prompts: int, max_new_tokens: int, o
         at = replace(calibrated, s=s, tau=1.0)
         tau = fit_temperature(pair, at, val)["tau"] if s > 0 else 1.0
         regime = replace(base, name="axis", strength={task: replace(at, tau=tau)})
-        out_records[s] = tasks_bench(pair, regime, [task], n_prompts, axis_runs(budgets, budget, cap), max_new_tokens,
-                                     out)
+        out_records[s] = tasks_bench(pair, regime, [task], n_prompts, axis_runs(base.budgets, base.budget, base.cap),
+                                     max_new_tokens, out)
         log(f"strength {s:g} (tau {tau:.3f}): {len(out_records[s])} records")
     return out_records
 

@@ -13,12 +13,12 @@ from dataclasses import dataclass
 import torch
 
 from graftlib.core.errors import require
+from graftlib.training.drafter.data.store import Sequence
 from graftlib.training.drafter.samples import (
     IGNORE,
     anchor_rows,
     batch_to,
 )
-from graftlib.training.drafter.store import Sequence
 
 
 @dataclass

@@ -1,4 +1,4 @@
-"""Train graftlib's own EAGLE-3 drafter for a target on `graftlib.training.drafter.target_data` (the release's
+"""Train graftlib's own EAGLE-3 drafter for a target on `graftlib.training.drafter.data.target_data` (the release's
 recipe: SafeAILab/EAGLE, eagle/traineagle3).
 
 Model: a `graftlib.models.eagle3.Eagle3Drafter` shaped like one target layer, `fc` over the three stored target
@@ -29,6 +29,7 @@ from graftlib.core.errors import require
 from graftlib.models.drafter import init_weights, load_state_strict
 from graftlib.models.eagle3 import EMBEDDED_EAGLE3_DIR, Eagle3Config, Eagle3Drafter, load_eagle3, save_eagle3
 from graftlib.training.drafter import lineage
+from graftlib.training.drafter.data.store import Sequence
 from graftlib.training.drafter.samples import (
     IGNORE,
     anchor_rows,
@@ -38,7 +39,6 @@ from graftlib.training.drafter.samples import (
     target_layer_shape,
     to_draft,
 )
-from graftlib.training.drafter.store import Sequence
 from graftlib.training.drafter.trainer import DepthStats, LoopConfig, LoopTrainer, mixed_loss
 from graftlib.training.drafter.training_run import (
     add_loop_args,

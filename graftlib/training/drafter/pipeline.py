@@ -32,27 +32,30 @@ from pathlib import Path
 import torch
 
 from graftlib.core.errors import GraftError, require
-from graftlib.training.drafter.dflash_train import TrainConfig, add_drafter_args, config_from_args, train_run
-from graftlib.training.drafter.samples import heldout_split
-from graftlib.training.drafter.store import Sequence, read_prompts
-from graftlib.training.drafter.target_data import (
+from graftlib.training.drafter.data.store import Sequence
+from graftlib.training.drafter.data.target_data import (
     DataConfig,
     add_data_args,
     data_config_from_args,
+    data_items,
     default_layer_ids,
     eos_ids,
     generate_chunk,
     sampled,
     work_items,
 )
+from graftlib.training.drafter.dflash_init import TrainConfig
+from graftlib.training.drafter.dflash_train import add_drafter_args, config_from_args, train_run
+from graftlib.training.drafter.samples import heldout_split
 from graftlib.training.drafter.training_run import Run, add_loop_args
 
 
-def generate_for(model, tokenizer, items: list, cfg: DataConfig, layer_ids: list[int], minutes: float,
+def generate_for(model, tokenizer, items: list, cfg: DataConfig, layer_ids: list[int],
                  log=print) -> tuple[list[Sequence], list[dict]]:
-    """Responses to `items` in chunks of `cfg.shard_size` prompts until `minutes` have passed
+    """Responses to `items` in chunks of `cfg.shard_size` prompts, no chunk started after `cfg.max_minutes`
     (`drafter_data.generate_chunk`, as `graft drafter-data` makes its shards)."""
     cfg.check()
+    minutes = cfg.max_minutes
     eos = eos_ids(model, tokenizer)
     seqs: list[Sequence] = []
     chunks: list[dict] = []
@@ -81,15 +84,15 @@ def parse_variant(text: str) -> tuple[str, dict]:
         raise GraftError(f"variant {text!r} is not NAME:DISTILL:LAYERS (e.g. d1:0.5:1)") from None
 
 
-def run(out_dir: str | Path, data_cfg: DataConfig, train_cfg: TrainConfig, data_minutes: float,
-        prompts_file: str | Path | None = None, device: str | None = None, variants: list[str] | None = None,
-        log=print, command: str | None = None) -> dict[str, Path]:
-    """Generate for `data_minutes`, then train each variant (default: `train_cfg` as given, named 'main')
+def run(out_dir: str | Path, data_cfg: DataConfig, train_cfg: TrainConfig, prompts_file: str | Path | None = None,
+        device: str | None = None, variants: list[str] | None = None, log=print,
+        command: str | None = None) -> dict[str, Path]:
+    """Generate for `data_cfg.max_minutes`, then train each variant (default: `train_cfg` as given, named 'main')
     for `train_cfg.minutes` on the same sequences, into `out/<name>/`; returns name -> drafter directory."""
-    from graftlib.data.prompts import pool
     from graftlib.models.target import default_device, load_target
 
-    require(data_minutes > 0, f"data_minutes must be > 0, got {data_minutes}")
+    data_minutes = data_cfg.max_minutes
+    require(data_minutes is not None and data_minutes > 0, f"the data's minutes must be > 0, got {data_minutes}")
     require(data_cfg.dtype == "float32", f"drafter-pipeline generates with the float32 target, whose model also "
             f"trains the drafter (its embeddings and LM head), not --dtype {data_cfg.dtype}: generate bf16 data "
             "with `graft drafter-data --dtype bfloat16` and train on it with `graft train-drafter`")
@@ -103,13 +106,9 @@ def run(out_dir: str | Path, data_cfg: DataConfig, train_cfg: TrainConfig, data_
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     layer_ids = data_cfg.target_layer_ids or default_layer_ids()
-    if prompts_file is not None:
-        items = read_prompts(prompts_file)
-        data_cfg.pool = f"file:{Path(prompts_file).name}"
-    else:
-        items = pool(data_cfg.pool, limit=data_cfg.n_prompts)
+    items = data_items(data_cfg, prompts_file)
     model, tokenizer = load_target(data_cfg.target, device=device, dtype=torch.float32)
-    seqs, chunks = generate_for(model, tokenizer, items, data_cfg, layer_ids, data_minutes, log)
+    seqs, chunks = generate_for(model, tokenizer, items, data_cfg, layer_ids, log)
     gen_s = sum(c["seconds"] for c in chunks)
     resp = sum(c["response_tokens"] for c in chunks)
     data = {"dirs": [], "pools": [data_cfg.pool], "sequences": len(seqs),
@@ -135,8 +134,8 @@ def run(out_dir: str | Path, data_cfg: DataConfig, train_cfg: TrainConfig, data_
 def _main(args) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
-    data_cfg = data_config_from_args(args)
-    run(args.out, data_cfg, config_from_args(args), args.data_minutes, args.prompts, args.device, args.variants,
+    data_cfg = data_config_from_args(args, max_minutes=args.data_minutes)
+    run(args.out, data_cfg, config_from_args(args), args.prompts, args.device, args.variants,
         command="graft " + " ".join(sys.argv[1:]))
     return 0
 

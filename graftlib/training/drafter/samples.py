@@ -18,8 +18,8 @@ from pathlib import Path
 import torch
 
 from graftlib.core.errors import require
-from graftlib.training.drafter.store import Sequence, load_dataset
-from graftlib.training.drafter.target_data import base_uid
+from graftlib.training.drafter.data.store import Sequence, load_dataset
+from graftlib.training.drafter.data.target_data import base_uid
 
 IGNORE = -100
 

@@ -33,8 +33,8 @@ import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
 
 from graftlib.core.errors import GraftError, require
+from graftlib.training.drafter.data.store import Sequence
 from graftlib.training.drafter.samples import n_anchors, pool_of, sample_anchors, to_draft
-from graftlib.training.drafter.store import Sequence
 
 # Settings a resumed run may change; every other config field must match the checkpoint.
 RESUMABLE_CHANGES = ("minutes", "max_steps", "eval_every", "log_every", "tau_prompts", "tau_tokens",

@@ -21,9 +21,9 @@ import torch
 from graftlib.core.errors import GraftError, require
 from graftlib.core.paths import portable
 from graftlib.core.records import append_record, keep_records
+from graftlib.training.drafter.data.store import Sequence
+from graftlib.training.drafter.data.target_data import eos_ids, sampled
 from graftlib.training.drafter.samples import heldout_split, load_data, n_anchors
-from graftlib.training.drafter.store import Sequence
-from graftlib.training.drafter.target_data import eos_ids, sampled
 from graftlib.training.drafter.trainer import RESUMABLE_CHANGES, LoopConfig, LoopTrainer
 
 # ----------------------------------------------------------------------------- the run

@@ -42,7 +42,7 @@ from graftlib.methods.saba import BudgetGrid
 from graftlib.methods.saba_extensions import GainCorrection, ar_utility
 from graftlib.methods.saba_params import CPU_GRID, DEFAULT_PATH, SabaParams
 from graftlib.models.strength import TaskStrengths, drafting_along
-from graftlib.training.graft.replay import ReplayDecoder, ReplayRecord, WalkReplay, priced
+from graftlib.training.graft.replay import ReplayDecoder, ReplayRecord, ReplaySpec, WalkReplay, priced
 from graftlib.training.graft.saba_fit import (
     calibration_meta,
     fit_cost,
@@ -57,29 +57,26 @@ REGULAR_PROMPTS = 8  # of them replayed by default (`graft calibrate`, `graft pr
 COST_MODELS = ("table", "eq17")
 
 
-def replay_rounds(target, drafter, prompts: list[list[int]], grid: list[int], ref_budget: int,
-                  max_new_tokens: int, eos_ids=None, window: int = 8, hist_prior: float = 2.0,
-                  sampling: Sampling = GREEDY, uids: list[str] | None = None, walk: bool = False,
-                  checkpoint: str | Path | None = None, setting: dict | None = None,
-                  before_prompt=None, log=None) -> list[ReplayRecord]:
-    """Replay records of reference ddtree@ref_budget trajectories over `grid`; rounds numbered globally.
-    At T > 0 prompt i replays with the seed `prompt_sampling(sampling, uids[i])` (uids: "0", "1", ..).
-    `walk`: the grid's a_t(B) walked, not verified, and untimed (`graftlib.training.graft.replay.WalkReplay`, T = 0).
-    `checkpoint`: a JSONL file that gets each prompt's records as it finishes, keyed by its uid and
+def replay_rounds(pair, prompts: dict[str, list[int]], spec: ReplaySpec, ref_budget: int,
+                  checkpoint: str | Path | None = None, setting: dict | None = None, before_prompt=None,
+                  log=None) -> list[ReplayRecord]:
+    """Replay records of reference ddtree@ref_budget trajectories of `prompts` (uid -> token ids) as `spec` says
+    (`pair`: its target, drafter and eos ids); rounds numbered globally. At T > 0 each prompt replays with the seed
+    `prompt_sampling(spec.sampling, uid)`. A walked spec walks the grid's a_t(B) untimed
+    (`graftlib.training.graft.replay.WalkReplay`, T = 0) and prices them by its profile where it has one.
+    `checkpoint`: a JSONL file that gets each prompt's records as it finishes (unpriced), keyed by its uid and
     `setting` (with the grid, budget, length and walk), so an interrupted replay goes on with the next prompt.
     `before_prompt(i, ids)`, when given, runs before prompt i replays (a drafter-strength construction follows
     its continuation there)."""
-    uids = uids if uids is not None else [str(i) for i in range(len(prompts))]
-    require(len(uids) == len(prompts), f"{len(uids)} uids for {len(prompts)} prompts")
-    cls = WalkReplay if walk else ReplayDecoder
-    dec = cls(target, drafter, HeapTreeBuilder(), FixedBudget(ref_budget), grid, 1, window, hist_prior,
-              eos_ids, sampling)
-    sid = setting_id(**(setting or {}), grid=dec.grid, ref_budget=ref_budget, max_new_tokens=max_new_tokens, walk=walk,
-                     window=window, hist_prior=hist_prior, **sampling.setting())
+    cls = WalkReplay if spec.walk else ReplayDecoder
+    dec = cls(pair.target, pair.drafter, HeapTreeBuilder(), FixedBudget(ref_budget), spec, pair.eos_ids)
+    max_new_tokens, sampling = spec.max_new_tokens, spec.sampling
+    sid = setting_id(**(setting or {}), grid=dec.grid, ref_budget=ref_budget, max_new_tokens=max_new_tokens,
+                     walk=spec.walk, window=spec.window, hist_prior=spec.hist_prior, **sampling.setting())
     done = ({r["uid"]: r["records"] for r in read_records(checkpoint) if r.get("setting_id") == sid}
             if checkpoint else {})
     records: list[ReplayRecord] = []
-    for i, (ids, uid) in enumerate(zip(prompts, uids)):
+    for i, (uid, ids) in enumerate(prompts.items()):
         if uid in done:
             mine = [ReplayRecord(**r) for r in done[uid]]
         else:
@@ -93,19 +90,32 @@ def replay_rounds(target, drafter, prompts: list[list[int]], grid: list[int], re
                 + (" (from the checkpoint)" if uid in done else ""))
         base = 1 + max((r.round for r in records), default=-1)
         records += [replace(r, round=base + r.round) for r in mine]
-    return records
+    return priced(records, spec.profile) if spec.profile is not None else records
 
 
-def fit_params(records: list[ReplayRecord], grid: list[int], depth: int, window: int = 8,
-               utility: str = "throughput", lam_min: float = 0.5, meta: dict | None = None,
-               concave: bool = True, gain_model: str = "table", shared_prefix: bool = True,
-               cost_model: str = "table", profile: CostProfile | None = None) -> SabaParams:
-    """SabaParams from replay records (see module doc); `c_ar` when budget 0 was replayed;
-    `concave=False`, `shared_prefix=False`: without the c3 / c4 cost terms (`saba_fit.fit_cost`);
-    `gain_model="eq16"`: no gain table; `cost_model="eq17"`: no cost table; `profile`: no cost fit,
-    the profile's costs (`cost_profile.with_costs`; the records need no times)."""
-    require(gain_model in GAIN_MODELS, f"gain model must be one of {GAIN_MODELS}, got {gain_model!r}")
-    require(cost_model in COST_MODELS, f"cost model must be one of {COST_MODELS}, got {cost_model!r}")
+@dataclass(frozen=True)
+class FitModels:
+    """Which models `fit_params` fits: the `utility` SABA maximizes ("throughput", or "paper": G/C), the gain model
+    (`gain`: "table" adds a per-budget gain table, "eq16" the paper's alone) with the floor `lam_min`, and the
+    cost model (`cost`: "table" adds a per-budget cost table, "eq17" without it) with or without the c3 / c4 cost
+    terms (`concave`, `shared_prefix`; `saba_fit.fit_cost`)."""
+
+    utility: str = "throughput"
+    gain: str = "table"  # GAIN_MODELS
+    cost: str = "table"  # COST_MODELS
+    concave: bool = True
+    shared_prefix: bool = True
+    lam_min: float = 0.5
+
+    def __post_init__(self):
+        require(self.gain in GAIN_MODELS, f"gain model must be one of {GAIN_MODELS}, got {self.gain!r}")
+        require(self.cost in COST_MODELS, f"cost model must be one of {COST_MODELS}, got {self.cost!r}")
+
+
+def fit_params(records: list[ReplayRecord], grid: list[int], depth: int, window: int = 8, meta: dict | None = None,
+               profile: CostProfile | None = None, models: FitModels = FitModels()) -> SabaParams:
+    """SabaParams from replay records (see module doc) with `models`; `c_ar` when budget 0 was replayed;
+    `profile`: no cost fit, the profile's costs (`cost_profile.with_costs`; the records need no times)."""
     ref = [r for r in records if r.reference and r.budget > 0]
     on_grid = [r for r in records if not r.reference and r.budget > 0]
     require(len(ref) > 0 and len(on_grid) > 0, "no replayed rounds to fit the gain on")
@@ -114,8 +124,8 @@ def fit_params(records: list[ReplayRecord], grid: list[int], depth: int, window:
         timed = on_grid + ar
         budgets, prefixes, latency = ([r.budget for r in timed], [r.prefix_len for r in timed],
                                       [r.latency - r.t_draft for r in timed])
-        c, c_ar, r2 = fit_cost(budgets, prefixes, latency, concave, shared_prefix)
-        cost_table = fit_cost_table(budgets, prefixes, latency, c) if cost_model == "table" else None
+        c, c_ar, r2 = fit_cost(budgets, prefixes, latency, models.concave, models.shared_prefix)
+        cost_table = fit_cost_table(budgets, prefixes, latency, c) if models.cost == "table" else None
         rows_cost = fit_rows_cost(budgets, prefixes, latency, [r.accepted for r in timed], c, cost_table)
         c_draft = statistics.median(r.t_draft for r in ref)
         c[0] += c_draft
@@ -123,17 +133,17 @@ def fit_params(records: list[ReplayRecord], grid: list[int], depth: int, window:
         c, c_ar, c_draft, cost_table, rows_cost, r2 = (profile.c, profile.c_ar, profile.c_draft, profile.cost_table,
                                                        profile.c_rows, None)
     phi, alpha, rmse = fit_gain([r.state for r in on_grid], [r.budget for r in on_grid],
-                                [r.accepted for r in on_grid], lam_min, depth)
+                                [r.accepted for r in on_grid], models.lam_min, depth)
     hist_prior = float(np.mean([r.accepted for r in ref]))
     fit = {"cost_r2": r2, "gain_rmse_tokens": rmse, "cost_points": len(on_grid), "ar_points": len(ar),
            "rounds": len(ref)}
     table = None
-    if gain_model == "table":
+    if models.gain == "table":
         table, fit["gain_table_rmse_tokens"] = fit_gain_table([r.state for r in on_grid],
                                                               [r.budget for r in on_grid],
                                                               [r.accepted for r in on_grid])
     params = SabaParams(phi=phi, alpha=alpha, c=list(c), grid=sorted(b for b in set(grid) if b > 0), window=window,
-                        hist_prior=hist_prior, lam_min=lam_min, utility=utility,
+                        hist_prior=hist_prior, lam_min=models.lam_min, utility=models.utility,
                         c_ar=None if c_ar is None else list(c_ar), c_draft=c_draft,
                         gain_table=table, cost_table=cost_table, rows_cost=rows_cost,
                         meta={**(meta or {}), "fit": fit})
@@ -247,9 +257,7 @@ class CalibrationConfig:
     max_new_tokens: int = 64
     max_prompt_tokens: int = 384
     window: int = 8  # SABA's acceptance history window w
-    utility: str = "throughput"  # or "paper" (G/C)
-    gain: str = "table"  # GAIN_MODELS
-    cost: str = "table"  # COST_MODELS
+    models: FitModels = FitModels()  # the utility, gain and cost models fitted
     sampling: Sampling = GREEDY
     profile: CostProfile | None = None  # walk the grid and price it by this profile instead of timing it
     strength: str | None = None  # a drafter-strength file: each prompt drafted at its task's strength
@@ -283,7 +291,8 @@ def calibrate_pair(pair, out, cfg: CalibrationConfig, *, records: str | None = N
             "tokens: calibrate walked under a --cost-profile, with --regular-prompts 0 (the regular set has no "
             "strength)")
     items = pool("val", val_prompts) + (load_items("regular", "val", regular_prompts) if regular_prompts else [])
-    prompts = [format_prompt(item, pair.tokenizer, max_prompt_tokens).input_ids for item in items]
+    prompts = {item.uid: format_prompt(item, pair.tokenizer, max_prompt_tokens).input_ids for item in items}
+    require(len(prompts) == len(items), "the validation prompts repeat a uid")
     drafter, before, setting = pair.drafter, None, {"pair": pair.identity().to_dict(),
                                                     "max_prompt_tokens": max_prompt_tokens}
     if strength is not None:
@@ -295,15 +304,14 @@ def calibrate_pair(pair, out, cfg: CalibrationConfig, *, records: str | None = N
         replayed = read_replay_records(from_records)
         require({r.budget for r in replayed if not r.reference} >= {0, *grid},
                 f"records {from_records} do not cover the grid {grid} and the AR step")
+        replayed = priced(replayed, profile) if profile is not None else replayed
     else:
         at = "" if sampling.greedy else f" at T = {sampling.temperature} (top-p {sampling.top_p}, seed {sampling.seed})"
         log(f"replaying {len(prompts)} validation prompts over the grid {grid} and an AR step{at} ...")
-        replayed = replay_rounds(pair.target, drafter, prompts, [0, *grid], cfg.ref_budget, max_new_tokens,
-                                 pair.eos_ids, cfg.window, sampling=sampling, uids=[item.uid for item in items],
-                                 walk=profile is not None, checkpoint=checkpoint, setting=setting,
-                                 before_prompt=before, log=log)
-    if profile is not None:
-        replayed = priced(replayed, profile)
+        spec = ReplaySpec((0, *grid), max_new_tokens, sampling=sampling, walk=profile is not None, profile=profile,
+                          max_prompt_tokens=max_prompt_tokens, window=cfg.window)
+        replayed = replay_rounds(replace(pair, drafter=drafter), prompts, spec, cfg.ref_budget, checkpoint=checkpoint,
+                                 setting=setting, before_prompt=before, log=log)
     depth = pair.drafter.block_size - 1
     meta = calibration_meta(pair.describe(), grid=grid, val_prompts=val_prompts, regular_prompts=regular_prompts,
                             ref_budget=cfg.ref_budget,
@@ -313,8 +321,7 @@ def calibrate_pair(pair, out, cfg: CalibrationConfig, *, records: str | None = N
                             **(strengths.describe() if strength is not None else {}))
     if records:
         write_records(records, replayed)
-    params = fit_params(replayed, grid, depth, cfg.window, cfg.utility, meta=meta, gain_model=cfg.gain,
-                        cost_model=cfg.cost, profile=profile)
+    params = fit_params(replayed, grid, depth, cfg.window, meta=meta, profile=profile, models=cfg.models)
     params.meta["offline_tracking"] = offline_tracking(params, replayed, depth)
     params.meta["offline_tracking_uncorrected"] = offline_tracking(replace(params, gain_prior=None), replayed, depth)
     params.save(out)
@@ -327,8 +334,9 @@ def run(args) -> int:
     profile = load_profile(args.cost_profile) if args.cost_profile else None  # a bad file fails before the models load
     pair = load_pair(args.target, args.drafter, args.device, args.device_map, dtype=args.dtype)
     cfg = CalibrationConfig(tuple(args.grid), args.val_prompts, args.regular_prompts, args.ref_budget,
-                            args.max_new_tokens, args.max_prompt_tokens, args.window, args.utility, args.gain,
-                            args.cost, sampling_from_args(args), profile, args.strength)
+                            args.max_new_tokens, args.max_prompt_tokens, args.window,
+                            FitModels(args.utility, args.gain, args.cost), sampling_from_args(args), profile,
+                            args.strength)
     params = calibrate_pair(pair, args.out, cfg, records=args.records, from_records=args.from_records,
                             checkpoint=args.checkpoint, log=lambda m: print(m, flush=True))
     fit = params.meta["fit"]

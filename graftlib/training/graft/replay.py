@@ -101,22 +101,46 @@ class ReplayResult:
     records: list[ReplayRecord]
 
 
-class ReplayDecoder(Decoder):
-    """A `Decoder` whose speculative loop replays every round over `grid` before running it."""
+@dataclass(frozen=True)
+class ReplaySpec:
+    """How a same-prefix replay replays each round: over the budgets of `grid` (0 = one plain AR step), each
+    timed `repeats` times (the median kept), or walked along the reference's continuation (`walk`, T = 0, untimed;
+    `WalkReplay`) and priced by `profile` where one is given (`priced`); `max_new_tokens` per prompt, prompts
+    formatted to at most `max_prompt_tokens`; at T > 0 `sampling`, each prompt with its own seed
+    (`prompt_sampling`); SABA's state s_t tracked over `window` rounds from `hist_prior` (`replay_decoder` takes
+    the method's calibration's)."""
 
-    def __init__(self, target, drafter, builder, controller, grid: list[int], repeats: int = 1,
-                 window: int = 8, hist_prior: float = 2.0, eos_ids: list[int] | None = None,
-                 sampling: Sampling = GREEDY):
-        super().__init__(target, drafter, builder, controller, eos_ids, sampling)
+    grid: tuple[int, ...]
+    max_new_tokens: int = 128
+    repeats: int = 1
+    sampling: Sampling = GREEDY
+    walk: bool = False
+    profile: CostProfile | None = None
+    max_prompt_tokens: int | None = 512
+    window: int = 8
+    hist_prior: float = 2.0
+
+    def __post_init__(self):
+        require(len(self.grid) > 0 and all(isinstance(b, int) and b >= 0 for b in self.grid),
+                f"replay grid must be integers >= 0 (0 = an AR step), got {list(self.grid)}")
+        require(self.repeats >= 1, f"repeats must be >= 1, got {self.repeats}")
+        require(self.profile is None or self.walk, "a replay priced by a cost profile walks its grid (walk=True)")
+        require(not self.walk or self.sampling.greedy, "a walk replay reads acceptance off the greedy continuation: "
+                "T = 0 only")
+        object.__setattr__(self, "grid", tuple(sorted(set(self.grid))))
+
+
+class ReplayDecoder(Decoder):
+    """A `Decoder` whose speculative loop replays every round over `spec.grid` before running it."""
+
+    def __init__(self, target, drafter, builder, controller, spec: ReplaySpec, eos_ids: list[int] | None = None):
+        super().__init__(target, drafter, builder, controller, eos_ids, spec.sampling)
         require(builder is not None, "replay needs a speculative method (not ar)")
-        require(len(grid) > 0 and all(isinstance(b, int) and b >= 0 for b in grid),
-                f"replay grid must be integers >= 0 (0 = an AR step), got {grid}")
-        require(repeats >= 1, f"repeats must be >= 1, got {repeats}")
-        self.grid = sorted(set(grid))
-        self.repeats = repeats
-        self.window, self.hist_prior = window, hist_prior
+        self.spec = spec
+        self.grid = list(spec.grid)
+        self.repeats = spec.repeats
         self.records: list[ReplayRecord] = []
-        self.tracker = StateTracker(window, hist_prior)
+        self.tracker = StateTracker(spec.window, spec.hist_prior)
 
     def replay(self, prompt_ids: list[int], max_new_tokens: int = 256, stop_at_eos: bool = True,
                sampling: Sampling | None = None, record_trees: bool = False) -> ReplayResult:
@@ -125,7 +149,7 @@ class ReplayDecoder(Decoder):
         if sampling is not None:
             self.sampling = sampling.check()
         self.records = []
-        self.tracker = StateTracker(self.window, self.hist_prior)
+        self.tracker = StateTracker(self.spec.window, self.spec.hist_prior)
         res = self.decode(prompt_ids, max_new_tokens, record_trees=record_trees, stop_at_eos=stop_at_eos)
         return ReplayResult(res, self.records)
 
@@ -189,7 +213,7 @@ class WalkReplay(ReplayDecoder):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        require(self.sampling.greedy, "a walk replay reads acceptance off the greedy continuation: T = 0 only")
+        require(self.spec.walk, "a walk replay's spec walks its grid (ReplaySpec(walk=True))")
         require(isinstance(self.builder, HeapTreeBuilder), "a walk replay needs a best-first heap (ddtree, "
                                                            "ddtree+tdes, "
                 f"ddtree+saba, graft), whose trees are nested in the budget, not {type(self.builder).__name__}")
@@ -279,11 +303,11 @@ def priced(records: list[ReplayRecord], profile: CostProfile) -> list[ReplayReco
     return out
 
 
-def replay_decoder(target, drafter, method: str, budget: int, grid: list[int], inputs: MethodInputs = SHIPPED_INPUTS,
-                   repeats: int = 1, eos_ids: list[int] | None = None, sampling: Sampling = GREEDY,
-                   cls: type[ReplayDecoder] = ReplayDecoder) -> ReplayDecoder:
-    """A replay decoder (`cls`: ReplayDecoder or a subclass) for `method` (fixed budget, or an adaptive
-    method capped at `budget`) with the methods' `inputs` (the SABA calibration defaulting to the shipped one)."""
+def replay_decoder(target, drafter, method: str, budget: int, spec: ReplaySpec, inputs: MethodInputs = SHIPPED_INPUTS,
+                   eos_ids: list[int] | None = None, cls: type[ReplayDecoder] | None = None) -> ReplayDecoder:
+    """A replay decoder for `method` (fixed budget, or an adaptive method capped at `budget`) with the methods'
+    `inputs` (the SABA calibration defaulting to the shipped one, whose window and prior track s_t): a
+    `WalkReplay` where `spec` walks, else a `ReplayDecoder` (`cls`: a subclass of it instead)."""
     require(method not in AR_METHODS, f"replay runs methods drafted by one DFlash forward, not {method!r} (its tree "
             "grows with the drafter, so the candidates cannot be held fixed across budgets)")
     params = inputs.saba or default_params()
@@ -291,8 +315,9 @@ def replay_decoder(target, drafter, method: str, budget: int, grid: list[int], i
     selector = Selector.of(drafter, method) if method in SELECTOR_METHODS else None
     builder, controller = make_parts(method, budget, drafter.block_size, inputs=replace(inputs, saba=params),
                                      embed=target.get_input_embeddings().weight.detach(), selector=selector)
-    return cls(target, drafter, builder, controller, grid, repeats, params.window, params.hist_prior, eos_ids,
-               sampling)
+    cls = cls or (WalkReplay if spec.walk else ReplayDecoder)
+    return cls(target, drafter, builder, controller, replace(spec, window=params.window, hist_prior=params.hist_prior),
+               eos_ids)
 
 
 def within_grid(params, grid: list[int]):
@@ -366,26 +391,26 @@ def add_parser(sub) -> None:
     p.set_defaults(func=run)
 
 
-def replay_prompts(pair, method: str, budget: int, grid: list[int], items: list, max_new_tokens: int, out,
-                   inputs: MethodInputs = SHIPPED_INPUTS, repeats: int = 1, max_prompt_tokens: int | None = 512,
-                   log=None, sampling: Sampling = GREEDY, profile: CostProfile | None = None) -> list[dict]:
-    """Replay `items` (data.Item) and append one JSON line per prompt to `out`; prompts already in
-    `out` for the same setting (pair, calibration, method, budget, grid, TDES, sampling at T > 0, ...)
+def replay_prompts(pair, method: str, budget: int, items: list, out, spec: ReplaySpec,
+                   inputs: MethodInputs = SHIPPED_INPUTS, log=None) -> list[dict]:
+    """Replay `items` (data.Item) as `spec` says and append one JSON line per prompt to `out`; prompts already
+    in `out` for the same setting (pair, calibration, method, budget, grid, TDES, sampling at T > 0, ...)
     are skipped, so an interrupted sweep resumes. Returns this setting's lines for `items`. At T > 0
-    each prompt replays with its own seed (`prompt_sampling`, as in `graft bench`). `profile`: the
-    grid walked (`WalkReplay`, T = 0) and every record priced by the profile (`priced`), which the
+    each prompt replays with its own seed (`prompt_sampling`, as in `graft bench`). A walked spec is priced:
+    its grid walked (`WalkReplay`, T = 0) and every record priced by its profile (`priced`), which the
     setting names."""
     from graftlib.data.prompts import format_prompt
 
     params = inputs.saba or default_params()
-    require(profile is None or sampling.greedy, "a replay under a cost profile walks the grid: T = 0 only")
-    dec = replay_decoder(pair.target, pair.drafter, method, budget, grid, replace(inputs, saba=params), repeats,
-                         pair.eos_ids, sampling, WalkReplay if profile is not None else ReplayDecoder)
+    require(spec.walk == (spec.profile is not None), "a replay of prompts walks exactly when a cost profile prices "
+            "it: give the walked spec its profile")
+    dec = replay_decoder(pair.target, pair.drafter, method, budget, spec, replace(inputs, saba=params), pair.eos_ids)
     follow = getattr(pair.drafter, "follow", None)  # the drafter-strength construction: drafts along AR's tokens
-    require(follow is None or profile is not None, "a drafter-strength construction replays walked only (pass a cost "
+    require(follow is None or spec.walk, "a drafter-strength construction replays walked only (pass a cost "
             "profile): its figures are modeled, never timed")
+    max_new_tokens, profile, sampling = spec.max_new_tokens, spec.profile, spec.sampling
     setting = dict(pair.describe(), calibration=params.describe(), method=method, budget=budget, grid=dec.grid,
-                   max_new_tokens=max_new_tokens, max_prompt_tokens=max_prompt_tokens, repeats=repeats,
+                   max_new_tokens=max_new_tokens, max_prompt_tokens=spec.max_prompt_tokens, repeats=spec.repeats,
                    **replace(inputs, saba=params).setting([method]),
                    **sampling.setting(), **({"cost_profile": profile.label} if profile is not None else {}),
                    **(pair.drafter.strength.setting() if follow is not None else {}))
@@ -394,7 +419,7 @@ def replay_prompts(pair, method: str, budget: int, grid: list[int], items: list,
     for item in items:
         if item.uid in done:
             continue
-        prompt = format_prompt(item, pair.tokenizer, max_prompt_tokens)
+        prompt = format_prompt(item, pair.tokenizer, spec.max_prompt_tokens)
         if follow is not None:  # greedy AR's continuation, as far as the reference decode and its last block reach
             follow_greedy(pair.target, pair.drafter, prompt.input_ids, max_new_tokens + 3 * pair.drafter.block_size,
                           pair.eos_ids)
@@ -447,9 +472,9 @@ def run(args) -> int:
     pair = load_pair(args.target, args.drafter, args.device, args.device_map, dtype=args.dtype)
     items = load_items(args.task, args.split, args.prompts)
     out = args.out or results_dir() / "replay.jsonl"
-    lines = replay_prompts(pair, args.method, args.budget, args.grid, items, args.max_new_tokens, out,
-                           replace(inputs, saba=params), args.repeats, args.max_prompt_tokens, log=print,
-                           sampling=sampling, profile=profile)
+    spec = ReplaySpec(tuple(args.grid), args.max_new_tokens, args.repeats, sampling, walk=profile is not None,
+                      profile=profile, max_prompt_tokens=args.max_prompt_tokens)
+    lines = replay_prompts(pair, args.method, args.budget, items, out, spec, replace(inputs, saba=params), log=print)
     s = tracking_summary(oracle_rows(records_of(lines)))
     print(f"all: rounds={s['rounds']} mean retained oracle throughput={s['mean_retained']:.3f} "
           f"rounds >= 95% of oracle: {s['frac_ge_95']:.2f}  (calibration {params.id})")

@@ -33,6 +33,7 @@ from graftlib.methods.saba_params import SabaParams
 from graftlib.training.graft.calibrate import fit_params, offline_tracking
 from graftlib.training.graft.replay import (
     ReplayRecord,
+    ReplaySpec,
     fixed_budget_retained,
     records_of,
     replay_prompts,
@@ -74,9 +75,9 @@ def retained_oracle(params: SabaParams, records: list[ReplayRecord], depth: int 
 
 def replayed(pair, items: list, sampling: Sampling, cfg: TrackingConfig, out) -> list[ReplayRecord]:
     """Replay records of `items` at `sampling` (resumable lines in `out`, keyed by their setting)."""
-    lines = replay_prompts(pair, "ddtree", cfg.ref_budget, [0, *cfg.grid], items, cfg.max_new_tokens, out,
-                           MethodInputs(saba=SabaParams()), repeats=cfg.repeats,
-                           max_prompt_tokens=cfg.max_prompt_tokens, sampling=sampling)
+    spec = ReplaySpec((0, *cfg.grid), cfg.max_new_tokens, cfg.repeats, sampling,
+                      max_prompt_tokens=cfg.max_prompt_tokens)
+    lines = replay_prompts(pair, "ddtree", cfg.ref_budget, items, out, spec, MethodInputs(saba=SabaParams()))
     return records_of(lines)
 
 

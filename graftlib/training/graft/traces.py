@@ -22,7 +22,7 @@ Details: docs/internals.md, `graftlib.training.graft.traces`.
 """
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import torch
@@ -212,17 +212,41 @@ def collect_prompt(target, drafter, prompt_ids: list[int], budget: int, max_new_
                     "stop": res.stop}
 
 
-def collect_traces(target, drafter, prompts: list[list[int]], budget: int, max_new_tokens: int,
-                   out: str | Path, *, eos_ids: list[int] | None = None, shard_size: int = 16,
-                   child_logits: str = "all", settings: dict | None = None, uids: list[str] | None = None,
-                   max_minutes: float | None = None, before_prompt=None, log=print) -> dict:
-    """Collect (or resume) DDTree traces of `prompts` (token ids) into shards under `out`; returns the index.
+@dataclass
+class TraceConfig:
+    """What `graft traces` collects: `n` prompts of `pool` decoded by DDTree at `budget` for `max_new_tokens`, in
+    shards of `shard_size` prompts, with the target's logits of `child_logits` rows (`LOGIT_ROWS`), for at most
+    `max_minutes` (then a re-run continues)."""
+
+    target: str = "smollm2-135m"
+    drafter: str = "embedded"
+    pool: str = "tdes"
+    n: int = 256
+    budget: int = 64
+    max_new_tokens: int = 256
+    max_prompt_tokens: int = 1024
+    shard_size: int = 16
+    child_logits: str = "all"
+    max_minutes: float | None = None
+    dtype: str | None = None  # float32 / bfloat16 / float16; None: the device's
+    strength: str | None = None  # a drafter-strength file: each prompt drafted at its task's strength (a construction)
+
+
+def collect_traces(pair, prompts: list[list[int]], out: str | Path, cfg: TraceConfig, *, settings: dict | None = None,
+                   uids: list[str] | None = None, before_prompt=None, log=print) -> dict:
+    """Collect (or resume) DDTree traces of `prompts` (token ids) into shards under `out` as `cfg` says (its
+    budget, new tokens, shard size, logit rows and time limit; `pair`: its target, drafter and eos ids); returns
+    the index.
 
     `settings` (target/drafter names, pool, max_prompt_tokens) is stored in the index and must match
     on resume, together with budget, max_new_tokens, shard_size and child_logits. `before_prompt(i, ids)`, when
     given, runs before prompt i decodes (a drafter-strength construction follows its continuation there).
     """
     from tqdm import tqdm
+
+    target, drafter, eos_ids = pair.target, pair.drafter, pair.eos_ids
+    budget, max_new_tokens, shard_size, child_logits = cfg.budget, cfg.max_new_tokens, cfg.shard_size, cfg.child_logits
+    max_minutes = cfg.max_minutes
 
     require(budget >= 1, f"budget must be >= 1, got {budget}")
     require(shard_size >= 1, f"shard_size must be >= 1, got {shard_size}")
@@ -377,22 +401,6 @@ def load_traces(out: str | Path, tasks: list[str] | None = None) -> tuple[dict, 
 # ----------------------------------------------------------------------------- CLI
 
 
-@dataclass
-class TraceConfig:
-    target: str = "smollm2-135m"
-    drafter: str = "embedded"
-    pool: str = "tdes"
-    n: int = 256
-    budget: int = 64
-    max_new_tokens: int = 256
-    max_prompt_tokens: int = 1024
-    shard_size: int = 16
-    child_logits: str = "all"
-    max_minutes: float | None = None
-    dtype: str | None = None  # float32 / bfloat16 / float16; None: the device's
-    strength: str | None = None  # a drafter-strength file: each prompt drafted at its task's strength (a construction)
-
-
 def make_traces(out: str | Path, cfg: TraceConfig, device: str | None = None, pair=None) -> dict:
     """Load the pair (unless given) and the pool, then collect (or resume) traces in `out`. The index
     names the drafter's weights (`drafter_id`): traces of a retrained drafter never resume old ones."""
@@ -414,10 +422,8 @@ def make_traces(out: str | Path, cfg: TraceConfig, device: str | None = None, pa
         drafter, before = drafting_along(pair.target, pair.drafter, strengths, [i.task for i in items],
                                          cfg.max_new_tokens + 2 * pair.drafter.block_size, pair.eos_ids)
         settings["strength"] = strengths.id
-    return collect_traces(pair.target, drafter, prompts, cfg.budget, cfg.max_new_tokens, out,
-                          eos_ids=pair.eos_ids, shard_size=cfg.shard_size, child_logits=cfg.child_logits,
-                          settings=settings, uids=[i.uid for i in items], max_minutes=cfg.max_minutes,
-                          before_prompt=before)
+    return collect_traces(replace(pair, drafter=drafter), prompts, out, cfg, settings=settings,
+                          uids=[i.uid for i in items], before_prompt=before)
 
 
 def _main(args) -> int:

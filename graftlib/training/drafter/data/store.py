@@ -1,5 +1,5 @@
 """Drafter training data on disk: the `Sequence` record, the data directory's index, shards and prompt
-files (`graftlib.training.drafter.target_data` makes them, the trainers and `graft drafter-corpus` read them).
+files (`graftlib.training.drafter.data.target_data` makes them, the trainers and `graft drafter-corpus` read them).
 
 On disk (`out/`): `index.json` (the settings every shard shares, and one entry per finished shard),
 and per shard `shard-NNNNN.safetensors` (`tokens` int32 [sum len], `lengths`, `prompt_lens` int64

@@ -3,7 +3,7 @@
 Generating the target's responses is the expensive part of drafter data; the features and top-k log-probs
 are a function of the tokens (one causal forward over prompt + response). A corpus keeps the tokens only
 (4 bytes a token), so it is committed (`data/corpus/<target>[-<pool>]`) and `featurize` turns it back into a
-`graftlib.training.drafter.target_data` directory on any machine, for any stored layers and top-k.
+`graftlib.training.drafter.data.target_data` directory on any machine, for any stored layers and top-k.
 
 `export(data_dir, corpus)`: the data index's shared settings and per-shard entries (generation stats,
 uids) in `index.json`, and per shard `shard-NNNNN.tokens.safetensors` (`tokens` int32, `lengths`,
@@ -14,7 +14,7 @@ adds only its new shards.
 right-padded into batches (causal attention: no mask needed); each shard entry records `top1_match`, the
 share of the stored greedy tokens that are the recomputed top-1 (1 up to near-ties).
 
-Details: docs/internals.md, `graftlib.training.drafter.corpus`.
+Details: docs/internals.md, `graftlib.training.drafter.data.corpus`.
 """
 
 import time
@@ -27,7 +27,7 @@ from safetensors.torch import load_file, save_file
 from graftlib.core.errors import require
 from graftlib.core.paths import PROJECT_DIR
 from graftlib.core.records import read_json_index, write_json_atomic
-from graftlib.training.drafter.store import (
+from graftlib.training.drafter.data.store import (
     SHARED_KEYS,
     DataIndex,
     Sequence,
@@ -36,7 +36,7 @@ from graftlib.training.drafter.store import (
     write_index,
     write_shard,
 )
-from graftlib.training.drafter.target_data import DTYPES, open_index, sampled, shard_done
+from graftlib.training.drafter.data.target_data import DTYPES, open_index, sampled, shard_done
 
 FORMAT = "corpus-1"
 INDEX = "index.json"
@@ -76,7 +76,7 @@ def _read_index(corpus: Path) -> dict | None:
 
 def export(data_dir: str | Path, corpus: str | Path, log=print) -> dict:
     """Add the shards of `data_dir` that `corpus` lacks; returns the corpus index."""
-    from graftlib.training.drafter.store import read_shard
+    from graftlib.training.drafter.data.store import read_shard
 
     data_dir, corpus = Path(data_dir), Path(corpus)
     data = read_index(data_dir)
@@ -209,7 +209,7 @@ def featurize(corpus: str | Path, out: str | Path, model, layer_ids: list[int], 
 
 def _main(args) -> int:
     from graftlib.models.target import load_target
-    from graftlib.training.drafter.target_data import default_layer_ids
+    from graftlib.training.drafter.data.target_data import default_layer_ids
 
     if args.threads:
         torch.set_num_threads(args.threads)
