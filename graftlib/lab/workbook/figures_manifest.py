@@ -41,8 +41,8 @@ EAGLE3_NOTEBOOKS = frozenset({"fig1b_mismatch", "paper_regime", "sampling_temper
 DFLASH2_NOTEBOOKS = frozenset({"table2_components"})
 # notebooks that decide with the paper-grid calibration (`saba_paper`): those drawing the paper's regime
 PAPER_NOTEBOOKS = frozenset({"budget_policies", "fig1b_mismatch", "fig1c_budget_throughput", "fig5_generalization",
-                             "fig6_oracle_tracking", "paper_regime", "table1_main_results", "table2_components",
-                             "table3_beta"})
+                             "fig6_oracle_tracking", "paper_regime", "strength_axis", "table1_main_results",
+                             "table2_components", "table3_beta"})
 
 
 def manifest_path(folder: str | Path) -> Path:
