@@ -348,14 +348,13 @@ def timed_rows(records: list[dict], fixed_methods=("ddtree", "ddtree+tdes"), pol
     best = max(fixed_rows, key=lambda r: r[time]) if fixed_rows else None
     against = {r["key"]: r for r in summarize(records, baseline=best["key"])} if best else {}
     ci_of = "speedup_ci" if time == "speedup" else "modeled_speedup_ci"
+    edge = at_edge(best["budget"], [f["budget"] for f in fixed_rows if f["method"] == best["method"]]) if best else None
     out = []
     for r in (r for r in rows if r["method"] in policies):
         vs = against.get(r["key"])
         out.append({"policy": r["key"], "prompts": r["prompts"], "mat": r["mat"], "mean_nodes": r["mean_nodes"],
                     "ar_share": r["ar_share"], "exact": r["exact"], "vs_ar": r[time], "vs_ar_ci": r[ci_of],
                     "best_fixed": best["key"] if best else None,
-                    "best_fixed_at_edge": at_edge(best["budget"], [f["budget"] for f in fixed_rows
-                                                                   if f["method"] == best["method"]])
-                    if best else None,
+                    "best_fixed_at_edge": edge,
                     "vs_best_fixed": vs[time] if vs else None, "vs_best_fixed_ci": vs[ci_of] if vs else None})
     return out

@@ -422,8 +422,7 @@ def figure_claims(regimes: dict[str, Regime], curves: dict | None = None, oracle
     items = {"F1b": mismatch, "F1c": curves, "F5": transfer, "F6": oracles, "F6b": oracles, "T3": betas}
     table = {k: {"source": src, "paper": words, "tests": VERDICT_RULES[k]} for k, (src, words) in FIGURE_CLAIMS.items()
              if items[k] is not None}
-    min_prompts = MIN_PROMPTS
-    tested = n_prompts >= min_prompts
+    tested = n_prompts >= MIN_PROMPTS
 
     def counts(tasks: int) -> str:
         return count_text(tasks, n_prompts, max_new_tokens)
@@ -447,23 +446,23 @@ def figure_claims(regimes: dict[str, Regime], curves: dict | None = None, oracle
                 table["F1c"][col] = f"{v} (easy B={easy}, hard B={hard})"
                 table["F1c"][f"{name} counts"] = counts(1)
             if transfer is not None and name in transfer:
-                table["F5"][col] = _transfer_cell(transfer[name], figure, n_prompts if tested else 0, min_prompts)
+                table["F5"][col] = _transfer_cell(transfer[name], figure, n_prompts if tested else 0, MIN_PROMPTS)
                 table["F5"][f"{name} counts"] = counts(len(transfer[name].drop(index="gsm8k", errors="ignore")))
             if oracles is not None and name in oracles and figure in oracles[name]:
                 f = against_fixed(oracles[name][figure])
                 direction = EDGE if at_edge(f["best_fixed_budget"], f["fixed"]) else sized_verdict(
-                    f["ratio"], f["ci"], 1.0, f["prompts"] if tested else 0, min_prompts=min_prompts)
+                    f["ratio"], f["ci"], 1.0, f["prompts"] if tested else 0, min_prompts=MIN_PROMPTS)
                 ci = f" [{f['ci'][0]:.3f}, {f['ci'][1]:.3f}]" if f["ci"] else ""
                 table["F6b"][col] = (f"{direction} (SABA / best fixed B={f['best_fixed_budget']}: "
                                      f"{f['ratio']:.3f}x{ci}; "
                                      f"{f['saba']:.1%} vs {f['best_fixed']:.1%})")
                 table["F6"][col] = _level_cell(f["saba"], f["saba_ci"], FIGURE6["mean_retained"],
-                                               f["prompts"] if tested else 0, min_prompts)
+                                               f["prompts"] if tested else 0, MIN_PROMPTS)
                 for k in ("F6", "F6b"):
                     table[k][f"{name} counts"] = counts(1)
             if betas is not None and name in betas:
                 table["T3"][col] = _beta_cell(betas[name], "TPS" if figure == "wall-clock" else "modeled TPS",
-                                              n_prompts if tested else 0, min_prompts)
+                                              n_prompts if tested else 0, MIN_PROMPTS)
                 table["T3"][f"{name} counts"] = counts(1)
     return pd.DataFrame.from_dict(table, orient="index")
 

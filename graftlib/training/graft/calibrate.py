@@ -309,7 +309,7 @@ def calibrate_pair(pair, out, cfg: CalibrationConfig, *, records: str | None = N
         at = "" if sampling.greedy else f" at T = {sampling.temperature} (top-p {sampling.top_p}, seed {sampling.seed})"
         log(f"replaying {len(prompts)} validation prompts over the grid {grid} and an AR step{at} ...")
         spec = ReplaySpec((0, *grid), max_new_tokens, sampling=sampling, walk=profile is not None, profile=profile,
-                          max_prompt_tokens=max_prompt_tokens, window=cfg.window)
+                          window=cfg.window)  # the prompts are token ids already, cut to max_prompt_tokens above
         replayed = replay_rounds(replace(pair, drafter=drafter), prompts, spec, cfg.ref_budget, checkpoint=checkpoint,
                                  setting=setting, before_prompt=before, log=log)
     depth = pair.drafter.block_size - 1
