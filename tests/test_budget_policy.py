@@ -119,6 +119,25 @@ def test_same_prefix_throughput_is_tokens_over_time_along_the_trajectory():
                                                              / (R.accepted[rows, col] / R.tps[rows, col]).sum())
 
 
+def test_throughput_weighs_rounds_by_their_time_and_its_best_fixed_budget_may_differ():
+    """Two prompts of two rounds each at budgets 4 and 8: a short round where 4 wins, a long one where 8 wins.
+    Retained share (per round) prefers 4; throughput (tokens over seconds) prefers 8, and the ratio and its
+    interval are computed from those sums; a policy equal to its base is 1.0 with an interval of 1.0."""
+    budgets = np.array([4, 8])
+    acc = np.tile([[2.0, 2.0], [4.0, 8.0]], (4, 1))  # a short round (a = 2 both) and a long one
+    secs = np.tile([[0.1, 0.2], [1.0, 1.6]], (4, 1))  # 4: 20 vs 10 tok/s; long: 4 vs 5 tok/s
+    R = bp.Rounds(budgets, acc / secs, acc, np.full(8, 4), np.ones((8, 4)), np.full(8, 100.0),
+                  np.array(["a", "a", "b", "b", "c", "c", "d", "d"]))
+    assert bp.best_fixed(R) == 4 and bp.best_fixed_tps(R) == 8
+    ratio, ci = bp.tps_against(R, bp.oracle(R), bp.fixed(R, 8))
+    assert ratio == pytest.approx((10 / 1.7) / (10 / 1.8))  # the oracle: 4 in the short round, 8 in the long
+    assert ci[0] == pytest.approx(ratio) and ci[1] == pytest.approx(ratio)  # every prompt alike: no spread
+    assert bp.tps_against(R, bp.fixed(R, 8), bp.fixed(R, 8)) == (pytest.approx(1.0), (pytest.approx(1.0),
+                                                                                     pytest.approx(1.0)))
+    assert bp.tps_against(bp.Rounds(**{**R.__dict__, "prompt": np.array(["a"] * 4 + ["b"] * 4)}),
+                          bp.oracle(R), bp.fixed(R, 8))[1] is None  # two prompts: no interval
+
+
 def test_the_policy_table_fits_on_validation_and_scores_held_out_rounds():
     """One row per policy; the oracle on top, the best fixed budget at 1.0 with the B it names; where the state
     decides the best budget, the validation-fitted predictor beats the best fixed budget held out, where a coin
@@ -130,6 +149,9 @@ def test_the_policy_table_fits_on_validation_and_scores_held_out_rounds():
     assert rows["best_fixed"]["vs_best_fixed"] == pytest.approx(1.0)
     assert rows["best_fixed"]["best_fixed_B"] in (4, 32) and rows["best_fixed"]["best_fixed_at_edge"]
     assert rows["predictor"]["vs_best_fixed"] > 1.2 and rows["predictor"]["ci_low"] > 1.0
+    assert rows["predictor"]["tps_vs_best_fixed"] > 1.1 and rows["predictor"]["tps_ci_low"] > 1.0
+    base = rows["best_fixed"]["best_fixed_tps_B"]
+    assert base == bp.best_fixed_tps(_rounds(seed=10)) and rows["oracle"]["tps_vs_best_fixed"] > 1.1
     assert all(r["prompts"] == 20 and r["validation_prompts"] == 20 for r in rows.values())
     coin = {r["kind"]: r for r in bp.policy_rows(_rounds(seed=11, informative=False),
                                                  _rounds(seed=12, informative=False), params, depth=15)}

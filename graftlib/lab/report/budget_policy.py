@@ -18,8 +18,10 @@ verifies to a budget and retains TPS_t(B_t) / TPS_t(B*_t) (the paper's Figure 6 
 `decompose` splits SABA's loss against the oracle into its causes by swapping one model at a time for the truth:
 gate and online correction (reference -> saba_model), gain (-> true_gain), cost (-> the oracle on SABA's grid) and
 grid (-> the oracle on the replay's grid). `against_best_fixed` pools a policy per prompt against the best fixed
-budget with a bootstrap interval over prompts (`metrics.ratio_ci`), as Figure 6 does; `timed_rows` does it for
-decoded bench records (wall clock or modeled), against the fixed budget fastest after the fact and against AR.
+budget with a bootstrap interval over prompts (`metrics.ratio_ci`), as Figure 6 does; `tps_against` compares the
+same-prefix throughput sum a_t / sum l_t instead (rounds weigh by their time, as in a decode's speed), against the
+fixed budget of the most throughput (`best_fixed_tps`); `timed_rows` does it for decoded bench records (wall clock
+or modeled), against the fixed budget fastest after the fact and against AR.
 
 Invariants: every policy returns one budget of the rounds' grid per round; the oracle retains 1 in every round; a
 predictor never sees the rounds it is scored on (`fit` and `choose` take different `Rounds`).
@@ -297,12 +299,37 @@ def same_prefix_tps(R: Rounds, choice: np.ndarray, prompt=None) -> float:
     return float(acc.sum() / (acc / R.tps[rows, col[rows]]).sum())
 
 
+def best_fixed_tps(R: Rounds) -> int:
+    """The positive budget with the highest same-prefix throughput on `R` (the best fixed budget by tokens per
+    second, which may differ from `best_fixed`'s by the mean retained share: rounds weigh by their time)."""
+    return int(max((b for b in R.budgets if b > 0), key=lambda b: same_prefix_tps(R, fixed(R, b))))
+
+
+def tps_against(R: Rounds, choice: np.ndarray, base: np.ndarray, level: float = 0.95, resamples: int = 2000,
+                seed: int = 0) -> tuple[float, tuple[float, float] | None]:
+    """same_prefix_tps(choice) / same_prefix_tps(base) and its percentile bootstrap interval over prompts (a
+    prompt's rounds resampled together; None with fewer than 3 prompts). Deterministic (fixed seed)."""
+    rows = np.arange(len(R))
+    acc = [R.accepted[rows, np.searchsorted(R.budgets, c)] for c in (choice, base)]
+    secs = [a / R.tps[rows, np.searchsorted(R.budgets, c)] for a, c in zip(acc, (choice, base), strict=True)]
+    prompts = sorted(set(R.prompt.tolist()))
+    per = np.array([[x[R.prompt == p].sum() for x in (*acc, *secs)] for p in prompts])  # [P, 4]: a, a_base, l, l_base
+    ratio = float((per[:, 0].sum() / per[:, 2].sum()) / (per[:, 1].sum() / per[:, 3].sum()))
+    if len(prompts) < 3:
+        return ratio, None
+    s = per[np.random.default_rng(seed).integers(0, len(prompts), size=(resamples, len(prompts)))].sum(axis=1)
+    boot = (s[:, 0] / s[:, 2]) / (s[:, 1] / s[:, 3])
+    tail = 100 * (1 - level) / 2
+    return ratio, (float(np.percentile(boot, tail)), float(np.percentile(boot, 100 - tail)))
+
+
 def policy_rows(val: Rounds, held: Rounds, params, depth: int) -> list[dict]:
     """Every policy on the held-out rounds `held` against the best fixed budget chosen after the fact on them (the
     grid brackets it or `best_fixed_at_edge` says so); what a policy fits (the validation-best fixed budget, the
     predictor chosen by cross-validation) is fitted on `val` only. Per policy: `retained_oracle` (Figure 6's
-    per-round mean), `vs_best_fixed` and its interval over prompts (`against_best_fixed`), and `tps_vs_best_fixed`,
-    the same-prefix throughput ratio; `kind` names the policy across regimes (`POLICY_KINDS`)."""
+    per-round mean), `vs_best_fixed` and its interval over prompts (`against_best_fixed`), and `tps_vs_best_fixed`
+    with `tps_ci_low`, `tps_ci_high`: the same-prefix throughput against the fixed budget of the most throughput
+    (`best_fixed_tps_B`, `tps_against`); `kind` names the policy across regimes (`POLICY_KINDS`)."""
     shared = [b for b in held.budgets.tolist() if b in set(val.budgets.tolist())]
     val, held = on_budgets(val, shared), on_budgets(held, shared)
     if val.mass is None or held.mass is None:  # a replay without round features: s_t and the prefix alone
@@ -322,17 +349,21 @@ def policy_rows(val: Rounds, held: Rounds, params, depth: int) -> list[dict]:
                 "predictor": (fitted, predictor.choose(held))}
     if held.mass is not None:
         policies["stop"] = ("cost-aware stop on GRAFT's heap (graft+stop)", forecast(held, params))
-    base_tps = same_prefix_tps(held, fixed(held, best))
-    edge = best in (held.budgets[held.budgets > 0].min(), held.budgets.max())
+    best_tps = best_fixed_tps(held)
+    ends = (held.budgets[held.budgets > 0].min(), held.budgets.max())  # a best at either is not bracketed
     rows = []
     for kind, (name, choice) in policies.items():
         s = against_best_fixed(held, choice, best)
+        tps, tps_ci = tps_against(held, choice, fixed(held, best_tps))
         rows.append({"policy": name, "kind": kind, "retained_oracle": s["retained_oracle"],
                      "vs_best_fixed": s["vs_best_fixed"],
                      "ci_low": s["ci"][0] if s["ci"] else None, "ci_high": s["ci"][1] if s["ci"] else None,
-                     "tps_vs_best_fixed": same_prefix_tps(held, choice) / base_tps, "best_fixed_B": best,
-                     "best_fixed_at_edge": edge, "prompts": s["prompts"], "rounds": s["rounds"],
-                     "validation_prompts": len(set(val.prompt.tolist()))})
+                     "best_fixed_B": best, "best_fixed_at_edge": best in ends, "prompts": s["prompts"],
+                     "rounds": s["rounds"],
+                     "validation_prompts": len(set(val.prompt.tolist())), "tps_vs_best_fixed": tps,
+                     "tps_ci_low": tps_ci[0] if tps_ci else None, "tps_ci_high": tps_ci[1] if tps_ci else None,
+                     "best_fixed_tps_B": best_tps,
+                     "best_fixed_tps_at_edge": best_tps in ends})
     return rows
 
 

@@ -237,7 +237,7 @@ def plot_strength_axis(T, sizes: dict[str, float], calibrated: float | None, pap
 def plot_budget_policies(T, losses: dict[str, dict], kinds: dict[str, str], title: str):
     """The budget-policy study (`graftlib.lab.report.budget_policy`): (a) per regime each policy's mean retained share
     of the same-prefix oracle's throughput on the held-out prompts (the best fixed budget chosen after the fact on
-    them, its B and the new policies' ratio to it under the regime); (b) SABA's loss against the oracle split into
+    them, its B by that share and by same-prefix throughput); (b) SABA's loss against the oracle split into
     its causes (points of retained throughput; a negative one gained), a group per regime. `T`: `policy_rows` with a
     `regime` column, `losses`: {regime: `decompose`}, `kinds`: `POLICY_KINDS`."""
     import matplotlib.pyplot as plt
@@ -257,7 +257,8 @@ def plot_budget_policies(T, losses: dict[str, dict], kinds: dict[str, str], titl
     for r in regimes:
         best = T[(T["regime"] == r) & (T["kind"] == "best_fixed")].iloc[0]
         edge = " (grid edge)" if best["best_fixed_at_edge"] else ""
-        groups.append(f"{textwrap.fill(r, 26)}\nbest fixed B={best['best_fixed_B']}{edge}")
+        groups.append(f"{textwrap.fill(r, 26)}\nbest fixed B={best['best_fixed_B']}{edge}; "
+                      f"by tok/s B={best['best_fixed_tps_B']}")
     grouped_bars(axes[0], groups, series)
     axes[0].set_ylim(0.5, 1.02)
     axes[0].set_ylabel("mean retained oracle throughput (held-out rounds)")
