@@ -12,7 +12,7 @@ import sys
 from graftlib.core.errors import GraftError
 from graftlib.data import command
 from graftlib.lab.report import archive, paper_costs
-from graftlib.lab.run import bench, device_check, generate, strength
+from graftlib.lab.run import bench, device_check, generate, predictor_fit, strength
 from graftlib.lab.run.costs import cost_curves, host_overhead, machine_costs, modeled_check
 from graftlib.lab.workbook import readme_results, runner
 from graftlib.training import prepare, ship
@@ -22,9 +22,8 @@ from graftlib.training.graft import calibrate, replay, tdes_train, traces
 
 # subcommand modules, in the order shown by --help
 COMMAND_MODULES = (generate, bench, archive, modeled_check, cost_curves, machine_costs, paper_costs, strength,
-                   host_overhead,
-                   device_check, prepare, ship, calibrate, replay, command, target_data, corpus, dflash_train, pipeline,
-                   eagle3_train, traces, tdes_train, runner, readme_results)
+                   host_overhead, device_check, prepare, ship, calibrate, replay, predictor_fit, command, target_data,
+                   corpus, dflash_train, pipeline, eagle3_train, traces, tdes_train, runner, readme_results)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -25,7 +25,8 @@ MAX_NEW = 64
 # run on the tiny models (tests/test_exact_tiny.py) and in `experiments/device-check.sh`'s exactness section.
 RUNS = ([("dflash", 15)] + [("ddtree", b) for b in (8, 64, 256)]
         # shipped TDES / SABA
-        + [("ddtree+tdes", 32), ("ddtree+saba", 64), ("graft", 64), ("caddtree", 64), ("graft+stop", 64)])
+        + [("ddtree+tdes", 32), ("ddtree+saba", 64), ("graft", 64), ("caddtree", 64), ("graft+stop", 64),
+           ("graft+pred", 64)])
 
 pytestmark = pytest.mark.slow
 

@@ -21,6 +21,7 @@ from graftlib.lab.workbook import runner as workbook
 from graftlib.lab.workbook.figures_manifest import (
     check_figures,
     drawn_with,
+    git_commit,
     read_manifest,
     record,
     shipped_ids,
@@ -180,6 +181,28 @@ def test_check_figures_wants_the_evidence_figures_from_one_clean_commit(tmp_path
     assert problems == ["b.png: drawn from a dirty tree",
                         ("the figures were drawn at 2 commits (aaaaaaaa, bbbbbbbb): redraw them all from one clean "
                         "commit")]
+
+
+def test_a_tree_is_dirty_by_its_code_not_by_the_figures_a_redraw_rewrites(tmp_path):
+    """A redraw rewrites figures/ before its later notebooks ask (a changed CSV is the drawing, not dirt); a changed
+    source file is dirt; no repository: unknown."""
+    import subprocess
+
+    def git(*args):
+        subprocess.run(["git", "-C", str(tmp_path), *args], check=True, capture_output=True)
+
+    assert git_commit(tmp_path) == {"commit": None, "dirty": None}
+    (tmp_path / "figures").mkdir()
+    (tmp_path / "figures" / "a.csv").write_text("x\n1\n")
+    (tmp_path / "code.py").write_text("A = 1\n")
+    git("init", "-q")
+    git("add", ".")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "first")
+    assert git_commit(tmp_path)["dirty"] is False and len(git_commit(tmp_path)["commit"]) == 40
+    (tmp_path / "figures" / "a.csv").write_text("x\n2\n")
+    assert git_commit(tmp_path)["dirty"] is False
+    (tmp_path / "code.py").write_text("A = 2\n")
+    assert git_commit(tmp_path)["dirty"] is True
 
 
 def test_grid_edges_name_every_best_budget_its_grid_does_not_bracket(tmp_path):

@@ -18,13 +18,14 @@ import math
 
 import pytest
 import torch
-from tiny import eagle3_config, random_eagle3, tiny_drafter, tiny_target
+from tiny import eagle3_config, random_eagle3, random_predictor, tiny_drafter, tiny_target
 
 from graftlib.core import decode as decode_module
 from graftlib.core.builders import FixedBudget, HeapTreeBuilder
 from graftlib.core.decode import DecodeLoop
 from graftlib.core.sampling import LazySample, Sampling
 from graftlib.core.tree import EDGE_SHIFT
+from graftlib.methods.budget_predictor import PredictedBudget
 from graftlib.methods.caddtree import CaDDTree
 from graftlib.methods.decoder import Decoder, TreeDecoder
 from graftlib.methods.eagle_tree import EagleTree
@@ -76,6 +77,8 @@ def make(pair, method: str, budget: int = 6) -> DecodeLoop:
         "graft": lambda: (scorer_builder(), SabaController(GATED, cap=budget)),
         "caddtree": lambda: (CaDDTree.from_params(GATED, cap=budget),) * 2,
         "graft+stop": lambda: (CaDDTree.from_params(GATED, cap=budget, heap=scorer_builder(), gated=True),) * 2,
+        "graft+pred": lambda: (PredictedBudget(random_predictor(3, [1, 2, 4, budget], seed=1), scorer_builder(),
+                                               SabaController(GATED, cap=budget), cap=budget),) * 2,
     }[method]()
     return DecodeLoop(target, drafter, *parts, sampling=SAMPLING)
 
@@ -123,8 +126,8 @@ def chi_square(counts: torch.Tensor, law: torch.Tensor) -> tuple[float, float]:
 
 @pytest.mark.parametrize("method, n", [("ddtree", N_MAIN), ("graft", N_MAIN), ("ar", N_OTHER), ("dflash", N_OTHER),
                                        ("ddtree+tdes", N_OTHER), ("ddtree+saba", N_OTHER),
-                                       ("caddtree", N_OTHER), ("graft+stop", N_OTHER), ("eagle3", N_AR_DRAFTED),
-                                       ("opt-tree", N_AR_DRAFTED)])
+                                       ("caddtree", N_OTHER), ("graft+stop", N_OTHER), ("graft+pred", N_OTHER),
+                                       ("eagle3", N_AR_DRAFTED), ("opt-tree", N_AR_DRAFTED)])
 def test_first_three_tokens_follow_ar_sampling(pair, exact_law, method, n):
     dec = make(pair, method)
     counts = sample_law(dec, n)

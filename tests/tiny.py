@@ -55,3 +55,19 @@ def write_eagle3_dir(path, model, embed: bool = False):
     state = {k: v.detach().contiguous() for k, v in model.state_dict().items() if embed or k != "embed_tokens.weight"}
     save_file(state, path / "model.safetensors")
     return path
+
+
+def random_predictor(depth: int, budgets: list[int], seed: int = 0, scale: float = 1.0, rounds=None):
+    """A `BudgetPredictor` of random weights for a drafter of `depth` over `budgets` (x_t: 14 state terms, q1 and qk
+    per depth, one mass per budget), so `graft+pred` decodes on the tiny pairs; standardized by the features of
+    `rounds` (replayed `budget_policy.Rounds`, where given) so that its choices vary from round to round."""
+    import numpy as np
+
+    from graftlib.methods.budget_predictor import BudgetPredictor
+
+    n = 14 + 2 * depth + len(budgets)
+    x = rounds.features() if rounds is not None else None
+    mu, sd = (x.mean(axis=0), x.std(axis=0) + 1e-6) if x is not None else (np.zeros(n), np.ones(n))
+    w = np.random.default_rng(seed).normal(0.0, scale, (n + 1, len(budgets)))
+    w[0] = 0.0  # no intercept: the round's features decide
+    return BudgetPredictor(list(budgets), mu.tolist(), sd.tolist(), w.tolist(), {"source": "random (tests)"})

@@ -292,8 +292,9 @@ class DecodeLoop:
         """Step `update`: record + feedback hooks, move `st` past the round, emit tokens; True at EOS."""
         result.rounds.append(step.record)
         record = dict(vars(step.record))  # a shallow copy: hooks read it
-        self.builder.feedback(record)
         self.controller.feedback(record)
+        if self.builder is not self.controller:  # a rule that is both (a stop, a predictor) hears each round once
+            self.builder.feedback(record)
         st.start += step.record.accepted
         # [1, pending + a, F]: after a draft nothing is pending; after AR steps their features are
         st.features = torch.cat([st.features, step.features], dim=1) if st.features.shape[1] else step.features

@@ -50,6 +50,9 @@ def add_method_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--saba", default=None, metavar="FILE",
                    help="SABA calibration JSON for ddtree+saba / graft / caddtree (default: --artifacts's, else the "
                    "shipped one; the paper's grid: graftlib/assets/saba/paper-a100.json)")
+    p.add_argument("--predictor", default=None, metavar="FILE",
+                   help="budget predictor JSON for graft+pred (`graft fit-predictor`; default: the shipped one, "
+                   "graftlib/assets/predictors/default.json)")
     p.add_argument("--cost-profile", default=None, metavar="FILE",
                    help="cost profile JSON (e.g. graftlib/assets/costs/paper-a100.json): the adaptive methods decide "
                    "with its costs (`cost_profile.with_costs`) and the modeled columns are priced by it (default: "
@@ -57,14 +60,15 @@ def add_method_args(p: argparse.ArgumentParser) -> None:
 
 
 def method_inputs(args: argparse.Namespace) -> MethodInputs:
-    """The methods' inputs (TDES scorer path and beta, SABA calibration) from --tdes / --beta / --artifacts /
-    --saba (None each: the shipped ones), the calibration deciding under --cost-profile when one is given."""
+    """The methods' inputs (TDES scorer path and beta, SABA calibration, budget predictor) from --tdes / --beta /
+    --artifacts / --saba / --predictor (None each: the shipped ones), the calibration deciding under --cost-profile
+    when one is given."""
     tdes, saba = artifact_inputs(args.artifacts, args.tdes)
     if args.saba:
         saba = SabaParams.load(args.saba)
     if args.cost_profile:
         saba = with_costs(saba or default_params(), CostProfile.load(args.cost_profile))
-    return MethodInputs(tdes, getattr(args, "beta", None), saba)
+    return MethodInputs(tdes, getattr(args, "beta", None), saba, getattr(args, "predictor", None))
 
 
 def add_sampling_args(p: argparse.ArgumentParser) -> None:

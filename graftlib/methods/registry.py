@@ -10,18 +10,18 @@ method is a named pair of them, built here from one row of `REGISTRY`:
   graft        TDES + SABA
   caddtree     cost-aware stopping: the heap sizes itself (`graftlib.methods.caddtree`)
   graft+stop   GRAFT with SABA's budget choice replaced by that stop on its own TDES-ranked heap (SABA's AR gates kept)
+  graft+pred   the same with a fitted predictor's choice on that heap (`graftlib.methods.budget_predictor`)
   dflash2      DFlash 2's chain: its pairwise selector's walk, `budget` drafts (`graftlib.methods.selector`)
   ddtree+sel   the heap with each parent's pool reweighted by the selector's transition score
   ddtree+tdes+sel  the same with TDES on top (eq. 13 over the reweighted log q)
   eagle3       an EAGLE-3 drafter grows EAGLE-2's dynamic tree, `budget` nodes kept (`eagle_tree`)
   opt-tree     the same drafter grows OPT-Tree's tree of `budget` nodes (`opt_tree`)
-A new method is one factory and one row. `Method.tdes` marks methods that need a TDES scorer and
-the target's embeddings, `Method.selector` those that need a DFlash 2 drafter's selector
-(`MethodArgs.selector`, `graftlib.methods.selector.Selector.of(drafter)`), `Method.adaptive` those whose budget caps a
-per-round choice made from a SABA calibration, `Method.policy` the AR-drafted ones (`graftlib.core.ar_drafting`: the
-tree policy, with `release_budget` the budget of its release's settings); `MethodInputs.setting` names those
-inputs in every result's setting. Given the pair and hardware at hand (`pair`, `hardware`), a method
-checks the scorer and calibration it loads against the ones they were fitted for
+A new method is one factory and one row. Its flags: `tdes` (a TDES scorer and the target's embeddings),
+`selector` (a DFlash 2 drafter's selector, `Selector.of(drafter)`), `adaptive` (the budget caps a per-round choice
+made with a SABA calibration), `predicted` (a budget predictor, `MethodInputs.predictor`), `policy` (AR-drafted:
+the tree policy of `graftlib.core.ar_drafting`, with `release_budget` its release's budget). `MethodInputs.setting`
+names those inputs in every result's setting; given the pair and hardware at hand, a method checks the scorer,
+calibration and predictor it loads against the ones they were fitted for
 (`graftlib.inputs.artifacts`): another pair's is refused.
 """
 
@@ -33,10 +33,11 @@ import torch
 from graftlib.core.builders import BudgetController, ChainBuilder, FixedBudget, HeapTreeBuilder, TreeBuilder
 from graftlib.core.errors import require
 from graftlib.core.paths import portable
+from graftlib.methods.budget_predictor import DEFAULT_PREDICTOR, BudgetPredictor, PredictedBudget
 from graftlib.methods.caddtree import CaDDTree
 from graftlib.methods.eagle_tree import RELEASE_BUDGET as EAGLE_RELEASE_BUDGET
 from graftlib.methods.eagle_tree import EagleTree
-from graftlib.methods.fitted import check_calibration, check_scorer
+from graftlib.methods.fitted import check_calibration, check_fitted, check_scorer
 from graftlib.methods.opt_tree import RELEASE_BUDGET as OPT_RELEASE_BUDGET
 from graftlib.methods.opt_tree import OptTree
 from graftlib.methods.saba import SabaController
@@ -52,11 +53,13 @@ Parts = tuple[TreeBuilder | None, BudgetController | None]
 @dataclass(frozen=True)
 class MethodInputs:
     """What every run of a bench or a replay shares beyond its method and budget: the TDES scorer path and beta
-    of `ddtree+tdes` and `graft`, the SABA calibration of the adaptive methods (None each: the shipped ones)."""
+    of `ddtree+tdes` and `graft`, the SABA calibration of the adaptive methods, the budget predictor file of
+    `graft+pred` (None each: the shipped ones)."""
 
     tdes: str | None = None
     beta: float | None = None
     saba: SabaParams | None = None
+    predictor: str | None = None
 
     def setting(self, methods: Iterable[str], eagle3: dict | None = None) -> dict:
         """What results of these methods depend on beyond the pair: the TDES scorer (path, weights id) and beta, the
@@ -73,6 +76,9 @@ class MethodInputs:
         if methods & set(ADAPTIVE_METHODS):
             params = self.saba or default_params()
             out.update(saba=params.id, saba_calibration=params.meta.get("path", "builtin"))
+        if methods & set(PREDICTED_METHODS):
+            predictor = BudgetPredictor.load(self.predictor or DEFAULT_PREDICTOR)
+            out.update(predictor=portable(self.predictor or DEFAULT_PREDICTOR), predictor_id=predictor.id)
         ar = sorted(methods & set(AR_METHODS))
         if ar:
             out.update(ar_trees={m: asdict(REGISTRY[m].policy) for m in ar}, **(eagle3 or {}))
@@ -111,6 +117,12 @@ class MethodArgs:
                 "(selector_rank in its config's dflash_config)")
         return self.selector
 
+    def budget_predictor(self) -> BudgetPredictor:
+        predictor = BudgetPredictor.load(self.inputs.predictor or DEFAULT_PREDICTOR)
+        if self.pair is not None:
+            check_fitted("budget predictor", predictor.meta["path"], predictor.meta, self.pair, self.hardware, True)
+        return predictor
+
     def calibration(self) -> SabaParams:
         params = self.inputs.saba or default_params()
         if self.pair is not None:
@@ -125,6 +137,7 @@ class Method:
     tdes: bool = False  # the heap is ranked by a TDES scorer
     selector: bool = False  # a DFlash 2 drafter's selector ranks the chain or the heap
     adaptive: bool = False  # `budget` caps a per-round choice (a SABA calibration)
+    predicted: bool = False  # a fitted budget predictor chooses the round's budget
     policy: EagleTree | OptTree | None = None  # AR-drafted: the tree policy (an EAGLE-3 drafter grows the tree)
     release_budget: int | None = None  # AR-drafted: the budget of the release's settings (Table 1)
 
@@ -146,6 +159,13 @@ def _stop(a: MethodArgs, heap: HeapTreeBuilder | None = None, gated: bool = Fals
     return rule, rule
 
 
+def _predicted(a: MethodArgs) -> Parts:
+    params = a.calibration()
+    rule = PredictedBudget(a.budget_predictor(), a.scorer_builder("graft+pred"), SabaController(params, cap=a.budget),
+                           cap=a.budget)
+    return rule, rule
+
+
 def _ar(name: str, policy: EagleTree | OptTree, release_budget: int) -> Method:
     return Method(name, lambda a: (policy, FixedBudget(a.budget)), policy=policy, release_budget=release_budget)
 
@@ -162,6 +182,7 @@ REGISTRY: dict[str, Method] = {m.name: m for m in (
     Method("caddtree", _stop, adaptive=True),
     Method("graft+stop", lambda a: _stop(a, a.scorer_builder("graft+stop"), gated=True, name="graft+stop"),
            tdes=True, adaptive=True),
+    Method("graft+pred", _predicted, tdes=True, adaptive=True, predicted=True),
     Method("dflash2", _selector_chain, selector=True),
     Method("ddtree+sel", lambda a: (HeapTreeBuilder(name="ddtree+sel", selector=a.need_selector("ddtree+sel")),
                                     FixedBudget(a.budget)), selector=True),
@@ -174,6 +195,7 @@ METHODS = tuple(REGISTRY)
 TDES_METHODS = tuple(m.name for m in REGISTRY.values() if m.tdes)  # heap ranked by log q + beta * f~
 ADAPTIVE_METHODS = tuple(m.name for m in REGISTRY.values() if m.adaptive)  # budget = cap on a per-round choice
 AR_METHODS = tuple(m.name for m in REGISTRY.values() if m.policy is not None)  # an EAGLE-3 drafter grows the tree
+PREDICTED_METHODS = tuple(m.name for m in REGISTRY.values() if m.predicted)  # a fitted predictor picks B_t
 SELECTOR_METHODS = tuple(m.name for m in REGISTRY.values() if m.selector)  # a DFlash 2 drafter's selector ranks
 CHAIN_METHODS = ("dflash", "dflash2")  # `budget` = drafts per round, at most block_size - 1
 FITTED_METHODS = TDES_METHODS + tuple(m for m in ADAPTIVE_METHODS if m not in TDES_METHODS)  # load artifacts

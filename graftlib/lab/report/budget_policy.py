@@ -12,16 +12,14 @@ verifies to a budget and retains TPS_t(B_t) / TPS_t(B*_t) (the paper's Figure 6 
   - `saba_model`: SABA's eq. 14-17 evaluated offline on s_t (no gate, no online correction);
   - `true_gain`: SABA's cost model C_t(B) with the realized a_t(B), the choice a perfect gain prediction makes;
   - `forecast`: SABA's cost model with the heap's own forecast of a_t(B) (its score mass), a cost-aware stop;
-  - a `Predictor` fitted on other rounds (validation prompts), of the whole per-budget curve log TPS_t(B) less its
-    mean over B, from features a round has before it verifies (s_t's conf, degen, hist and log prefix_t,
-    quadratic terms): ridge regression or the mean curve of the k nearest validation rounds.
+  - a `Predictor` fitted on other rounds (validation prompts) of the curve log TPS_t(B) less its mean over B, from
+    the features a round has before it verifies (`methods.budget_predictor.features`): ridge, or k nearest rounds.
 `decompose` splits SABA's loss against the oracle into its causes by swapping one model at a time for the truth:
 gate and online correction (reference -> saba_model), gain (-> true_gain), cost (-> the oracle on SABA's grid) and
 grid (-> the oracle on the replay's grid). `against_best_fixed` pools a policy per prompt against the best fixed
 budget with a bootstrap interval over prompts (`metrics.ratio_ci`), as Figure 6 does; `tps_against` compares the
-same-prefix throughput sum a_t / sum l_t instead (rounds weigh by their time, as in a decode's speed), against the
-fixed budget of the most throughput (`best_fixed_tps`); `timed_rows` does it for decoded bench records (wall clock
-or modeled), against the fixed budget fastest after the fact and against AR.
+same-prefix throughput sum a_t / sum l_t (rounds weigh by their time) with the fixed budget of the most throughput
+(`best_fixed_tps`); `timed_rows` compares decoded bench records with the fastest fixed run and with AR.
 
 Invariants: every policy returns one budget of the rounds' grid per round; the oracle retains 1 in every round; a
 predictor never sees the rounds it is scored on (`fit` and `choose` take different `Rounds`).
@@ -35,14 +33,15 @@ import numpy as np
 from graftlib.core.errors import require
 from graftlib.lab.report.metrics import ratio_ci, summarize
 from graftlib.lab.report.modeled import at_edge
+from graftlib.methods.budget_predictor import BudgetPredictor, features
 
 
 @dataclass(frozen=True)
 class Rounds:
     """Replayed rounds as arrays: `budgets` [K] (0: a plain AR step), `tps` / `accepted` [N, K], `reference` [N]
     (the replayed method's budget), `state` [N, 4] (s_t), `prefix` [N], `prompt` [N] (a prompt's uid) and, where
-    the replay recorded them (`replay.round_features`), `extra` [N, 2D] (per depth q1 and qk) and `mass` [N, K] (the
-    heap's score mass at each budget)."""
+    the replay recorded them (`budget_predictor.round_features`), `extra` [N, 2D] (per depth q1 and qk) and
+    `mass` [N, K] (the heap's score mass at each budget)."""
 
     budgets: np.ndarray
     tps: np.ndarray
@@ -58,12 +57,8 @@ class Rounds:
         return len(self.tps)
 
     def features(self) -> np.ndarray:
-        """x_t: conf_t, degen_t, hist_t, log prefix_t and their pairwise products (with squares), then `extra` and
-        log(1 + mass) where recorded; no constant."""
-        base = np.column_stack([self.state[:, 0], self.state[:, 1], self.state[:, 2], np.log(self.prefix)])
-        i, j = np.triu_indices(base.shape[1])
-        x = np.column_stack([base, base[:, i] * base[:, j]])
-        return x if self.extra is None else np.column_stack([x, self.extra, np.log1p(self.mass)])
+        """x_t per round (`graftlib.methods.budget_predictor.features`, the one definition a decode reads too)."""
+        return features(self.state, self.prefix, self.extra, self.mass)
 
     def retained(self, choice: np.ndarray) -> np.ndarray:
         """TPS_t(B_t) / TPS_t(B*_t) per round for one chosen budget per round (each one of `budgets`)."""
@@ -166,7 +161,7 @@ def oracle_on(R: Rounds, grid) -> np.ndarray:
 def forecast(R: Rounds, params) -> np.ndarray:
     """A cost-aware stop on the round's own heap (CaDDTree's idea on GRAFT's TDES-ranked heap, offline): the budget
     of SABA's grid with the most forecast tokens per second, (1 + mass_t(B)) / C_t(B), where mass_t(B) is the heap's
-    score mass of its first B pops (`replay.round_features`) and C_t(B) SABA's cost model."""
+    score mass of its first B pops (`budget_predictor.round_features`) and C_t(B) SABA's cost model."""
     from graftlib.methods.saba import round_costs
 
     require(R.mass is not None, "the forecast policy needs replays that record the heap's mass (round features)")
@@ -233,6 +228,11 @@ class Predictor:
 
     def choose(self, R: Rounds) -> np.ndarray:
         return self.budgets[self.curves(R).argmax(axis=1)]
+
+    def shipped(self, meta: dict) -> BudgetPredictor:
+        """This fitted ridge predictor as the decode's `BudgetPredictor` (the same curves on the same features)."""
+        require(self.kind == "ridge" and hasattr(self, "w"), "only a fitted ridge predictor ships")
+        return BudgetPredictor(self.budgets.tolist(), self.mu.tolist(), self.sd.tolist(), self.w.tolist(), meta)
 
 
 def cross_validated(R: Rounds, candidates: list[Predictor], folds: int = 4) -> tuple[Predictor, dict]:
@@ -367,7 +367,8 @@ def policy_rows(val: Rounds, held: Rounds, params, depth: int) -> list[dict]:
     return rows
 
 
-def timed_rows(records: list[dict], fixed_methods=("ddtree", "ddtree+tdes"), policies=("graft", "graft+stop"),
+def timed_rows(records: list[dict], fixed_methods=("ddtree", "ddtree+tdes"),
+               policies=("graft", "graft+stop", "graft+pred"),
                time: str = "speedup") -> list[dict]:
     """Decoded bench records (one task, interleaved per prompt): each policy's speedup over AR and its ratio to the
     best fixed budget, the run of `fixed_methods` fastest by `time` ("speedup": wall clock; "modeled_speedup")

@@ -4,7 +4,7 @@
 every file it wrote gets an entry in `<figures>/manifest.json` (merged, so a partial run keeps the others):
 notebook, profile, sha256, date and `drawn_with`: the pair's `PairId`, the ids of the TDES scorers, the SABA
 calibrations (this machine's and the paper grid's), the cost profile, the EAGLE-3 and DFlash 2 drafters, and
-the graftlib commit with whether the tree was dirty (computed once per run).
+the graftlib commit with whether the tree was dirty outside figures/ (computed once per run).
 
 `check_figures` is the other half: every file under figures/ has an entry whose sha256 is the file's and
 whose `drawn_with` names the shipped artifacts' ids (`shipped_ids`), and evidence figures all drawn at one
@@ -72,9 +72,11 @@ def _git(root: Path, *args: str) -> subprocess.CompletedProcess:
 
 
 def git_commit(root: Path = PROJECT_DIR) -> dict:
-    """{"commit": HEAD or None, "dirty": bool or None} of the checkout at `root`."""
+    """{"commit": HEAD or None, "dirty": bool or None} of the checkout at `root`; dirty: a tracked file changed
+    outside figures/ (the drawing's own output, which a redraw changes before its later notebooks ask)."""
     try:
-        head, status = _git(root, "rev-parse", "HEAD"), _git(root, "status", "--porcelain", "--untracked-files=no")
+        head = _git(root, "rev-parse", "HEAD")
+        status = _git(root, "status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)figures")
     except (OSError, subprocess.SubprocessError):
         return {"commit": None, "dirty": None}
     if head.returncode != 0:

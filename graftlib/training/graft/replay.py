@@ -6,7 +6,8 @@ drafter outputs fixed (build tree, verify, accept, commit, then the target cache
 the reference round runs and the trajectory continues: the emitted tokens are the reference decode's.
 
 Per (round, B) a `ReplayRecord` holds a_t(B) (accepted, bonus included), the stage times and SABA's state s_t;
-the reference record of a round also its `features` (`round_features`: what the round knows before it verifies).
+the reference record of a round also its `features` (`methods.budget_predictor.round_features`: what the round
+knows before it verifies).
 The latency l_t(B) is the whole round (the draft is paid once whatever B is); budget 0 is one plain AR step,
 so the oracle may choose not to speculate. Oracle: B*_t = argmax_B a_t(B) / l_t(B); a reference choice B_t
 retains TPS_t(B_t) / TPS_t(B*_t). At T > 0 every budget of a round replays with the round's random stream.
@@ -48,6 +49,7 @@ from graftlib.inputs.cli_args import (
     sampling_from_args,
 )
 from graftlib.inputs.cost_profile import CostProfile, RoundShape
+from graftlib.methods.budget_predictor import round_features
 from graftlib.methods.decoder import Decoder
 from graftlib.methods.registry import (
     AR_METHODS,
@@ -172,8 +174,9 @@ class ReplayDecoder(Decoder):
         return ReplayRecord(budget=budget, nodes=r.nodes, accepted=r.accepted, tokens=runs[0].new, **times, **base)
 
     def largest(self, st, cand):
-        """The round's tree at the grid's largest budget (built again: outside every measured stage)."""
-        return self.builder.build(st.root, cand, self.grid[-1])
+        """The round's tree at the grid's largest budget (built again: outside every measured stage), by the heap a
+        stop rule or a predictor cuts (`heap`) where the method has one, so its features are the heap's."""
+        return getattr(self.builder, "heap", self.builder).build(st.root, cand, self.grid[-1])
 
     def _speculate(self, result, st, max_new_tokens, record_trees, stop_at_eos, timer, eos):
         self.controller.reset()
@@ -259,18 +262,6 @@ class WalkReplay(ReplayDecoder):
         self._rounds[-1][3].append(len(self.records))
         return ReplayRecord(budget=budget, nodes=0, accepted=0, tokens=[], t_tree=0.0, t_verify=0.0, t_commit=0.0,
                             **{**base, "t_draft": 0.0})
-
-
-def round_features(cand, tree, grid: list[int]) -> dict:
-    """What a round knows before it verifies, beyond s_t: per depth the drafter's top-1 probability `q1` and the
-    probability its top-K candidates cover `qk` (log q of `cand`), and per budget B of `grid` the score mass
-    of the heap's first B pops, `mass` = sum exp(score) (the tree's own forecast of the draft tokens it accepts;
-    for a TDES-ranked heap its scores include beta f~). Rounded to 4 decimals: records stay compact."""
-    logq = np.asarray(cand.logq_table, dtype=np.float64)
-    pops = np.cumsum(np.exp(np.asarray(tree.scores[1:], dtype=np.float64)))
-    mass = [float(pops[min(b, len(pops)) - 1]) if b > 0 and len(pops) else 0.0 for b in grid]
-    return {"q1": np.round(np.exp(logq[:, 0]), 4).tolist(), "qk": np.round(np.exp(logq).sum(axis=1), 4).tolist(),
-            "mass": np.round(mass, 4).tolist()}
 
 
 def walk_ranks(tokens: list[int], parents: list[int], continuation: list[int]) -> list[int]:

@@ -1,0 +1,159 @@
+"""A fitted per-round budget predictor and the method that decodes with it (`graft+pred`).
+
+What a round knows before it verifies (`round_features`, recorded by every replay on its reference rounds): per
+depth the drafter's top-1 probability q1 and the probability its top-K candidates cover qk, and per budget B of a
+grid the score mass of the heap's first B pops, mass_t(B) = sum exp(score) (the tree's own forecast of the draft
+tokens it accepts; for GRAFT's TDES-ranked heap the scores include beta f~). `features` turns those, with s_t =
+(conf_t, degen_t, hist_t) and log prefix_t, into the predictor's x_t: the four, their pairwise products and squares,
+then q1, qk and log(1 + mass_t(B)). It is the one definition: `graftlib.lab.report.budget_policy.Rounds` calls it on
+replayed rounds, `PredictedBudget` on the live one, so a fit on replays and its use in a decode read the same x_t.
+
+`BudgetPredictor` is the shipped form of a ridge fit (`budget_policy.Predictor`, fitted on validation replays of
+the pair on the machine): the budgets it chooses among, the features' standardization and the weights W of the
+relative curve log TPS_t(B) - mean_B TPS = [1, (x_t - mu) / sd] W; B_t is the curve's argmax (`choose`). It is a
+JSON file (`save`, `load`) that records the pair and hardware it was fitted for, checked on use as a SABA
+calibration is (`graftlib.methods.fitted.check_calibration`: another pair is refused, another machine warned).
+
+`PredictedBudget` is both the `TreeBuilder` and the `BudgetController` of `graft+pred` (as `CaDDTree` is of
+`graft+stop`): SABA's pre- and post-draft AR gates kept (`gate`), the heap built once at the largest of the
+predictor's budgets within the cap, the round's features read from that tree, and the tree its first B_t pops.
+Invariants: the tree equals `heap.build(root, cand, B_t)`; the candidate pool per depth is the predictor's largest
+budget, as in the replays it was fitted on (qk is the top-K mass of that pool). Under a cap below that budget the
+tree, the pool and so mass_t(B) and qk are the capped ones, which the fit never saw: use a cap at or above it.
+"""
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from graftlib.core.builders import Candidates, HeapTreeBuilder
+from graftlib.core.errors import GraftError, require
+from graftlib.core.paths import ASSETS_DIR
+from graftlib.core.tree import Tree
+from graftlib.methods.saba import SabaController
+
+DEFAULT_PREDICTOR = ASSETS_DIR / "predictors" / "default.json"  # fitted on this pair's validation replays
+
+
+def round_features(cand: Candidates, tree: Tree, grid: list[int]) -> dict:
+    """q1 and qk per depth of `cand` and mass_t(B) per budget B of `grid` over `tree`, the heap's tree at the grid's
+    largest budget (module doc). Rounded to 4 decimals: records stay compact, and a decode reads what a replay
+    recorded."""
+    logq = np.asarray(cand.logq_table, dtype=np.float64)
+    pops = np.cumsum(np.exp(np.asarray(tree.scores[1:], dtype=np.float64)))
+    mass = [float(pops[min(b, len(pops)) - 1]) if b > 0 and len(pops) else 0.0 for b in grid]
+    return {"q1": np.round(np.exp(logq[:, 0]), 4).tolist(), "qk": np.round(np.exp(logq).sum(axis=1), 4).tolist(),
+            "mass": np.round(mass, 4).tolist()}
+
+
+def features(state: np.ndarray, prefix: np.ndarray, extra: np.ndarray | None = None,
+             mass: np.ndarray | None = None) -> np.ndarray:
+    """x_t per round (module doc): `state` [N, >= 3] (s_t's conf, degen, hist), `prefix` [N], and where given
+    `extra` [N, 2D] (q1 then qk per depth) and `mass` [N, K]; [N, F], no constant."""
+    base = np.column_stack([state[:, 0], state[:, 1], state[:, 2], np.log(prefix)])
+    i, j = np.triu_indices(base.shape[1])
+    x = np.column_stack([base, base[:, i] * base[:, j]])
+    return x if extra is None else np.column_stack([x, extra, np.log1p(mass)])
+
+
+@dataclass
+class BudgetPredictor:
+    """A ridge fit of the relative curve over `budgets` (module doc): x_t standardized by `mu`, `sd`, then
+    [1, x] @ `w` ([F + 1, K]). `meta`: what it was fitted on (pair, hardware, replays, setting, command)."""
+
+    budgets: list[int]
+    mu: list[float]
+    sd: list[float]
+    w: list[list[float]]
+    meta: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        require(len(self.budgets) >= 1 and all(b >= 1 for b in self.budgets) and self.budgets == sorted(self.budgets),
+                "a budget predictor's budgets are positive and increasing")
+        require(len(self.mu) == len(self.sd) == len(self.w) - 1 and all(len(r) == len(self.budgets) for r in self.w),
+                "a budget predictor's mu, sd and w disagree in shape")
+
+    @property
+    def id(self) -> str:
+        body = json.dumps([self.budgets, self.mu, self.sd, self.w])
+        return hashlib.sha256(body.encode()).hexdigest()[:12]
+
+    def curves(self, x: np.ndarray) -> np.ndarray:
+        """The predicted relative curve [N, K] for features `x` [N, F]."""
+        require(x.shape[1] == len(self.mu), f"the round has {x.shape[1]} features, the predictor was fitted on "
+                f"{len(self.mu)}: it was fitted for a drafter of another depth or a grid of other budgets")
+        z = (x - np.asarray(self.mu)) / np.asarray(self.sd)
+        return np.column_stack([np.ones(len(z)), z]) @ np.asarray(self.w)
+
+    def choose(self, x: np.ndarray, cap: int | None = None) -> np.ndarray:
+        """B_t per round: the curve's argmax over the budgets within `cap` (the smallest on ties)."""
+        k = len(self.budgets) if cap is None else sum(b <= cap for b in self.budgets)
+        require(k >= 1, f"no budget of the predictor's {self.budgets} is within the cap {cap}")
+        return np.asarray(self.budgets)[self.curves(x)[:, :k].argmax(axis=1)]
+
+    def save(self, path: str | Path) -> Path:
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        body = {"budgets": self.budgets, "mu": self.mu, "sd": self.sd, "w": self.w, "meta": self.meta}
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(body, indent=1) + "\n")
+        tmp.replace(path)
+        return path
+
+    @classmethod
+    def load(cls, path: str | Path) -> "BudgetPredictor":
+        path = Path(path)
+        require(path.is_file(), f"budget predictor {path} not found (make one with `graft fit-predictor`)")
+        try:
+            body = json.loads(path.read_text())
+            out = cls(budgets=[int(b) for b in body["budgets"]], mu=body["mu"], sd=body["sd"], w=body["w"],
+                      meta=body.get("meta", {}))
+        except (json.JSONDecodeError, KeyError, TypeError, ValueError) as e:
+            raise GraftError(f"budget predictor {path} is not a predictor file ({type(e).__name__}: {e})") from e
+        out.meta = {**out.meta, "path": str(path)}
+        return out
+
+
+class PredictedBudget:
+    """`graft+pred`'s builder and controller (module doc): `predictor` chooses B_t among its budgets within `cap`
+    on the heap `heap`; `gate` a `SabaController` whose AR gates it keeps and whose tracker gives s_t."""
+
+    def __init__(self, predictor: BudgetPredictor, heap: HeapTreeBuilder, gate: SabaController, cap: int,
+                 name: str = "graft+pred"):
+        require(isinstance(cap, int) and cap >= 1, f"{name} cap must be a positive integer, got {cap!r}")
+        self.predictor = predictor
+        self.grid = [b for b in predictor.budgets if b <= cap]
+        require(self.grid, f"{name}: no budget of the predictor's {predictor.budgets} is within the cap {cap}")
+        self.max_budget = self.grid[-1]
+        self.heap, self.gate, self.name = heap, gate, name
+        self.calibration = gate.params.id
+        self.prefix_len = 0
+
+    def reset(self) -> None:
+        self.prefix_len = 0
+        self.gate.reset()
+
+    def speculate(self, prefix_len: int) -> bool:
+        return self.gate.speculate(prefix_len)
+
+    def budget(self, cand: Candidates, prefix_len: int) -> int:
+        """The grid's largest budget (the tree is cut in `build`), or 0 where the post-draft gate declines."""
+        self.prefix_len = prefix_len
+        return 0 if self.gate.budget(cand, prefix_len) == 0 else self.max_budget
+
+    def choose(self, cand: Candidates, full: Tree) -> int:
+        """B_t for the round whose heap at the grid's largest budget is `full`."""
+        f = round_features(cand, full, self.predictor.budgets)
+        x = features(np.array([self.gate.last_state]), np.array([float(self.prefix_len)]),
+                     np.array([f["q1"] + f["qk"]]), np.array([f["mass"]]))
+        return int(self.predictor.choose(x, self.max_budget)[0])
+
+    def build(self, root_token: int, cand: Candidates, budget: int) -> Tree:
+        full = self.heap.build(root_token, cand, budget)
+        return full.prefix(self.choose(cand, full))
+
+    def feedback(self, record: dict) -> None:
+        self.gate.feedback(record)
