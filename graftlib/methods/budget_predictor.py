@@ -31,7 +31,7 @@ import numpy as np
 
 from graftlib.core.builders import Candidates, HeapTreeBuilder
 from graftlib.core.errors import GraftError, require
-from graftlib.core.paths import ASSETS_DIR
+from graftlib.core.paths import ASSETS_DIR, portable
 from graftlib.core.tree import Tree
 from graftlib.methods.saba import SabaController
 
@@ -113,7 +113,7 @@ class BudgetPredictor:
                       meta=body.get("meta", {}))
         except (json.JSONDecodeError, KeyError, TypeError, ValueError) as e:
             raise GraftError(f"budget predictor {path} is not a predictor file ({type(e).__name__}: {e})") from e
-        out.meta = {**out.meta, "path": str(path)}
+        out.meta = {**out.meta, "path": portable(path)}
         return out
 
 

@@ -61,6 +61,10 @@ class MethodInputs:
     saba: SabaParams | None = None
     predictor: str | None = None
 
+    def budget_predictor(self) -> BudgetPredictor:
+        """`graft+pred`'s predictor: the file given, else the shipped one."""
+        return BudgetPredictor.load(self.predictor or DEFAULT_PREDICTOR)
+
     def setting(self, methods: Iterable[str], eagle3: dict | None = None) -> dict:
         """What results of these methods depend on beyond the pair: the TDES scorer (path, weights id) and beta, the
         SABA calibration (its id and file; the shipped one where `saba` is None) of adaptive methods, and for
@@ -77,8 +81,8 @@ class MethodInputs:
             params = self.saba or default_params()
             out.update(saba=params.id, saba_calibration=params.meta.get("path", "builtin"))
         if methods & set(PREDICTED_METHODS):
-            predictor = BudgetPredictor.load(self.predictor or DEFAULT_PREDICTOR)
-            out.update(predictor=portable(self.predictor or DEFAULT_PREDICTOR), predictor_id=predictor.id)
+            predictor = self.budget_predictor()
+            out.update(predictor=predictor.meta["path"], predictor_id=predictor.id)
         ar = sorted(methods & set(AR_METHODS))
         if ar:
             out.update(ar_trees={m: asdict(REGISTRY[m].policy) for m in ar}, **(eagle3 or {}))
@@ -118,7 +122,7 @@ class MethodArgs:
         return self.selector
 
     def budget_predictor(self) -> BudgetPredictor:
-        predictor = BudgetPredictor.load(self.inputs.predictor or DEFAULT_PREDICTOR)
+        predictor = self.inputs.budget_predictor()
         if self.pair is not None:
             check_fitted("budget predictor", predictor.meta["path"], predictor.meta, self.pair, self.hardware, True)
         return predictor

@@ -290,13 +290,19 @@ POLICY_KINDS = {"oracle": "same-prefix oracle", "best_fixed": "best fixed B (aft
 PREDICTORS = [Predictor("ridge", alpha) for alpha in (1, 10, 100, 1000)] + [Predictor("knn", k=k) for k in (10, 25, 50)]
 
 
+def _tokens_seconds(R: Rounds, choice: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per round a_t(B_t) and l_t(B_t) = a_t(B_t) / TPS_t(B_t) for one chosen budget per round."""
+    rows, col = np.arange(len(R)), np.searchsorted(R.budgets, choice)
+    acc = R.accepted[rows, col]
+    return acc, acc / R.tps[rows, col]
+
+
 def same_prefix_tps(R: Rounds, choice: np.ndarray, prompt=None) -> float:
     """Tokens per second of one budget per round along the replayed trajectory: sum a_t(B_t) / sum l_t(B_t) (over
     `prompt`'s rounds where given)."""
-    col = np.searchsorted(R.budgets, choice)
-    rows = np.arange(len(R)) if prompt is None else np.flatnonzero(R.prompt == prompt)
-    acc = R.accepted[rows, col[rows]]
-    return float(acc.sum() / (acc / R.tps[rows, col[rows]]).sum())
+    acc, secs = _tokens_seconds(R, choice)
+    rows = slice(None) if prompt is None else R.prompt == prompt
+    return float(acc[rows].sum() / secs[rows].sum())
 
 
 def best_fixed_tps(R: Rounds) -> int:
@@ -309,11 +315,9 @@ def tps_against(R: Rounds, choice: np.ndarray, base: np.ndarray, level: float = 
                 seed: int = 0) -> tuple[float, tuple[float, float] | None]:
     """same_prefix_tps(choice) / same_prefix_tps(base) and its percentile bootstrap interval over prompts (a
     prompt's rounds resampled together; None with fewer than 3 prompts). Deterministic (fixed seed)."""
-    rows = np.arange(len(R))
-    acc = [R.accepted[rows, np.searchsorted(R.budgets, c)] for c in (choice, base)]
-    secs = [a / R.tps[rows, np.searchsorted(R.budgets, c)] for a, c in zip(acc, (choice, base), strict=True)]
+    (a, l), (a_base, l_base) = _tokens_seconds(R, choice), _tokens_seconds(R, base)
     prompts = sorted(set(R.prompt.tolist()))
-    per = np.array([[x[R.prompt == p].sum() for x in (*acc, *secs)] for p in prompts])  # [P, 4]: a, a_base, l, l_base
+    per = np.array([[x[R.prompt == p].sum() for x in (a, a_base, l, l_base)] for p in prompts])  # [P, 4]
     ratio = float((per[:, 0].sum() / per[:, 2].sum()) / (per[:, 1].sum() / per[:, 3].sum()))
     if len(prompts) < 3:
         return ratio, None
