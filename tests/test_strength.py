@@ -3,6 +3,8 @@
 changes no output: a verified decode with it equals greedy AR, and a walked decode's rounds equal the verified
 one's."""
 
+from dataclasses import replace
+
 import pytest
 import torch
 from tiny import random_prompt, tiny_drafter, tiny_target
@@ -180,23 +182,44 @@ def test_a_strength_is_fitted_to_a_chain_mat_and_the_rates_are_counted(models):
     assert fit_strength(pair, w, real / 2)["s"] == 0.0 and fit_strength(pair, w, 99.0)["bound"].startswith("even")
     full_stats = run_stats(pair, Strength(1.0), "ddtree", 16, w)
     assert full_stats["sibling"]["cases"] == 0 and full_stats["spine"]["rate"] == 1.0  # s = 1: the spine is the path
-    lam = fit_lam(pair, Strength(0.5), w, sibling=0.0, budget=16)
+    lam = fit_lam(pair, Strength(0.5), w, 0.0, budget=16)
     assert lam["lam"] == 0.0 and "bound" in lam  # no lam goes below a rate of 0
 
 
-def test_the_temperature_makes_the_drafter_as_confident_as_it_is_right_and_moves_no_top_1(models):
+def test_a_pinned_strength_fits_lam_to_a_tree_mat(models):
+    """The `tree` pin: lam such that DDTree's walked MAT meets a goal that lam = 0 misses by more than the 2%
+    tolerance (the tree's gain over the chain rises with lam; the chain's MAT does not move)."""
     from types import SimpleNamespace
 
-    from graftlib.lab.run.strength import confidence, fit_temperature, mat, walked_rounds
+    from graftlib.lab.run.strength import Walked, fit_lam, mat, run_stats, walked_rounds
 
     target, base = models
     pair = SimpleNamespace(target=target, drafter=base, eos_ids=[])
-    w, chain = _walked(target), base.block_size - 1
-    fit = fit_temperature(pair, Strength(0.4), w)
-    assert fit["confidence"] == pytest.approx(fit["accuracy"], abs=1e-3) and fit["tau"] != pytest.approx(1.0)
-    assert (mat(walked_rounds(pair, Strength(0.4, fit["tau"]), "dflash", chain, w))
-            == mat(walked_rounds(pair, Strength(0.4), "dflash", chain, w)))
-    trace = []
-    walked_rounds(pair, Strength(0.4), "dflash", chain, w, trace=trace)
-    sharper, flatter = confidence(trace, 0.5)[0], confidence(trace, 2.0)[0]
-    assert sharper > confidence(trace, 1.0)[0] > flatter
+    prompts = [random_prompt(i, 12) for i in (3, 5)]
+    ar = Decoder.for_method(target, None, "ar")
+    w = Walked("custom", prompts, [ar.decode(p, 60).tokens for p in prompts], 60)
+    st = Strength(0.6, kappa=0.3)
+    low, high = (run_stats(pair, replace(st, lam=x), "ddtree", 64, w)["mat"] for x in (0.0, 1.0))
+    goal = high - 0.3 * (high - low)
+    assert abs(low - goal) > 0.02 * goal  # lam = 0 does not meet it
+    fit = fit_lam(pair, st, w, goal, "tree", budget=64)
+    assert fit["lam"] > 0 and "bound" not in fit and abs(fit["mat"] - goal) <= 0.02 * goal
+    assert fit["mat"] == mat(walked_rounds(pair, replace(st, lam=fit["lam"]), "ddtree", 64, w))
+    assert fit_lam(pair, st, w, 2 * high, "tree", budget=64)["bound"] == "the goal lies past x = 1"
+    with pytest.raises(GraftError, match="unknown strength pin 'wide'"):
+        fit_lam(pair, st, w, goal, "wide")
+
+
+def test_the_shipped_calibrations_load_by_name_and_an_unknown_name_lists_them():
+    from graftlib.models.strength import CALIBRATIONS, STRENGTH_PATH, TaskStrengths, strength_file
+
+    for name in CALIBRATIONS:
+        if not strength_file(name).is_file():
+            continue  # a calibration not shipped yet: `graft calibrate-strength` names its file
+        ts = TaskStrengths(name)
+        assert ts.name == name and ts.of("gsm8k").s > 0
+    assert TaskStrengths(STRENGTH_PATH).name == "own-spine"
+    assert TaskStrengths("true-path").of("gsm8k").lam == 1.0  # the earlier construction: lam = 1, kappa = 0
+    with pytest.raises(GraftError, match=r"^unknown drafter-strength calibration 'wide': the names are own-spine, "
+                                         r"true-path, pinned, or give a file's path$"):
+        TaskStrengths("wide")

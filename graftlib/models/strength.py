@@ -39,7 +39,15 @@ from graftlib.core.verify import target_forward
 
 SCHEMA = "graft-drafter-strength/2"
 SCHEMA_V1 = "graft-drafter-strength/1"  # the earlier construction: s and tau alone, mixing toward the greedy path
-STRENGTH_PATH = ASSETS_DIR / "strength" / "paper-qwen3-8b.json"  # the shipped calibration for the embedded pair
+STRENGTH_DIR = ASSETS_DIR / "strength"
+# The shipped calibrations for the embedded pair, by name (docs/strength.md): each accepts the paper's DFlash chain
+# MAT per task and differs in the tree's gain over the chain. `true-path`: the earlier construction (lam = 1,
+# kappa = 0: it continues a sibling as it does its spine); `own-spine`: lam and kappa fitted to a real DFlash
+# drafter's sibling continuation and first-miss rank-1 share; `pinned`: lam fitted so that DDTree also accepts the
+# paper's DDTree MAT, giving up the sibling rate.
+CALIBRATIONS = {"own-spine": "paper-qwen3-8b.json", "true-path": "paper-qwen3-8b-true-path.json",
+                "pinned": "paper-qwen3-8b-pinned.json"}
+STRENGTH_PATH = STRENGTH_DIR / CALIBRATIONS["own-spine"]  # the third regime's default calibration
 MIN_PROB = 1e-30  # log of an exact zero of the mixture (a token neither side can propose)
 TRACE_TOP = 256  # the mixture's top probabilities a trace keeps per depth (the temperature fit's sum)
 SPINE_SWEEPS = 2  # target forwards a round past the spine's first miss (`StrengthDrafter._follow_spine`)
@@ -212,11 +220,30 @@ class StrengthDrafter:
         return self._rows.get(token, OUT_OF_VOCAB)
 
 
+def strength_file(name_or_path: str | Path) -> Path:
+    """A shipped calibration's file by its name (`CALIBRATIONS`), or a drafter-strength file's path; an unknown
+    name (no file of that name, no path separator, no .json) is a one-line error listing the names."""
+    given = str(name_or_path)
+    if given in CALIBRATIONS:
+        return STRENGTH_DIR / CALIBRATIONS[given]
+    require(Path(given).is_file() or "/" in given or given.endswith(".json"),
+            f"unknown drafter-strength calibration {given!r}: the names are {', '.join(CALIBRATIONS)}, or give a "
+            "file's path")
+    return Path(given)
+
+
+def calibration_name(path: str | Path) -> str | None:
+    """The name of a shipped calibration's file, or None for any other file."""
+    return next((n for n, f in CALIBRATIONS.items() if Path(path).resolve() == (STRENGTH_DIR / f).resolve()), None)
+
+
 class TaskStrengths:
-    """The calibrated `Strength` per task of a drafter-strength file (`graft calibrate-strength`), and its id."""
+    """The calibrated `Strength` per task of a drafter-strength file (`graft calibrate-strength`), given by its
+    name (`CALIBRATIONS`) or path, and its id."""
 
     def __init__(self, path: str | Path = STRENGTH_PATH):
-        self.path = Path(path)
+        self.path = strength_file(path)
+        self.name = calibration_name(self.path)
         require(self.path.is_file(), f"no drafter-strength file at {portable(self.path)}: run `graft "
                                      "calibrate-strength`")
         d = json.loads(self.path.read_text())

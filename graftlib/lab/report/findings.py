@@ -20,11 +20,11 @@ ITEM_CLAIMS = {  # the claims each paper item tests (`graftlib.lab.report.claims
     "Table 1": ("C1", "C2", "C3", "C8", "C9"),
     "Table 2": ("C4", "C5", "C6", "C7"),
     "Table 3": ("T3",),
-    "Figure 1(b)": ("F1b",),
+    "Figure 1(b)": ("F1b", "F1b-m"),
     "Figure 1(c)": ("F1c",),
     "Figure 5": ("F5",),
     "Figure 6": ("F6", "F6b"),
-    "All items": ("C1", "C2", "C3", "C4", "C5", "C6", "C7", "C8", "C9", "F1b", "F1c", "F5", "F6", "F6b", "T3"),
+    "All items": ("C1", "C2", "C3", "C4", "C5", "C6", "C7", "C8", "C9", "F1b", "F1b-m", "F1c", "F5", "F6", "F6b", "T3"),
 }
 CONSTRUCTION = ("its DFlash drafter is the drafter-strength construction calibrated per task to the paper's chain "
                 "MAT (docs/strength.md): the paper's acceptance stood in for, not measured")

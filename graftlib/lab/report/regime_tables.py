@@ -31,6 +31,7 @@ from graftlib.lab.report.metrics import by_task, ratio_ci, summarize
 from graftlib.lab.report.modeled import EDGE, at_edge
 from graftlib.lab.report.paper import FIGURE6, TABLE1, TABLE2, TABLE3
 from graftlib.lab.report.paper_costs import MODEL, PROFILE_NAME, mat_needed, method_errors
+from graftlib.lab.report.tables import best_gap
 from graftlib.methods.saba_params import SabaParams
 
 LABELS = {"ar": "AR", "dflash": "DFlash", "ddtree": "DDTree", "ddtree+tdes": "+TDES", "ddtree+saba": "+SABA",
@@ -199,22 +200,28 @@ def claims_table(rows: dict[str, list[dict]], regimes: dict[str, Regime]):
 def against_fixed(rows: list[dict]) -> dict:
     """Figure 6's rows (`regime_oracle`) against one budget every round: SABA's mean retained oracle
     throughput, the best fixed budget's chosen after the fact (and its mean), SABA / best fixed pooled over
-    rounds with its bootstrap interval over prompts (rows without `prompt` count as one prompt), and the
-    prompts."""
+    rounds with its bootstrap interval over prompts (rows without `prompt` count as one prompt), the runner-up
+    fixed budget with best / runner-up and its interval (is the best a best beyond noise?), and the prompts."""
     budgets = sorted(set.intersection(*(set(r["fixed"]) for r in rows))) if rows else []
     require(budgets, "Figure 6: no budget was replayed in every round")
     fixed = {b: sum(r["fixed"][b] for r in rows) / len(rows) for b in budgets}
     best = max(fixed, key=fixed.get)
-    per_prompt = defaultdict(lambda: [0.0, 0.0])
+    runner_up = max((b for b in budgets if b != best), key=fixed.get, default=None)
+    per_prompt = defaultdict(lambda: [0.0, 0.0, 0.0])
     for r in rows:
-        per_prompt[r.get("prompt", 0)][0] += r["retained"]
-        per_prompt[r.get("prompt", 0)][1] += r["fixed"][best]
+        p = per_prompt[r.get("prompt", 0)]
+        p[0] += r["retained"]
+        p[1] += r["fixed"][best]
+        p[2] += r["fixed"][runner_up] if runner_up is not None else 0.0
     saba = sum(r["retained"] for r in rows) / len(rows)
-    num, den = zip(*per_prompt.values())
+    num, den, second = zip(*per_prompt.values())
     rounds = Counter(r.get("prompt", 0) for r in rows)
     return {"saba": saba, "saba_ci": ratio_ci(list(num), [rounds[p] for p in per_prompt]),
             "best_fixed_budget": best, "best_fixed": fixed[best], "fixed": fixed,
-            "ratio": saba / fixed[best], "ci": ratio_ci(list(num), list(den)), "prompts": len(per_prompt)}
+            "ratio": saba / fixed[best], "ci": ratio_ci(list(num), list(den)), "prompts": len(per_prompt),
+            "runner_up": runner_up,
+            "best_over_runner_up": fixed[best] / fixed[runner_up] if runner_up is not None else math.nan,
+            "best_over_runner_up_ci": ratio_ci(list(den), list(second)) if runner_up is not None else None}
 
 
 def _paired(records: list[dict], method: str, baseline: str) -> dict:
@@ -293,7 +300,10 @@ def beta_table(records: dict[float, list[dict]], walk: bool):
 
 
 FIGURE_CLAIMS = {
-    "F1b": ("Figure 1(b)", "GRAFT consistently reduces the parent-child mismatch rate over DDTree across tasks"),
+    "F1b": ("Figure 1(b)", ("GRAFT consistently reduces the parent-child mismatch rate over DDTree across tasks "
+                            "(the system: GRAFT at SABA's budgets against DDTree at its fixed one)")),
+    "F1b-m": ("Figure 1(b)", ("TDES's edge scores reduce the mismatch at DDTree's own budget across tasks (the "
+                              "mechanism: +TDES against DDTree, equal trees)")),
     "F1c": ("Figure 1(c)", "the throughput-optimal budget differs between easy and hard rounds"),
     "F5": ("Figure 5", "a TDES scorer trained on GSM8K only reduces mismatch and raises TPS / DDTree on every task"),
     "F6": ("Figure 6", f"SABA retains {FIGURE6['mean_retained']:.1%} of the same-prefix oracle's throughput"),
@@ -303,8 +313,12 @@ FIGURE_CLAIMS = {
 VERDICT_RULES = {  # one rule per item, read from the claim's own words: a ratio, an ordering or a level
     "F1b": "ordering per task: reproduced where GRAFT's mismatch rate is below DDTree's on every task, opposite where "
            "above on every task, else inside noise (mismatch pooled over rounds: no interval)",
-    "F1c": "ordering: reproduced where the easy third's best budget is above the hard third's, opposite where below, "
-           "equal: inside noise; a best at its grid's edge: not tested",
+    "F1b-m": "ordering per task: reproduced where +TDES's mismatch rate at DDTree's budget is below DDTree's on every "
+             "task, opposite where above on every task, else inside noise (pooled over rounds: no interval)",
+    "F1c": "ordering: the easy and hard thirds' best budgets differ only where each third's TPS at its own best "
+           "exceeds its TPS at the other's best outside the 95% interval over prompts; then reproduced where the easy "
+           "third's is above the hard third's, opposite where below; else (equal, or either gap inside its interval) "
+           "inside noise; a best at its grid's edge: not tested",
     "F5": "both parts on every task the scorer never saw (GSM8K left out): reproduced where TPS / DDTree is above 1 "
           "outside its 95% interval over prompts and the mismatch falls on every task; opposite where TPS is below 1 "
           "on every task or the mismatch falls on none; else inside noise",
@@ -312,7 +326,8 @@ VERDICT_RULES = {  # one rule per item, read from the claim's own words: a ratio
           "paper's number; direction only where below it. Where SABA decides with the cost model that prices the "
           "oracle, it tests SABA's gain prediction only",
     "F6b": "ordering: reproduced where SABA / best fixed budget is above 1 outside its 95% interval over prompts, "
-           "opposite where below, else inside noise; a best fixed budget at its grid's edge: not tested",
+           "opposite where below, else inside noise; a best fixed budget at its grid's edge: not tested; the best "
+           "against the runner-up fixed budget, with its interval, beside it",
     "T3": "ordering: reproduced where beta = 0.2's TPS is above the runner-up's outside the 95% interval over "
           "prompts, opposite where another beta's is above 0.2's outside it, else inside noise",
 }
@@ -378,6 +393,34 @@ def _transfer_cell(F, figure: str, prompts: int, min_prompts: int) -> str:
     return f"{v} (TPS / DDTree {'; '.join(cells)}; mismatch reduction {mismatch})"
 
 
+def _runner_up_text(f: dict) -> str:
+    """Figure 6's best fixed budget against the runner-up (`against_fixed`): is the best a best beyond noise?"""
+    if f["runner_up"] is None:
+        return ""
+    ci = f["best_over_runner_up_ci"]
+    apart = ci is not None and ci[0] > 1.0
+    return (f"; B={f['best_fixed_budget']} over the runner-up B={f['runner_up']}: "
+            f"{_ratio_text(f['best_over_runner_up'], ci)}, {'apart' if apart else 'inside noise'}")
+
+
+def _best_budgets_cell(curve, column: str, easy: int, hard: int, edge: bool, tested: bool) -> str:
+    """F1c in words, by its rule (`VERDICT_RULES`): each third's TPS at its own best over its TPS at the other's best,
+    with the interval over prompts (`tables.best_gap`); the bests differ only where both gaps are outside noise."""
+    if easy == hard:
+        return f"{EDGE if edge else 'inside noise' if tested else 'not tested'} (easy and hard B={easy})"
+    gaps = {g: best_gap(curve, g, own, other, column) for g, own, other in (("easy", easy, hard), ("hard", hard, easy))}
+    text = "; ".join(f"{g} at B={own} / at B={other}: {_ratio_text(*gaps[g])}"
+                     for g, own, other in (("easy", easy, hard), ("hard", hard, easy)))
+    apart = all(ci is not None and ci[0] > 1.0 for _, ci in gaps.values())
+    if edge or not tested:
+        v = EDGE if edge else "not tested"
+    elif any(ci is None for _, ci in gaps.values()):
+        v = "not tested"
+    else:
+        v = ("reproduced" if easy > hard else "opposite") if apart else "inside noise"
+    return f"{v} (easy B={easy}, hard B={hard}; {text})"
+
+
 def _beta_cell(T, tps: str, prompts: int, min_prompts: int) -> str:
     """T3 in words, by its ordering rule (`VERDICT_RULES`): beta = 0.2 against the best other beta, the TPS ratio with
     its paired 95% bootstrap interval over prompts (`beta_table`'s columns; `tps` "TPS" or "modeled TPS"):
@@ -409,7 +452,8 @@ def figure_claims(regimes: dict[str, Regime], curves: dict | None = None, oracle
     `claims_by_regime`'s (verdicts of `graftlib.lab.report.claims`, `not tested` under `MIN_PROMPTS` prompts a task;
     `VERDICT_RULES` is each one's rule); each argument is {regime name: that item's table} and an item left
     out (None) is left out of the rows:
-      F1b  `mismatch` (`mismatch_table`): GRAFT's mismatch rate below DDTree's on every task;
+      F1b  `mismatch` (`mismatch_table`): GRAFT's mismatch rate below DDTree's on every task (the system);
+      F1b-m  the same table: +TDES's below DDTree's at DDTree's budget (the mechanism, equal trees);
       F1c  `curves` (`tables.budget_curve`): the easy third's best budget above the hard third's;
       F5   `transfer` (`transfer_table`): the GSM8K-only scorer's mismatch reduction > 0 and TPS / DDTree
            > 1 outside noise on every task it was not trained on;
@@ -419,7 +463,8 @@ def figure_claims(regimes: dict[str, Regime], curves: dict | None = None, oracle
     A walked regime has the modeled figure only."""
     import pandas as pd
 
-    items = {"F1b": mismatch, "F1c": curves, "F5": transfer, "F6": oracles, "F6b": oracles, "T3": betas}
+    items = {"F1b": mismatch, "F1b-m": mismatch, "F1c": curves, "F5": transfer, "F6": oracles, "F6b": oracles,
+             "T3": betas}
     table = {k: {"source": src, "paper": words, "tests": VERDICT_RULES[k]} for k, (src, words) in FIGURE_CLAIMS.items()
              if items[k] is not None}
     tested = n_prompts >= MIN_PROMPTS
@@ -431,10 +476,11 @@ def figure_claims(regimes: dict[str, Regime], curves: dict | None = None, oracle
         for figure in _figures(regime):
             col = f"{name} {figure}"
             if mismatch is not None and name in mismatch:
-                red = mismatch[name]["GRAFT reduction %"]
-                v = _qualitative(bool((red > 0).all()), bool((red < 0).all()), tested)
-                table["F1b"][col] = f"{v} (reduction {red.min():.0f}% to {red.max():.0f}%)"
-                table["F1b"][f"{name} counts"] = counts(len(red))
+                for item, run in (("F1b", "GRAFT"), ("F1b-m", "+TDES")):
+                    red = mismatch[name][f"{run} reduction %"]
+                    v = _qualitative(bool((red > 0).all()), bool((red < 0).all()), tested)
+                    table[item][col] = f"{v} (reduction {red.min():.0f}% to {red.max():.0f}%)"
+                    table[item][f"{name} counts"] = counts(len(red))
             if curves is not None and name in curves:
                 column = "tps" if figure == "wall-clock" else "m_tps"
                 groups = curves[name][column].groupby(level=0, observed=True)
@@ -442,8 +488,7 @@ def figure_claims(regimes: dict[str, Regime], curves: dict | None = None, oracle
                 easy, hard = best.get("easy"), best.get("hard")
                 grid = [b for _, b in curves[name].index]
                 edge = at_edge(easy, grid) or at_edge(hard, grid)
-                v = EDGE if edge else _qualitative(easy > hard, easy < hard, tested)
-                table["F1c"][col] = f"{v} (easy B={easy}, hard B={hard})"
+                table["F1c"][col] = _best_budgets_cell(curves[name], column, easy, hard, edge, tested)
                 table["F1c"][f"{name} counts"] = counts(1)
             if transfer is not None and name in transfer:
                 table["F5"][col] = _transfer_cell(transfer[name], figure, n_prompts if tested else 0, MIN_PROMPTS)
@@ -455,7 +500,7 @@ def figure_claims(regimes: dict[str, Regime], curves: dict | None = None, oracle
                 ci = f" [{f['ci'][0]:.3f}, {f['ci'][1]:.3f}]" if f["ci"] else ""
                 table["F6b"][col] = (f"{direction} (SABA / best fixed B={f['best_fixed_budget']}: "
                                      f"{f['ratio']:.3f}x{ci}; "
-                                     f"{f['saba']:.1%} vs {f['best_fixed']:.1%})")
+                                     f"{f['saba']:.1%} vs {f['best_fixed']:.1%}{_runner_up_text(f)})")
                 table["F6"][col] = _level_cell(f["saba"], f["saba_ci"], FIGURE6["mean_retained"],
                                                f["prompts"] if tested else 0, MIN_PROMPTS)
                 for k in ("F6", "F6b"):

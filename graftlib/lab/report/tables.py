@@ -225,8 +225,10 @@ def table2(records: list[dict], budget: int, cap: int, paper: dict) -> tuple[Tab
                                      rule_caption([p for o in orders for p in o.pairs]) + note)
 
 
-def budget_curve(replay_records: list, grid: list[int], profile: CostProfile):
-    """Figure 1(c)'s curves (module doc): index (group, B), columns a, l, m_l, tps, m_tps."""
+def budget_curve(replay_records: list, grid: list[int], profile: CostProfile, prompt_of: dict | None = None):
+    """Figure 1(c)'s curves (module doc): index (group, B), columns a, l, m_l, tps, m_tps. With `prompt_of` (round
+    -> prompt, `replay.round_prompts`) the same sums per prompt ride along as `curve.attrs["by_prompt"]` (index
+    (group, B, prompt)), which `best_gap` bootstraps."""
     import pandas as pd
 
     R = pd.DataFrame([dict(round=r.round, B=r.budget, a=r.accepted, l=r.latency,
@@ -238,4 +240,30 @@ def budget_curve(replay_records: list, grid: list[int], profile: CostProfile):
                                                         rounds=("round", "nunique"))
     curve["tps"] = curve.a / curve.l
     curve["m_tps"] = curve.a / curve.m_l
+    if prompt_of is not None:
+        R["prompt"] = R["round"].map(prompt_of)
+        curve.attrs["by_prompt"] = R.groupby(["group", "B", "prompt"], observed=True)[["a", "l", "m_l"]].sum()
     return curve
+
+
+def best_gap(curve, group: str, own: int, other: int, column: str = "tps", resamples: int = 2000, seed: int = 0):
+    """How far `group`'s throughput at its own best budget `own` exceeds its throughput at `other` (another
+    group's best): TPS(own) / TPS(other) with the 95% percentile bootstrap interval over prompts (each prompt's
+    rounds of the group resampled together; `column` "tps" measured, "m_tps" modeled). (ratio, interval or None
+    where the curve has no per-prompt sums or fewer than 3 prompts)."""
+    import numpy as np
+
+    time = "l" if column == "tps" else "m_l"
+    ratio = curve.at[(group, own), column] / curve.at[(group, other), column]
+    by = curve.attrs.get("by_prompt")
+    if by is None:
+        return ratio, None
+    g = by.xs(group, level="group")
+    both = g.loc[own][["a", time]].add_suffix("_own").join(g.loc[other][["a", time]].add_suffix("_other"), how="outer")
+    both = both.fillna(0.0)
+    if len(both) < 3:
+        return ratio, None
+    idx = np.random.default_rng(seed).integers(0, len(both), size=(resamples, len(both)))
+    cols = [both[c].to_numpy()[idx].sum(1) for c in ("a_own", f"{time}_own", "a_other", f"{time}_other")]
+    ratios = (cols[0] / cols[1]) / (cols[2] / cols[3])
+    return ratio, (float(np.percentile(ratios, 2.5)), float(np.percentile(ratios, 97.5)))

@@ -219,7 +219,7 @@ def regime_budget_curve(pair, regime: Regime, items: list, max_new_tokens: int, 
     machine the same replay as the Figure 1(c) notebook's."""
     lines = replay_prompts(regime.pair_for(pair, items[0].task), "ddtree", max(grid), items, out,
                            replay_spec(regime, grid, max_new_tokens))
-    return budget_curve(records_of(lines), grid, regime.profile)
+    return budget_curve(records_of(lines), grid, regime.profile, round_prompts(lines))
 
 
 def regime_replay(pair, regime: Regime, items: list, max_new_tokens: int, grid: list[int], out,

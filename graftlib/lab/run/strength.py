@@ -8,8 +8,9 @@ greedy AR's tokens, modeled, never timed):
     that at the chain's first miss the true token is the drafter's rank-1 sibling as often as a real DFlash
     drafter's (`REAL_DFLASH`: 37%). Neither depends on lam or tau (both act past the first miss or on no top-1).
   - tau (`fit_temperature`): mean top-1 probability = top-1 accuracy over the chain's blocks.
-  - lam (`fit_lam`): after the greedy path took the rank-1 sibling, the next depth's top-1 right as often as a
-    real drafter's (22%), over DDTree@`PAPER_BUDGET`'s walked rounds.
+  - lam (`fit_lam`), over DDTree@`PAPER_BUDGET`'s walked rounds, by the calibration's pin (`PINS`): after the
+    greedy path took the rank-1 sibling, the next depth's top-1 right as often as a real drafter's (22%;
+    `own-spine`), or DDTree's MAT at the paper's (`pinned`, with s, kappa, tau kept from `own-spine`).
 Validation, on the eval prompts a bench reports (never fitted on): the chain's MAT; DDTree@`PAPER_BUDGET`'s MAT
 beside the paper's DDTree MAT (a prediction); the spine's continuation against a real drafter's 65-84%; the
 true token in the drafter's top-3 at the first miss against 58%; all beside the real embedded drafter's and,
@@ -40,6 +41,31 @@ TASKS = ("gsm8k", "math500", "mbpp", "humaneval", "swe-bench", "alpaca")  # Tabl
 # 37% of the time and in the top-3 58%; after a sibling the next depth's top-1 is right 22%, on the spine 65-84%.
 REAL_DFLASH = {"first_miss_rank1": 0.37, "first_miss_top3": 0.58, "sibling_continuation": 0.22,
                "spine_continuation": (0.65, 0.84)}
+# What lam is fitted to: the public sibling continuation (the `own-spine` calibration), or the paper's DDTree MAT at
+# `PAPER_BUDGET` (`pinned`: the paper's tree gain over its chain; the sibling rate is then a check, not a fit).
+PINS = {"sibling": "the next depth's top-1 after a rank-1 sibling at a real DFlash drafter's rate",
+        "tree": "DDTree's MAT at the paper's, Table 1 (Qwen3-8B)"}
+
+
+@dataclass(frozen=True)
+class StrengthFit:
+    """A calibration's protocol: prompts fitted on (validation) and validated on (eval), each `max_new_tokens`
+    long; `pin` (`PINS`); `shape_from`: a calibration whose s, kappa and tau a task keeps (they do not depend on
+    lam, so a `tree` pin refits lam alone); `compare`: an earlier calibration validated beside it."""
+
+    n_prompts: int = 10
+    max_new_tokens: int = 128
+    pin: str = "sibling"
+    shape_from: TaskStrengths | None = None
+    compare: TaskStrengths | None = None
+
+    def __post_init__(self):
+        require(self.pin in PINS, f"unknown strength pin {self.pin!r}: one of {', '.join(PINS)}")
+
+    @property
+    def key(self) -> str:
+        shape = f"/shape-{self.shape_from.id}" if self.shape_from else ""
+        return f"{self.n_prompts}x{self.max_new_tokens}/{self.pin}{shape}"
 
 
 @dataclass
@@ -141,11 +167,12 @@ def _solve(at, goal: float, rising: bool, tol: float, steps: int) -> dict:
     regula falsi inside the bracket, at most `steps` points past the two ends. Returns the closest point's at(x)
     and "x", with "bound" where an end already passes the goal."""
     sign = 1.0 if rising else -1.0
-    lo, hi = {"x": 0.0, **at(0.0)}, {"x": 1.0, **at(1.0)}
-    if sign * (goal - lo["value"]) <= 0:
-        return {**lo, "bound": "the goal lies past x = 0"}
+    hi = {"x": 1.0, **at(1.0)}  # first: a goal past x = 1 needs no other point
     if sign * (goal - hi["value"]) >= 0:
         return {**hi, "bound": "the goal lies past x = 1"}
+    lo = {"x": 0.0, **at(0.0)}
+    if sign * (goal - lo["value"]) <= 0:
+        return {**lo, "bound": "the goal lies past x = 0"}
     best = min((lo, hi), key=lambda r: abs(r["value"] - goal))
     for _ in range(steps):
         x = lo["x"] + (goal - lo["value"]) * (hi["x"] - lo["x"]) / (hi["value"] - lo["value"])
@@ -228,17 +255,21 @@ def fit_temperature(pair, strength: Strength, w: Walked, steps: int = 30) -> dic
             "real_confidence": real_conf, "real_accuracy": real_acc}
 
 
-def fit_lam(pair, strength: Strength, w: Walked, sibling: float, budget: int = PAPER_BUDGET, tol: float = 0.03,
+def fit_lam(pair, strength: Strength, w: Walked, goal: float, pin: str = "sibling", budget: int = PAPER_BUDGET,
             steps: int = 2) -> dict:
-    """lam at which, over DDTree@`budget`'s walked rounds, the next depth's top-1 is right after a rank-1 sibling
-    as often as `sibling` (`_solve`; the rate rises with lam): {"lam", "sibling", "cases"}, "bound" where no lam
-    in [0, 1] reaches it."""
+    """lam at which, over DDTree@`budget`'s walked rounds on `w` (`_solve`; both rise with lam), `PINS[pin]` holds:
+    the next depth's top-1 right after a rank-1 sibling as often as `goal` ("sibling"), or the tree's MAT at `goal`
+    ("tree", within 2%). {"lam", "sibling", "mat", "cases"}, "bound" where no lam in [0, 1] reaches it."""
+    require(pin in PINS, f"unknown strength pin {pin!r}: one of {', '.join(PINS)}")
+
     def at(lam: float) -> dict:
         stats = run_stats(pair, replace(strength, lam=lam), "ddtree", budget, w)
-        return {"value": stats["sibling"]["rate"], "cases": stats["sibling"]["cases"]}
+        rate = stats["sibling"]["rate"]
+        return {"value": stats["mat"] if pin == "tree" else rate, "sibling": rate, "mat": stats["mat"],
+                "cases": stats["sibling"]["cases"]}
 
-    r = _solve(at, sibling, rising=True, tol=tol, steps=steps)
-    return {"lam": r["x"], "sibling": r["value"], "cases": r["cases"],
+    r = _solve(at, goal, rising=True, tol=0.02 * goal if pin == "tree" else 0.03, steps=steps)
+    return {"lam": r["x"], "sibling": r["sibling"], "mat": r["mat"], "cases": r["cases"],
             **({"bound": r["bound"]} if "bound" in r else {})}
 
 
@@ -256,62 +287,72 @@ def _validation(pair, strength: Strength, ev: Walked) -> dict:
             "continuation": {"spine": tree["spine"], "sibling": tree["sibling"]}, "first_miss": tree["first_miss"]}
 
 
-def calibrate_task(pair, task: str, n_prompts: int, max_new_tokens: int, compare: Strength | None = None,
-                   log=print) -> dict:
-    """One task's calibration (module doc): the fitted `Strength`, its fits and its validation beside the paper's,
-    the public real drafter's, the real embedded drafter's and `compare`'s (an earlier construction's)."""
-    paper = TABLE1[PAPER_MODEL]
-    require(task in paper["DFlash"], f"task {task!r} has no DFlash row in the paper's Table 1")
-    t0 = time.time()
-    split = fit_split(task, n_prompts)
-    val = walked_prompts(pair, task, split, n_prompts, max_new_tokens)
+def _shape(pair, task: str, val: Walked, fit: StrengthFit, log) -> tuple[Strength, dict]:
+    """s, kappa and tau of `task` (module doc), or `fit.shape_from`'s: (the strength at lam = 1, its fits)."""
+    paper, t0 = TABLE1[PAPER_MODEL], time.time()
+    if fit.shape_from is not None:
+        kept = fit.shape_from.of(task)
+        chain = mat(walked_rounds(pair, chain_strength(kept), "dflash", chain_budget(pair), val))
+        return replace(kept, lam=1.0), {"shape": {"kept_from": fit.shape_from.describe(), "mat": chain}}
     shape = fit_shape(pair, val, paper["DFlash"][task][0], REAL_DFLASH["first_miss_rank1"])
     log(f"{task}: s {shape['s']:.3f}, kappa {shape['kappa']:.3f} ({time.time() - t0:.0f} s)")
     temp = fit_temperature(pair, Strength(shape["s"], kappa=shape["kappa"]), val)
-    lam = fit_lam(pair, Strength(shape["s"], temp["tau"], kappa=shape["kappa"]), val,
-                  REAL_DFLASH["sibling_continuation"])
-    fitted = Strength(shape["s"], temp["tau"], lam["lam"], shape["kappa"])
+    return Strength(shape["s"], temp["tau"], kappa=shape["kappa"]), {"shape": shape, "calibration": temp}
+
+
+def calibrate_task(pair, task: str, fit: StrengthFit = StrengthFit(), log=print) -> dict:
+    """One task's calibration (module doc): the fitted `Strength`, its fits and its validation beside the paper's,
+    the public real drafter's, the real embedded drafter's and `fit.compare`'s (an earlier construction's)."""
+    paper = TABLE1[PAPER_MODEL]
+    require(task in paper["DFlash"], f"task {task!r} has no DFlash row in the paper's Table 1")
+    t0 = time.time()
+    split = fit_split(task, fit.n_prompts)
+    val = walked_prompts(pair, task, split, fit.n_prompts, fit.max_new_tokens)
+    shape, fits = _shape(pair, task, val, fit, log)
+    goal = paper["DDTree"][task][0] if fit.pin == "tree" else REAL_DFLASH["sibling_continuation"]
+    lam = fit_lam(pair, shape, val, goal, fit.pin, steps=4 if fit.pin == "tree" else 2)
+    fitted = replace(shape, lam=lam["lam"])
     log(f"{task}: tau {fitted.tau:.3f}, lam {fitted.lam:.3f} ({time.time() - t0:.0f} s); validating on eval prompts")
-    ev = walked_prompts(pair, task, "eval", n_prompts, max_new_tokens)
+    ev = walked_prompts(pair, task, "eval", fit.n_prompts, fit.max_new_tokens)
     calibrated, real = _validation(pair, fitted, ev), _validation(pair, Strength(0.0), ev)
     row = {"s": fitted.s, "tau": fitted.tau, "lam": fitted.lam, "kappa": fitted.kappa, "fitted_on": split,
-           "fit": {"shape": shape, "lam": lam}, "calibration": temp,
-           "paper_chain_mat": paper["DFlash"][task][0], "chain_mat_val": shape["mat"],
+           "pin": fit.pin, "fit": {"shape": fits["shape"], "lam": lam}, "calibration": fits.get("calibration"),
+           "paper_chain_mat": paper["DFlash"][task][0], "chain_mat_val": fits["shape"]["mat"],
+           "ddtree_mat_val": lam["mat"],
            "chain_mat_eval": calibrated["chain_mat_eval"], "real_chain_mat_eval": real["chain_mat_eval"],
            "ddtree_mat_eval": calibrated["ddtree_mat_eval"],
            "real_ddtree_mat_eval": real["ddtree_mat_eval"], "paper_ddtree_mat": paper["DDTree"][task][0],
            "continuation": {"real": real["continuation"], "calibrated": calibrated["continuation"]},
            "first_miss": {"real": real["first_miss"], "calibrated": calibrated["first_miss"]}}
-    if compare is not None:
-        row["compared"] = {**asdict(compare), **_validation(pair, compare, ev)}
+    if fit.compare is not None:
+        row["compared"] = {**asdict(fit.compare.of(task)), **_validation(pair, fit.compare.of(task), ev)}
     return {**row, "seconds": round(time.time() - t0, 1)}
 
 
-def calibrate_tasks(pair, tasks=TASKS, n_prompts: int = 10, max_new_tokens: int = 128, out: Path | None = None,
-                    command: str = "", compare: TaskStrengths | None = None, log=print) -> dict:
+def calibrate_tasks(pair, tasks=TASKS, fit: StrengthFit = StrengthFit(), out: Path | None = None, command: str = "",
+                    log=print) -> dict:
     """`calibrate_task` per task, written to `out` after each task (a rerun keeps the tasks done)."""
     done = json.loads(Path(out).read_text()) if out and Path(out).is_file() else {}
     done = done.get("tasks", {}) if done.get("schema") == SCHEMA else {}
     table = {}
     for task in tasks:
-        key = f"{task}/{n_prompts}x{max_new_tokens}"
+        key = f"{task}/{fit.key}"
         if done.get(task, {}).get("key") == key:
             table[task] = done[task]
             continue
-        table[task] = {"key": key, **calibrate_task(pair, task, n_prompts, max_new_tokens,
-                                                    compare.of(task) if compare else None, log)}
+        table[task] = {"key": key, **calibrate_task(pair, task, fit, log)}
         log(format_row(task, table[task]))
         if out:
-            write_json_atomic(out, document(pair, table, n_prompts, max_new_tokens, command))
-    return document(pair, table, n_prompts, max_new_tokens, command)
+            write_json_atomic(out, document(pair, table, fit, command))
+    return document(pair, table, fit, command)
 
 
-def document(pair, table: dict, n_prompts: int, max_new_tokens: int, command: str) -> dict:
+def document(pair, table: dict, fit: StrengthFit, command: str) -> dict:
     return {"schema": SCHEMA, "construction": "graftlib.models.strength (mixture toward the target along the "
             "drafter's own spine)", "pair": pair.identity().to_dict(), "paper_model": PAPER_MODEL,
-            "real_dflash": REAL_DFLASH, "fitted_on": "val", "validated_on": "eval", "prompts": n_prompts,
-            "max_new_tokens": max_new_tokens, "paper_budget": PAPER_BUDGET, "command": command,
-            "date": time.strftime("%Y-%m-%d"), "tasks": table}
+            "real_dflash": REAL_DFLASH, "pin": fit.pin, "lam_fitted_to": PINS[fit.pin], "fitted_on": "val",
+            "validated_on": "eval", "prompts": fit.n_prompts, "max_new_tokens": fit.max_new_tokens,
+            "paper_budget": PAPER_BUDGET, "command": command, "date": time.strftime("%Y-%m-%d"), "tasks": table}
 
 
 def format_row(task: str, r: dict) -> str:
@@ -334,8 +375,12 @@ def add_parser(sub) -> None:
     p.add_argument("--n-prompts", type=int, default=10, help="validation prompts fitted on, eval prompts validated on")
     p.add_argument("--max-new-tokens", type=int, default=128)
     p.add_argument("--out", default="results/strength.json", help="the strength file (resumable by task)")
-    p.add_argument("--compare", default=None, metavar="FILE", help="an earlier drafter-strength file whose "
-                   "construction is validated beside the new one on the same eval prompts")
+    p.add_argument("--compare", default=None, metavar="NAME|FILE", help="an earlier drafter-strength calibration "
+                   "whose construction is validated beside the new one on the same eval prompts")
+    p.add_argument("--pin", default="sibling", choices=list(PINS), help="what lam is fitted to: the public sibling "
+                   "continuation (own-spine) or the paper's DDTree MAT (pinned)")
+    p.add_argument("--shape-from", default=None, metavar="NAME|FILE", help="keep each task's s, kappa and tau from "
+                   "this calibration (they do not depend on lam) and fit lam alone")
     p.set_defaults(func=run)
 
 
@@ -347,7 +392,9 @@ def run(args) -> int:
     pair = load_pair(args.target, args.drafter, args.device, args.device_map, dtype=args.dtype)
     given = sys.argv[1:2] == ["calibrate-strength"]
     command = "graft " + " ".join(sys.argv[1:]) if given else "graft calibrate-strength"
-    compare = TaskStrengths(args.compare) if args.compare else None
-    calibrate_tasks(pair, args.tasks, args.n_prompts, args.max_new_tokens, Path(args.out), command, compare)
+    fit = StrengthFit(args.n_prompts, args.max_new_tokens, args.pin,
+                      TaskStrengths(args.shape_from) if args.shape_from else None,
+                      TaskStrengths(args.compare) if args.compare else None)
+    calibrate_tasks(pair, args.tasks, fit, Path(args.out), command)
     print(f"written to {args.out}")
     return 0
