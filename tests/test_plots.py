@@ -148,13 +148,13 @@ def test_the_claims_figure_names_its_regimes_the_construction_and_its_colours():
                       "paper+acceptance counts": ["1 task x 10 prompts x 128 tokens"]}, index=["C1"])
     cols, heads = claims.claims_columns(C)
     assert cols == ["machine wall-clock", "paper+acceptance modeled"]
-    assert heads == ["this machine, wall clock", "paper's costs + acceptance (drafter-strength construction), modeled"]
+    assert heads == ["this machine, wall clock", "paper's costs + acceptance (construction: own-spine), modeled"]
     assert claims.claims_counts(C, "C1") == ("this machine: 3 tasks x 10 prompts x 128 tokens; paper's costs + "
-                                            "acceptance (drafter-strength construction): 1 task x 10 prompts x 128 "
+                                            "acceptance (construction: own-spine): 1 task x 10 prompts x 128 "
                                             "tokens")
     fig = claims.plot_claims(C, "claims")
     drawn = " ".join(" ".join(c.get_text().get_text().split()) for c in fig.axes[0].tables[0].get_celld().values())
-    assert "drafter-strength construction" in drawn
+    assert "construction: own-spine" in drawn
     (key,) = fig.legends
     assert [t.get_text() for t in key.get_texts()] == list(claims.VERDICT_COLOURS)
 

@@ -322,8 +322,12 @@ def test_the_paper_acceptance_regime_takes_the_parts_fitted_on_the_construction(
     from graftlib.lab.run.regimes import paper_acceptance
 
     repo, assets = ShippedAssets(), ShippedAssets(tmp_path)
-    with pytest.raises(GraftError, match="graft prepare --strength .* --task-scorers gsm8k --ship"):
+    with pytest.raises(GraftError, match="graft prepare --strength own-spine --task-scorers gsm8k --ship"):
         paper_acceptance(assets=assets)
+    with pytest.raises(GraftError, match="unknown drafter-strength calibration 'wide' for the third regime"):
+        paper_acceptance(calibration="wide")
+    with pytest.raises(GraftError, match=r"the paper\+pinned regime's parts are missing \(.*paper-acceptance-pinned"):
+        paper_acceptance(calibration="pinned", assets=assets)
     r = paper_acceptance(assets=repo)
     assert r.scorer() == str(repo.tdes("paper-acceptance")) and r.scorer("x.safetensors") == r.scorer()
     assert r.scorer(task="gsm8k") == str(repo.tdes("paper-acceptance-gsm8k"))
@@ -340,3 +344,32 @@ def test_every_figure_claim_has_one_rule_and_the_docs_table_it():
     usage = (Path(__file__).resolve().parent.parent / "docs" / "usage.md").read_text()
     for item, rule in VERDICT_RULES.items():
         assert f"| {item} | {FIGURE_CLAIMS[item][1]} | {rule} |" in usage, item
+
+
+def test_the_robust_column_names_a_verdict_only_where_every_calibration_gives_it():
+    from graftlib.lab.report.regime_tables import budget_set, robust_column
+
+    names = ["paper+acceptance", "paper+pinned", "paper+true-path"]
+    C = pd.DataFrame({"source": ["Table 1"] * 3, "paper": ["x"] * 3,
+                      "paper+acceptance modeled": ["reproduced (1.3x)", "inside noise (1.0x)", "reproduced (2x)"],
+                      "paper+pinned modeled": ["reproduced (1.4x)", "direction only (1.1x)", None],
+                      "paper+true-path modeled": ["reproduced (1.5x)", "opposite (0.9x)", "reproduced (2x)"]},
+                     index=["C1", "C2", "C3"])
+    R = robust_column(C, names)
+    assert R.at["C1", "paper+acceptance robust"] == "reproduced"
+    assert R.at["C2", "paper+acceptance robust"] == ("depends on the drafter's tree gain (paper+acceptance: inside "
+                                                     "noise; paper+pinned: direction only; paper+true-path: opposite)")
+    assert pd.isna(R.at["C3", "paper+acceptance robust"])  # a calibration without the cell decides nothing
+    with pytest.raises(GraftError, match="the robust column needs the columns"):
+        robust_column(C.drop(columns="paper+pinned modeled"), names)
+    assert budget_set([32, 48, 64, 80, 96, 128]) == "B in {32, 48, 64, 80, 96, 128} (the paper's set)"
+    assert budget_set([2, 0, 4]) == "B in {0 (AR step), 2, 4}"
+
+
+def test_every_third_regime_is_named_by_its_calibration():
+    from graftlib.lab.run.regimes import ACCEPTANCE_REGIMES, named
+    from graftlib.models.strength import CALIBRATIONS
+
+    assert set(ACCEPTANCE_REGIMES.values()) == set(CALIBRATIONS)
+    r = named("machine,paper+acceptance", None)["paper+acceptance"]
+    assert r.name == "paper+acceptance" and "own-spine" in r.label and r.suffix == "_paper_acceptance"

@@ -19,7 +19,7 @@ from tiny import write_drafter_dir, write_target_dir
 
 from graftlib.cli import main
 from graftlib.core.errors import GraftError
-from graftlib.inputs.artifacts import ShippedAssets, check_shipped
+from graftlib.inputs.artifacts import ArtifactDir, ShippedAssets, check_shipped
 from graftlib.methods.saba_params import SabaParams
 from graftlib.methods.tdes import scorer_config, scorer_id
 from graftlib.models.pair import PairId, load_pair
@@ -397,6 +397,14 @@ def test_prepare_on_the_strength_construction_fits_every_part_on_it_and_ships_as
     assert SabaParams.load(assets.saba_paper_acceptance).id == m["steps"]["saba-paper"]["id"]
     assert scorer_id(assets.acceptance_scorers()["gsm8k"]) == m["steps"]["tdes-gsm8k"]["id"]
     assert check_shipped(assets, pair.identity()) == []
+    # fitted on another shipped calibration: its parts ship under that calibration's names, beside own-spine's
+    from graftlib.training.ship import shipments
+
+    pinned = {**m, "strength": {**m["strength"],
+                                "strength_file": "graftlib/assets/strength/paper-qwen3-8b-pinned.json"}}
+    names = {dest.relative_to(assets.root).as_posix() for _, dest in shipments(ArtifactDir(out), pinned, assets)}
+    assert names == {"saba/paper-acceptance-pinned.json", "tdes/paper-acceptance-pinned.safetensors",
+                     "tdes/paper-acceptance-pinned-gsm8k.safetensors"}
 
 
 def test_a_folder_of_another_drafter_strength_is_refused(folder, tiny_pair, tmp_path):

@@ -10,8 +10,9 @@ construction (`graftlib.models.strength`), without saba.json: a construction is 
 
 The shipped artifacts (`ShippedAssets`, a root that defaults to graftlib/assets and is a parameter so
 tests never write into the repository): tdes/<name>.safetensors + .json (`default`: all tasks, `gsm8k`:
-GSM8K only; `paper-acceptance` and `paper-acceptance-gsm8k`: the same on the construction), saba/default.json,
-saba/paper-a100.json and saba/paper-acceptance.json (the construction's), all fitted for the embedded pair (`make
+GSM8K only; `paper-acceptance` and `paper-acceptance-gsm8k`: the same on the construction, `acceptance_name`
+for each of its calibrations), saba/default.json, saba/paper-a100.json and saba/paper-acceptance[-<calibration>].json
+(the construction's), all fitted for the embedded pair (`make
 artifacts` refreshes them from one `graft prepare` folder, `graftlib.training.ship`). `check_shipped`
 lists every shipped scorer or calibration that records no pair or another pair than the embedded one (by
 fingerprints, so a retrained drafter makes every artifact fitted for the old one show up).
@@ -32,6 +33,12 @@ from graftlib.models.pair import PairId
 
 MANIFEST_SCHEMA = "graft-artifacts/1"
 ACCEPTANCE = "paper-acceptance"  # the shipped names of the parts fitted on the drafter-strength construction
+
+
+def acceptance_name(calibration: str | None = "own-spine") -> str:
+    """The shipped name of GRAFT's parts fitted on a drafter-strength calibration (`models.strength.CALIBRATIONS`):
+    `paper-acceptance` for `own-spine` (and a calibration of no shipped name), `paper-acceptance-<name>` else."""
+    return ACCEPTANCE if calibration in (None, "own-spine") else f"{ACCEPTANCE}-{calibration}"
 
 
 @dataclass(frozen=True)
@@ -93,11 +100,17 @@ class ShippedAssets:
     @property
     def saba_paper_acceptance(self) -> Path:
         """SABA on the paper's grid under its A100 costs, fitted on the drafter-strength construction."""
-        return self.root / "saba" / f"{ACCEPTANCE}.json"
+        return self.saba_acceptance()
 
-    def acceptance_scorers(self) -> dict[str, Path]:
-        """The TDES scorers fitted on the construction: "default" (all tasks) and "gsm8k" (Figure 5)."""
-        return {"default": self.tdes(ACCEPTANCE), "gsm8k": self.tdes(f"{ACCEPTANCE}-gsm8k")}
+    def saba_acceptance(self, calibration: str | None = "own-spine") -> Path:
+        """SABA on the paper's grid under its A100 costs, fitted on the construction at `calibration`."""
+        return self.root / "saba" / f"{acceptance_name(calibration)}.json"
+
+    def acceptance_scorers(self, calibration: str | None = "own-spine") -> dict[str, Path]:
+        """The TDES scorers fitted on the construction at `calibration`: "default" (all tasks) and "gsm8k"
+        (Figure 5)."""
+        name = acceptance_name(calibration)
+        return {"default": self.tdes(name), "gsm8k": self.tdes(f"{name}-gsm8k")}
 
     def calibrations(self) -> list[Path]:
         """Every shipped SABA calibration: default.json (this CPU's) and those deciding under another

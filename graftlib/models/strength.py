@@ -233,8 +233,8 @@ def strength_file(name_or_path: str | Path) -> Path:
 
 
 def calibration_name(path: str | Path) -> str | None:
-    """The name of a shipped calibration's file, or None for any other file."""
-    return next((n for n, f in CALIBRATIONS.items() if Path(path).resolve() == (STRENGTH_DIR / f).resolve()), None)
+    """The name of a shipped calibration's file (as a path, or as a record's portable one), or None for any other."""
+    return next((n for n, f in CALIBRATIONS.items() if Path(path).parts[-2:] == ("strength", f)), None)
 
 
 class TaskStrengths:

@@ -4,7 +4,8 @@
 one `graft prepare --task-scorers gsm8k --ship` folder: tdes.* -> tdes/default.*, tdes-<task>.* -> tdes/<task>.*,
 saba.json -> saba/default.json, saba-paper-a100.json -> saba/paper-a100.json, each JSON given a `shipped`
 record (folder, drafter weights id, the regenerating command). A folder fitted on the drafter-strength
-construction (`graft prepare --strength FILE`) ships as tdes/paper-acceptance[-<task>].* and saba/paper-acceptance.json.
+construction (`graft prepare --strength NAME`) ships as tdes/paper-acceptance[-<calibration>][-<task>].* and
+saba/paper-acceptance[-<calibration>].json (no calibration part for `own-spine`, `artifacts.acceptance_name`).
 
 Invariants: only the embedded pair's finished folder ships (another pair's is refused by name, nothing
 written); files are staged as `.partial` and renamed together, so a failure leaves the assets as they were;
@@ -29,11 +30,12 @@ from safetensors.torch import load_file, save_file
 from graftlib.core.errors import require
 from graftlib.core.paths import portable
 from graftlib.core.records import read_json_object
-from graftlib.inputs.artifacts import ACCEPTANCE, ArtifactDir, ShippedAssets
+from graftlib.inputs.artifacts import ArtifactDir, ShippedAssets, acceptance_name
 from graftlib.methods.tdes import scorer_config, scorer_paths
 from graftlib.models.dflash2 import pack_selector
 from graftlib.models.drafter import EMBEDDED_DRAFTER, EMBEDDED_DRAFTER_DIR, SELECTOR_FILE
 from graftlib.models.pair import PairId
+from graftlib.models.strength import calibration_name
 from graftlib.models.target import EMBEDDED_TARGET
 from graftlib.training.drafter.eval_anchors import REFERENCE, check_reference, training_record
 
@@ -72,12 +74,14 @@ def _manifest(d: ArtifactDir, embedded: PairId) -> dict:
 
 def shipments(d: ArtifactDir, manifest: dict, assets: ShippedAssets) -> list[tuple[Path, Path]]:
     """(source weights or JSON, destination) of every artifact the folder ships (module doc); a folder fitted on the
-    drafter-strength construction ships under the names `ACCEPTANCE` and `ACCEPTANCE-<task>`."""
+    drafter-strength construction ships under its calibration's names (`artifacts.acceptance_name`, and its
+    `-<task>` scorers)."""
     tasks = [s["task"] for step, s in sorted(manifest["steps"].items()) if step.startswith("tdes-")]
     if manifest.get("strength"):
-        return ([(d.tdes, assets.tdes(ACCEPTANCE))] + [(d.task_tdes(t),
-                                                        assets.tdes(f"{ACCEPTANCE}-{t}")) for t in tasks]
-                + [(d.saba_paper, assets.saba_paper_acceptance)])
+        calibration = calibration_name(manifest["strength"]["strength_file"])
+        name = acceptance_name(calibration)
+        return ([(d.tdes, assets.tdes(name))] + [(d.task_tdes(t), assets.tdes(f"{name}-{t}")) for t in tasks]
+                + [(d.saba_paper, assets.saba_acceptance(calibration))])
     scorers = [(d.tdes, assets.tdes("default"))] + [(d.task_tdes(t), assets.tdes(t)) for t in tasks]
     paper = [(d.saba_paper, assets.saba_paper)] if "saba-paper" in manifest["steps"] else []
     return scorers + [(d.saba, assets.saba)] + paper

@@ -197,6 +197,38 @@ def claims_table(rows: dict[str, list[dict]], regimes: dict[str, Regime]):
     return pd.DataFrame.from_dict(table, orient="index")
 
 
+def budget_set(grid) -> str:
+    """A budget set named by what it is: "B in {0 (AR step), 2, ..., 32}" (its ends and count beside the paper's
+    Figure 6 set, which it is only where equal)."""
+    g = sorted(grid)
+    inner = ", ".join(("0 (AR step)" if b == 0 else str(b)) for b in g)
+    own = " (the paper's set)" if tuple(g) == tuple(FIGURE6["budgets"]) else ""
+    return f"B in {{{inner}}}{own}"
+
+
+def robust_column(C, names: list[str], label: str = "paper+acceptance robust"):
+    """`C` (a claims table, `claims_by_regime` / `figure_claims`) with a column `label` across the regimes `names`
+    (one per drafter-strength calibration, their modeled figure): the verdict word where every one of them gives
+    the same, else "depends on the drafter's tree gain (<regime>: <verdict>; ...)"; None where a claim lacks one
+    of the cells. Returns a new table."""
+    cols = [f"{n} modeled" for n in names]
+    require(all(c in C.columns for c in cols), f"the robust column needs the columns {', '.join(cols)}")
+
+    def word(cell) -> str | None:
+        return cell.split(" (")[0] if isinstance(cell, str) else None
+
+    def robust(row) -> str | None:
+        words = [word(row[c]) for c in cols]
+        if any(w is None for w in words):
+            return None
+        if len(set(words)) == 1:
+            return words[0]
+        return "depends on the drafter's tree gain (" + "; ".join(f"{n}: {w}" for n, w in zip(names, words,
+                                                                                          strict=True)) + ")"
+
+    return C.assign(**{label: C.apply(robust, axis=1)})
+
+
 def against_fixed(rows: list[dict]) -> dict:
     """Figure 6's rows (`regime_oracle`) against one budget every round: SABA's mean retained oracle
     throughput, the best fixed budget's chosen after the fact (and its mean), SABA / best fixed pooled over

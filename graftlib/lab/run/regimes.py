@@ -9,7 +9,9 @@ best). The regimes (`graftlib.lab.report.regime_tables.Regime`):
                     gain on the paper's grid under them; budgets of the paper's order; the DFlash-drafted
                     runs walked along AR's tokens (`graftlib.core.ar_path`): modeled only;
   paper+acceptance  the paper regime with the DFlash drafter at the strength calibrated per task to the
-                    paper's chain MAT (`graftlib.models.strength`, a construction; modeled only).
+                    paper's chain MAT (`graftlib.models.strength`, a construction; modeled only), `own-spine`;
+  paper+pinned      the same with the `pinned` calibration (the paper's tree gain too), and paper+true-path
+                    with `true-path` (`ACCEPTANCE_REGIMES`).
 `named` builds the ones a notebook's `regime_names` names. `regime_records` runs Tables 1-2's runs
 (`regime_runs`) over tasks into one file per regime, which the Table 1, Table 2, Figure 1(b) and
 paper_regime notebooks share (same parameters, same setting: one decodes, the others read). Sweeps:
@@ -19,6 +21,7 @@ where it walks).
 """
 
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 
 from graftlib.core.errors import require
@@ -31,7 +34,7 @@ from graftlib.lab.run.bench import BenchSpec, Run, run_bench, task_prompts
 from graftlib.lab.run.costs.machine_costs import deciding
 from graftlib.methods.registry import AR_METHODS, REGISTRY, SHIPPED_INPUTS, MethodInputs
 from graftlib.methods.saba_params import SabaParams, default_params
-from graftlib.models.strength import STRENGTH_PATH, TaskStrengths
+from graftlib.models.strength import TaskStrengths, strength_file
 from graftlib.training.graft.replay import (
     ReplaySpec,
     oracle_rows,
@@ -69,20 +72,31 @@ def paper(budgets=(8, 16, 32, 64, 128, 256), cap: int = 512, budget: int | None 
                   tuple(budgets), budget, cap, (15,), True)
 
 
+ACCEPTANCE_REGIMES = {"paper+acceptance": "own-spine", "paper+pinned": "pinned", "paper+true-path": "true-path"}
+# the third regime per drafter-strength calibration (`models.strength.CALIBRATIONS`): the same costs and chain
+# acceptance, the tree's gain over the chain as each calibration gives it; `paper+acceptance` is the first drawn
+
+
 def paper_acceptance(budgets=(8, 16, 32, 64, 128, 256), cap: int = 512, budget: int | None = None,
-                     strength_path: str | Path = STRENGTH_PATH, assets: ShippedAssets | None = None) -> Regime:
+                     calibration: str = "own-spine", assets: ShippedAssets | None = None) -> Regime:
     """The paper's costs and acceptance: the paper regime with the DFlash drafter at the strength calibrated per
-    task to the paper's chain MAT (`graftlib.lab.run.strength`), a construction, and GRAFT's parts fitted on that
-    construction (`graft prepare --strength FILE --ship`: the TDES scorers and SABA's calibration shipped as
-    `paper-acceptance`); EAGLE-3 / OPT-Tree keep the real drafter. Modeled only."""
+    task to the paper's chain MAT (`graftlib.lab.run.strength`; `calibration`: a shipped calibration's name), a
+    construction, and GRAFT's parts fitted on that construction (`graft prepare --strength NAME --ship`: the TDES
+    scorers and SABA's calibration shipped as `artifacts.acceptance_name(calibration)`); EAGLE-3 / OPT-Tree keep the
+    real drafter. Named by `ACCEPTANCE_REGIMES`. Modeled only."""
+    name = next((n for n, c in ACCEPTANCE_REGIMES.items() if c == calibration), None)
+    require(name is not None, f"unknown drafter-strength calibration {calibration!r} for the third regime: the names "
+            f"are {', '.join(ACCEPTANCE_REGIMES.values())}")
     base, assets = paper(budgets, cap, budget), assets or ShippedAssets()
-    scorers = {k: str(v) for k, v in assets.acceptance_scorers().items()}
-    missing = [portable(p) for p in (assets.saba_paper_acceptance, *scorers.values()) if not Path(p).is_file()]
-    require(not missing, f"the paper+acceptance regime's parts are missing ({', '.join(missing)}): make them with "
-            f"`graft prepare --strength {portable(strength_path)} --task-scorers gsm8k --ship`")
-    return replace(base, name="paper+acceptance", label="the paper's A100 costs and acceptance (a construction): "
-                   "modeled", strength=TaskStrengths(strength_path).table, tdes=scorers,
-                   saba=with_costs(SabaParams.load(assets.saba_paper_acceptance), base.profile))
+    scorers = {k: str(v) for k, v in assets.acceptance_scorers(calibration).items()}
+    saba = assets.saba_acceptance(calibration)
+    missing = [portable(p) for p in (strength_file(calibration), saba, *scorers.values()) if not Path(p).is_file()]
+    require(not missing, f"the {name} regime's parts are missing ({', '.join(missing)}): make them with `graft "
+            f"calibrate-strength` (docs/strength.md), then `graft prepare --strength {calibration} --task-scorers "
+            "gsm8k --ship`")
+    return replace(base, name=name, label=f"the paper's A100 costs and acceptance (a construction, {calibration}): "
+                   "modeled", strength=TaskStrengths(calibration).table, tdes=scorers,
+                   saba=with_costs(SabaParams.load(saba), base.profile))
 
 
 def pick(names: str, regimes: dict[str, Regime], required: str | None = None) -> dict[str, Regime]:
@@ -112,11 +126,13 @@ class RegimeBudgets:
 def named(names: str, costs: CostProfile | None = None, sizes: RegimeBudgets = RegimeBudgets(),
           required: str = "machine") -> dict[str, Regime]:
     """The regimes a notebook's `regime_names` parameter names (`pick`), built from its budgets `sizes`: this
-    machine's (priced and decided by `costs`), the paper's costs, the paper's costs and acceptance."""
+    machine's (priced and decided by `costs`), the paper's costs, the paper's costs and acceptance under each
+    drafter-strength calibration (`ACCEPTANCE_REGIMES`)."""
     s = sizes
     builders = {"machine": lambda: machine(s.budgets, s.cap, s.chains, s.budget, costs),
                 "paper": lambda: paper(s.paper_budgets, s.paper_cap),
-                "paper+acceptance": lambda: paper_acceptance(s.paper_budgets, s.paper_cap)}
+                **{name: partial(paper_acceptance, s.paper_budgets, s.paper_cap, calibration=c)
+                   for name, c in ACCEPTANCE_REGIMES.items()}}
     return {name: builders[name]() for name in pick(names, dict.fromkeys(builders), required)}
 
 

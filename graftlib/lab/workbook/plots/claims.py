@@ -4,7 +4,8 @@
 import textwrap
 
 VERDICT_COLOURS = {"reproduced": "#a1d99b", "direction only": "#e5f5e0", "inside noise": "#e0e0e0",
-                   "opposite": "#fcbba1", "not tested": "#ffffff"}
+                   "opposite": "#fcbba1", "not tested": "#ffffff",
+                   "depends on the drafter's tree gain": "#fff3b0"}  # the robust column's split verdict
 
 
 def _wrapped(text, width: int) -> str:
@@ -13,7 +14,10 @@ def _wrapped(text, width: int) -> str:
 
 
 REGIME_HEADERS = {"machine": "this machine", "paper": "paper's A100 costs",
-                  "paper+acceptance": "paper's costs + acceptance (drafter-strength construction)"}
+                  "paper+acceptance": "paper's costs + acceptance (construction: own-spine)",
+                  "paper+pinned": "paper's costs + acceptance (construction: pinned)",
+                  "paper+true-path": "paper's costs + acceptance (construction: true-path)",
+                  "paper+acceptance robust": "paper's costs + acceptance, all three constructions"}
 
 
 def claims_columns(C) -> tuple[list[str], list[str]]:
