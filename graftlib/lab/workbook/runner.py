@@ -59,15 +59,19 @@ PROFILES: dict[str, dict] = {
 }
 
 
-# The counts by which the evidence profile differs from quick's settings (it runs what quick runs, at more of it).
+# The counts by which the evidence profile differs from quick's settings (it runs what quick runs, at more of it,
+# and in more regimes).
 COUNTS = ("n_prompts", "max_new_tokens", "n_tasks", "train_minutes")
 
 # The committed figures: the quick profile's settings at evidence counts (10 held-out prompts on each of the first 3
 # tasks a notebook names, 128 new tokens, 3 minutes of drafter training), drawn into figures/ with their records
 # packed beside them (figures/records, `graftlib.lab.report.archive`). Quick's counts are sized for `make main` (at
 # most 45 minutes on a 2-core CPU); these are the ones the committed records were decoded at.
+# They also draw the third regime under each drafter-strength calibration (`regimes.ACCEPTANCE_REGIMES`), whose
+# verdicts the claims table's robust column compares.
 PROFILES["evidence"] = dict(PROFILES["quick"], profile="evidence", n_prompts=10, max_new_tokens=128, n_tasks=3,
-                            train_minutes=3.0, figures_dir=COMMITTED_FIGURES, results_dir="results/evidence")
+                            train_minutes=3.0, figures_dir=COMMITTED_FIGURES, results_dir="results/evidence",
+                            regime_names="machine,paper,paper+acceptance,paper+pinned,paper+true-path")
 
 LAST = ("paper_regime",)  # reads the benches and sweeps the item notebooks decode (same settings, same files)
 
