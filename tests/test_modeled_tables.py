@@ -361,3 +361,14 @@ def test_every_claim_reads_the_paper_like_for_like():
     assert paper_size(c3, tasks) == pytest.approx((5.28 * 5.25 * 2.80) ** (1 / 3))
     assert reference_cells(c3, tasks) == ("Table 1, Qwen3-8B, GRAFT's speedup on gsm8k, mbpp, alpaca, geometric "
                                           "mean")
+
+
+def test_the_docs_name_each_claims_cells():
+    from pathlib import Path
+
+    from graftlib.lab.report.claims import paper_size, reference_cells
+
+    usage = (Path(__file__).resolve().parent.parent / "docs" / "usage.md").read_text()
+    tasks = ["gsm8k", "mbpp", "alpaca"]
+    for c in CLAIMS:
+        assert f"| {c.id} | {c.paper} | {reference_cells(c, tasks)} | {paper_size(c, tasks):.3f}x |" in usage, c.id
