@@ -223,3 +223,41 @@ def test_the_shipped_calibrations_load_by_name_and_an_unknown_name_lists_them():
     with pytest.raises(GraftError, match=r"^unknown drafter-strength calibration 'wide': the names are own-spine, "
                                          r"true-path, pinned, or give a file's path$"):
         TaskStrengths("wide")
+
+
+def test_the_tree_gain_knob_moves_lam_then_kappa_and_holds_the_chain(models):
+    """g up to 1 is lam; past 1 lam = 1 and kappa falls to 0 at g = 2, s refitted so the chain keeps its MAT."""
+    from types import SimpleNamespace
+
+    from graftlib.lab.run.strength import chain_budget, fit_strength, mat, walked_rounds
+    from graftlib.lab.run.strength_axis import gain_strength
+
+    target, base = models
+    pair = SimpleNamespace(target=target, drafter=base, eos_ids=[])
+    w = _walked(target)
+    pinned = Strength(0.5, 0.7, lam=0.3, kappa=0.6)
+    goal = mat(walked_rounds(pair, replace(pinned, lam=1.0), "dflash", chain_budget(pair), w))
+    assert gain_strength(pair, w, pinned, 0.5, goal) == replace(pinned, lam=0.5)
+    top = gain_strength(pair, w, pinned, 2.0, goal)
+    assert (top.lam, top.kappa) == (1.0, 0.0) and top.s != pinned.s
+    fit = fit_strength(pair, w, goal, 0.0)  # the chain's s at kappa = 0: as close to the goal as 2 prompts allow
+    assert top.s == fit["s"] and mat(walked_rounds(pair, top, "dflash", chain_budget(pair), w)) == fit["mat"]
+    assert abs(fit["mat"] - goal) <= 0.05 * goal
+    half = gain_strength(pair, w, pinned, 1.5, goal)
+    assert half.kappa == pytest.approx(0.3) and half.lam == 1.0
+
+
+def test_an_axis_names_where_a_claim_leaves_noise_and_where_its_interval_reaches_the_paper():
+    import pandas as pd
+
+    from graftlib.lab.run.strength_axis import axis_summary, turning_points
+
+    T = pd.DataFrame({"tree gain": [1.1, 1.3, 1.5],
+                      "C1 ratio": [1.0, 1.15, 1.25], "C1 CI95 low": [0.9, 1.02, 1.1], "C1 CI95 high": [1.1, 1.3, 1.4],
+                      "C1 verdict": ["inside noise", "direction only", "reproduced"]}, index=[0.0, 1.0, 2.0])
+    t = turning_points(T, {"C1": 1.219, "C9": 2.0})["C1"]  # no C9 column: no C9 row
+    assert t == {"direction": 1.0, "interval reaches size": 1.0, "point reaches size": 2.0, "paper size": 1.219}
+    assert turning_points(T, {"C1": 1.219}, x="tree gain")["C1"]["direction"] == 1.3
+    assert axis_summary(T, {"C1": 1.5}, None, x="tree gain", name="tree gain") == (
+        "C1: above 1 outside noise from tree gain = 1.3; its interval reaches the paper's 1.500x at no point of this "
+        "axis, its ratio at no point of this axis")

@@ -12,8 +12,16 @@ stands in for the oracle's best budget (no per-round replay here). s = 0 is the 
 the calibrated strength of the task (`strength.STRENGTH_PATH`) is marked on the figure. GRAFT's parts are the
 paper regime's at every s (fitted on the real drafter), so the axis moves the drafter alone; the parts fitted on
 the calibrated construction are the paper+acceptance regime's.
+
+The tree-gain axis (`gain_records`) holds the chain where the paper's is (the task's `pinned` calibration) and moves
+the tree's gain over the chain instead, with one knob g in [0, 2] (`gain_strength`): up to 1, lam = g (what the
+drafter knows of the true path past its first miss); past 1, lam = 1 and kappa falls from the calibrated value to
+0 (the true token more often the first sibling), s and tau refitted so the chain still accepts the paper's MAT.
+Each point's measured gain (DDTree@128 MAT / the chain's) is the x of its figure, beside the paper's gain and the
+DDTree paper's range (`graftlib.lab.report.paper`).
 """
 
+import math
 from dataclasses import replace
 from pathlib import Path
 
@@ -25,10 +33,11 @@ from graftlib.lab.report.regime_tables import Regime
 from graftlib.lab.report.tables import grid_text
 from graftlib.lab.run.bench import Run
 from graftlib.lab.run.regimes import ar_drafted_records, paper, tasks_bench
-from graftlib.lab.run.strength import fit_split, fit_temperature, walked_prompts
+from graftlib.lab.run.strength import fit_split, fit_strength, fit_temperature, walked_prompts
 from graftlib.models.strength import STRENGTH_PATH, Strength, TaskStrengths
 
 POINTS = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.7)
+GAIN_POINTS = (0.0, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0)  # the tree-gain knob g (module doc)
 
 
 def axis_runs(budgets, budget: int, cap: int) -> list[Run]:
@@ -47,23 +56,57 @@ def axis_records(pair, task: str, points, n_prompts: int, max_new_tokens: int, o
     lam and kappa (module doc), in the paper regime `base` (its fixed budgets, +TDES's budget and the adaptive cap;
     default `regimes.paper((32, 64, 128, 256, 512))`); the key "baselines" holds EAGLE-3 / OPT-Tree in it
     (`regimes.ar_drafted_records`, beside `out`). Resumable (`run_bench` by setting)."""
+    calibrated = shape(task)
+
+    def at(s: float, val) -> Strength:
+        moved = replace(calibrated, s=s, tau=1.0)
+        return replace(moved, tau=fit_temperature(pair, moved, val)["tau"] if s > 0 else 1.0)
+
+    return _points(pair, task, points, at, n_prompts, max_new_tokens, out, base, log)
+
+
+def gain_strength(pair, val, pinned: Strength, g: float, chain_mat: float) -> Strength:
+    """The construction at tree-gain knob `g` (module doc) from the task's `pinned` strength: lam = g up to 1, then
+    kappa = pinned.kappa * (2 - g) with s refitted to `chain_mat` over `val` (`strength.fit_strength`) and tau to
+    its confidence (`strength.fit_temperature`)."""
+    if g <= 1.0:
+        return replace(pinned, lam=g)
+    kappa = pinned.kappa * (2.0 - g)
+    s = fit_strength(pair, val, chain_mat, kappa)["s"]
+    return Strength(s, fit_temperature(pair, Strength(s, kappa=kappa), val)["tau"], 1.0, kappa)
+
+
+def gain_records(pair, task: str, points, n_prompts: int, max_new_tokens: int, out, base: Regime | None = None,
+                 log=print) -> dict[float, list[dict]]:
+    """`axis_records` along the tree-gain knob g (module doc) instead of s: {g: records}, the chain held at the
+    paper's MAT by the task's `pinned` calibration."""
+    from graftlib.lab.report.paper import TABLE1
+
+    pinned = shape(task, "pinned")
+    chain_mat = TABLE1["Qwen3-8B"]["DFlash"][task][0]
+    return _points(pair, task, points, lambda g, val: gain_strength(pair, val, pinned, g, chain_mat), n_prompts,
+                   max_new_tokens, out, base, log)
+
+
+def _points(pair, task: str, points, strength_at, n_prompts: int, max_new_tokens: int, out, base: Regime | None,
+            log) -> dict[float, list[dict]]:
+    """The axes' one loop: per point x, Tables 1-2's DFlash-drafted runs with the drafter at `strength_at(x, val)`."""
     base = base or paper((32, 64, 128, 256, 512))
     val = walked_prompts(pair, task, fit_split(task, n_prompts), n_prompts, max_new_tokens)
     out_records = {"baselines": ar_drafted_records(pair, base, [task], n_prompts, max_new_tokens, Path(out).parent)}
-    calibrated = shape(task)
-    for s in points:
-        at = replace(calibrated, s=s, tau=1.0)
-        tau = fit_temperature(pair, at, val)["tau"] if s > 0 else 1.0
-        regime = replace(base, name="axis", strength={task: replace(at, tau=tau)})
-        out_records[s] = tasks_bench(pair, regime, [task], n_prompts, axis_runs(base.budgets, base.budget, base.cap),
+    for x in points:
+        strength = strength_at(x, val)
+        regime = replace(base, name="axis", strength={task: strength})
+        out_records[x] = tasks_bench(pair, regime, [task], n_prompts, axis_runs(base.budgets, base.budget, base.cap),
                                      max_new_tokens, out)
-        log(f"strength {s:g} (tau {tau:.3f}): {len(out_records[s])} records")
+        log(f"point {x:g} ({strength}): {len(out_records[x])} records")
     return out_records
 
 
-def axis_table(records: dict, budget: int = 128, cap: int = 512):
-    """One row per strength: MATs, +SABA's and GRAFT's mean nodes, the best fixed DDTree budget, and each claim's
-    modeled ratio and verdict (C1-C9, the paper regime's model errors). A pandas DataFrame indexed by s."""
+def axis_table(records: dict, budget: int = 128, cap: int = 512, index: str = "s"):
+    """One row per point (strength s, or the tree-gain knob g): MATs, the tree's gain over the chain (DDTree@`budget`
+    MAT / the chain's), +SABA's and GRAFT's mean nodes, the best fixed DDTree budget, and each claim's modeled ratio
+    and verdict (C1-C9, the paper regime's model errors). A pandas DataFrame indexed by `index`."""
     import pandas as pd
 
     base = records["baselines"]
@@ -77,6 +120,7 @@ def axis_table(records: dict, budget: int = 128, cap: int = 512):
         ddtree = [k for k in summary if k.startswith("ddtree@")]
         row = {"tau": next((r["setting"].get("tau") for r in recs if "tau" in r.get("setting", {})), None),
                "chain MAT": summary["dflash@15"]["mat"], f"DDTree@{budget} MAT": summary[f"ddtree@{budget}"]["mat"],
+               "tree gain": summary[f"ddtree@{budget}"]["mat"] / summary["dflash@15"]["mat"],
                "GRAFT MAT": summary[f"graft@{cap}"]["mat"],
                "+SABA nodes": summary[f"ddtree+saba@{cap}"]["mean_nodes"],
                "GRAFT nodes": summary[f"graft@{cap}"]["mean_nodes"],
@@ -84,10 +128,11 @@ def axis_table(records: dict, budget: int = 128, cap: int = 512):
                "GRAFT speedup": summary[f"graft@{cap}"]["modeled_speedup"]}
         for c in evaluate_claims(both, budget, cap, errors):
             if c["task"] == POOLED and "ratio modeled" in c:
-                row[f"{c['claim']} ratio"] = c["ratio modeled"]
-                row[f"{c['claim']} verdict"] = c["verdict modeled"]
+                ci = c["CI95 modeled"] or (math.nan, math.nan)
+                row.update({f"{c['claim']} ratio": c["ratio modeled"], f"{c['claim']} CI95 low": ci[0],
+                            f"{c['claim']} CI95 high": ci[1], f"{c['claim']} verdict": c["verdict modeled"]})
         rows[s] = row
-    return pd.DataFrame.from_dict(rows, orient="index").rename_axis("s")
+    return pd.DataFrame.from_dict(rows, orient="index").rename_axis(index)
 
 
 def paper_sizes(task: str) -> dict[str, float]:
@@ -95,28 +140,35 @@ def paper_sizes(task: str) -> dict[str, float]:
     return {c.id: paper_size(c, [task]) for c in CLAIMS}
 
 
-def turning_points(T, sizes: dict[str, float]) -> dict[str, dict]:
-    """Per claim: the smallest s of the axis whose modeled ratio is above 1 (the direction) and the smallest
-    whose ratio reaches the paper's size (None where no point does)."""
+def turning_points(T, sizes: dict[str, float], x: str | None = None) -> dict[str, dict]:
+    """Per claim, along the axis in `T`'s order: the first point whose modeled ratio is above 1 outside noise (its
+    verdict `direction only` or `reproduced`), the first whose 95% interval over prompts reaches the paper's size
+    (its high end at or above it, its low end above 1), and the first whose ratio itself does; None where no point
+    does. A point is named by `T`'s index, or by its column `x` (the tree-gain axis: the measured gain)."""
+    def first(ok):
+        return next((T.at[i, x] if x else i for i in T.index if ok(T.loc[i])), None)
+
     out = {}
-    for claim, size in sizes.items():
-        col = f"{claim} ratio"
-        if col not in T:
+    for c, size in sizes.items():
+        if f"{c} ratio" not in T:
             continue
-        above = [s for s, r in T[col].items() if r > 1.0]
-        sized = [s for s, r in T[col].items() if r >= size]
-        out[claim] = {"direction from s": min(above) if above else None, "size from s": min(sized) if sized else None,
-                      "paper size": size}
+        out[c] = {"direction": first(lambda r, c=c: r[f"{c} verdict"] in ("direction only", "reproduced")),
+                  "interval reaches size": first(lambda r, c=c, size=size: r[f"{c} CI95 high"] >= size
+                                                 and r[f"{c} CI95 low"] > 1.0),
+                  "point reaches size": first(lambda r, c=c, size=size: r[f"{c} ratio"] >= size), "paper size": size}
     return out
 
 
-def axis_summary(T, sizes: dict[str, float], calibrated: float | None) -> str:
-    """The figure's finding in words, generated from `T`: where each claim turns and where GRAFT passes OPT-Tree."""
-    def at(s):
-        return "never on this axis" if s is None else f"from s = {s:g}"
+def axis_summary(T, sizes: dict[str, float], calibrated: float | None, x: str | None = None,
+                 name: str = "s") -> str:
+    """The figure's finding in words, generated from `T` (`turning_points`): where each claim's ratio leaves noise,
+    where its interval and where its point reach the paper's size, the axis read as `name` (`x`: its column)."""
+    def at(v):
+        return "at no point of this axis" if v is None else f"from {name} = {v:.3g}"
 
-    lines = [f"{c}: above 1 {at(t['direction from s'])}, at the paper's {t['paper size']:.3f}x {at(t['size from s'])}"
-             for c, t in turning_points(T, sizes).items()]
+    lines = [f"{c}: above 1 outside noise {at(t['direction'])}; its interval reaches the paper's "
+             f"{t['paper size']:.3f}x {at(t['interval reaches size'])}, its ratio {at(t['point reaches size'])}"
+             for c, t in turning_points(T, sizes, x).items()]
     if calibrated is not None:
-        lines.append(f"the strength calibrated to the paper's DFlash chain on this task: s = {calibrated:.3f}")
+        lines.append(f"the point calibrated to the paper's DFlash chain on this task: {name} = {calibrated:.3f}")
     return "\n".join(lines)

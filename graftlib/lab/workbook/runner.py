@@ -37,7 +37,8 @@ QUICK = {"profile": "quick", "slider": False, "prompt_index": 0, "prompt_text": 
          "budget": 16, "cap": 64, "betas": "0,0.05,0.1,0.2,0.4", "grid": "2,4,8,12,16,24,32",
          "paper_grid": "4,8,12,16,24,32,48,64,96,128", "paper_budgets": "8,16,32,64,128,256", "paper_cap": 512,
          "paper_curve_grid": "4,8,16,32,64,128,256,512", "regime_names": "machine,paper,paper+acceptance",
-         "strengths": "0,0.2,0.4,0.6", "val_prompts": 2, "trace_prompts": 8, "epochs": 8, "data_prompts": 48,
+         "strengths": "0,0.2,0.4,0.6", "gains": "0,0.5,1,1.5,2", "val_prompts": 2, "trace_prompts": 8, "epochs": 8,
+         "data_prompts": 48,
          "data_tokens": 64, "train_minutes": 1.5, "train_steps": 0, "eval_every": 100, "tau_prompts": 2,
          "data_pools": "tdes", "repeats": 3, "sampling_tasks": "gsm8k", "temperatures": "0,0.6,1.0", "top_p": 1.0,
          "seed": 0, "saba_prompts": 1, "saba_grid": "2,4,8", "saba_max_new_tokens": 32, "saba_repeats": 1}
@@ -45,7 +46,8 @@ QUICK = {"profile": "quick", "slider": False, "prompt_index": 0, "prompt_text": 
 PROFILES: dict[str, dict] = {
     "smoke": dict(QUICK, profile="smoke", n_prompts=1, max_new_tokens=16, n_tasks=1, budgets="4,16", chain_budgets="7",
                   budget=8, cap=16, betas="0,0.2", grid="2,4,8", paper_grid="32,64", paper_budgets="32,64",
-                  paper_cap=64, paper_curve_grid="32,64", strengths="0,0.4", val_prompts=1, trace_prompts=1,
+                  paper_cap=64, paper_curve_grid="32,64", strengths="0,0.4", gains="0,2", val_prompts=1,
+                  trace_prompts=1,
                   epochs=1, data_prompts=2, data_tokens=8, train_minutes=0.0, train_steps=2, eval_every=2,
                   tau_prompts=1, repeats=1, temperatures="0,1.0", saba_grid="2,4", saba_max_new_tokens=16),
     "quick": QUICK,

@@ -176,12 +176,15 @@ def plot_oracle_tracking(fixed: dict[str, dict], rows: dict, paper_mean: float, 
     return finish(fig, axes, title)
 
 
-def plot_strength_axis(T, sizes: dict[str, float], calibrated: float | None, paper_mat: dict[str, float], title: str):
-    """The strength axis (`strength_axis.axis_table` `T`) as small multiples: one panel per claim with its modeled
-    ratio against s, 1.0 grey and the paper's size dashed (each panel its own axis, so no claim hides another);
-    then acceptance (MATs against s, the paper's dashed) and SABA's trees beside the best fixed DDTree budget,
-    each in a panel of its own with its own legend. The task's calibrated strength is a dotted vertical line in
-    every panel, s = 0 the embedded drafter."""
+def plot_strength_axis(T, sizes: dict[str, float], paper_mat: dict[str, float], title: str, x: str | None = None,
+                       x_label: str = "drafter strength s", marks: dict[str, float] | None = None,
+                       band: tuple[str, float, float] | None = None):
+    """An axis of the construction (`strength_axis.axis_table` `T`) as small multiples: one panel per claim with its
+    modeled ratio and 95% interval over prompts against the axis (`T`'s index, or its column `x`: the measured
+    tree gain), 1.0 grey and the paper's size dashed (each panel its own axis, so no claim hides another); then
+    acceptance (MATs, the paper's dashed) and SABA's trees beside the best fixed DDTree budget, each in a panel of
+    its own. `marks`: labelled dotted vertical lines in every panel (the calibrated strength, the paper's gain);
+    `band`: (label, low, high) shaded in every panel (the DDTree paper's range of gains)."""
     import matplotlib.pyplot as plt
 
     claims = [c for c in sizes if f"{c} ratio" in T]
@@ -189,14 +192,17 @@ def plot_strength_axis(T, sizes: dict[str, float], calibrated: float | None, pap
     rows = -(-(len(claims) + 2) // cols)
     fig, axes = plt.subplots(rows, cols, figsize=(3.4 * cols, 2.6 * rows), squeeze=False)
     flat = list(axes.ravel())
-    s = list(T.index)
+    T = T.sort_values(x) if x else T
+    s = list(T[x] if x else T.index)
+    short = x_label.split()[-1]
     for ax, claim in zip(flat, claims, strict=False):
         ax.plot(s, T[f"{claim} ratio"], "o-", color="#08519c", ms=3, lw=1, label="ours (modeled)")
+        if f"{claim} CI95 low" in T:
+            ax.fill_between(s, T[f"{claim} CI95 low"], T[f"{claim} CI95 high"], color="#08519c", alpha=0.15, lw=0,
+                            label="95% interval over prompts")
         ax.axhline(sizes[claim], color="black", ls="--", lw=0.8, label="the paper's")
         ax.axhline(1.0, color="gray", lw=0.6)
-        top = max(float(T[f"{claim} ratio"].max()), sizes[claim]) * 1.08
-        ax.set_ylim(0, top)
-        ax.set_title(f"{claim}: ratio vs s (paper {sizes[claim]:.2f}x)", fontsize=8)
+        ax.set_title(f"{claim}: ratio vs {short} (paper {sizes[claim]:.2f}x)", fontsize=8)
         ax.set_ylabel("modeled TPS ratio", fontsize=7)
     acc, nodes = flat[len(claims)], flat[len(claims) + 1]
     for i, (name, col) in enumerate((("chain", "chain MAT"), ("DDTree", next(c for c in T if c.startswith("DDTree@"))),
@@ -217,14 +223,16 @@ def plot_strength_axis(T, sizes: dict[str, float], calibrated: float | None, pap
     for ax in spare:
         ax.set_axis_off()
     for ax in flat[:len(claims) + 2]:
-        ax.set_xlabel("drafter strength s", fontsize=7)
-        if calibrated is not None:
-            ax.axvline(calibrated, color="#999999", lw=0.8, ls=":", label="calibrated strength")
+        ax.set_xlabel(x_label, fontsize=7)
+        for (label, at), colour in zip((marks or {}).items(), ("#999999", "#d95f02"), strict=False):
+            ax.axvline(at, color=colour, lw=0.8, ls=":", label=label)
+        if band is not None:
+            ax.axvspan(band[1], band[2], color="#fdd0a2", alpha=0.35, lw=0, label=band[0])
     fig.suptitle(title, fontsize=7)
     fig.tight_layout()
     if spare:  # the last two panels' key in the grid's empty cell, over no data
         keyed = {label: h for ax in (acc, nodes) for h, label in zip(*ax.get_legend_handles_labels(), strict=True)
-                 if label != "calibrated strength"}
+                 if label not in (marks or {}) and (band is None or label != band[0])}
         spare[0].legend(list(keyed.values()), list(keyed), loc="center", fontsize=6.5, frameon=False,
                         title="acceptance; SABA's trees", title_fontsize=7)
     else:
