@@ -13,13 +13,12 @@ from graftlib.lab.report.paper_costs import mat_needed
 from graftlib.lab.report.regime_tables import (
     GSM8K_SCORER,
     against_fixed,
-    beta_table,
     figure_claims,
     mismatch_table,
     needed_mat_line,
     regime_components,
-    transfer_table,
 )
+from graftlib.lab.report.tables import beta_table, transfer_table
 from graftlib.lab.run.regimes import machine, paper, pick, regime_runs
 from graftlib.methods.saba_params import PAPER_GRID
 

@@ -6,9 +6,10 @@ acceptance (the drafter-strength construction). From a regime's records, with no
 `regime_table` (Tables 1-2 beside the paper's GSM8K numbers), `regime_components` (Table 2 pooled
 over tasks), `mismatch_table` (Figure 1(b)), `needed_mat_line` (the MAT GRAFT would need for the
 paper's speedup), `regime_claims` / `claims_by_regime` (C1-C9, `graftlib.lab.report.claims`, a verdict
-per regime and figure), `transfer_table` (Figure 5), `beta_table` (Table 3), `against_fixed` (Figure 6: SABA against the
+per regime and figure), `against_fixed` (Figure 6: SABA against the
 best fixed budget) and `figure_claims` (F1b, F1c, F5, F6, F6b, T3 in the same vocabulary). Every ratio
-a verdict reads has its paired bootstrap interval over prompts beside it (`metrics.summarize`).
+a verdict reads has its paired bootstrap interval over prompts beside it (`metrics.summarize`); Figure 5's and
+Table 3's frames (`transfer_table`, `beta_table`) are `graftlib.lab.report.tables`'.
 """
 
 import math
@@ -29,9 +30,9 @@ from graftlib.lab.report.claims import (
 )
 from graftlib.lab.report.metrics import by_task, ratio_ci, summarize
 from graftlib.lab.report.modeled import EDGE, at_edge
-from graftlib.lab.report.paper import FIGURE6, TABLE1, TABLE2, TABLE3
+from graftlib.lab.report.paper import FIGURE6, TABLE1, TABLE2
 from graftlib.lab.report.paper_costs import MODEL, PROFILE_NAME, mat_needed, method_errors
-from graftlib.lab.report.tables import best_gap
+from graftlib.lab.report.tables import BETA_REFERENCES, best_gap, mismatch_reduction
 from graftlib.methods.saba_params import SabaParams
 
 LABELS = {"ar": "AR", "dflash": "DFlash", "ddtree": "DDTree", "ddtree+tdes": "+TDES", "ddtree+saba": "+SABA",
@@ -80,11 +81,6 @@ class Regime:
     def turns(self) -> str:
         """The prompts' turns: a walked decode takes one (`bench.decode_prompt`), a verified one all."""
         return "1" if self.walk else "all"
-
-
-def mismatch_reduction(rate: float, base: float) -> float:
-    """The mismatch reduction against `base` in percent; nan where the base has no mismatch to reduce."""
-    return 100 * (1 - rate / base) if base else float("nan")
 
 
 def mismatch_table(records: list[dict], regime: Regime):
@@ -254,81 +250,6 @@ def against_fixed(rows: list[dict]) -> dict:
             "runner_up": runner_up,
             "best_over_runner_up": fixed[best] / fixed[runner_up] if runner_up is not None else math.nan,
             "best_over_runner_up_ci": ratio_ci(list(den), list(second)) if runner_up is not None else None}
-
-
-def _paired(records: list[dict], method: str, baseline: str) -> dict:
-    """`summarize`'s row of `method` against `baseline` (both method names of `records`, one run each): its
-    ratios to the baseline and their paired bootstrap intervals over prompts."""
-    keyed = [dict(r, key=r["method"]) for r in records if r["method"] in (method, baseline)]
-    rows = {row["key"]: row for row in summarize(keyed, baseline=baseline)}
-    require(method in rows and baseline in rows, f"no {method} or no {baseline} records to compare")
-    return rows
-
-
-RATIOS = {"modeled TPS": ("modeled_speedup", "modeled_speedup_ci"), "TPS": ("speedup", "speedup_ci")}
-
-
-def _ratio_columns(row: dict, over: str, walk: bool) -> dict:
-    """A `summarize` row's TPS over `over`'s, modeled (and measured unless `walk`), each with its interval's ends."""
-    out = {}
-    for tps, (ratio, ci) in RATIOS.items():
-        if walk and tps == "TPS":
-            continue
-        low, high = row[ci] or (float("nan"), float("nan"))
-        out.update({f"{tps} / {over}": row[ratio], f"{tps} / {over} CI95 low": low,
-                    f"{tps} / {over} CI95 high": high})
-    return out
-
-
-def transfer_table(records: dict[str, list[dict]], walk: bool):
-    """Figure 5 from each TDES scorer's records (scorer name -> DDTree and +TDES at one budget, any tasks): per
-    task and scorer +TDES's mismatch reduction against DDTree and its TPS / DDTree, modeled (and measured unless
-    `walk`), each ratio with its paired 95% bootstrap interval over prompts (`summarize` against DDTree; columns
-    "... CI95 low" / "high"). A pandas DataFrame indexed by task with (figure, scorer) columns."""
-    import pandas as pd
-
-    frames = {}
-    for scorer, recs in records.items():
-        rows = {}
-        for task, task_recs in by_task(recs).items():
-            s = _paired(task_recs, "ddtree+tdes", "ddtree")
-            td = s["ddtree+tdes"]
-            rows[task] = {"mismatch reduction %": mismatch_reduction(td["mismatch_rate"], s["ddtree"]["mismatch_rate"]),
-                          **_ratio_columns(td, "DDTree", walk)}
-        frames[scorer] = pd.DataFrame.from_dict(rows, orient="index")
-    F = pd.concat(frames, axis=1).swaplevel(axis=1)  # columns (figure, scorer), figures in their rows' order
-    figures = dict.fromkeys(c for frame in frames.values() for c in frame.columns)
-    return F[[(figure, scorer) for figure in figures for scorer in frames]].rename_axis("task")
-
-
-BETA_REFERENCES = (0.0, 0.2)  # T3's comparisons: every beta against beta = 0 (direction) and 0.2 (the paper's)
-
-
-def beta_table(records: dict[float, list[dict]], walk: bool):
-    """Table 3 from each TDES weight's records (beta -> AR and GRAFT at one cap, one task; beta = 0: DDTree's
-    edge scores with SABA): MAT, nodes, modeled TPS and speedup (measured too unless `walk`), the mismatch rate
-    and its reduction against beta = 0, each beta's TPS over beta = 0's and over beta = 0.2's (where run) with
-    paired 95% bootstrap intervals over prompts, beside the paper's row. A pandas DataFrame indexed by beta."""
-    import pandas as pd
-
-    graft = {b: [dict(r, method=f"beta {b:g}") for r in recs if r["method"] == "graft"] for b, recs in records.items()}
-    rows = {}
-    for beta, recs in records.items():
-        s = next(row for row in summarize(recs) if row["method"] == "graft")
-        rows[beta] = {"MAT": s["mat"], "nodes/round": s["mean_nodes"], "modeled TPS": s["modeled_tokens_per_s"],
-                      "speedup modeled": s["modeled_speedup"], "mismatch": s["mismatch_rate"],
-                      **({} if walk else {"TPS": s["tokens_per_s"], "speedup wall": s["speedup"]}),
-                      "ties": s["ties"], "mismatches": s["mismatches"]}
-        for ref in (b for b in BETA_REFERENCES if b in graft):
-            name, over = f"beta {beta:g}", f"beta {ref:g}"
-            pooled = graft[ref] + ([] if beta == ref else graft[beta])  # beta against itself: 1 exactly
-            rows[beta].update(_ratio_columns(_paired(pooled, name, over)[name], over, walk))
-    T = pd.DataFrame.from_dict(rows, orient="index").rename_axis("beta")
-    base = T["mismatch"].get(0.0, float("nan"))
-    T["mismatch reduction %"] = 100 * (1 - T["mismatch"] / base) if base else float("nan")
-    for i, name in enumerate(("paper MAT", "paper TPS", "paper reduction %")):
-        T[name] = [TABLE3.get(b, (None,) * 3)[i] for b in T.index]
-    return T
 
 
 FIGURE_CLAIMS = {

@@ -16,9 +16,11 @@ forward (the profile's `c_ar_draft`: the context step and one forward per depth,
 not as DFlash's one block forward (`c_draft`); the caption says so where such a row was run
 (`ar_draft_caption`).
 
-Figure 1(c) (`budget_curve`): a same-prefix replay's rounds (`graftlib.training.graft.replay`) split into
-thirds by what the largest tree accepts, and per third and budget the tokens per second
-sum(a) / sum(l), with l the measured round latency and, beside it, the round priced by the profile.
+Figure 5 (`transfer_table`) and Table 3 (`beta_table`): each scorer's or TDES weight's records as ratios with
+their paired 95% intervals over prompts. Figure 1(c) (`budget_curve`): a same-prefix replay's rounds
+(`graftlib.training.graft.replay`) split into thirds by what the largest tree accepts, and per third and budget
+the tokens per second sum(a) / sum(l), with l the measured round latency and, beside it, the round priced by the
+profile.
 pandas is imported lazily (the CLI does not need it).
 """
 
@@ -38,7 +40,7 @@ from graftlib.lab.report.modeled import (
     relabeled,
     rule_caption,
 )
-from graftlib.lab.report.paper import AR_LABELS
+from graftlib.lab.report.paper import AR_LABELS, TABLE3
 from graftlib.methods.registry import AR_METHODS
 
 TABLE1_METHODS = (("ar", "AR"), ("dflash", "DFlash"), ("ddtree", "DDTree"), ("graft", "GRAFT"))
@@ -267,3 +269,83 @@ def best_gap(curve, group: str, own: int, other: int, column: str = "tps", resam
     cols = [both[c].to_numpy()[idx].sum(1) for c in ("a_own", f"{time}_own", "a_other", f"{time}_other")]
     ratios = (cols[0] / cols[1]) / (cols[2] / cols[3])
     return ratio, (float(np.percentile(ratios, 2.5)), float(np.percentile(ratios, 97.5)))
+
+
+def mismatch_reduction(rate: float, base: float) -> float:
+    """The mismatch reduction against `base` in percent; nan where the base has no mismatch to reduce."""
+    return 100 * (1 - rate / base) if base else float("nan")
+
+
+def _paired(records: list[dict], method: str, baseline: str) -> dict:
+    """`summarize`'s row of `method` against `baseline` (both method names of `records`, one run each): its
+    ratios to the baseline and their paired bootstrap intervals over prompts."""
+    keyed = [dict(r, key=r["method"]) for r in records if r["method"] in (method, baseline)]
+    rows = {row["key"]: row for row in summarize(keyed, baseline=baseline)}
+    require(method in rows and baseline in rows, f"no {method} or no {baseline} records to compare")
+    return rows
+
+
+RATIOS = {"modeled TPS": ("modeled_speedup", "modeled_speedup_ci"), "TPS": ("speedup", "speedup_ci")}
+
+
+def _ratio_columns(row: dict, over: str, walk: bool) -> dict:
+    """A `summarize` row's TPS over `over`'s, modeled (and measured unless `walk`), each with its interval's ends."""
+    out = {}
+    for tps, (ratio, ci) in RATIOS.items():
+        if walk and tps == "TPS":
+            continue
+        low, high = row[ci] or (float("nan"), float("nan"))
+        out.update({f"{tps} / {over}": row[ratio], f"{tps} / {over} CI95 low": low,
+                    f"{tps} / {over} CI95 high": high})
+    return out
+
+
+def transfer_table(records: dict[str, list[dict]], walk: bool):
+    """Figure 5 from each TDES scorer's records (scorer name -> DDTree and +TDES at one budget, any tasks): per
+    task and scorer +TDES's mismatch reduction against DDTree and its TPS / DDTree, modeled (and measured unless
+    `walk`), each ratio with its paired 95% bootstrap interval over prompts (`summarize` against DDTree; columns
+    "... CI95 low" / "high"). A pandas DataFrame indexed by task with (figure, scorer) columns."""
+    import pandas as pd
+
+    frames = {}
+    for scorer, recs in records.items():
+        rows = {}
+        for task, task_recs in by_task(recs).items():
+            s = _paired(task_recs, "ddtree+tdes", "ddtree")
+            td = s["ddtree+tdes"]
+            rows[task] = {"mismatch reduction %": mismatch_reduction(td["mismatch_rate"], s["ddtree"]["mismatch_rate"]),
+                          **_ratio_columns(td, "DDTree", walk)}
+        frames[scorer] = pd.DataFrame.from_dict(rows, orient="index")
+    F = pd.concat(frames, axis=1).swaplevel(axis=1)  # columns (figure, scorer), figures in their rows' order
+    figures = dict.fromkeys(c for frame in frames.values() for c in frame.columns)
+    return F[[(figure, scorer) for figure in figures for scorer in frames]].rename_axis("task")
+
+
+BETA_REFERENCES = (0.0, 0.2)  # T3's comparisons: every beta against beta = 0 (direction) and 0.2 (the paper's)
+
+
+def beta_table(records: dict[float, list[dict]], walk: bool):
+    """Table 3 from each TDES weight's records (beta -> AR and GRAFT at one cap, one task; beta = 0: DDTree's
+    edge scores with SABA): MAT, nodes, modeled TPS and speedup (measured too unless `walk`), the mismatch rate
+    and its reduction against beta = 0, each beta's TPS over beta = 0's and over beta = 0.2's (where run) with
+    paired 95% bootstrap intervals over prompts, beside the paper's row. A pandas DataFrame indexed by beta."""
+    import pandas as pd
+
+    graft = {b: [dict(r, method=f"beta {b:g}") for r in recs if r["method"] == "graft"] for b, recs in records.items()}
+    rows = {}
+    for beta, recs in records.items():
+        s = next(row for row in summarize(recs) if row["method"] == "graft")
+        rows[beta] = {"MAT": s["mat"], "nodes/round": s["mean_nodes"], "modeled TPS": s["modeled_tokens_per_s"],
+                      "speedup modeled": s["modeled_speedup"], "mismatch": s["mismatch_rate"],
+                      **({} if walk else {"TPS": s["tokens_per_s"], "speedup wall": s["speedup"]}),
+                      "ties": s["ties"], "mismatches": s["mismatches"]}
+        for ref in (b for b in BETA_REFERENCES if b in graft):
+            name, over = f"beta {beta:g}", f"beta {ref:g}"
+            pooled = graft[ref] + ([] if beta == ref else graft[beta])  # beta against itself: 1 exactly
+            rows[beta].update(_ratio_columns(_paired(pooled, name, over)[name], over, walk))
+    T = pd.DataFrame.from_dict(rows, orient="index").rename_axis("beta")
+    base = T["mismatch"].get(0.0, float("nan"))
+    T["mismatch reduction %"] = 100 * (1 - T["mismatch"] / base) if base else float("nan")
+    for i, name in enumerate(("paper MAT", "paper TPS", "paper reduction %")):
+        T[name] = [TABLE3.get(b, (None,) * 3)[i] for b in T.index]
+    return T

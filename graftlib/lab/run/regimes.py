@@ -28,8 +28,8 @@ from graftlib.core.errors import require
 from graftlib.core.paths import portable
 from graftlib.inputs.artifacts import ShippedAssets
 from graftlib.inputs.cost_profile import PAPER_PROFILE, CostProfile, default_profile, with_costs
-from graftlib.lab.report.regime_tables import GSM8K_SCORER, Regime, beta_table, transfer_table
-from graftlib.lab.report.tables import budget_curve
+from graftlib.lab.report.regime_tables import GSM8K_SCORER, Regime
+from graftlib.lab.report.tables import beta_table, budget_curve, transfer_table
 from graftlib.lab.run.bench import BenchSpec, Run, run_bench, task_prompts
 from graftlib.lab.run.costs.machine_costs import deciding
 from graftlib.methods.registry import AR_METHODS, REGISTRY, SHIPPED_INPUTS, MethodInputs
@@ -202,7 +202,7 @@ def ar_drafted_records(pair, regime: Regime, tasks: list[str], n_prompts: int, m
 def regime_transfer(pair, regime: Regime, tasks: list[str], n_prompts: int, max_new_tokens: int, out,
                     scorers: dict[str, str | None]):
     """Figure 5 in `regime`: DDTree against +TDES at the regime's fixed budget on `tasks`, once per TDES scorer
-    (name -> path; None: the shipped default), as `regime_tables.transfer_table` (ratios with intervals)."""
+    (name -> path; None: the shipped default), as `tables.transfer_table` (ratios with intervals)."""
     runs = [Run("ar", None), Run("ddtree", regime.budget), Run("ddtree+tdes", regime.budget)]
     # the regime's own scorers where it has them (`Regime.scorer`)
     scorer_of = {scorer: regime.scorer(path, "gsm8k" if scorer == GSM8K_SCORER else None)
@@ -214,7 +214,7 @@ def regime_transfer(pair, regime: Regime, tasks: list[str], n_prompts: int, max_
 
 def regime_betas(pair, regime: Regime, task: str, n_prompts: int, max_new_tokens: int, out, betas: list[float]):
     """Table 3 in `regime`: GRAFT at the regime's cap on `task` for each TDES weight beta, each beta its own
-    setting with its own AR, as `regime_tables.beta_table` (ratios to beta = 0 and 0.2 with intervals)."""
+    setting with its own AR, as `tables.beta_table` (ratios to beta = 0 and 0.2 with intervals)."""
     runs = [Run("ar", None), Run("graft", regime.cap)]
     return beta_table({beta: tasks_bench(pair, regime, [task], n_prompts, runs, max_new_tokens, out,
                                          inputs=MethodInputs(beta=beta))

@@ -50,8 +50,8 @@ def shape(task: str, path=STRENGTH_PATH) -> Strength:
     return TaskStrengths(path).of(task)
 
 
-def axis_records(pair, task: str, points, n_prompts: int, max_new_tokens: int, out, base: Regime | None = None,
-                 log=print) -> dict[float, list[dict]]:
+def axis_records(pair, task: str, points, n_prompts: int, max_new_tokens: int, out,
+                 base: Regime | None = None) -> dict[float, list[dict]]:
     """{s: records} on `task`'s first `n_prompts` eval prompts, each s with its temperature and the task's calibrated
     lam and kappa (module doc), in the paper regime `base` (its fixed budgets, +TDES's budget and the adaptive cap;
     default `regimes.paper((32, 64, 128, 256, 512))`); the key "baselines" holds EAGLE-3 / OPT-Tree in it
@@ -62,7 +62,7 @@ def axis_records(pair, task: str, points, n_prompts: int, max_new_tokens: int, o
         moved = replace(calibrated, s=s, tau=1.0)
         return replace(moved, tau=fit_temperature(pair, moved, val)["tau"] if s > 0 else 1.0)
 
-    return _points(pair, task, points, at, n_prompts, max_new_tokens, out, base, log)
+    return _points(pair, task, points, at, n_prompts, max_new_tokens, out, base)
 
 
 def gain_strength(pair, val, pinned: Strength, g: float, chain_mat: float) -> Strength:
@@ -76,8 +76,8 @@ def gain_strength(pair, val, pinned: Strength, g: float, chain_mat: float) -> St
     return Strength(s, fit_temperature(pair, Strength(s, kappa=kappa), val)["tau"], 1.0, kappa)
 
 
-def gain_records(pair, task: str, points, n_prompts: int, max_new_tokens: int, out, base: Regime | None = None,
-                 log=print) -> dict[float, list[dict]]:
+def gain_records(pair, task: str, points, n_prompts: int, max_new_tokens: int, out,
+                 base: Regime | None = None) -> dict[float, list[dict]]:
     """`axis_records` along the tree-gain knob g (module doc) instead of s: {g: records}, the chain held at the
     paper's MAT by the task's `pinned` calibration."""
     from graftlib.lab.report.paper import TABLE1
@@ -85,12 +85,13 @@ def gain_records(pair, task: str, points, n_prompts: int, max_new_tokens: int, o
     pinned = shape(task, "pinned")
     chain_mat = TABLE1["Qwen3-8B"]["DFlash"][task][0]
     return _points(pair, task, points, lambda g, val: gain_strength(pair, val, pinned, g, chain_mat), n_prompts,
-                   max_new_tokens, out, base, log)
+                   max_new_tokens, out, base)
 
 
-def _points(pair, task: str, points, strength_at, n_prompts: int, max_new_tokens: int, out, base: Regime | None,
-            log) -> dict[float, list[dict]]:
-    """The axes' one loop: per point x, Tables 1-2's DFlash-drafted runs with the drafter at `strength_at(x, val)`."""
+def _points(pair, task: str, points, strength_at, n_prompts: int, max_new_tokens: int, out,
+            base: Regime | None) -> dict[float, list[dict]]:
+    """The axes' one loop: per point x, Tables 1-2's DFlash-drafted runs with the drafter at `strength_at(x, val)`
+    (`val`: the task's walked validation prompts), and EAGLE-3 / OPT-Tree once under "baselines"."""
     base = base or paper((32, 64, 128, 256, 512))
     val = walked_prompts(pair, task, fit_split(task, n_prompts), n_prompts, max_new_tokens)
     out_records = {"baselines": ar_drafted_records(pair, base, [task], n_prompts, max_new_tokens, Path(out).parent)}
@@ -99,7 +100,7 @@ def _points(pair, task: str, points, strength_at, n_prompts: int, max_new_tokens
         regime = replace(base, name="axis", strength={task: strength})
         out_records[x] = tasks_bench(pair, regime, [task], n_prompts, axis_runs(base.budgets, base.budget, base.cap),
                                      max_new_tokens, out)
-        log(f"point {x:g} ({strength}): {len(out_records[x])} records")
+        print(f"point {x:g} ({strength}): {len(out_records[x])} records")
     return out_records
 
 

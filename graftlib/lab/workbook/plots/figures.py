@@ -36,7 +36,7 @@ def plot_generalization(F, title: str):
     """Figure 5: per task, TDES's mismatch reduction and tokens/s against DDTree with the scorer trained on
     every task's rounds vs on GSM8K's only (grouped bars, one colour per scorer; the paper gives no numbers for
     this figure), the tokens/s ratios drawn as % change with their paired 95% intervals over prompts. `F`: index
-    task, columns (metric, scorer) as in fig5_generalization.csv (`regime_tables.transfer_table`); a metric with
+    task, columns (metric, scorer) as in fig5_generalization.csv (`tables.transfer_table`); a metric with
     no value (wall clock in a walked regime) gets no panel."""
     import matplotlib.pyplot as plt
 

@@ -115,7 +115,7 @@ def plot_components(T, labels: list[str], title: str, ours_label: str, paper_lab
 
 
 def _ratio_whiskers(ax, T, tps: str, ref: float, color: str) -> None:
-    """Each beta's paired 95% interval of `tps` over beta = `ref`'s (`regime_tables.beta_table`), where it has
+    """Each beta's paired 95% interval of `tps` over beta = `ref`'s (`tables.beta_table`), where it has
     one (not on the reference itself)."""
     low, high = f"{tps} / beta {ref:g} CI95 low", f"{tps} / beta {ref:g} CI95 high"
     if low not in T:
