@@ -372,3 +372,27 @@ def test_every_third_regime_is_named_by_its_calibration():
     assert set(ACCEPTANCE_REGIMES.values()) == set(CALIBRATIONS)
     r = named("machine,paper+acceptance", None)["paper+acceptance"]
     assert r.name == "paper+acceptance" and "own-spine" in r.label and r.suffix == "_paper_acceptance"
+
+
+def test_a_construction_is_checked_on_what_it_was_not_fitted_on():
+    """Table 2's rows, Table 3's mismatch at beta 0.2, the best budgets and the tree's gain per task, each beside the
+    paper's number where the paper has one."""
+    from graftlib.lab.report.tables import construction_checks
+
+    def rec(task, key, mat):  # 20 rounds at MAT `mat`
+        return _record(key, key.partition("@")[0], 20 * int(key.partition("@")[2]), 20 * mat, 20, 1.0, task=task)
+
+    records = [rec("gsm8k", "dflash@15", 5), rec("gsm8k", "ddtree@128", 7), rec("mbpp", "dflash@15", 4)]
+    components = pd.DataFrame({"MAT": [8.0, 7.0, 7.5], "nodes/round": [128.0, 40.0, 38.0]},
+                              index=["+TDES", "+SABA", "GRAFT"])
+    betas = pd.DataFrame({"mismatch reduction %": [0.0, 30.0]}, index=[0.0, 0.2])
+    checks = construction_checks(records, components, betas, _curve({"hard": 32, "easy": 128}),
+                                 {"best_fixed_budget": 48}).set_index("check")
+    assert checks.at["Table 2 GRAFT MAT", "ours"] == 7.5 and checks.at["Table 2 GRAFT MAT", "paper"] == 7.62
+    assert checks.at["Table 2 +SABA nodes a round", "paper"] == 49.1
+    assert checks.at["Table 3 mismatch reduction % at beta 0.2", "paper"] == 54.71
+    assert checks.at["Figure 1(c) best budget, easy third", "ours"] == 128 and checks.at[
+        "Figure 6 best fixed budget", "ours"] == 48
+    (gain,) = [c for c in checks.index if c.startswith("tree / chain MAT")]  # mbpp ran no tree: no row
+    assert gain.startswith("tree / chain MAT, gsm8k") and "DDTree paper 1.45" in gain
+    assert checks.at[gain, "ours"] == pytest.approx(7 / 5) and checks.at[gain, "paper"] == pytest.approx(8.18 / 5.82)

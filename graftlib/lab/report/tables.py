@@ -349,3 +349,38 @@ def beta_table(records: dict[float, list[dict]], walk: bool):
     for i, name in enumerate(("paper MAT", "paper TPS", "paper reduction %")):
         T[name] = [TABLE3.get(b, (None,) * 3)[i] for b in T.index]
     return T
+
+
+def construction_checks(records: list[dict], components, betas, curve, oracle: dict, budget: int = 128):
+    """What a drafter-strength calibration was not fitted on, beside the paper's (docs/strength.md): Table 2's
+    +TDES / +SABA / GRAFT MAT and nodes a round (`components`: `regime_tables.regime_components`; the paper's are its
+    nine-dataset means), Table 3's mismatch reduction at beta = 0.2 (`betas`: `beta_table`), the best budgets of the
+    easy and hard thirds (`curve`: `budget_curve`, modeled) and Figure 6's best fixed budget (`oracle`:
+    `regime_tables.against_fixed`), and per task the tree's gain over the chain (DDTree@`budget`'s MAT / the chain's,
+    from `records`) beside the GRAFT paper's and the DDTree paper's. A pandas DataFrame: check, ours, paper."""
+    import pandas as pd
+
+    from graftlib.lab.report.paper import DDTREE_QWEN3_8B, TABLE1, TABLE2, tree_gain
+
+    rows = []
+    for label in ("+TDES", "+SABA", "GRAFT"):
+        if label in components.index:
+            rows += [{"check": f"Table 2 {label} MAT", "ours": components.at[label, "MAT"],
+                      "paper": TABLE2[label][1]},
+                     {"check": f"Table 2 {label} nodes a round", "ours": components.at[label, "nodes/round"],
+                      "paper": TABLE2[label][0]}]
+    if 0.2 in betas.index:
+        rows.append({"check": "Table 3 mismatch reduction % at beta 0.2",
+                     "ours": betas.at[0.2, "mismatch reduction %"], "paper": TABLE3[0.2][2]})
+    best = curve["m_tps"].groupby(level=0, observed=True).idxmax().map(lambda x: x[1])
+    rows += [{"check": f"Figure 1(c) best budget, {g} third", "ours": best.get(g), "paper": None}
+             for g in ("easy", "hard")]
+    rows.append({"check": "Figure 6 best fixed budget", "ours": oracle["best_fixed_budget"], "paper": None})
+    for task, recs in by_task(records).items():
+        mats = {s["key"]: s["mat"] for s in summarize(recs)}
+        if {f"ddtree@{budget}", "dflash@15"} <= set(mats) and task in DDTREE_QWEN3_8B and task in TABLE1["Qwen3-8B"][
+                "GRAFT"]:
+            chain, tree = DDTREE_QWEN3_8B[task]
+            rows.append({"check": f"tree / chain MAT, {task} (paper: GRAFT's Table 1; DDTree paper {tree / chain:.2f})",
+                         "ours": mats[f"ddtree@{budget}"] / mats["dflash@15"], "paper": tree_gain(task)})
+    return pd.DataFrame(rows)
