@@ -60,17 +60,39 @@ def _tally(counts: Counter) -> str:
     return ", ".join(f"{counts[v]} {v}" for v in VERDICTS if counts[v])
 
 
+BRACKET = (("paper+pinned modeled", "paper's costs + acceptance, pinned (**construction**, modeled)"),
+           ("paper+acceptance robust", "the same under all three constructions"))
+ROBUST = BRACKET[1][0]
+
+
+def columns_of(C) -> tuple[tuple[str, str], ...]:
+    """The README's columns: this machine and the paper's costs, then the third regime: under the `pinned`
+    construction and the verdict all three constructions agree on (`regime_tables.robust_column`) where the table
+    has them, else the one construction's."""
+    return COLUMNS[:2] + BRACKET if all(c in C.columns for c, _ in BRACKET) else COLUMNS
+
+
+def _robust_sentence(C) -> str:
+    """How many claims keep their verdict under all three constructions, and which depend on the tree gain."""
+    split = [i for i in C.index if _text(C.at[i, ROBUST]).startswith("depends")]
+    kept = Counter(verdict_of(C.at[i, ROBUST]) for i in C.index if verdict_of(C.at[i, ROBUST]))
+    return (f"{sum(kept.values())} of the {len(C)} claims keep their verdict under all three constructions of the "
+            f"paper's acceptance ({_tally(kept)}); {len(split)} depend on the drafter's tree gain over its chain "
+            f"({', '.join(split) or 'none'}).")
+
+
 def results_section(C, csv: str = CLAIMS_CSV) -> str:
     """The README's results block (module doc) from the claims frame `C` (index: the claim ids)."""
     missing = [c for c, _ in COLUMNS if c not in C.columns]
     require(not missing, f"the claims table has no column(s) {', '.join(missing)}: redraw it with the paper_regime "
             "notebook")
-    rows = ["| claim | the paper | " + " | ".join(label for _, label in COLUMNS) + " |",
-            "|---|---|" + "---|" * len(COLUMNS)]
+    cols = columns_of(C)
+    rows = ["| claim | the paper | " + " | ".join(label for _, label in cols) + " |",
+            "|---|---|" + "---|" * len(cols)]
     for i in C.index:
-        rows.append(f"| {i} | {C.at[i, 'paper']} | " + " | ".join(_short(C.at[i, c]) for c, _ in COLUMNS) + " |")
-    machine, paper, third = (_counts(C, c) for c, _ in COLUMNS)
-    reproduced = [i for i in C.index if verdict_of(C.at[i, COLUMNS[2][0]]) == "reproduced"]
+        rows.append(f"| {i} | {C.at[i, 'paper']} | " + " | ".join(_short(C.at[i, c]) for c, _ in cols) + " |")
+    machine, paper, third = (_counts(C, c) for c, _ in cols[:3])
+    reproduced = [i for i in C.index if verdict_of(C.at[i, cols[2][0]]) == "reproduced"]
     c1 = _short(C.at["C1", COLUMNS[0][0]]) if "C1" in C.index else "-"
     sentences = [
         (f"On this machine (a 2-core CPU, measured by wall clock) the {len(C)} claims come out {_tally(machine)}; "
@@ -79,7 +101,7 @@ def results_section(C, csv: str = CLAIMS_CSV) -> str:
         (f"Under the paper's costs and acceptance they come out {_tally(third)}: every `reproduced` there "
         f"({', '.join(reproduced) or 'none'}) rests on the drafter-strength construction, a stand-in for the paper's "
         "drafter calibrated to public measurements of real DFlash drafters (docs/strength.md), not on a measured "
-        "drafter.")]
+        "drafter."), *([_robust_sentence(C)] if ROBUST in dict(cols) else [])]
     return "\n".join([START, "", *rows, "", " ".join(sentences), "", (f"Source: [{csv}]({csv}), drawn as "
                       f"[figures/claims_by_regime.png](figures/claims_by_regime.png); each cell's full text and "
                       "counts are in the CSV."), END])
