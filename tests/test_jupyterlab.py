@@ -48,7 +48,8 @@ def lab_server(tmp_path):
                JUPYTER_CONFIG_DIR=str(tmp_path / "config"), JUPYTER_RUNTIME_DIR=str(tmp_path / "runtime"))
     cmd = [sys.executable, "-m", "jupyterlab", "--no-browser", "--ServerApp.ip=127.0.0.1",
            f"--ServerApp.port={port}", "--ServerApp.port_retries=0", f"--IdentityProvider.token={token}",
-           f"--ServerApp.root_dir={ROOT}"] + (["--allow-root"] if os.geteuid() == 0 else [])  # CI containers
+           f"--ServerApp.root_dir={ROOT}", "--LabApp.expose_app_in_browser=True",  # tests/test_browser.py drives it
+           ] + (["--allow-root"] if os.geteuid() == 0 else [])  # CI containers
     log = (tmp_path / "lab.log").open("w")
     proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
     try:
