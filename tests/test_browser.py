@@ -116,16 +116,18 @@ def test_the_round_slider_redraws_the_tree_and_the_rounds_numbers(lab_server, br
     shot(browser, "1-explore_rounds-opened")
     run_all(browser, {"max_new_tokens": 24, "grid": "2,4,8", "results_dir": str(tmp_path / "results"),
                       "figures_dir": str(tmp_path / "figures")})
-    before = wait_for(lambda: (lambda o: o if o[0] and "round" in o[1] else None)(slider_output(browser)), 60,
-                      "round slider output")
+    def drawn(unlike=None):
+        out = slider_output(browser)
+        return out if out[0] and "round" in out[1] and out != unlike else None
+
+    before = wait_for(drawn, 60, "round slider output")
     handle = browser.find_element(By.CSS_SELECTOR, ".widget-interact .noUi-handle")
     browser.execute_script("arguments[0].scrollIntoView({block: 'center'});", handle)
     shot(browser, "2-explore_rounds-slider")
     value = int(float(handle.get_attribute("aria-valuenow")))
     handle.click()
     handle.send_keys(Keys.ARROW_LEFT if value > 0 else Keys.ARROW_RIGHT)
-    after = wait_for(lambda: (lambda o: o if o[0] and o != before and "round" in o[1] else None)(
-        slider_output(browser)), 60, "redraw after the slider moved")
+    after = wait_for(lambda: drawn(before), 60, "redraw after the slider moved")
     shot(browser, "3-explore_rounds-slider-moved")
     assert after[0] != before[0], "the drawn tree did not change"
     assert after[1] != before[1] and f"round {value}:" in before[1], (before[1], after[1])

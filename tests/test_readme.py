@@ -160,3 +160,21 @@ def test_the_results_section_shows_the_pinned_and_robust_columns_where_the_table
     assert "come out 1 reproduced, 1 direction only: every `reproduced` there (C1)" in md  # the pinned column's
     assert ("1 of the 2 claims keep their verdict under all three constructions of the paper's acceptance "
             "(1 reproduced); 1 depend on the drafter's tree gain over its chain (C4).") in md
+
+
+def test_the_readme_lists_the_workbook_and_its_measured_times():
+    """The README's workbook block is generated: every notebook of the workbook's registry, in its order, and the
+    `make main` / `make test` times of docs/timings.json (measured from a fresh clone); a notebook added, renamed or
+    retitled, or a new timing, fails here until `graft results --readme README.md` is run."""
+    import json
+
+    from graftlib.lab.workbook.readme_results import NB_END, NB_START, TIMINGS, workbook_section
+    from graftlib.lab.workbook.runner import notebooks
+
+    readme = (ROOT / "README.md").read_text()
+    block = NB_START + readme.split(NB_START, 1)[1].split(NB_END, 1)[0] + NB_END
+    assert block == workbook_section()
+    listed = block.split("in the order a profile runs them: ")[1].split(".")[0].replace("`", "").split(", ")
+    assert listed == [b.stem for b in notebooks()]
+    timings = json.loads((ROOT / TIMINGS).read_text())
+    assert f"{timings['make main']['minutes']:.0f} min" in block and timings["make main"]["commit"] in block
