@@ -6,7 +6,7 @@ machine by wall clock, the paper's A100 costs, the paper's costs and acceptance,
 sentences counted from the same cells: what holds on this machine, under the paper's costs, and that every
 `reproduced` of the third regime rests on the drafter-strength construction. `graft results --readme README.md`
 rewrites the block between `START` and `END`, and the workbook block (`workbook_section`: every notebook of the
-workbook's registry with its title, and `make main` / `make test` times from docs/timings.json, measured from a fresh
+workbook's registry, and `make main` / `make test` times from docs/timings.json, measured from a fresh
 clone); tests/test_readme.py checks that the README's blocks are the ones these sources give.
 """
 
