@@ -58,3 +58,20 @@ def test_saba_curves_give_the_controllers_choice(explored):
     assert curves["B"] == grid and len(curves["utility"]) == len(grid)
     best = curves["B"][max(range(len(grid)), key=lambda i: curves["utility"][i])]
     assert best == ex.rounds[t].budget  # no online correction on the first drafted round: k_t = 1
+
+
+def test_the_round_panel_draws_the_model_and_the_measure_each_on_its_own_axis(explored):
+    """SABA's U_t(B) is priced by its calibration's costs and the replay's TPS by this machine's clock: one panel,
+    two y-axes, each labelled with what it is, and both in the one legend."""
+    from graftlib.lab.run.explore import plot_round
+
+    ex, _, params, drafter = explored
+    t = next(i for i, r in enumerate(ex.rounds) if r.budget > 0 and ex.tps[i])
+    other = HeapTreeBuilder()
+    fig = plot_round(ex, t, str, other, params, drafter.block_size - 1, ("ddtree+saba", "ddtree"))
+    panel, model = fig.axes[2], fig.axes[-1]
+    assert model is not panel and model.get_shared_x_axes().joined(model, panel)
+    assert panel.get_ylabel().startswith("measured tokens / s") and model.get_ylabel().startswith("U_t(B)")
+    labels = [t.get_text() for t in panel.get_legend().get_texts()]
+    assert any(label.startswith("SABA's U_t(B)") for label in labels)
+    assert any(label.startswith("measured a_t(B)") for label in labels)

@@ -169,14 +169,21 @@ def plot_round(ex: Exploration, t: int, decode, other_builder, params: SabaParam
         best = ex.oracle[t]["best_budget"]
         if best in measured:
             ax.plot([best], [measured[best]], "*", ms=14, color="gold", mec="black", label=f"oracle B* = {best}")
-    if ex.states[t] is not None:
+    handles = []
+    if ex.states[t] is not None:  # the model's own scale (its calibration's costs): an axis of its own, on the right
         grid = [b for b in params.grid if b <= max(measured or [rec.budget])] or [rec.budget]
         curves = saba_curves(params, ex.states[t], rec.prefix_len, depth, grid)
-        ax.plot(curves["B"], curves["utility"], "o-", label="SABA's U_t(B) (model, eq. 14)")
+        model = ax.twinx()
+        handles += model.plot(curves["B"], curves["utility"], "o-", color="tab:blue",
+                              label="SABA's U_t(B) (model, eq. 14; right axis)")
+        model.set_ylabel("U_t(B): expected tokens / modeled s", color="tab:blue")
+        model.tick_params(axis="y", colors="tab:blue")
     ax.axvline(rec.budget, color="tab:green", ls=":", label=f"chosen B_t = {rec.budget}")
     ax.set_xscale("log", base=2)
     ax.set_xlabel("budget B (nodes)")
-    ax.set_ylabel("tokens / s")
-    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.18), ncol=2)
+    ax.set_ylabel("measured tokens / s (replay; left axis)")
+    own, labels = ax.get_legend_handles_labels()
+    ax.legend(own + handles, labels + [h.get_label() for h in handles], fontsize=7, loc="upper center",
+              bbox_to_anchor=(0.5, -0.18), ncol=2)
     fig.tight_layout()
     return fig
