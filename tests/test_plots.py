@@ -220,3 +220,21 @@ def test_a_panel_whose_y_axis_nothing_names_is_refused(tmp_path):
     ax.plot([1, 2], [1, 2])
     ax.set_title("MAT")
     assert layout.unnamed_axes(fig) == []
+
+
+def test_the_regimes_figure_draws_figure_6_as_a_distribution_not_a_line_of_rounds():
+    """Panel (c): hundreds of rounds read as the share of rounds keeping at least x of the oracle."""
+    from graftlib.lab.workbook.plots.figures import plot_regimes
+
+    T = pd.DataFrame({"regime": ["machine", "paper"], "method": ["GRAFT", "GRAFT"], "speedup modeled": [1.2, 1.5],
+                      "speedup wall": [1.1, None], "paper speedup": [5.28, 5.28]})
+    curve = pd.DataFrame({"m_tps": [1.0, 2.0, 1.5, 3.0]},
+                         index=pd.MultiIndex.from_tuples([("easy", 4), ("easy", 8), ("hard", 4), ("hard", 8)]))
+    oracle = pd.DataFrame({"round": range(400), "retained": [0.8 + 0.2 * (i % 5) / 4 for i in range(400)]})
+    fig = plot_regimes(T, curve, oracle, "t", 0.941)
+    panel = fig.axes[2]
+    (line,) = [ln for ln in panel.get_lines() if len(ln.get_xdata()) == 400]
+    assert sorted(line.get_xdata(), reverse=True) == list(line.get_xdata())  # retained shares, largest first
+    assert line.get_ydata()[-1] == 1.0 and panel.get_xlabel().startswith("retained share")
+    legends = [*fig.legends, *(a.get_legend() for a in fig.axes if a.get_legend())]
+    assert any("of rounds" in t.get_text() for legend in legends for t in legend.get_texts())
