@@ -216,6 +216,7 @@ def train_tdes(rounds: list[TraceRound], embed: torch.Tensor, cfg: TDESConfig | 
     device = torch.device(cfg.device)
     net = TDESNet(embed, cfg.m, depths).to(device)
     data = build_data(train).to(device)
+    val_data = build_data(val).to(device) if val else None
     sizes = data.sizes()
     n_pos = sizes["positive_edges"]
     w1 = max((sizes["edges"] - n_pos) / n_pos, 1.0) if n_pos else 1.0
@@ -238,7 +239,11 @@ def train_tdes(rounds: list[TraceRound], embed: torch.Tensor, cfg: TDESConfig | 
             opt.step()
             for k in sums:
                 sums[k] += out[k].detach().item() / steps
-        history.append({"epoch": epoch + 1, **{k: round(v, 5) for k, v in sums.items()}, "s": round(net.s.item(), 4)})
+        row = {"epoch": epoch + 1, **{k: round(v, 5) for k, v in sums.items()}, "s": round(net.s.item(), 4)}
+        if val_data is not None:  # eq. 12 on the held-out prompts' rounds: what the epoch did beyond its own data
+            with torch.no_grad():
+                row["val_total"] = round(losses(net, val_data, cfg, w1)["total"].item(), 5)
+        history.append(row)
         log(f"epoch {epoch + 1}/{cfg.epochs}: " + " ".join(f"{k}={v:.4f}" for k, v in sums.items())
             + f" s={net.s.item():.3f}")
     net.eval()
