@@ -377,10 +377,14 @@ def test_a_warm_started_run_carries_its_lineage(tmp_path):
     # the learning curve marks where run-b begins, in every panel
     fig = plot_learning_curve({"shipped": second / "lineage.jsonl"}, "lineage")
     assert any("seen (training) text" in line.get_label() for line in fig.axes[0].lines)
-    x = b[2]["labels_seen"] / 1e6
+    x = max(b[2]["labels_seen"], 1) / 1e6
     for ax in fig.axes[:3]:
         assert [t.get_text() for t in ax.texts] == ["run-b"]
         assert any(list(line.get_xdata()) == [x, x] and line.get_linestyle() == ":" for line in ax.lines)
+        assert ax.get_xscale() == "log"
+    # no line joins the two stages' points (each scores its own held-out split): run-a's loss line ends at its own
+    loss = [line for line in fig.axes[0].lines if line.get_marker() == "o"]
+    assert [len(line.get_xdata()) for line in loss] == [2, 3]
     # the parent is the warm start as it was when the run began: a drafter written over it meanwhile
     # (e.g. another one shipped as `embedded`) does not enter this run's lineage, also after a resume
     cfg_c = small_train_config(draft_vocab=12, max_steps=2, eval_every=2, init_drafter=str(first))

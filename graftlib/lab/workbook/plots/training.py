@@ -1,6 +1,8 @@
 """The drafter's training curves (`metrics.jsonl` of a run or a lineage): losses, chain tau and per-depth hit
 rates against steps or tokens seen."""
 
+from itertools import pairwise
+
 from graftlib.lab.workbook.plots.layout import legend_outside
 from graftlib.training.drafter.lineage import eval_records, stages
 
@@ -35,12 +37,10 @@ def plot_training_run(metrics, summary: dict, name: str):
     axes[2].set_ylabel("hit rate vs the target (held-out)")
     legend_outside(axes[2])
     d = summary["data"]
-    fig.suptitle(f"{name} | target {summary['target']} | {summary['hardware']} | {len(ev)} evaluations | "
-                 f"{d['sequences']} sequences, "
-                 f"{d['response_tokens']} response tokens | {summary['train_s'] / 60:.0f} min, "
-                 f"{summary['steps']} steps",
-                 fontsize=8)
-    fig.tight_layout()
+    fig.suptitle(f"{name} | target {summary['target']} | {summary['hardware']}\n{len(ev)} evaluations | "
+                 f"{d['sequences']} sequences, {d['response_tokens']} response tokens | "
+                 f"{summary['train_s'] / 60:.0f} min, {summary['steps']} steps", fontsize=8)
+    fig.tight_layout(rect=(0, 0, 1, 0.9))  # the two-line title above every panel's labels
     return fig
 
 
@@ -60,8 +60,9 @@ def plot_learning_curve(runs: dict, title: str, depths: tuple = (1, 2, 4, 8)):
     tokens seen (labels with a loss): held-out loss (and, where recorded, the hard CE on seen training text:
     the memorization gap), top-1 hit rate vs the target at `depths`, in-loop (solid) and offline (dashed) chain tau; the
     top axis of the first panel reads steps (first run's labels per step). A lineage
-    (`graftlib.training.drafter.lineage`) gets a dotted line and its stage's name where each later stage begins (each
-    stage scores its own held-out split)."""
+    (`graftlib.training.drafter.lineage`) gets a dotted line and its stage's name where each later stage begins, and
+    no line joins two stages' points (each stage scores its own held-out split). Tokens seen on a log axis, so a
+    short run reads beside a long lineage."""
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 3, figsize=(14, 4.8))
@@ -72,27 +73,34 @@ def plot_learning_curve(runs: dict, title: str, depths: tuple = (1, 2, 4, 8)):
         if not pts:
             continue
         color = f"C{i}"
-        x = [p["tokens_seen"] / 1e6 for p in pts]
+        x = [max(p["tokens_seen"], 1) / 1e6 for p in pts]  # a log axis: the first evaluation at one label
         est = " (tokens estimated)" if any(p["tokens_estimated"] for p in pts) else ""
         first = first or (pts[-1]["step"] / max(x[-1], 1e-12))
-        axes[0].plot(x, [p["heldout_loss"] for p in pts], "o-", ms=3, color=color, label=f"{name}{est}")
-        if any("seen_ce" in p for p in pts):  # the same evaluation on training text (`LoopTrainer.seen_batches`)
-            axes[0].plot(x, [p.get("seen_ce", float("nan")) for p in pts], "x:", ms=3, color=color,
-                         label=f"{name}: hard CE on seen (training) text")
-        for j, d in enumerate(depths):
-            ys = [p["acc_by_depth"][d - 1] if len(p.get("acc_by_depth", [])) >= d else float("nan") for p in pts]
-            axes[1].plot(x, ys, styles[j % len(styles)], marker="o", ms=2, color=color, label=f"{name}: depth {d}")
-        axes[2].plot(x, [p.get("tau", float("nan")) for p in pts], "o-", ms=3, color=color,
-                     label=f"{name}: in-loop chain tau")
-        axes[2].plot(x, [p.get("offline_tau", float("nan")) for p in pts], "s--", ms=3, color=color,
-                     label=f"{name}: offline tau")
+        cuts = [k for _, k in stages(pts)] + [len(pts)]
+        for k, (a, b) in enumerate(pairwise(cuts)):  # each stage scores its own held-out split: no line
+            seg, xs = pts[a:b], x[a:b]  # joins two stages' points
+            keep = k == 0
+            axes[0].plot(xs, [p["heldout_loss"] for p in seg], "o-", ms=3, color=color,
+                         label=f"{name}{est}" if keep else None)
+            if any("seen_ce" in p for p in seg):  # the same evaluation on training text (`LoopTrainer.seen_batches`)
+                axes[0].plot(xs, [p.get("seen_ce", float("nan")) for p in seg], "x:", ms=3, color=color,
+                             label=f"{name}: hard CE on seen (training) text" if keep else None)
+            for j, d in enumerate(depths):
+                ys = [p["acc_by_depth"][d - 1] if len(p.get("acc_by_depth", [])) >= d else float("nan") for p in seg]
+                axes[1].plot(xs, ys, styles[j % len(styles)], marker="o", ms=2, color=color,
+                             label=f"{name}: depth {d}" if keep else None)
+            axes[2].plot(xs, [p.get("tau", float("nan")) for p in seg], "o-", ms=3, color=color,
+                         label=f"{name}: in-loop chain tau" if keep else None)
+            axes[2].plot(xs, [p.get("offline_tau", float("nan")) for p in seg], "s--", ms=3, color=color,
+                         label=f"{name}: offline tau" if keep else None)
         for stage, first_index in stages(pts)[1:]:
             for ax in axes:
                 ax.axvline(x[first_index], color=color, ls=":", lw=0.8)
                 ax.annotate(stage, (x[first_index], 1.0), xycoords=("data", "axes fraction"), rotation=90,
                             va="top", ha="right", fontsize=6, color=color)
     for ax, ylabel in zip(axes, ("held-out loss", "top-1 hit rate vs the target (held-out)", "tau (tokens / round)")):
-        ax.set_xlabel("tokens seen (M labels)")
+        ax.set_xscale("log")  # a short run beside a long lineage: both read, decades apart
+        ax.set_xlabel("tokens seen (M labels, log scale)")
         ax.set_ylabel(ylabel, fontsize=8)
         legend_outside(ax)
     if first:
