@@ -261,3 +261,26 @@ def test_an_axis_names_where_a_claim_leaves_noise_and_where_its_interval_reaches
     assert axis_summary(T, {"C1": 1.5}, None, x="tree gain", name="tree gain") == (
         "C1: above 1 outside noise from tree gain = 1.3; its interval reaches the paper's 1.500x at no point of this "
         "axis, its ratio at no point of this axis")
+
+
+def test_where_lam_cannot_reach_the_trees_mat_kappa_falls_and_the_chain_holds(models):
+    """`fit_kappa`: lam = 1, kappa lowered from the shape's, s refitted to the chain's MAT at each kappa; a goal past
+    kappa = 0 is a bound; `tree_pinned` sends a short tree-pinned row without a kappa fit back to be refitted."""
+    from types import SimpleNamespace
+
+    from graftlib.lab.run.strength import Walked, chain_budget, fit_kappa, mat, run_stats, tree_pinned, walked_rounds
+
+    target, base = models
+    pair = SimpleNamespace(target=target, drafter=base, eos_ids=[])
+    prompts = [random_prompt(i, 12) for i in (3, 5)]
+    ar = Decoder.for_method(target, None, "ar")
+    w = Walked("custom", prompts, [ar.decode(p, 60).tokens for p in prompts], 60)
+    shape = Strength(0.6, 0.8, lam=1.0, kappa=0.6)
+    chain = mat(walked_rounds(pair, shape, "dflash", chain_budget(pair), w))
+    far = fit_kappa(pair, shape, w, 99.0, chain, budget=64, steps=1)
+    assert far["bound"] == "the goal lies past x = 1" and far["kappa"] == 0.0 and far["strength"].lam == 1.0
+    assert far["mat"] == run_stats(pair, far["strength"], "ddtree", 64, w)["mat"]
+    assert abs(far["chain_mat"] - chain) <= 0.05 * chain  # the chain kept (2 prompts: within their resolution)
+    row = {"pin": "tree", "ddtree_mat_val": 7.2, "paper_ddtree_mat": 7.93, "fit": {"lam": {}}}
+    assert not tree_pinned(row) and tree_pinned({**row, "fit": {"kappa": far}})
+    assert tree_pinned({**row, "ddtree_mat_val": 7.8}) and tree_pinned({"pin": "sibling"})
