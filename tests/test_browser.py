@@ -21,6 +21,7 @@ CHROMIUM, DRIVER = shutil.which("chromium"), shutil.which("chromedriver")
 pytestmark = [pytest.mark.skipif(not (CHROMIUM and DRIVER), reason="no Chromium / ChromeDriver: apt-get install "
                                  "chromium chromium-driver (.ci/run does)"), pytest.mark.slow(seconds=240)]
 RUN_S = 420  # the bound on running a notebook's cells
+NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
 
 
 @pytest.fixture
@@ -112,6 +113,7 @@ def test_the_round_slider_redraws_the_tree_and_the_rounds_numbers(lab_server, br
     from selenium.webdriver.common.keys import Keys
 
     port, token = lab_server
+    before_file = (NOTEBOOKS / "explore_rounds.ipynb").read_bytes()
     open_notebook(browser, port, token, "explore_rounds")
     shot(browser, "1-explore_rounds-opened")
     run_all(browser, {"max_new_tokens": 24, "grid": "2,4,8", "results_dir": str(tmp_path / "results"),
@@ -133,6 +135,7 @@ def test_the_round_slider_redraws_the_tree_and_the_rounds_numbers(lab_server, br
     assert after[1] != before[1] and f"round {value}:" in before[1], (before[1], after[1])
     moved = value - 1 if value > 0 else value + 1
     assert f"round {moved}:" in after[1], after[1]
+    assert (NOTEBOOKS / "explore_rounds.ipynb").read_bytes() == before_file  # no autosave of the edited copy
 
 
 def test_a_paper_notebook_renders_its_figure(lab_server, browser, tmp_path):  # noqa: F811

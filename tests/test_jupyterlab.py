@@ -44,6 +44,12 @@ def api(port: int, token: str, path: str, method: str = "GET") -> dict:
 @pytest.fixture
 def lab_server(tmp_path):
     port, token = free_port(), secrets.token_hex(16)
+    # its own user settings: no autosave (a browser test's edits never reach the repository's notebooks), no news
+    settings = tmp_path / "config" / "lab" / "user-settings" / "@jupyterlab"
+    for plugin, value in (("docmanager-extension/plugin", {"autosave": False}),
+                          ("apputils-extension/notification", {"fetchNews": "false"})):
+        (settings / f"{plugin}.jupyterlab-settings").parent.mkdir(parents=True, exist_ok=True)
+        (settings / f"{plugin}.jupyterlab-settings").write_text(json.dumps(value))
     env = dict(os.environ, JUPYTER_PATH=str(Path(sys.prefix) / "share" / "jupyter"),  # as `make lab`
                JUPYTER_CONFIG_DIR=str(tmp_path / "config"), JUPYTER_RUNTIME_DIR=str(tmp_path / "runtime"))
     cmd = [sys.executable, "-m", "jupyterlab", "--no-browser", "--ServerApp.ip=127.0.0.1",
