@@ -396,3 +396,15 @@ def test_a_construction_is_checked_on_what_it_was_not_fitted_on():
     (gain,) = [c for c in checks.index if c.startswith("tree / chain MAT")]  # mbpp ran no tree: no row
     assert gain.startswith("tree / chain MAT, gsm8k") and "DDTree paper 1.45" in gain
     assert checks.at[gain, "ours"] == pytest.approx(7 / 5) and checks.at[gain, "paper"] == pytest.approx(8.18 / 5.82)
+
+
+def test_every_registered_method_has_one_label_and_the_tables_read_any_of_them():
+    """Method labels live in the registry, one row each: a method added there reaches every table (a record of a
+    method without a label was a KeyError in `regime_table`)."""
+    from graftlib.lab.report.regime_tables import regime_table
+    from graftlib.methods.registry import LABELS, METHODS
+
+    assert set(LABELS) == set(METHODS) and all(LABELS.values()) and len(set(LABELS.values())) == len(LABELS)
+    recs = [_record(f"{m}@16" if m != "ar" else "ar", m, 16 * 20, 40, 20, 1.0) for m in METHODS]
+    T = regime_table(recs, paper())
+    assert list(T["method"]) == [LABELS[m] for m in METHODS] and T.at["graft+pred@16", "method"] == "GRAFT+pred"

@@ -137,6 +137,7 @@ class MethodArgs:
 @dataclass(frozen=True)
 class Method:
     name: str
+    label: str  # what tables and figures call it (the paper's name where the paper has one)
     parts: Callable[[MethodArgs], Parts]
     tdes: bool = False  # the heap is ranked by a TDES scorer
     selector: bool = False  # a DFlash 2 drafter's selector ranks the chain or the heap
@@ -170,32 +171,36 @@ def _predicted(a: MethodArgs) -> Parts:
     return rule, rule
 
 
-def _ar(name: str, policy: EagleTree | OptTree, release_budget: int) -> Method:
-    return Method(name, lambda a: (policy, FixedBudget(a.budget)), policy=policy, release_budget=release_budget)
+def _ar(name: str, label: str, policy: EagleTree | OptTree, release_budget: int) -> Method:
+    return Method(name, label, lambda a: (policy, FixedBudget(a.budget)), policy=policy,
+                  release_budget=release_budget)
 
 
 REGISTRY: dict[str, Method] = {m.name: m for m in (
-    Method("ar", lambda a: (None, None)),
-    Method("dflash", _chain),
-    Method("ddtree", lambda a: (HeapTreeBuilder(), FixedBudget(a.budget))),
-    Method("ddtree+tdes", lambda a: (a.scorer_builder("ddtree+tdes"), FixedBudget(a.budget)), tdes=True),
-    Method("ddtree+saba", lambda a: (HeapTreeBuilder(), SabaController(a.calibration(), cap=a.budget)),
+    Method("ar", "AR", lambda a: (None, None)),
+    Method("dflash", "DFlash", _chain),
+    Method("ddtree", "DDTree", lambda a: (HeapTreeBuilder(), FixedBudget(a.budget))),
+    Method("ddtree+tdes", "+TDES", lambda a: (a.scorer_builder("ddtree+tdes"), FixedBudget(a.budget)), tdes=True),
+    Method("ddtree+saba", "+SABA", lambda a: (HeapTreeBuilder(), SabaController(a.calibration(), cap=a.budget)),
            adaptive=True),
-    Method("graft", lambda a: (a.scorer_builder("graft"), SabaController(a.calibration(), cap=a.budget)),
+    Method("graft", "GRAFT", lambda a: (a.scorer_builder("graft"), SabaController(a.calibration(), cap=a.budget)),
            tdes=True, adaptive=True),
-    Method("caddtree", _stop, adaptive=True),
-    Method("graft+stop", lambda a: _stop(a, a.scorer_builder("graft+stop"), gated=True, name="graft+stop"),
-           tdes=True, adaptive=True),
-    Method("graft+pred", _predicted, tdes=True, adaptive=True, predicted=True),
-    Method("dflash2", _selector_chain, selector=True),
-    Method("ddtree+sel", lambda a: (HeapTreeBuilder(name="ddtree+sel", selector=a.need_selector("ddtree+sel")),
-                                    FixedBudget(a.budget)), selector=True),
-    Method("ddtree+tdes+sel", lambda a: (a.scorer_builder("ddtree+tdes+sel", a.need_selector("ddtree+tdes+sel")),
-                                         FixedBudget(a.budget)), tdes=True, selector=True),
-    _ar("eagle3", EagleTree(), EAGLE_RELEASE_BUDGET),
-    _ar("opt-tree", OptTree(), OPT_RELEASE_BUDGET),
+    Method("caddtree", "CaDDTree", _stop, adaptive=True),
+    Method("graft+stop", "GRAFT+stop",
+           lambda a: _stop(a, a.scorer_builder("graft+stop"), gated=True, name="graft+stop"), tdes=True, adaptive=True),
+    Method("graft+pred", "GRAFT+pred", _predicted, tdes=True, adaptive=True, predicted=True),
+    Method("dflash2", "DFlash 2", _selector_chain, selector=True),
+    Method("ddtree+sel", "+selector",
+           lambda a: (HeapTreeBuilder(name="ddtree+sel", selector=a.need_selector("ddtree+sel")),
+                      FixedBudget(a.budget)), selector=True),
+    Method("ddtree+tdes+sel", "+TDES+selector",
+           lambda a: (a.scorer_builder("ddtree+tdes+sel", a.need_selector("ddtree+tdes+sel")), FixedBudget(a.budget)),
+           tdes=True, selector=True),
+    _ar("eagle3", "EAGLE-3", EagleTree(), EAGLE_RELEASE_BUDGET),
+    _ar("opt-tree", "OPT-Tree", OptTree(), OPT_RELEASE_BUDGET),
 )}
 METHODS = tuple(REGISTRY)
+LABELS = {m.name: m.label for m in REGISTRY.values()}  # the one place a method's printed name lives
 TDES_METHODS = tuple(m.name for m in REGISTRY.values() if m.tdes)  # heap ranked by log q + beta * f~
 ADAPTIVE_METHODS = tuple(m.name for m in REGISTRY.values() if m.adaptive)  # budget = cap on a per-round choice
 AR_METHODS = tuple(m.name for m in REGISTRY.values() if m.policy is not None)  # an EAGLE-3 drafter grows the tree

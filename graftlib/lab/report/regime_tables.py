@@ -33,11 +33,8 @@ from graftlib.lab.report.modeled import EDGE, at_edge
 from graftlib.lab.report.paper import FIGURE6, TABLE1, TABLE2
 from graftlib.lab.report.paper_costs import MODEL, PROFILE_NAME, mat_needed, method_errors
 from graftlib.lab.report.tables import BETA_REFERENCES, best_gap, mismatch_reduction
+from graftlib.methods.registry import LABELS
 from graftlib.methods.saba_params import SabaParams
-
-LABELS = {"ar": "AR", "dflash": "DFlash", "ddtree": "DDTree", "ddtree+tdes": "+TDES", "ddtree+saba": "+SABA",
-          "graft": "GRAFT", "caddtree": "CaDDTree", "graft+stop": "GRAFT+stop", "eagle3": "EAGLE-3",
-          "opt-tree": "OPT-Tree"}
 
 
 @dataclass(frozen=True)
