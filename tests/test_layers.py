@@ -207,3 +207,13 @@ def test_house_problems_are_reported(tmp_path):
     assert house_problems(pkg) == ["room/ holds 13 modules", "long_doc.py: a 26-line module docstring",
                                    "long_fn.py: f is 81 lines", "long_module.py: 501 lines",
                                    "wide.py: w takes 9 parameters"]
+
+
+def test_docs_layout_names_every_module():
+    """A newcomer finds every module in docs/layout.md: its name in backticks, or as a path."""
+    import re
+
+    doc = (PACKAGE.parent / "docs" / "layout.md").read_text()
+    missing = [str(p.relative_to(PACKAGE)) for p in sorted(PACKAGE.rglob("*.py")) if p.name != "__init__.py"
+               and not re.search(rf"(`|/){re.escape(p.stem)}(`| \(|\.py|,)", doc)]
+    assert missing == [], f"docs/layout.md does not name {missing}"
