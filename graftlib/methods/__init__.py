@@ -6,7 +6,8 @@ controller and names what its results depend on (`MethodInputs.setting`); `decod
 its state and models (`saba`, eqs. 14-17; `saba_extensions`, `saba_params`), CaDDTree's cost-aware stopping
 (`caddtree`), `graft+pred`'s budget predictor (`budget_predictor`), DFlash 2's selector (`selector`) and an EAGLE-3
 drafter's tree policies (`eagle_tree`: EAGLE-2's dynamic tree; `opt_tree`: OPT-Tree); `fitted` checks a scorer,
-calibration or predictor against the pair and machine it was fitted for. Training and fitting these parts is `graftlib.training`'s job.
+calibration or predictor against the pair and machine it was fitted for. Training and fitting these parts is
+`graftlib.training`'s job.
 
 May import: `graftlib.core`, `graftlib.models`, `graftlib.data`.
 """
