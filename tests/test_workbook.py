@@ -224,8 +224,8 @@ def test_smoke_figures_never_land_in_the_committed_folder(tmp_path):
     assert [n for n, d in drawn_into.items() if d == COMMITTED_FIGURES] == ["evidence"]  # make main never draws there
     evidence, quick = PROFILES["evidence"], PROFILES["quick"]
     assert evidence["n_prompts"] >= 10 and evidence["max_new_tokens"] >= 128 and evidence["n_tasks"] >= 3
-    own = ("profile", *COUNTS, "regime_names")  # the evidence runs quick's settings, at its own counts, and quick's
-    # regimes with the third regime under every drafter-strength calibration
+    own = ("profile", *COUNTS, "regime_names", "gains")  # the evidence runs quick's settings, at its own counts, and
+    # quick's regimes with the third regime under every drafter-strength calibration, the tree-gain axis at more points
     assert set(quick["regime_names"].split(",")) < set(evidence["regime_names"].split(","))
     assert {k: v for k, v in evidence.items() if k not in (*own, "figures_dir", "results_dir")} == {
         k: v for k, v in quick.items() if k not in own}

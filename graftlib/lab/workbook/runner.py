@@ -37,7 +37,7 @@ QUICK = {"profile": "quick", "slider": False, "prompt_index": 0, "prompt_text": 
          "budget": 16, "cap": 64, "betas": "0,0.05,0.1,0.2,0.4", "grid": "2,4,8,12,16,24,32",
          "paper_grid": "4,8,12,16,24,32,48,64,96,128", "paper_budgets": "8,16,32,64,128,256", "paper_cap": 512,
          "paper_curve_grid": "4,8,16,32,64,128,256,512", "regime_names": "machine,paper,paper+acceptance",
-         "strengths": "0,0.2,0.4,0.6", "gains": "0,0.5,1,1.5,2", "val_prompts": 2, "trace_prompts": 8, "epochs": 8,
+         "strengths": "0,0.2,0.4,0.6", "gains": "0,1,2", "val_prompts": 2, "trace_prompts": 8, "epochs": 8,
          "data_prompts": 48,
          "data_tokens": 64, "train_minutes": 1.5, "train_steps": 0, "eval_every": 100, "tau_prompts": 2,
          "data_pools": "tdes", "repeats": 3, "sampling_tasks": "gsm8k", "temperatures": "0,0.6,1.0", "top_p": 1.0,
@@ -70,10 +70,11 @@ COUNTS = ("n_prompts", "max_new_tokens", "n_tasks", "train_minutes")
 # packed beside them (figures/records, `graftlib.lab.report.archive`). Quick's counts are sized for `make main` (at
 # most 45 minutes on a 2-core CPU); these are the ones the committed records were decoded at.
 # They also draw the third regime under each drafter-strength calibration (`regimes.ACCEPTANCE_REGIMES`), whose
-# verdicts the claims table's robust column compares.
+# verdicts the claims table's robust column compares, and the tree-gain axis at more points.
 PROFILES["evidence"] = dict(PROFILES["quick"], profile="evidence", n_prompts=10, max_new_tokens=128, n_tasks=3,
                             train_minutes=3.0, figures_dir=COMMITTED_FIGURES, results_dir="results/evidence",
-                            regime_names="machine,paper,paper+acceptance,paper+pinned,paper+true-path")
+                            regime_names="machine,paper,paper+acceptance,paper+pinned,paper+true-path",
+                            gains="0,0.5,1,1.5,2")  # the tree-gain axis in 5 steps
 
 LAST = ("paper_regime",)  # reads the benches and sweeps the item notebooks decode (same settings, same files)
 
