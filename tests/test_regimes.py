@@ -226,10 +226,12 @@ def _curve(best: dict[str, int], grid=(16, 32, 64, 128, 256), slope: float = 1 /
             for p in range(10):
                 tps = 10.0 - abs(b - b_best) * slope + noise * (-1) ** (p + (b == b_best))
                 rows.append({"group": group, "B": b, "prompt": p, "a": 20.0, "l": 20.0 / tps, "m_l": 20.0 / tps})
-    by_prompt = pd.DataFrame(rows).set_index(["group", "B", "prompt"])
-    curve = by_prompt.groupby(level=["group", "B"], sort=False).sum()
+    frame = pd.DataFrame(rows)
+    curve = frame.groupby(["group", "B"], sort=False)[["a", "l", "m_l"]].sum()
     curve["tps"] = curve["m_tps"] = curve.a / curve.l
-    curve.attrs["by_prompt"] = by_prompt
+    curve.attrs["by_prompt"] = {}
+    for r in rows:
+        curve.attrs["by_prompt"].setdefault((r["group"], r["B"]), {})[r["prompt"]] = (r["a"], r["l"], r["m_l"])
     return curve
 
 
@@ -408,3 +410,20 @@ def test_every_registered_method_has_one_label_and_the_tables_read_any_of_them()
     recs = [_record(f"{m}@16" if m != "ar" else "ar", m, 16 * 20, 40, 20, 1.0) for m in METHODS]
     T = regime_table(recs, paper())
     assert list(T["method"]) == [LABELS[m] for m in METHODS] and T.at["graft+pred@16", "method"] == "GRAFT+pred"
+
+
+def test_a_budget_curve_keeps_its_prompts_and_concatenates_with_another():
+    """`budget_curve`'s per-prompt sums ride in plain dicts: pandas compares attrs when the notebooks concatenate
+    the regimes' curves (a DataFrame there made `pd.concat` raise)."""
+    from graftlib.lab.report.tables import best_gap, budget_curve
+    from graftlib.training.graft.replay import ReplayRecord
+
+    recs = [ReplayRecord(round=r, budget=b, nodes=b, accepted=1 + (b >= 4) * (r % 3), prefix_len=10, t_draft=0.001,
+                         t_tree=0.0, t_verify=0.01 * (1 + b / 8), t_commit=0.0, tokens=[], state=[0, 0, 0, 1],
+                         reference_budget=8) for r in range(12) for b in (2, 4, 8)]
+    curve = budget_curve(recs, [2, 4, 8], CostProfile.load(PAPER_PROFILE), {r: r // 3 for r in range(12)})
+    assert set(curve.attrs["by_prompt"][("easy", 8)]) <= {0, 1, 2, 3}
+    both = pd.concat({"a": curve, "b": curve.copy()}, names=["regime"])  # raised before
+    assert len(both) == 2 * len(curve)
+    ratio, ci = best_gap(curve, "easy", 8, 2)
+    assert ratio == pytest.approx(curve.at[("easy", 8), "tps"] / curve.at[("easy", 2), "tps"]) and ci is not None

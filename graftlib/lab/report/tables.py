@@ -229,8 +229,8 @@ def table2(records: list[dict], budget: int, cap: int, paper: dict) -> tuple[Tab
 
 def budget_curve(replay_records: list, grid: list[int], profile: CostProfile, prompt_of: dict | None = None):
     """Figure 1(c)'s curves (module doc): index (group, B), columns a, l, m_l, tps, m_tps. With `prompt_of` (round
-    -> prompt, `replay.round_prompts`) the same sums per prompt ride along as `curve.attrs["by_prompt"]` (index
-    (group, B, prompt)), which `best_gap` bootstraps."""
+    -> prompt, `replay.round_prompts`) the same sums per prompt ride along as `curve.attrs["by_prompt"]`
+    ({(group, B): {prompt: (a, l, m_l)}}), which `best_gap` bootstraps."""
     import pandas as pd
 
     R = pd.DataFrame([dict(round=r.round, B=r.budget, a=r.accepted, l=r.latency,
@@ -242,9 +242,13 @@ def budget_curve(replay_records: list, grid: list[int], profile: CostProfile, pr
                                                         rounds=("round", "nunique"))
     curve["tps"] = curve.a / curve.l
     curve["m_tps"] = curve.a / curve.m_l
-    if prompt_of is not None:
+    if prompt_of is not None:  # plain dicts and tuples: pandas compares attrs when it concatenates curves
         R["prompt"] = R["round"].map(prompt_of)
-        curve.attrs["by_prompt"] = R.groupby(["group", "B", "prompt"], observed=True)[["a", "l", "m_l"]].sum()
+        sums = R.groupby(["group", "B", "prompt"], observed=True)[["a", "l", "m_l"]].sum()
+        by_prompt: dict = {}
+        for (group, b, prompt), row in sums.iterrows():
+            by_prompt.setdefault((str(group), int(b)), {})[int(prompt)] = (float(row.a), float(row.l), float(row.m_l))
+        curve.attrs["by_prompt"] = by_prompt
     return curve
 
 
@@ -255,19 +259,19 @@ def best_gap(curve, group: str, own: int, other: int, column: str = "tps", resam
     where the curve has no per-prompt sums or fewer than 3 prompts)."""
     import numpy as np
 
-    time = "l" if column == "tps" else "m_l"
     ratio = curve.at[(group, own), column] / curve.at[(group, other), column]
     by = curve.attrs.get("by_prompt")
     if by is None:
         return ratio, None
-    g = by.xs(group, level="group")
-    both = g.loc[own][["a", time]].add_suffix("_own").join(g.loc[other][["a", time]].add_suffix("_other"), how="outer")
-    both = both.fillna(0.0)
-    if len(both) < 3:
+    at_own, at_other = by.get((group, own), {}), by.get((group, other), {})
+    prompts = sorted(set(at_own) | set(at_other))
+    if len(prompts) < 3:
         return ratio, None
-    idx = np.random.default_rng(seed).integers(0, len(both), size=(resamples, len(both)))
-    cols = [both[c].to_numpy()[idx].sum(1) for c in ("a_own", f"{time}_own", "a_other", f"{time}_other")]
-    ratios = (cols[0] / cols[1]) / (cols[2] / cols[3])
+    k = 1 if column == "tps" else 2  # the time of the sums: measured or modeled
+    own_s = np.array([[at_own.get(p, (0.0, 0.0, 0.0))[i] for i in (0, k)] for p in prompts])
+    other_s = np.array([[at_other.get(p, (0.0, 0.0, 0.0))[i] for i in (0, k)] for p in prompts])
+    idx = np.random.default_rng(seed).integers(0, len(prompts), size=(resamples, len(prompts)))
+    ratios = (own_s[idx, 0].sum(1) / own_s[idx, 1].sum(1)) / (other_s[idx, 0].sum(1) / other_s[idx, 1].sum(1))
     return ratio, (float(np.percentile(ratios, 2.5)), float(np.percentile(ratios, 97.5)))
 
 
