@@ -68,3 +68,20 @@ def test_the_drawing_has_the_edges_path_bonus_mismatch_and_comparison():
     words = bonus.get_window_extent(renderer)  # the bonus reads clear of every node's box and inside the panel
     assert not any(words.overlaps(b) for b in boxes) and words.x1 <= ax.get_window_extent(renderer).x1
     plt.close(fig)
+
+
+def test_tokens_with_dollar_signs_draw_as_text():
+    """GSM8K's tokens carry "$": two of them in one label are not mathtext (drawing once raised a ValueError in
+    explore_rounds' slider)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from graftlib.lab.report.tree_view import draw_tree
+
+    fig, ax = plt.subplots()
+    draw_tree(ax, record(), {**NAMES, 3: "$x^$", 5: "$", 9: "$"}.get)
+    fig.canvas.draw()  # raised: mathtext parse error
+    assert any(t.get_text() == "$x^$" for t in ax.texts)
+    plt.close(fig)

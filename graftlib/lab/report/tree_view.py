@@ -122,13 +122,13 @@ def draw_tree(ax, record, decode: Callable[[int], str], other: dict | None = Non
         face = "honeydew" if n in accepted else "white"
         ring = "tab:red" if n in mismatch else "black" if n == last else "0.6"
         ax.text(*pos[n], ("+" if n in new else "") + label, ha="center", va="center", fontsize=7,
-                fontweight="bold" if n in accepted else "normal", gid=f"node {n}",
+                fontweight="bold" if n in accepted else "normal", gid=f"node {n}", parse_math=False,  # "$5" is text
                 bbox=dict(boxstyle="round,pad=0.2", fc=face, ec=ring, lw=1.5 if n in mismatch or n == last else 0.6))
     if bonus is not None:
         x, y = pos[last]
         # the bonus starts one depth on, left-aligned, so it never runs back over the last accepted node's box
         ax.annotate(f"bonus {decode(bonus)!r}", (x + 1, y), xytext=(x + 1, y), ha="left", va="center", fontsize=7,
-                    color="tab:red" if mismatch else "tab:green", gid="bonus")
+                    color="tab:red" if mismatch else "tab:green", gid="bonus", parse_math=False)
         ax.plot([x + 0.4, x + 0.95], [y, y], ls=":", color="tab:green", lw=1)
     cut = len(tree["tokens"]) - len(order)
     notes = [f"{len(order) - 1} of {len(tree['tokens']) - 1} nodes shown" if cut else ""]
