@@ -97,11 +97,14 @@ def drawn_with(params: dict) -> dict:
         eagle3 = checkpoint_id(loaded.eagle3_dir())
     except GraftError:  # no EAGLE-3 drafter for this pair: the baselines show "not run"
         eagle3 = None
-    acceptance = ShippedAssets()  # the paper+acceptance regime reads its parts from the shipped assets only
+    from graftlib.models.strength import CALIBRATIONS
+
+    acceptance = ShippedAssets()  # the third regimes read their parts from the shipped assets only
     return {"pair": loaded.identity().to_dict(),
             "tdes": {"default": scorer_id(default_scorer_path()),
                      "gsm8k": scorer_id(params.get("gsm8k_scorer") or ShippedAssets().tdes("gsm8k")),
-                     **{p.stem: scorer_id(p) for p in acceptance.acceptance_scorers().values() if p.is_file()}},
+                     **{p.stem: scorer_id(p) for c in CALIBRATIONS for p in acceptance.acceptance_scorers(c).values()
+                        if p.is_file()}},  # the third regime's, under each drafter-strength calibration shipped
             "saba": default_params().id, "saba_paper": _paper_id(ShippedAssets().saba_paper),
             "saba_paper_acceptance": _paper_id(acceptance.saba_paper_acceptance),
             "cost_profile": machine_profile(loaded, params.get("cost_profile") or None).id,
