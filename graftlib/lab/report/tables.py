@@ -40,7 +40,7 @@ from graftlib.lab.report.modeled import (
     relabeled,
     rule_caption,
 )
-from graftlib.lab.report.paper import AR_LABELS, TABLE3
+from graftlib.lab.report.paper import AR_LABELS, DDTREE_QWEN3_8B, TABLE1, TABLE2, TABLE3, tree_gain
 from graftlib.methods.registry import AR_METHODS
 
 TABLE1_METHODS = (("ar", "AR"), ("dflash", "DFlash"), ("ddtree", "DDTree"), ("graft", "GRAFT"))
@@ -363,8 +363,6 @@ def construction_checks(records: list[dict], components, betas, curve, oracle: d
     `regime_tables.against_fixed`), and per task the tree's gain over the chain (DDTree@`budget`'s MAT / the chain's,
     from `records`) beside the GRAFT paper's and the DDTree paper's. A pandas DataFrame: check, ours, paper."""
     import pandas as pd
-
-    from graftlib.lab.report.paper import DDTREE_QWEN3_8B, TABLE1, TABLE2, tree_gain
 
     rows = []
     for label in ("+TDES", "+SABA", "GRAFT"):

@@ -274,6 +274,13 @@ def fit_lam(pair, strength: Strength, w: Walked, goal: float, pin: str = "siblin
             **({"bound": r["bound"]} if "bound" in r else {})}
 
 
+def at_kappa(pair, w: Walked, kappa: float, chain_mat: float, memo: dict | None = None) -> tuple[Strength, float]:
+    """The construction at `kappa` with lam = 1 whose chain accepts `chain_mat` over `w`: s refitted
+    (`fit_strength`, `memo` its chain MATs) and tau to its confidence (`fit_temperature`); with the chain's MAT."""
+    s = fit_strength(pair, w, chain_mat, kappa, memo=memo)
+    return Strength(s["s"], fit_temperature(pair, Strength(s["s"], kappa=kappa), w)["tau"], 1.0, kappa), s["mat"]
+
+
 def fit_kappa(pair, shape: Strength, w: Walked, goal: float, chain_mat: float, budget: int = PAPER_BUDGET,
               steps: int = 3) -> dict:
     """Where lam = 1 leaves the tree short of `goal` (the `tree` pin): kappa moved from `shape.kappa` down to 0
@@ -284,12 +291,9 @@ def fit_kappa(pair, shape: Strength, w: Walked, goal: float, chain_mat: float, b
     memo = {}
 
     def at(x: float) -> dict:
-        kappa = shape.kappa * (1.0 - x)
-        s = fit_strength(pair, w, chain_mat, kappa, memo=memo)
-        tau = fit_temperature(pair, Strength(s["s"], kappa=kappa), w)["tau"]
-        strength = Strength(s["s"], tau, 1.0, kappa)
+        strength, chain = at_kappa(pair, w, shape.kappa * (1.0 - x), chain_mat, memo)
         return {"value": run_stats(pair, strength, "ddtree", budget, w)["mat"], "strength": strength,
-                "chain_mat": s["mat"]}
+                "chain_mat": chain}
 
     r = _solve(at, goal, rising=True, tol=0.02 * goal, steps=steps)
     return {"strength": r["strength"], "mat": r["value"], "chain_mat": r["chain_mat"], "kappa": r["strength"].kappa,

@@ -33,11 +33,10 @@ from graftlib.lab.report.regime_tables import Regime
 from graftlib.lab.report.tables import grid_text
 from graftlib.lab.run.bench import Run
 from graftlib.lab.run.regimes import ar_drafted_records, paper, tasks_bench
-from graftlib.lab.run.strength import fit_split, fit_strength, fit_temperature, walked_prompts
+from graftlib.lab.run.strength import at_kappa, fit_split, fit_temperature, walked_prompts
 from graftlib.models.strength import STRENGTH_PATH, Strength, TaskStrengths
 
 POINTS = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.7)
-GAIN_POINTS = (0.0, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0)  # the tree-gain knob g (module doc)
 
 
 def axis_runs(budgets, budget: int, cap: int) -> list[Run]:
@@ -67,13 +66,11 @@ def axis_records(pair, task: str, points, n_prompts: int, max_new_tokens: int, o
 
 def gain_strength(pair, val, pinned: Strength, g: float, chain_mat: float) -> Strength:
     """The construction at tree-gain knob `g` (module doc) from the task's `pinned` strength: lam = g up to 1, then
-    kappa = pinned.kappa * (2 - g) with s refitted to `chain_mat` over `val` (`strength.fit_strength`) and tau to
-    its confidence (`strength.fit_temperature`)."""
+    kappa = pinned.kappa * (2 - g) with s and tau refitted so the chain accepts `chain_mat` over `val`
+    (`strength.at_kappa`, as the pinned calibration's own kappa fit)."""
     if g <= 1.0:
         return replace(pinned, lam=g)
-    kappa = pinned.kappa * (2.0 - g)
-    s = fit_strength(pair, val, chain_mat, kappa)["s"]
-    return Strength(s, fit_temperature(pair, Strength(s, kappa=kappa), val)["tau"], 1.0, kappa)
+    return at_kappa(pair, val, pinned.kappa * (2.0 - g), chain_mat)[0]
 
 
 def gain_records(pair, task: str, points, n_prompts: int, max_new_tokens: int, out,
