@@ -122,7 +122,7 @@ def test_the_round_slider_redraws_the_tree_and_the_rounds_numbers(lab_server, br
         out = slider_output(browser)
         return out if out[0] and "round" in out[1] and out != unlike else None
 
-    before = wait_for(drawn, 60, "round slider output")
+    before = wait_for(drawn, 180, "round slider output")
     handle = browser.find_element(By.CSS_SELECTOR, ".widget-interact .noUi-handle")
     browser.execute_script("arguments[0].scrollIntoView({block: 'center'});", handle)
     shot(browser, "2-explore_rounds-slider")
@@ -137,9 +137,9 @@ def test_the_round_slider_redraws_the_tree_and_the_rounds_numbers(lab_server, br
         v = int(float(handle.get_attribute("aria-valuenow")))
         return None if v == value else v
 
-    moved = wait_for(now, 30, "slider value change")
+    moved = wait_for(now, 60, "slider value change")
     try:
-        after = wait_for(lambda: drawn(before), 90, "redraw after the slider moved")
+        after = wait_for(lambda: drawn(before), 240, "redraw after the slider moved")
     finally:
         shot(browser, "3-explore_rounds-slider-moved")
         print("slider output:", slider_output(browser)[1][-2500:])
