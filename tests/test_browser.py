@@ -35,6 +35,9 @@ def browser(tmp_path):
         options.add_argument(flag)
     driver = webdriver.Chrome(options=options, service=webdriver.ChromeService(executable_path=DRIVER))
     driver.set_script_timeout(60)
+    # a headless page never holds the focus, and JupyterLab's current notebook (what its commands act on) follows
+    # the focus: the page is told it has it, as a user's window does
+    driver.execute_cdp_cmd("Emulation.setFocusEmulationEnabled", {"enabled": True})
     try:
         yield driver
     finally:

@@ -247,6 +247,13 @@ def plot_strength_axis(T, sizes: dict[str, float], paper_mat: dict[str, float], 
     return fig
 
 
+def _number(column) -> float:
+    """A one-row column's value as a float; NaN where the row is absent or the value undefined (an interval over
+    fewer prompts than it needs is None)."""
+    value = column.iloc[0] if len(column) else None
+    return float("nan") if value is None else float(value)
+
+
 def plot_budget_policies(T, losses: dict[str, dict], kinds: dict[str, str], title: str):
     """The budget-policy study (`graftlib.lab.report.budget_policy`): (a) per regime each policy's mean retained share
     of the same-prefix oracle's throughput on the held-out prompts over the best fixed budget's (chosen after the
@@ -267,9 +274,7 @@ def plot_budget_policies(T, losses: dict[str, dict], kinds: dict[str, str], titl
     for i, kind in enumerate(shown):  # points with their intervals: ratios near 1 read only on an axis not from 0
         rows = [T[(T["regime"] == r) & (T["kind"] == kind)] for r in regimes]
         x = np.arange(len(regimes)) + (i - (len(shown) - 1) / 2) * width
-        v = np.array([float(r["vs_best_fixed"].iloc[0]) if len(r) else np.nan for r in rows])
-        lo = np.array([float(r["ci_low"].iloc[0]) if len(r) else np.nan for r in rows])
-        hi = np.array([float(r["ci_high"].iloc[0]) if len(r) else np.nan for r in rows])
+        v, lo, hi = (np.array([_number(r[col]) for r in rows]) for col in ("vs_best_fixed", "ci_low", "ci_high"))
         axes[0].errorbar(x, v, yerr=np.vstack([np.nan_to_num(v - lo), np.nan_to_num(hi - v)]), fmt="o", ms=5,
                          capsize=3, color=colors[kind], label=kinds[kind])
     groups = []
