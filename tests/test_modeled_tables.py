@@ -20,8 +20,9 @@ from graftlib.lab.report.claims import (
 )
 from graftlib.lab.report.metrics import summarize
 from graftlib.lab.report.modeled import EDGE, EDGE_NOTE, best_run, order_runs, reprice, validate
-from graftlib.lab.report.paper import AR_LABELS, TABLE1, TABLE2
+from graftlib.lab.report.paper import TABLE1, TABLE2
 from graftlib.lab.report.tables import TABLE1_METHODS, budget_curve, table1, table2
+from graftlib.methods.registry import AR_LABELS
 from graftlib.training.graft.replay import ReplayRecord
 
 NOISE = [1.0, 1.3, 0.75, 1.2, 0.8, 0.95]  # a run that wall clock cannot tell apart from its reference

@@ -204,6 +204,7 @@ LABELS = {m.name: m.label for m in REGISTRY.values()}  # the one place a method'
 TDES_METHODS = tuple(m.name for m in REGISTRY.values() if m.tdes)  # heap ranked by log q + beta * f~
 ADAPTIVE_METHODS = tuple(m.name for m in REGISTRY.values() if m.adaptive)  # budget = cap on a per-round choice
 AR_METHODS = tuple(m.name for m in REGISTRY.values() if m.policy is not None)  # an EAGLE-3 drafter grows the tree
+AR_LABELS = {m: LABELS[m] for m in AR_METHODS}  # the AR-drafted baselines by the paper's names
 PREDICTED_METHODS = tuple(m.name for m in REGISTRY.values() if m.predicted)  # a fitted predictor picks B_t
 SELECTOR_METHODS = tuple(m.name for m in REGISTRY.values() if m.selector)  # a DFlash 2 drafter's selector ranks
 CHAIN_METHODS = ("dflash", "dflash2")  # `budget` = drafts per round, at most block_size - 1

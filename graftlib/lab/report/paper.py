@@ -65,8 +65,6 @@ TABLE3 = {0.0: (7.635, 260.19, 0.00), 0.05: (7.850, 262.82, 22.14), 0.1: (7.968,
 # Figure 6: SABA retained oracle throughput (mean) and share of rounds at >= 95%
 FIGURE6 = {"mean_retained": 0.941, "share_ge_95": 0.641, "budgets": (32, 48, 64, 80, 96, 128)}
 
-AR_LABELS = {"eagle3": "EAGLE-3", "opt-tree": "OPT-Tree"}  # the paper's names of the AR-drafted baselines
-
 # The DDTree paper's own Qwen3-8B table (github.com/liranringel/ddtree, src/data/results.tex; T = 0, the budget chosen
 # per cell from 16..1024): task -> (the DFlash chain's acceptance, DDTree's). The tree over the chain: 1.33-1.64x.
 DDTREE_QWEN3_8B = {"gsm8k": (6.57, 9.54), "math500": (7.79, 10.73), "humaneval": (6.61, 9.67), "mbpp": (5.99, 9.07),

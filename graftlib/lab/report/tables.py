@@ -40,10 +40,10 @@ from graftlib.lab.report.modeled import (
     relabeled,
     rule_caption,
 )
-from graftlib.lab.report.paper import AR_LABELS, DDTREE_QWEN3_8B, TABLE1, TABLE2, TABLE3, tree_gain
-from graftlib.methods.registry import AR_METHODS
+from graftlib.lab.report.paper import DDTREE_QWEN3_8B, TABLE1, TABLE2, TABLE3, tree_gain
+from graftlib.methods.registry import AR_LABELS, AR_METHODS, LABELS
 
-TABLE1_METHODS = (("ar", "AR"), ("dflash", "DFlash"), ("ddtree", "DDTree"), ("graft", "GRAFT"))
+TABLE1_METHODS = tuple((m, LABELS[m]) for m in ("ar", "dflash", "ddtree", "graft"))
 TABLE2_LABELS = ("DDTree", "+TDES", "+SABA", "GRAFT", "DDTree best fixed", "CaDDTree", "DFlash chain", "AR",
                  *AR_LABELS.values())  # the AR-drafted baselines' context rows, where they ran
 
