@@ -8,7 +8,10 @@ top-2 near-tie of the target's logits (graftlib.core.exactness), never a loosene
 import pytest
 
 from graftlib.core.exactness import check_exact
+from graftlib.core.hardware import hardware_id
+from graftlib.methods.budget_predictor import DEFAULT_PREDICTOR, BudgetPredictor
 from graftlib.methods.decoder import Decoder
+from graftlib.methods.registry import SHIPPED_INPUTS, MethodInputs
 
 PROMPTS = [
     ("Natalia sold clips to 48 of her friends in April, and then she sold half as many clips in May. "
@@ -42,9 +45,14 @@ def references(embedded_pair):
 
 
 @pytest.mark.parametrize("method,budget", RUNS, ids=[f"{m}@{b}" for m, b in RUNS])
-def test_embedded_matches_ar(embedded_pair, references, method, budget):
+def test_embedded_matches_ar(embedded_pair, references, method, budget, tmp_path):
     p = embedded_pair
-    dec = Decoder.for_method(p.target, p.drafter, method, budget, eos_ids=p.eos_ids)
+    inputs = SHIPPED_INPUTS
+    if method == "graft+pred":  # the shipped weights, taken as this machine's (a predictor is refused elsewhere)
+        pred = BudgetPredictor.load(DEFAULT_PREDICTOR)
+        pred.meta["hardware"] = hardware_id(p.target.device, p.target.dtype)
+        inputs = MethodInputs(predictor=str(pred.save(tmp_path / "predictor.json")))
+    dec = Decoder.for_method(p.target, p.drafter, method, budget, eos_ids=p.eos_ids, inputs=inputs)
     n = MAX_NEW // 2 if budget >= 256 else MAX_NEW  # 257-node verifies cost ~0.5 s each on 2 cores
     for ids, ref in references.values():
         res = dec.decode(ids, n)

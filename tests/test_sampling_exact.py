@@ -77,8 +77,8 @@ def make(pair, method: str, budget: int = 6) -> DecodeLoop:
         "graft": lambda: (scorer_builder(), SabaController(GATED, cap=budget)),
         "caddtree": lambda: (CaDDTree.from_params(GATED, cap=budget),) * 2,
         "graft+stop": lambda: (CaDDTree.from_params(GATED, cap=budget, heap=scorer_builder(), gated=True),) * 2,
-        "graft+pred": lambda: (PredictedBudget(random_predictor(3, [1, 2, 4, budget], seed=1), scorer_builder(),
-                                               SabaController(GATED, cap=budget), cap=budget),) * 2,
+        "graft+pred": lambda: (PredictedBudget(random_predictor(3, [1, 2, 4, budget], seed=1, ar_bias=5.0),
+                                               scorer_builder(), GATED, cap=budget),) * 2,  # AR steps between probes
     }[method]()
     return DecodeLoop(target, drafter, *parts, sampling=SAMPLING)
 

@@ -57,17 +57,26 @@ def write_eagle3_dir(path, model, embed: bool = False):
     return path
 
 
-def random_predictor(depth: int, budgets: list[int], seed: int = 0, scale: float = 1.0, rounds=None):
+def random_predictor(depth: int, budgets: list[int], seed: int = 0, scale: float = 1.0, rounds=None,
+                     ar_bias: float | None = None):
     """A `BudgetPredictor` of random weights for a drafter of `depth` over `budgets` (x_t: 14 state terms, q1 and qk
     per depth, one mass per budget), so `graft+pred` decodes on the tiny pairs; standardized by the features of
-    `rounds` (replayed `budget_policy.Rounds`, where given) so that its choices vary from round to round."""
+    `rounds` (replayed `budget_policy.Rounds`, where given) so that its choices vary from round to round. With
+    `ar_bias`, an AR arm of random weights and that intercept (a large one: every round it decides is an AR step)."""
     import numpy as np
 
-    from graftlib.methods.budget_predictor import BudgetPredictor
+    from graftlib.methods.budget_predictor import BudgetPredictor, before_draft
 
     n = 14 + 2 * depth + len(budgets)
+    rng = np.random.default_rng(seed)
     x = rounds.features() if rounds is not None else None
     mu, sd = (x.mean(axis=0), x.std(axis=0) + 1e-6) if x is not None else (np.zeros(n), np.ones(n))
-    w = np.random.default_rng(seed).normal(0.0, scale, (n + 1, len(budgets)))
+    w = rng.normal(0.0, scale, (n + 1, len(budgets)))
     w[0] = 0.0  # no intercept: the round's features decide
-    return BudgetPredictor(list(budgets), mu.tolist(), sd.tolist(), w.tolist(), {"source": "random (tests)"})
+    ar = None
+    if ar_bias is not None:
+        x0 = before_draft(rounds.last, rounds.state[:, 2], rounds.prefix) if rounds is not None else None
+        x0 = x0[~np.isnan(x0[:, 0])] if x0 is not None else None
+        ar_mu, ar_sd = (x0.mean(axis=0), x0.std(axis=0) + 1e-6) if x0 is not None else (np.zeros(14), np.ones(14))
+        ar = {"mu": ar_mu.tolist(), "sd": ar_sd.tolist(), "w": [ar_bias] + rng.normal(0.0, scale, 14).tolist()}
+    return BudgetPredictor(list(budgets), mu.tolist(), sd.tolist(), w.tolist(), {"source": "random (tests)"}, ar)

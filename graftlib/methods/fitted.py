@@ -2,12 +2,13 @@
 
 Each records `pair` (the `PairId` it was fitted for: names + weight fingerprints, `graftlib.models.pair`)
 and `hardware` (`graftlib.core.hardware.hardware_id`): a scorer in its JSON config, a calibration in its
-`meta`. `check_scorer` and `check_calibration` (run by `graftlib.methods.registry` whenever a method loads
-one) compare them with the pair and machine at hand: another pair is a GraftError naming both pairs and
-the `graft prepare` command that makes this pair's artifacts (`prepare_command`, into `default_dir`); the
-same pair on other hardware is, for a calibration, a `HardwareMismatchWarning` (its costs, and so SABA's
-budgets, are the other machine's); a scorer is the pair's on any machine; an artifact that records no
-pair (made by hand) is not checked.
+`meta`. `check_scorer`, `check_calibration` and `check_predictor` (run by `graftlib.methods.registry` whenever
+a method loads one) compare them with the pair and machine at hand: another pair is a GraftError naming both
+pairs and the `graft prepare` command that makes this pair's artifacts (`prepare_command`, into `default_dir`);
+the same pair on other hardware is, for a calibration, a `HardwareMismatchWarning` (its costs, and so SABA's
+budgets, are the other machine's), for a budget predictor a GraftError with the command that fits one there (it
+has no cost model to swap: the machine's round times are in its weights); a scorer is the pair's on any
+machine; an artifact that records no pair (made by hand) is not checked.
 """
 
 import re
@@ -17,6 +18,7 @@ from pathlib import Path
 
 from graftlib.core.errors import require
 from graftlib.core.paths import portable
+from graftlib.methods.budget_predictor import FIT_COMMAND, FIT_MINUTES, FIT_PROMPTS, BudgetPredictor
 from graftlib.methods.saba_params import SabaParams
 from graftlib.methods.tdes import scorer_config, scorer_paths
 from graftlib.models.pair import PairId
@@ -78,3 +80,14 @@ def check_calibration(params: SabaParams, pair: PairId, hardware: str) -> None:
     named cost profile (`meta["cost_profile"]`: another machine's costs on purpose)."""
     check_fitted("SABA calibration", params.meta.get("path", "(in memory)"), params.meta, pair, hardware,
                  "cost_profile" not in params.meta)
+
+
+def check_predictor(predictor: BudgetPredictor, pair: PairId, hardware: str) -> None:
+    """A budget predictor must be this pair's and this machine's (module doc)."""
+    where = predictor.meta.get("path", "(in memory)")
+    check_fitted("budget predictor", where, predictor.meta, pair, hardware, False)
+    recorded = predictor.meta.get("hardware")
+    require(predictor.meta.get("pair") is None or recorded in (None, hardware),
+            f"budget predictor {where} was fitted on {recorded}, not on this machine ({hardware}), whose round times "
+            f"decide every budget: fit one here with `{FIT_COMMAND}` ({FIT_PROMPTS} validation prompts, about "
+            f"{FIT_MINUTES} min on a 2-core CPU) and pass `--predictor results/predictor.json`")

@@ -10,7 +10,7 @@ method is a named pair of them, built here from one row of `REGISTRY`:
   graft        TDES + SABA
   caddtree     cost-aware stopping: the heap sizes itself (`graftlib.methods.caddtree`)
   graft+stop   GRAFT with SABA's budget choice replaced by that stop on its own TDES-ranked heap (SABA's AR gates kept)
-  graft+pred   the same with a fitted predictor's choice on that heap (`graftlib.methods.budget_predictor`)
+  graft+pred   a fitted predictor's choice on that heap, the AR step one of its arms (`graftlib.methods.budget_predictor`)
   dflash2      DFlash 2's chain: its pairwise selector's walk, `budget` drafts (`graftlib.methods.selector`)
   ddtree+sel   the heap with each parent's pool reweighted by the selector's transition score
   ddtree+tdes+sel  the same with TDES on top (eq. 13 over the reweighted log q)
@@ -37,7 +37,7 @@ from graftlib.methods.budget_predictor import DEFAULT_PREDICTOR, BudgetPredictor
 from graftlib.methods.caddtree import CaDDTree
 from graftlib.methods.eagle_tree import RELEASE_BUDGET as EAGLE_RELEASE_BUDGET
 from graftlib.methods.eagle_tree import EagleTree
-from graftlib.methods.fitted import check_calibration, check_fitted, check_scorer
+from graftlib.methods.fitted import check_calibration, check_predictor, check_scorer
 from graftlib.methods.opt_tree import RELEASE_BUDGET as OPT_RELEASE_BUDGET
 from graftlib.methods.opt_tree import OptTree
 from graftlib.methods.saba import SabaController
@@ -124,7 +124,7 @@ class MethodArgs:
     def budget_predictor(self) -> BudgetPredictor:
         predictor = self.inputs.budget_predictor()
         if self.pair is not None:
-            check_fitted("budget predictor", predictor.meta["path"], predictor.meta, self.pair, self.hardware, True)
+            check_predictor(predictor, self.pair, self.hardware)
         return predictor
 
     def calibration(self) -> SabaParams:
@@ -166,8 +166,7 @@ def _stop(a: MethodArgs, heap: HeapTreeBuilder | None = None, gated: bool = Fals
 
 def _predicted(a: MethodArgs) -> Parts:
     params = a.calibration()
-    rule = PredictedBudget(a.budget_predictor(), a.scorer_builder("graft+pred"), SabaController(params, cap=a.budget),
-                           cap=a.budget)
+    rule = PredictedBudget(a.budget_predictor(), a.scorer_builder("graft+pred"), params, cap=a.budget)
     return rule, rule
 
 

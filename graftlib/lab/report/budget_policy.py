@@ -33,7 +33,7 @@ import numpy as np
 from graftlib.core.errors import require
 from graftlib.lab.report.metrics import ratio_ci, summarize
 from graftlib.lab.report.modeled import at_edge
-from graftlib.methods.budget_predictor import BudgetPredictor, features
+from graftlib.methods.budget_predictor import BudgetPredictor, before_draft, features
 
 
 @dataclass(frozen=True)
@@ -41,7 +41,8 @@ class Rounds:
     """Replayed rounds as arrays: `budgets` [K] (0: a plain AR step), `tps` / `accepted` [N, K], `reference` [N]
     (the replayed method's budget), `state` [N, 4] (s_t), `prefix` [N], `prompt` [N] (a prompt's uid) and, where
     the replay recorded them (`budget_predictor.round_features`), `extra` [N, 2D] (per depth q1 and qk) and
-    `mass` [N, K] (the heap's score mass at each budget)."""
+    `mass` [N, K] (the heap's score mass at each budget); `last` [N, 4]: s_t of the prompt's previous round (NaN in
+    its first), what the AR arm reads before the draft (`budget_predictor.before_draft`)."""
 
     budgets: np.ndarray
     tps: np.ndarray
@@ -52,6 +53,7 @@ class Rounds:
     prompt: np.ndarray
     extra: np.ndarray | None = None
     mass: np.ndarray | None = None
+    last: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.tps)
@@ -100,9 +102,11 @@ def rounds(lines: list[dict], profile=None) -> Rounds:
         at = dict(zip(sorted(grid), f["mass"], strict=True)) if f is not None else {}  # the replay grid's order
         mass.append([at[b] for b in budgets] if f is not None else None)
     known = all(e is not None for e in extra) and len({len(e) for e in extra}) == 1
+    first = [i == 0 or prompt[i - 1] != prompt[i] for i in range(len(prompt))]
+    last = [[np.nan] * len(state[i]) if first[i] else state[i - 1] for i in range(len(state))]
     return Rounds(np.array(budgets), np.array(tps, float), np.array(acc, float), np.array(ref), np.array(state, float),
                   np.array(prefix, float), np.array(prompt), np.array(extra, float) if known else None,
-                  np.array(mass, float) if known else None)
+                  np.array(mass, float) if known else None, np.array(last, float))
 
 
 # ----------------------------------------------------------------------------- policies
@@ -192,7 +196,10 @@ def decompose(R: Rounds, params, depth: int) -> dict[str, float]:
 @dataclass
 class Predictor:
     """A per-round budget from the predicted relative curve log TPS_t(B) - mean_B (module doc). kind "ridge"
-    (penalty `alpha` on standardized features) or "knn" (`k` nearest rounds, standardized features)."""
+    (penalty `alpha` on standardized features) or "knn" (`k` nearest rounds, standardized features). Where the
+    rounds it is fitted on have budget 0 (a plain AR step), a ridge fit also learns the AR arm: r_t = log TPS_t(0)
+    - log TPS_t(B_t) of its own tree choice B_t, on what the round knows before the draft
+    (`budget_predictor.before_draft`), with the same penalty; the round is an AR step where r_t > 0."""
 
     kind: str = "ridge"
     alpha: float = 1.0
@@ -204,20 +211,28 @@ class Predictor:
 
     def fit(self, R: Rounds) -> "Predictor":
         require(self.kind in ("ridge", "knn"), f"predictor kind {self.kind!r}: ridge or knn")
-        x = R.features()
+        T = _trees(R)
+        x = T.features()
         self.mu, self.sd = x.mean(axis=0), x.std(axis=0) + 1e-9
-        self.budgets = R.budgets
-        y = np.log(R.tps)
+        self.budgets = T.budgets
+        y = np.log(T.tps)
         self.y = y - y.mean(axis=1, keepdims=True)
         self.x = (x - self.mu) / self.sd
         if self.kind == "ridge":
-            a = np.column_stack([np.ones(len(self.x)), self.x])
-            penalty = self.alpha * np.eye(a.shape[1])
-            penalty[0, 0] = 0.0
-            self.w = np.linalg.solve(a.T @ a + penalty, a.T @ self.y)
+            self.w = _ridge(self.x, self.y, self.alpha)
+        self.ar = None
+        if self.kind == "ridge" and 0 in R.budgets and R.last is not None:
+            rows = ~np.isnan(R.last[:, 0])
+            if rows.sum() >= 2:
+                tree = np.searchsorted(R.budgets, self.choose_tree(T))
+                r = np.log(R.tps[:, 0]) - np.log(R.tps[np.arange(len(R)), tree])
+                x0 = _before_draft(R)[rows]
+                mu, sd = x0.mean(axis=0), x0.std(axis=0) + 1e-9
+                self.ar = {"mu": mu, "sd": sd, "w": _ridge((x0 - mu) / sd, r[rows, None], self.alpha)[:, 0]}
         return self
 
     def curves(self, R: Rounds) -> np.ndarray:
+        R = _trees(R)
         require(np.array_equal(R.budgets, self.budgets), "a predictor chooses among the budgets it was fitted on")
         x = (R.features() - self.mu) / self.sd
         if self.kind == "ridge":
@@ -226,13 +241,45 @@ class Predictor:
         near = np.argsort(d, axis=1)[:, : self.k]
         return self.y[near].mean(axis=1)
 
-    def choose(self, R: Rounds) -> np.ndarray:
+    def choose_tree(self, R: Rounds) -> np.ndarray:
+        """B_t among the positive budgets (the curve's argmax), whatever the AR arm says."""
         return self.budgets[self.curves(R).argmax(axis=1)]
+
+    def choose(self, R: Rounds) -> np.ndarray:
+        """B_t per round: 0 where the AR arm takes the AR step (never in a prompt's first round), else the tree's."""
+        choice = self.choose_tree(R)
+        if getattr(self, "ar", None) is not None and 0 in R.budgets:
+            rows = ~np.isnan(R.last[:, 0])
+            x0 = (_before_draft(R)[rows] - self.ar["mu"]) / self.ar["sd"]
+            ar = np.zeros(len(R), bool)
+            ar[rows] = np.column_stack([np.ones(len(x0)), x0]) @ self.ar["w"] > 0
+            choice = np.where(ar, 0, choice)
+        return choice
 
     def shipped(self, meta: dict) -> BudgetPredictor:
         """This fitted ridge predictor as the decode's `BudgetPredictor` (the same curves on the same features)."""
         require(self.kind == "ridge" and hasattr(self, "w"), "only a fitted ridge predictor ships")
-        return BudgetPredictor(self.budgets.tolist(), self.mu.tolist(), self.sd.tolist(), self.w.tolist(), meta)
+        ar = None if self.ar is None else {k: np.asarray(v).tolist() for k, v in self.ar.items()}
+        return BudgetPredictor(self.budgets.tolist(), self.mu.tolist(), self.sd.tolist(), self.w.tolist(), meta, ar)
+
+
+def _ridge(x: np.ndarray, y: np.ndarray, alpha: float) -> np.ndarray:
+    """Ridge weights [F + 1, K] of `y` [N, K] on standardized `x` [N, F] with an unpenalized intercept."""
+    a = np.column_stack([np.ones(len(x)), x])
+    penalty = alpha * np.eye(a.shape[1])
+    penalty[0, 0] = 0.0
+    return np.linalg.solve(a.T @ a + penalty, a.T @ y)
+
+
+def _trees(R: Rounds) -> Rounds:
+    """`R` without budget 0: the tree budgets a curve is fitted over."""
+    return on_budgets(R, [b for b in R.budgets.tolist() if b > 0]) if 0 in R.budgets else R
+
+
+def _before_draft(R: Rounds) -> np.ndarray:
+    """The AR arm's features per round (NaN in a prompt's first round): the last draft's conf and degen, hist_t
+    now (a round's hist does not depend on its own draft), prefix_t."""
+    return before_draft(R.last, R.state[:, 2], R.prefix)
 
 
 def cross_validated(R: Rounds, candidates: list[Predictor], folds: int = 4) -> tuple[Predictor, dict]:
@@ -259,13 +306,14 @@ def on_budgets(R: Rounds, budgets) -> Rounds:
     cols = np.searchsorted(R.budgets, _on_grid(R, budgets))
     require(len(cols) == len(set(budgets)), f"budgets {sorted(set(budgets) - set(R.budgets.tolist()))} were not "
                                             "replayed")
-    return Rounds(R.budgets[cols], R.tps[:, cols], R.accepted[:, cols], R.reference, R.state, R.prefix, R.prompt,
-                  R.extra, None if R.mass is None else R.mass[:, cols])
+    return replace(R, budgets=R.budgets[cols], tps=R.tps[:, cols], accepted=R.accepted[:, cols],
+                   mass=None if R.mass is None else R.mass[:, cols])
 
 
 def subset(R: Rounds, mask: np.ndarray) -> Rounds:
-    return Rounds(R.budgets, R.tps[mask], R.accepted[mask], R.reference[mask], R.state[mask], R.prefix[mask],
-                  R.prompt[mask], None if R.extra is None else R.extra[mask], None if R.mass is None else R.mass[mask])
+    rows = {k: getattr(R, k) for k in ("tps", "accepted", "reference", "state", "prefix", "prompt", "extra", "mass",
+                                       "last")}
+    return replace(R, **{k: None if v is None else v[mask] for k, v in rows.items()})
 
 
 def against_best_fixed(R: Rounds, choice: np.ndarray, best: int) -> dict:

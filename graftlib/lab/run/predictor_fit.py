@@ -7,20 +7,28 @@ timed (no cost profile: a walked replay's times are another machine's) over `gri
 are an error that names them. The ridge penalty is chosen by cross-validation over the prompts
 (`budget_policy.cross_validated`), the fit refitted on all of them and written as a `BudgetPredictor` whose meta
 records the pair and hardware of the SABA calibration the replay ran with (its check on use), the replays, the
-setting, the cross-validated retained shares and this command.
+setting, the cross-validated retained shares and this command. Where the replays had budget 0, the fit learns
+the AR arm too (`budget_policy.Predictor`).
+
+With `--replay-prompts N` it first makes those replays on this machine: GRAFT's trajectory on the first N
+validation prompts of each of `--tasks`, replayed over the grid and timed (`--repeats`, medians kept), appended to
+`--replays` (resumable by prompt), so one command fits a predictor on a machine it was never fitted for
+(`budget_predictor.FIT_COMMAND`, what a refused predictor names).
 """
 
 import shlex
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from graftlib.core.errors import require
 from graftlib.core.paths import PROJECT_DIR, portable
 from graftlib.core.records import read_records
+from graftlib.inputs.cli_args import add_method_args, add_model_args, method_inputs
 from graftlib.lab.report import budget_policy as bp
 from graftlib.methods.budget_predictor import DEFAULT_PREDICTOR, BudgetPredictor
-from graftlib.methods.saba_params import SabaParams
+from graftlib.methods.saba_params import SabaParams, default_params
 
 ALPHAS = (1.0, 10.0, 100.0, 1000.0)
 
@@ -56,8 +64,28 @@ def fit_predictor(lines: list[dict], alphas=ALPHAS, meta: dict | None = None) ->
                          "task": lines[0].get("task"), **(meta or {})})
 
 
+def replay_here(args, grid: list[int]) -> None:
+    """GRAFT's validation replays over `grid`, timed on this machine, into `args.replays` (module doc)."""
+    from graftlib.data.prompts import load_items
+    from graftlib.models.pair import load_pair
+    from graftlib.training.graft.replay import ReplaySpec, replay_prompts, within_grid
+
+    pair = load_pair(args.target, args.drafter, args.device, args.device_map, dtype=args.dtype)
+    inputs = method_inputs(args)
+    inputs = replace(inputs, saba=within_grid(inputs.saba or default_params(), grid))
+    spec = ReplaySpec(tuple(grid), args.max_new_tokens, args.repeats)
+    for task in args.tasks:
+        replay_prompts(pair, "graft", max(grid), load_items(task, "val", args.replay_prompts), args.replays, spec,
+                       inputs, log=print)
+
+
 def main(args) -> int:
     grid = [int(b) for b in args.grid.split(",")]
+    if args.replay_prompts:
+        require(args.replay_prompts >= 4, f"--replay-prompts {args.replay_prompts}: at least 4 (the fit "
+                "cross-validates over 4 folds of prompts)")
+        replay_here(args, grid)
+    require(Path(args.replays).is_file(), f"no replays at {args.replays}: make them with --replay-prompts N")
     records = read_records(args.replays)
     require(records, f"no replay records in {args.replays}")
     predictor = fit_predictor(timed_lines(records, grid), meta={
@@ -72,9 +100,17 @@ def main(args) -> int:
 
 def add_parser(sub) -> None:
     p = sub.add_parser("fit-predictor", help="fit graft+pred's per-round budget predictor on validation replays")
-    p.add_argument("--replays", type=Path, required=True,
+    add_model_args(p)
+    add_method_args(p)
+    p.add_argument("--replays", type=Path, default=Path("results/predictor_val.jsonl"),
                    help="replay JSONL timed on this machine with round features (e.g. the budget_policies "
-                        "notebook's budget_policies_val.jsonl)")
-    p.add_argument("--grid", default="2,4,8,12,16,24,32", help="the replay's budget grid (comma-separated)")
+                        "notebook's budget_policies_val.jsonl; with --replay-prompts, where they are written)")
+    p.add_argument("--grid", default="2,4,8,12,16,24,32",
+                   help="the replay's budget grid (comma-separated; 0: the AR step, an arm of the predictor)")
+    p.add_argument("--replay-prompts", type=int, default=0,
+                   help="first replay GRAFT on this many validation prompts of each task here (0: read --replays)")
+    p.add_argument("--tasks", nargs="+", default=["gsm8k"], help="the tasks of --replay-prompts")
+    p.add_argument("--max-new-tokens", type=int, default=128, help="tokens a replayed prompt decodes")
+    p.add_argument("--repeats", type=int, default=3, help="timing repeats per (round, budget); medians kept")
     p.add_argument("--out", type=Path, default=DEFAULT_PREDICTOR, help="predictor JSON to write")
     p.set_defaults(func=main)
