@@ -1,12 +1,11 @@
 """A fitted per-round budget predictor and the method that decodes with it (`graft+pred`).
 
 What a round knows before it verifies (`round_features`, recorded by every replay on its reference rounds): per
-depth the drafter's top-1 probability q1 and the probability its top-K candidates cover qk, and per budget B of a
-grid the score mass of the heap's first B pops, mass_t(B) = sum exp(score) (the tree's own forecast of the draft
-tokens it accepts; for GRAFT's TDES-ranked heap the scores include beta f~). `features` turns those, with s_t =
-(conf_t, degen_t, hist_t) and log prefix_t, into the predictor's x_t: the four, their pairwise products and squares,
-then q1, qk and log(1 + mass_t(B)). It is the one definition: `graftlib.lab.report.budget_policy.Rounds` calls it on
-replayed rounds, `PredictedBudget` on the live one, so a fit on replays and its use in a decode read the same x_t.
+depth the drafter's top-1 probability q1 and the probability its top-K candidates cover qk, and per budget B the
+score mass of the heap's first B pops, mass_t(B) = sum exp(score) (the tree's own forecast of its accepted draft
+tokens; GRAFT's scores include beta f~). `features` turns those, with s_t = (conf_t, degen_t, hist_t) and log
+prefix_t, into x_t: the four, their pairwise products and squares, then q1, qk and log(1 + mass_t(B)), the one
+definition that `budget_policy.Rounds` (replays) and `PredictedBudget` (the live round) both read.
 
 `BudgetPredictor` is the shipped form of a ridge fit (`budget_policy.Predictor`, fitted on validation replays of
 the pair on the machine): the budgets it chooses among, the features' standardization and the weights W of the
@@ -22,9 +21,8 @@ pair, or another machine (whose round costs decide every B_t), is refused with t
 `max_skip`, SABA's schedule `saba_extensions.ArGate`: an AR step changes nothing the arm reads but the prefix), the
 heap built once at the largest of the predictor's budgets within the cap, the round's features read from that tree,
 and the tree its first B_t pops; s_t is tracked over the calibration's window from its prior (`StateTracker`).
-Invariants: the tree equals `heap.build(root, cand, B_t)`; the candidate pool per depth is the predictor's largest
-budget, as in the replays it was fitted on (qk is the top-K mass of that pool). Under a cap below that budget the
-tree, the pool and so mass_t(B) and qk are the capped ones, which the fit never saw: use a cap at or above it.
+Invariants: the tree equals `heap.build(root, cand, B_t)`; the pool per depth is the predictor's largest budget, as
+in its replays (qk is that pool's top-K mass): under a lower cap mass_t(B) and qk are ones the fit never saw.
 """
 
 import hashlib

@@ -442,3 +442,45 @@ def timed_rows(records: list[dict], fixed_methods=("ddtree", "ddtree+tdes"),
                     "best_fixed_at_edge": edge,
                     "vs_best_fixed": vs[time] if vs else None, "vs_best_fixed_ci": vs[ci_of] if vs else None})
     return out
+
+
+COMPOSITE = "per-category best"  # each category at its own best fixed run, chosen after the fact
+
+
+def mix_rows(categories: dict[str, list[dict]], fixed_methods=("ddtree", "ddtree+tdes"),
+             policies=("graft", "graft+stop", "graft+pred"), time: str = "speedup") -> list[dict]:
+    """The mixed workload (`graftlib.lab.run.mix`): decoded bench records per category (interleaved per prompt, AR
+    bracketing). Per category and pooled over every prompt (`category` "all"), each policy's ratio by `time`
+    ("speedup": wall clock; "modeled_speedup") to the best single fixed run of `fixed_methods` for the whole mix
+    (`vs_best_fixed`, chosen after the fact), to the category's own best fixed run (`vs_category_best`) and to AR
+    (`vs_ar`), each with its bootstrap interval over prompts (`metrics.speedup_ci`); pooled, the composite of each
+    category at its own best fixed run (`COMPOSITE`) is one more policy."""
+    ci_of = "speedup_ci" if time == "speedup" else "modeled_speedup_ci"
+    tagged = {c: [dict(r, uid=f"{c}/{r['uid']}") for r in recs] for c, recs in categories.items()}
+    pooled = [r for recs in tagged.values() for r in recs]
+    fixed_keys = sorted({r["key"] for r in pooled if r["method"] in fixed_methods})
+    require(fixed_keys, f"the mix has no fixed run of {list(fixed_methods)}")
+    missing = {c: k for c, recs in tagged.items() for k in fixed_keys if k not in {r["key"] for r in recs}}
+    require(not missing, f"every category runs every fixed budget; missing: {missing}")
+
+    def against(recs: list[dict], key: str, base: str) -> dict:
+        return next(r for r in summarize(recs, baseline=base) if r["key"] == key)
+
+    best = max(fixed_keys, key=lambda k: against(pooled, k, "ar")[time])
+    own = {c: max(fixed_keys, key=lambda k, recs=recs: against(recs, k, "ar")[time]) for c, recs in tagged.items()}
+    composite = [dict(r, key=COMPOSITE, method=COMPOSITE) for c, recs in tagged.items() for r in recs
+                 if r["key"] == own[c]]
+    rows = []
+    for c, recs in [*tagged.items(), ("all", pooled + composite)]:
+        keys = {r["method"]: r["key"] for r in recs if r["method"] in (*policies, COMPOSITE)}
+        for method, key in keys.items():
+            vs = {name: against(recs, key, base) for name, base in
+                  (("best", best), ("ar", "ar"), ("own", own.get(c, best)))}
+            rows.append({"category": c, "policy": key, "kind": method, "vs_best_fixed": vs["best"][time],
+                         "ci_low": (vs["best"][ci_of] or (None, None))[0],
+                         "ci_high": (vs["best"][ci_of] or (None, None))[1], "best_fixed": best,
+                         "vs_category_best": vs["own"][time] if c != "all" else None,
+                         "category_best": own.get(c), "vs_ar": vs["ar"][time], "vs_ar_ci": vs["ar"][ci_of],
+                         "prompts": vs["best"]["prompts"], "ar_share": vs["best"]["ar_share"],
+                         "exact": vs["best"]["exact"]})
+    return rows

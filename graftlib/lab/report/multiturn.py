@@ -16,7 +16,8 @@ Record (`combine`). The one-turn fields hold totals over the turns: `tokens` (ev
 tokens, in order), `new_tokens`, `prefill_s`, `decode_s`, `rounds`, `accepted_sum`, `nodes_sum`,
 `stage_s` and the other counts summed, the per-round lists (`accepted`, `round_shapes`)
 concatenated in turn order (any other field must agree across turns). `turns` holds one entry per turn (`TURN_FIELDS`
-plus its `prompt_tokens`), so a reader that knows nothing of turns reads a prompt's totals. Each turn's
+plus its `prompt_tokens` and `TURN_OPTIONAL`), so a reader that knows nothing of turns reads a prompt's totals, and
+`turn_records` splits a record into one-turn records. Each turn's
 first token comes from its prefill, so the decoded tokens of a record are new_tokens - 1 per turn
 (`turn_entries`, `graftlib.lab.report.metrics.decoded_tokens`). Exactness (`matches`) holds when every
 turn's tokens equal AR's for that turn; its verdict (`judge`, `graftlib.core.exactness`) is that of
@@ -32,6 +33,7 @@ from graftlib.models.chat import conversation_ids
 
 TURNS = ("all", "1")  # the bench's --turns: every user turn of a prompt, or the first only
 TURN_FIELDS = ("tokens", "new_tokens", "prefill_s", "decode_s", "rounds", "accepted_sum", "nodes_sum")
+TURN_OPTIONAL = ("modeled_s", "ar_rounds", "stage_s")  # kept per turn where a record has them
 
 
 def user_turns(text: str, followups: tuple[str, ...], turns: str) -> tuple[str, ...]:
@@ -77,8 +79,17 @@ def combine(records: list[dict]) -> dict:
         elif key != "prompt_tokens":
             require(all(v == first for v in values), f"turns disagree on the record field {key!r}: {values}")
             total[key] = first
-    total["turns"] = [{k: r[k] for k in (*TURN_FIELDS, "prompt_tokens")} for r in records]
+    total["turns"] = [{k: r[k] for k in (*TURN_FIELDS, "prompt_tokens", *TURN_OPTIONAL) if k in r} for r in records]
     return total
+
+
+def turn_records(rec: dict) -> list[dict]:
+    """A record as one-turn records, one per turn (its `uid` the turn's, `turn_uid`; its totals the turn's, a
+    `turn` index), so a reader can take one turn of every prompt (the mixed workload's MT-Bench categories)."""
+    if "turns" not in rec:
+        return [dict(rec, turn=0)]
+    base = {k: v for k, v in rec.items() if k != "turns" and not isinstance(v, list)}
+    return [dict(base, **entry, uid=turn_uid(rec["uid"], i), turn=i) for i, entry in enumerate(rec["turns"])]
 
 
 def turn_entries(rec: dict) -> list[dict]:

@@ -11,7 +11,8 @@ setting, the cross-validated retained shares and this command. Where the replays
 the AR arm too (`budget_policy.Predictor`).
 
 With `--replay-prompts N` it first makes those replays on this machine: GRAFT's trajectory on the first N
-validation prompts of each of `--tasks`, replayed over the grid and timed (`--repeats`, medians kept), appended to
+validation prompts of each of `--tasks` (`mix.validation_items`: a task without a validation split gives its last eval
+prompts), replayed over the grid and timed (`--repeats`, medians kept), appended to
 `--replays` (resumable by prompt), so one command fits a predictor on a machine it was never fitted for
 (`budget_predictor.FIT_COMMAND`, what a refused predictor names).
 """
@@ -66,7 +67,7 @@ def fit_predictor(lines: list[dict], alphas=ALPHAS, meta: dict | None = None) ->
 
 def replay_here(args, grid: list[int]) -> None:
     """GRAFT's validation replays over `grid`, timed on this machine, into `args.replays` (module doc)."""
-    from graftlib.data.prompts import load_items
+    from graftlib.lab.run.mix import validation_items
     from graftlib.models.pair import load_pair
     from graftlib.training.graft.replay import ReplaySpec, replay_prompts, within_grid
 
@@ -75,7 +76,7 @@ def replay_here(args, grid: list[int]) -> None:
     inputs = replace(inputs, saba=within_grid(inputs.saba or default_params(), grid))
     spec = ReplaySpec(tuple(grid), args.max_new_tokens, args.repeats)
     for task in args.tasks:
-        replay_prompts(pair, "graft", max(grid), load_items(task, "val", args.replay_prompts), args.replays, spec,
+        replay_prompts(pair, "graft", max(grid), validation_items(task, args.replay_prompts), args.replays, spec,
                        inputs, log=print)
 
 
