@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import torch
 from reference_heap import ranking, reference_heap
+from trees import is_chain, validate
 
 from graftlib.core.builders import Candidates, ChainBuilder, FixedBudget, HeapTreeBuilder
 from graftlib.core.tree import Tree
@@ -31,7 +32,7 @@ def root_paths(tree: Tree) -> set[tuple[int, ...]]:
 
 def check_structure(tree: Tree, root: int = ROOT):
     assert tree.tokens[0] == root and tree.parents[0] == -1 and tree.depths[0] == 0
-    tree.validate()  # parents precede children, depths consistent, siblings distinct
+    validate(tree)  # parents precede children, depths consistent, siblings distinct
     for i in range(1, len(tree.tokens)):
         assert tree.parents[i] < i
 
@@ -111,11 +112,11 @@ def test_from_logits_upcasts_half():
 def test_chain_builder():
     cand = make_cand(depth=5, vocab=12, k=4, seed=1)
     t = ChainBuilder().build(ROOT, cand, 3)
-    assert t.tokens == [ROOT] + [cand.ids[d][0] for d in range(3)] and t.is_chain()
+    assert t.tokens == [ROOT] + [cand.ids[d][0] for d in range(3)] and is_chain(t)
     assert t.scores[1:] == pytest.approx(list(itertools.accumulate(cand.logq[d][0] for d in range(3))))
     # budget above the depth is clipped to D
     t = ChainBuilder().build(ROOT, cand, 50)
-    assert t.num_nodes == 5 and t.is_chain()
+    assert t.num_nodes == 5 and is_chain(t)
 
 
 # ---------------------------------------------------------------- HeapTreeBuilder (DDTree)
@@ -169,7 +170,7 @@ def test_heap_peaked_distribution_is_chain():
         logits[d, t] = 10.0
     cand = Candidates.from_logits(logits, 8)
     tree = HeapTreeBuilder().build(ROOT, cand, 4)
-    assert tree.tokens == [ROOT, 3, 1, 4, 1] and tree.is_chain()
+    assert tree.tokens == [ROOT, 3, 1, 4, 1] and is_chain(tree)
 
 
 class BoostEdge:

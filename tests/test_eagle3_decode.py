@@ -18,6 +18,7 @@ from dataclasses import replace
 import pytest
 import torch
 from tiny import eagle3_config, exactness_eagle3, random_eagle3, tiny_drafter, tiny_pairs, write_eagle3_dir
+from trees import validate
 
 from graftlib.core.ar_drafting import ARDraftState, ARTreeDrafter, DraftPool
 from graftlib.core.builders import FixedBudget
@@ -51,7 +52,7 @@ def pairs():
 
 def check_round(r, method: str, budget: int):
     tree = Tree(r.tree["tokens"], r.tree["parents"], r.tree["depths"])
-    tree.validate()
+    validate(tree)
     policy = EagleTree() if method == "eagle3" else OptTree()
     assert 1 <= r.nodes == tree.num_nodes <= budget and tree.max_depth <= policy.max_depth
     if method == "eagle3":  # the rerank keeps min(budget, pool) nodes; the drafter always runs depth + 1 forwards
@@ -225,7 +226,7 @@ def test_rerank_keeps_ancestors_on_ties():
     pool.add(2, 0, -0.7)
     pool.add(3, a, -0.5)
     assert pool.best(1) == [a] and pool.best(2) == [a, 3]
-    pool.tree(pool.best(2)).validate()
+    validate(pool.tree(pool.best(2)))
     with pytest.raises(GraftError, match="parent 1 is not kept"):
         pool.tree([3])
 

@@ -7,6 +7,7 @@ import itertools
 import pytest
 import torch
 from tiny import ARCH_SEEDS, tiny_pairs
+from trees import is_chain, validate
 
 from graftlib.core.tree import Tree
 from graftlib.lab.run.bench import record_mismatch
@@ -52,10 +53,10 @@ def check_rounds(res, budget: int, method: str, n_tokens: int):
     emitted = 1  # the first token comes from prefill
     for r in res.rounds:
         tree = Tree(r.tree["tokens"], r.tree["parents"], r.tree["depths"])
-        tree.validate()
+        validate(tree)
         assert r.nodes == tree.num_nodes == budget  # vocab 32, depth 7: the pool never runs short here
         if method == "dflash":
-            assert tree.is_chain()
+            assert is_chain(tree)
         acc = r.accepted_nodes
         assert acc[0] == 0 and r.accepted == len(acc)
         for a, b in itertools.pairwise(acc):  # a root path

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import torch
 from reference_heap import reference_heap
+from trees import validate
 
 from graftlib.core.builders import Candidates, HeapTreeBuilder, top_k
 from graftlib.core.errors import GraftError
@@ -52,7 +53,7 @@ def test_compiled_heap_is_the_reference_on_exact_tables(scored, budget):
         scorer = integer_scorer(rng, 40, 6) if scored else None
         fast = HeapTreeBuilder(scorer).build(ROOT, cand, budget)
         ref = reference_heap(ROOT, cand, budget, scores_of(scorer))
-        fast.validate()
+        validate(fast)
         assert same_tree(fast, ref), (fast, ref)
         assert fast.num_nodes == min(budget, sum(8 ** d for d in range(1, 7)))
 
@@ -79,7 +80,7 @@ def test_compiled_tdes_matches_the_batched_reference_on_random_tables(seed):
     for budget in (8, 32, 64):
         fast = HeapTreeBuilder(scorer).build(ROOT, cand, budget)
         ref = reference_heap(ROOT, cand, budget, scores_of(scorer))
-        fast.validate()
+        validate(fast)
         assert len(fast.tokens) == len(ref.tokens)
         for i, (a, b) in enumerate(zip(zip(fast.tokens, fast.parents), zip(ref.tokens, ref.parents))):
             if a != b:  # the first divergence: two candidates whose path scores tie up to rounding

@@ -12,6 +12,7 @@ import torch
 from reference_heap import reference_heap
 from safetensors.torch import load_file
 from tiny import exactness_dflash2, random_prompt, tiny_drafter, tiny_target
+from trees import is_chain, validate
 
 from graftlib.core.builders import Candidates, HeapTreeBuilder, top_k
 from graftlib.core.errors import GraftError
@@ -50,7 +51,7 @@ def test_the_selector_chain_is_the_public_walk():
     selector = Selector.of(drafter, "dflash2")
     cand = Candidates.from_top_k(top_k(logits, selector.top_k, None, hidden), hidden)
     tree = SelectorChain(selector).build(int(recorded["anchor"]), cand, 7)
-    assert tree.is_chain() and tree.tokens[1:] == recorded["path"][0].tolist()
+    assert is_chain(tree) and tree.tokens[1:] == recorded["path"][0].tolist()
     assert tree.tokens[1:] != cand.id_table[:, 0].tolist()  # the walk left the top-1 chain somewhere
     assert all(b < a <= 0 for a, b in zip(tree.scores[1:], tree.scores[2:]))  # running log q' falls
 
@@ -76,7 +77,7 @@ def test_the_heap_with_a_selector_is_the_reference_heap(with_tdes):
         for budget in (3, 12, 40):
             fast = HeapTreeBuilder(tdes, selector=selector).build(1, cand, budget)
             ref = reference_heap(1, cand, budget, score)
-            fast.validate()
+            validate(fast)
             assert (fast.tokens, fast.parents, fast.depths) == (ref.tokens, ref.parents, ref.depths)
             assert np.allclose(fast.scores, ref.scores, atol=1e-4)
             differ += fast.tokens != HeapTreeBuilder(tdes).build(1, cand, budget).tokens

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 import torch
 from reference_tree import ancestor_levels, ancestor_matrix, children, paths, visible
+from trees import is_chain, validate
 
 from graftlib.core.kernels import verify_blob
 from graftlib.core.tree import (
@@ -36,14 +37,14 @@ def branchy() -> Tree:
 
 def test_counts_and_shape_helpers():
     t = branchy()
-    t.validate()
-    assert t.num_nodes == 5 and t.max_depth == 3 and not t.is_chain()
+    validate(t)
+    assert t.num_nodes == 5 and t.max_depth == 3 and not is_chain(t)
     c = Tree.chain(7, [1, 2, 3])
-    c.validate()
+    validate(c)
     assert c.tokens == [7, 1, 2, 3] and c.parents == [-1, 0, 1, 2] and c.depths == [0, 1, 2, 3]
-    assert c.is_chain() and c.num_nodes == 3
+    assert is_chain(c) and c.num_nodes == 3
     r = Tree.root_only(5)
-    assert r.num_nodes == 0 and r.is_chain()
+    assert r.num_nodes == 0 and is_chain(r)
 
 
 def test_add_sets_depth_from_parent():
@@ -52,7 +53,7 @@ def test_add_sets_depth_from_parent():
     assert t.add(12, 1) == 2
     assert t.add(13, 0) == 3
     assert t.depths == [0, 1, 2, 1] and t.parents == [-1, 0, 1, 0]
-    t.validate()
+    validate(t)
 
 
 def _children(vi) -> list[dict[int, int]]:
@@ -129,19 +130,19 @@ def test_tree_with_non_chain_numbering_gets_a_mask():
 def test_validate(tokens, parents, depths, msg):
     t = Tree(tokens, parents, depths)
     if msg is None:
-        t.validate()
+        validate(t)
     else:
         with pytest.raises(AssertionError, match=msg):
-            t.validate()
+            validate(t)
 
 
 def test_validate_root_and_lengths():
     with pytest.raises(AssertionError):
-        Tree([1, 2], [0, 0], [0, 1]).validate()  # root must have parent -1
+        validate(Tree([1, 2], [0, 0], [0, 1]))  # root must have parent -1
     with pytest.raises(AssertionError):
-        Tree([1, 2], [-1, 0], [0]).validate()  # ragged lists
+        validate(Tree([1, 2], [-1, 0], [0]))  # ragged lists
     # same token under different parents is allowed
-    Tree([1, 2, 3, 2], [-1, 0, 0, 2], [0, 1, 1, 2]).validate()
+    validate(Tree([1, 2, 3, 2], [-1, 0, 0, 2], [0, 1, 1, 2]))
 
 
 # Greedy walk: target_next[i] = the target's argmax after node i.

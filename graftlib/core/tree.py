@@ -65,21 +65,6 @@ class Tree:
         k = n + 1
         return Tree(self.tokens[:k], self.parents[:k], self.depths[:k], self.scores[:k])
 
-    def is_chain(self) -> bool:
-        return all(p == i - 1 for i, p in enumerate(self.parents) if i > 0)
-
-    def validate(self) -> None:
-        n = len(self.tokens)
-        assert len(self.parents) == n == len(self.depths) and n >= 1
-        assert self.parents[0] == -1 and self.depths[0] == 0
-        seen = set()
-        for i in range(1, n):
-            p = self.parents[i]
-            assert 0 <= p < i, f"node {i}: parent {p} must precede it"
-            assert self.depths[i] == self.depths[p] + 1, f"node {i}: depth {self.depths[i]} != parent's + 1"
-            assert (p, self.tokens[i]) not in seen, f"node {i}: duplicate token {self.tokens[i]} under parent {p}"
-            seen.add((p, self.tokens[i]))
-
 
 EDGE_SHIFT = 32  # edge key = parent << EDGE_SHIFT | token (token ids < 2^32)
 

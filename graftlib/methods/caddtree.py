@@ -8,9 +8,8 @@ the next node is added only while it increases R; the tree stops at the first no
 (convex on a CPU), so R is unimodal along the pop order and the first non-increase is its peak.
 
 `round_costs(prefix)` is the whole round's cost for n = 0..cap draft nodes (C_draft + C_verify(n + 1; prefix)),
-evaluated once a round: either SABA's calibrated C_t (`from_params`: eq. 17, `saba.cost`, with its cost table; c0
-includes the draft step) or a measured verify curve from `graft costs` plus a draft time (`from_curve`; that curve
-is measured at one prefix, so the context term is ignored there).
+evaluated once a round: SABA's calibrated C_t (`from_params`: eq. 17, `saba.cost`, with its cost table; c0 includes
+the draft step), or any function of the prefix (the constructor's `round_costs`).
 
 `CaDDTree` is both the `TreeBuilder` and the `BudgetController` of the method: `budget` records the
 round's prefix length (the builder protocol does not carry it) and returns the cap. It is a stop rule on the
@@ -86,13 +85,6 @@ class CaDDTree:
         delta_n = table_correction(params.cost_table, sizes)  # per tree size, computed once
         return cls(lambda p: (cost(sizes, p, c) + delta_n).tolist(), cap, delta, params.id, heap=heap,
                    gate=SabaController(params, cap=cap) if gated else None, name=name)
-
-    @classmethod
-    def from_curve(cls, verify_s: dict[int, float], draft_s: float, cap: int, delta: float = 0.0) -> "CaDDTree":
-        """Cost from a measured verify curve {tokens: seconds} (root included) plus the draft time."""
-        curve = {int(k): float(v) for k, v in verify_s.items()}
-        costs = [draft_s + interpolate(curve, n + 1) for n in range(cap + 1)]
-        return cls(lambda p: costs, cap, delta, "verify-curve")
 
     def reset(self) -> None:
         self.prefix_len = 0

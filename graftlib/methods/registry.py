@@ -10,7 +10,7 @@ method is a named pair of them, built here from one row of `REGISTRY`:
   graft        TDES + SABA
   caddtree     cost-aware stopping: the heap sizes itself (`graftlib.methods.caddtree`)
   graft+stop   GRAFT with SABA's budget choice replaced by that stop on its own TDES-ranked heap (SABA's AR gates kept)
-  graft+pred   a fitted predictor's choice on that heap, the AR step one of its arms (`graftlib.methods.budget_predictor`)
+  graft+pred   a fitted predictor's choice on that heap, the AR step one of its arms (`methods.budget_predictor`)
   dflash2      DFlash 2's chain: its pairwise selector's walk, `budget` drafts (`graftlib.methods.selector`)
   ddtree+sel   the heap with each parent's pool reweighted by the selector's transition score
   ddtree+tdes+sel  the same with TDES on top (eq. 13 over the reweighted log q)
