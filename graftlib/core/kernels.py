@@ -24,6 +24,8 @@ from typing import NamedTuple
 import numba
 import numpy as np
 
+EDGE_SHIFT = 32  # a walk's edge key: parent << EDGE_SHIFT | token (token ids < 2^32); the one definition
+
 
 class HeapTables(NamedTuple):
     """The compiled heap's edge-score inputs (module doc): DDTree's heap reads none, TDES's tables make it
@@ -236,7 +238,7 @@ def verify_blob(tokens, parents, depths, start, pad, hidden_bits, itemsize):
     `itemsize` is 2 or 4 (0: a chain, no mask), the mask block [n, pad + n] as that many bytes per entry:
     `pad` zero columns, then `hidden_bits` (the mask dtype's "not visible" value, as an unsigned
     integer) where node j is neither node i nor one of its ancestors, else 0; row i is its parent's
-    with entry i cleared. `keys` [n - 1] int64: the walk's edge keys `parent << 32 | token` of nodes
+    with entry i cleared. `keys` [n - 1] int64: the walk's edge keys `parent << EDGE_SHIFT | token` of nodes
     1..n-1. `graftlib.core.tree.verify_inputs` uploads the blob once and views the parts on the device."""
     n = tokens.shape[0]
     width = pad + n
@@ -247,7 +249,7 @@ def verify_blob(tokens, parents, depths, start, pad, hidden_bits, itemsize):
         words[n + i] = start + depths[i]
     keys = np.empty(max(n - 1, 0), np.int64)
     for i in range(1, n):
-        keys[i - 1] = (parents[i] << 32) | tokens[i]
+        keys[i - 1] = (parents[i] << EDGE_SHIFT) | tokens[i]
     if itemsize == 2:
         hidden_rows(words[2 * n:].view(np.uint16)[:n * width].reshape(n, width), parents, 0, pad,
                      np.uint16(hidden_bits))

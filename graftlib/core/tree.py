@@ -12,7 +12,7 @@ Invariants (checked by `Tree.validate`, relied on everywhere):
 `verify_inputs(tree, start)` is the single place that turns a tree into what the target needs:
 position ids `start + depth`, the additive 4D attention mask over `[prefix (start) | tree (N+1)]`
 (a node's row: its parent's, with its own entry visible; `graftlib.core.kernels.verify_blob`), the walk's edge map
-(parent << 32 | token -> child, `child_edges`); plain reference derivations (the visibility matrix, each
+(parent << EDGE_SHIFT | token -> child, `child_edges`); plain reference derivations (the visibility matrix, each
 node's child map, the root-to-node paths) live in tests/reference_tree.py, against which these are tested.
 `greedy_walk` accepts the longest path whose tokens equal the target's argmax tokens (exact at
 temperature 0). A decode reuses one mask buffer (`MaskBuffer`) across rounds.
@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from graftlib.core.kernels import hidden_rows, verify_blob
+from graftlib.core.kernels import EDGE_SHIFT, hidden_rows, verify_blob
 
 
 @dataclass
@@ -64,9 +64,6 @@ class Tree:
         """The first n draft nodes: of a tree built best-first (parents before children), a tree again."""
         k = n + 1
         return Tree(self.tokens[:k], self.parents[:k], self.depths[:k], self.scores[:k])
-
-
-EDGE_SHIFT = 32  # edge key = parent << EDGE_SHIFT | token (token ids < 2^32)
 
 
 @dataclass
