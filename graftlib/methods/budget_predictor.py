@@ -78,6 +78,13 @@ def before_draft(last: np.ndarray, hist: np.ndarray, prefix: np.ndarray) -> np.n
     return features(np.column_stack([last[:, 0], last[:, 1], hist]), prefix)
 
 
+def ridge_curves(x: np.ndarray, mu, sd, w) -> np.ndarray:
+    """[1, (x - mu) / sd] @ w for features `x` [N, F]: a ridge fit's prediction, the one evaluation a fit
+    (`budget_policy.Predictor`) and its shipped form share."""
+    z = (x - np.asarray(mu)) / np.asarray(sd)
+    return np.column_stack([np.ones(len(z)), z]) @ np.asarray(w)
+
+
 @dataclass
 class BudgetPredictor:
     """A ridge fit of the relative curve over `budgets` (module doc): x_t standardized by `mu`, `sd`, then
@@ -109,8 +116,7 @@ class BudgetPredictor:
         """The predicted relative curve [N, K] for features `x` [N, F]."""
         require(x.shape[1] == len(self.mu), f"the round has {x.shape[1]} features, the predictor was fitted on "
                 f"{len(self.mu)}: it was fitted for a drafter of another depth or a grid of other budgets")
-        z = (x - np.asarray(self.mu)) / np.asarray(self.sd)
-        return np.column_stack([np.ones(len(z)), z]) @ np.asarray(self.w)
+        return ridge_curves(x, self.mu, self.sd, self.w)
 
     def choose(self, x: np.ndarray, cap: int | None = None) -> np.ndarray:
         """B_t per round: the curve's argmax over the budgets within `cap` (the smallest on ties)."""
@@ -121,8 +127,7 @@ class BudgetPredictor:
     def ar_ratio(self, x0: np.ndarray) -> np.ndarray:
         """The AR arm's predicted r_t = log TPS_t(0) - log TPS_t(B_t) [N] on `before_draft` features `x0` [N, 14]."""
         require(self.ar is not None, "this budget predictor has no AR arm (its replays had no budget 0)")
-        z = (x0 - np.asarray(self.ar["mu"])) / np.asarray(self.ar["sd"])
-        return np.column_stack([np.ones(len(z)), z]) @ np.asarray(self.ar["w"])
+        return ridge_curves(x0, self.ar["mu"], self.ar["sd"], self.ar["w"])
 
     def save(self, path: str | Path) -> Path:
         path = Path(path)

@@ -31,8 +31,7 @@ import numpy as np
 from graftlib.core.builders import Candidates, HeapTreeBuilder
 from graftlib.core.errors import require
 from graftlib.core.tree import Tree
-from graftlib.methods.saba import SabaController, cost
-from graftlib.methods.saba_extensions import table_correction
+from graftlib.methods.saba import SabaController, round_costs
 
 
 def interpolate(curve: dict[int, float], n: int) -> float:
@@ -81,9 +80,8 @@ class CaDDTree:
                     gated: bool = False, name: str = "caddtree") -> "CaDDTree":
         """Cost from SABA's calibrated C_t (`graftlib.methods.saba.cost` plus the cost table's correction); with
         `gated`, the calibration's AR gates too."""
-        c, sizes = list(params.c), np.arange(cap + 1)
-        delta_n = table_correction(params.cost_table, sizes)  # per tree size, computed once
-        return cls(lambda p: (cost(sizes, p, c) + delta_n).tolist(), cap, delta, params.id, heap=heap,
+        sizes = np.arange(cap + 1)
+        return cls(lambda p: round_costs(params, sizes, p).tolist(), cap, delta, params.id, heap=heap,
                    gate=SabaController(params, cap=cap) if gated else None, name=name)
 
     def reset(self) -> None:

@@ -33,7 +33,7 @@ import numpy as np
 from graftlib.core.errors import require
 from graftlib.lab.report.metrics import ratio_ci, summarize
 from graftlib.lab.report.modeled import at_edge
-from graftlib.methods.budget_predictor import BudgetPredictor, before_draft, features
+from graftlib.methods.budget_predictor import BudgetPredictor, before_draft, features, ridge_curves
 
 
 @dataclass(frozen=True)
@@ -234,9 +234,9 @@ class Predictor:
     def curves(self, R: Rounds) -> np.ndarray:
         R = _trees(R)
         require(np.array_equal(R.budgets, self.budgets), "a predictor chooses among the budgets it was fitted on")
-        x = (R.features() - self.mu) / self.sd
         if self.kind == "ridge":
-            return np.column_stack([np.ones(len(x)), x]) @ self.w
+            return ridge_curves(R.features(), self.mu, self.sd, self.w)
+        x = (R.features() - self.mu) / self.sd
         d = ((x[:, None, :] - self.x[None, :, :]) ** 2).sum(axis=2)
         near = np.argsort(d, axis=1)[:, : self.k]
         return self.y[near].mean(axis=1)
@@ -250,9 +250,8 @@ class Predictor:
         choice = self.choose_tree(R)
         if getattr(self, "ar", None) is not None and 0 in R.budgets:
             rows = ~np.isnan(R.last[:, 0])
-            x0 = (_before_draft(R)[rows] - self.ar["mu"]) / self.ar["sd"]
             ar = np.zeros(len(R), bool)
-            ar[rows] = np.column_stack([np.ones(len(x0)), x0]) @ self.ar["w"] > 0
+            ar[rows] = ridge_curves(_before_draft(R)[rows], self.ar["mu"], self.ar["sd"], self.ar["w"]) > 0
             choice = np.where(ar, 0, choice)
         return choice
 
@@ -334,7 +333,7 @@ def against_best_fixed(R: Rounds, choice: np.ndarray, best: int) -> dict:
 POLICY_KINDS = {"oracle": "same-prefix oracle", "best_fixed": "best fixed B (after the fact)",
                 "best_fixed_val": "best fixed B on validation", "saba": "SABA (graft)",
                 "saba_model": "SABA's model, no gate", "predictor": "predictor fitted on validation",
-                "stop": "cost-aware stop on GRAFT's heap (graft+stop)"}
+                "stop": "heap's forecast over the grid (graft+stop's ratio)"}
 PREDICTORS = [Predictor("ridge", alpha) for alpha in (1, 10, 100, 1000)] + [Predictor("knn", k=k) for k in (10, 25, 50)]
 
 
@@ -400,7 +399,8 @@ def policy_rows(val: Rounds, held: Rounds, params, depth: int) -> list[dict]:
                 "saba_model": ("SABA's model offline (no gate)", saba_model(held, params, depth)),
                 "predictor": (fitted, predictor.choose(held))}
     if held.mass is not None:
-        policies["stop"] = ("cost-aware stop on GRAFT's heap (graft+stop)", forecast(held, params))
+        # graft+stop's ratio (1 + mass) / C over the replayed grid: the decode stops at its first peak over every pop
+        policies["stop"] = ("forecast argmax over the grid (graft+stop's ratio)", forecast(held, params))
     best_tps = best_fixed_tps(held)
     ends = (held.budgets[held.budgets > 0].min(), held.budgets.max())  # a best at either is not bracketed
     rows = []
