@@ -70,3 +70,20 @@ def test_validation_prompts_never_are_the_held_out_ones():
         assert len(val) == 4 and not (val & held), task
     with pytest.raises(GraftError, match="too few"):
         validation_items("mt-bench", 60)
+
+
+def test_the_mix_figure_draws_every_policy_with_its_intervals(tmp_path):
+    import pandas as pd
+
+    from graftlib.lab.workbook.plots.figures import plot_mix
+
+    math = category("gsm8k", {"ar": 10.0, "ddtree@2": 3.0, "ddtree@8": 2.0, "graft+pred@64": 2.0, "graft@64": 2.5})
+    chat = category("alpaca", {"ar": 10.0, "ddtree@2": 4.0, "ddtree@8": 6.0, "graft+pred@64": 4.0, "graft@64": 5.0})
+    M = pd.DataFrame(mix_rows({"gsm8k": math, "alpaca": chat}, policies=("graft", "graft+pred")))
+    fig = plot_mix(M, "test")
+    a, b = fig.axes[:2]
+    assert [t.get_text() for t in a.get_xticklabels()] == ["gsm8k", "alpaca", "all"]
+    assert len(a.containers) == 3 and len(b.containers) == 3  # graft, graft+pred, the composite: points with bars
+    labels = {t.get_text() for t in fig.legends[0].get_texts()}
+    assert {"graft+pred", "graft", COMPOSITE, "goal, pooled: 1.05x", "goal, per category: 0.97x"} <= labels
+    fig.savefig(tmp_path / "mix.png")

@@ -480,6 +480,7 @@ def mix_rows(categories: dict[str, list[dict]], fixed_methods=("ddtree", "ddtree
                          "ci_low": (vs["best"][ci_of] or (None, None))[0],
                          "ci_high": (vs["best"][ci_of] or (None, None))[1], "best_fixed": best,
                          "vs_category_best": vs["own"][time] if c != "all" else None,
+                         "vs_category_best_ci": vs["own"][ci_of] if c != "all" else None,
                          "category_best": own.get(c), "vs_ar": vs["ar"][time], "vs_ar_ci": vs["ar"][ci_of],
                          "prompts": vs["best"]["prompts"], "ar_share": vs["best"]["ar_share"],
                          "exact": vs["best"]["exact"]})
