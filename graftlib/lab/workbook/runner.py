@@ -41,7 +41,8 @@ QUICK = {"profile": "quick", "slider": False, "prompt_index": 0, "prompt_text": 
          "data_prompts": 48,
          "data_tokens": 64, "train_minutes": 1.5, "train_steps": 0, "eval_every": 100, "tau_prompts": 2,
          "data_pools": "tdes", "repeats": 3, "sampling_tasks": "gsm8k", "temperatures": "0,0.6,1.0", "top_p": 1.0,
-         "seed": 0, "saba_prompts": 1, "saba_grid": "2,4,8", "saba_max_new_tokens": 32, "saba_repeats": 1}
+         "seed": 0, "saba_prompts": 1, "saba_grid": "2,4,8", "saba_max_new_tokens": 32, "saba_repeats": 1,
+         "mix_dir": "results/adaptive-mix"}
 # The other profiles: quick's settings and their named differences (smoke: CI's smallest run; full: paper scale).
 PROFILES: dict[str, dict] = {
     "smoke": dict(QUICK, profile="smoke", n_prompts=1, max_new_tokens=16, n_tasks=1, budgets="4,16", chain_budgets="7",
