@@ -140,6 +140,7 @@ def plot_round(ex: Exploration, t: int, decode, other_builder, params: SabaParam
     """Round t in three panels: its tree beside `other_builder`'s from the same candidates (each marking
     what the other lacks, `lab.tree_view.draw_tree`), and SABA's U_t(B) (model) beside the replay's
     measured a_t(B) / l_t(B), with the chosen budget and the oracle's."""
+    import matplotlib
     import matplotlib.pyplot as plt
 
     from graftlib.lab.report.tree_view import draw_tree
@@ -180,6 +181,11 @@ def plot_round(ex: Exploration, t: int, decode, other_builder, params: SabaParam
         model.tick_params(axis="y", colors="tab:blue")
     ax.axvline(rec.budget, color="tab:green", ls=":", label=f"chosen B_t = {rec.budget}")
     ax.set_xscale("log", base=2)
+    ticks = sorted(set(measured or []) | {rec.budget}) or [rec.budget]
+    # plain numbers, no mathtext ("2^{1}"): the panel is redrawn on every slider move, and one failed mathtext parse
+    # anywhere in the kernel leaves matplotlib's shared parser cache stale for every later one
+    ax.set_xticks(ticks, [str(b) for b in ticks])
+    ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
     ax.set_xlabel("budget B (nodes)")
     ax.set_ylabel("measured tokens / s (replay; left axis)")
     own, labels = ax.get_legend_handles_labels()
