@@ -463,8 +463,13 @@ def mix_rows(categories: dict[str, list[dict]], fixed_methods=("ddtree", "ddtree
     missing = {c: k for c, recs in tagged.items() for k in fixed_keys if k not in {r["key"] for r in recs}}
     require(not missing, f"every category runs every fixed budget; missing: {missing}")
 
+    summaries: dict = {}  # one summary per (records, baseline): every key's row at once
+
     def against(recs: list[dict], key: str, base: str) -> dict:
-        return next(r for r in summarize(recs, baseline=base) if r["key"] == key)
+        at = (id(recs), base)
+        if at not in summaries:
+            summaries[at] = {r["key"]: r for r in summarize(recs, baseline=base)}
+        return summaries[at][key]
 
     best = max(fixed_keys, key=lambda k: against(pooled, k, "ar")[time])
     own = {c: max(fixed_keys, key=lambda k, recs=recs: against(recs, k, "ar")[time]) for c, recs in tagged.items()}
